@@ -1,0 +1,1 @@
+"""coconet-ir: CoCoNet's distributed programs as an MLIR-style IR on xDSL."""

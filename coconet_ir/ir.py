@@ -1,0 +1,111 @@
+"""Parsing, printing and verifying coco programs, with MLIR-style diagnostics.
+
+Every entry point (coconet-opt, coconet-run, the Python API) goes through these
+helpers so that bad input always ends as a `CocoError`: one message of the form
+`FILE:LINE:COL: error: 'coco.op' op RULE`, never a Python traceback.
+"""
+
+from __future__ import annotations
+
+from io import StringIO
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr
+from xdsl.ir import Operation
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
+
+
+class CocoError(DiagnosticException):
+    """A user-facing error: bad syntax, a broken rule, a bad run request."""
+
+
+def make_context(allow_unregistered: bool = False) -> Context:
+    """A context that knows builtin, func, arith and coco."""
+    from xdsl.dialects.arith import Arith
+    from xdsl.dialects.builtin import Builtin
+    from xdsl.dialects.func import Func
+
+    from coconet_ir.dialects.coco import Coco
+
+    ctx = Context(allow_unregistered=allow_unregistered)
+    for dialect in (Builtin, Func, Arith, Coco):
+        ctx.load_dialect(dialect)
+    return ctx
+
+
+class LocatingParser(Parser):
+    """A parser that gives every operation its `file:line:col` location, so
+    that verifier errors can point at the source as mlir-opt does."""
+
+    def parse_operation(self) -> Operation:
+        start = self._current_token.span
+        op = super().parse_operation()
+        if not isinstance(op.location, FileLineColLoc):
+            where = start.get_location()
+            op.location = FileLineColLoc(
+                StringAttr(where.file), IntAttr(where.line), IntAttr(where.col)
+            )
+        return op
+
+
+def describe_parse_error(err: ParseError) -> str:
+    """`FILE:LINE:COL: error: MESSAGE` followed by the source line and a caret."""
+    context = err.span.print_with_context().split("\n", 1)[1].rstrip()
+    return f"{err.span.get_location()}: error: {err.msg}\n{context}"
+
+
+def location_of(op: Operation) -> str:
+    loc = op.location
+    if isinstance(loc, FileLineColLoc):
+        return f"{loc.filename.data}:{loc.line.data}:{loc.column.data}"
+    return "<unknown>"
+
+
+def op_error(op: Operation, message: str) -> CocoError:
+    """An error about one op, in mlir-opt's words."""
+    return CocoError(f"{location_of(op)}: error: '{op.name}' op {message}")
+
+
+def verify(module: Operation) -> None:
+    """Verify every op, innermost first; raise a located CocoError on the first
+    broken rule."""
+    for op in module.walk(reverse=False, region_first=True):
+        try:
+            op.verify(verify_nested_ops=False)
+        except VerifyException as err:
+            message = str(err).removeprefix("Operation does not verify: ")
+            raise op_error(op, message) from None
+
+
+def parse(
+    source: str | bytes, filename: str = "<input>", ctx: Context | None = None
+) -> ModuleOp:
+    """Parse and verify a module; raise CocoError on any problem."""
+    if isinstance(source, bytes):
+        try:
+            source = source.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise CocoError(
+                f"{filename}: error: input is not UTF-8 text (byte {err.start})"
+            ) from None
+    if not strip_comments(source):
+        raise CocoError(f"{filename}: error: empty input, expected a module")
+    try:
+        module = LocatingParser(ctx or make_context(), source, filename).parse_module()
+    except ParseError as err:
+        raise CocoError(describe_parse_error(err)) from None
+    verify(module)
+    return module
+
+
+def strip_comments(source: str) -> str:
+    return "".join(line.split("//", 1)[0] for line in source.splitlines()).strip()
+
+
+def to_text(module: Operation, generic: bool = False) -> str:
+    out = StringIO()
+    Printer(stream=out, print_generic_format=generic).print_op(module)
+    out.write("\n")
+    return out.getvalue()

@@ -1,0 +1,1 @@
+"""Command-line tools: coconet-opt and coconet-run."""

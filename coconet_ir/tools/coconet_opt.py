@@ -1,0 +1,98 @@
+"""`coconet-opt`: xdsl-opt that knows coco, its passes and its targets.
+
+Every xdsl-opt flag works. On bad input it prints one MLIR-style diagnostic
+(`file:line:col: error: ...`) and exits 1; it never shows a Python traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+from typing import IO
+
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass, PassPipeline
+from xdsl.printer import Printer
+from xdsl.xdsl_opt_main import xDSLOptMain
+
+from coconet_ir import ir
+from coconet_ir.tools.errors import run_guarded
+from coconet_ir.universe import get_all_dialects, get_all_passes
+
+
+class CocoNetOptMain(xDSLOptMain):
+    version_format = "coconet-opt built on xdsl version {xdsl_version}"
+
+    def __init__(self, args: Sequence[str] | None = None):
+        super().__init__(description="coconet-ir modular optimizer driver", args=args)
+
+    def register_all_dialects(self):
+        # The xdsl.universe entry point already brings coco when the package is
+        # installed; register it here only when running from a source tree.
+        super().register_all_dialects()
+        known = set(self.ctx.registered_dialect_names)
+        for name, factory in get_all_dialects().items():
+            if name not in known:
+                self.ctx.register_dialect(name, factory)
+
+    def register_all_passes(self):
+        super().register_all_passes()
+        for name, factory in get_all_passes().items():
+            if name not in self.available_passes:
+                self.register_pass(name, factory)
+
+    def register_all_frontends(self):
+        super().register_all_frontends()
+
+        def parse_mlir(io: IO[bytes]) -> ModuleOp:
+            source = io.read()
+            if not self.args.split_input_file and not ir.strip_comments(
+                source.decode("utf-8", "replace")
+            ):
+                raise ir.CocoError(
+                    f"{self.get_input_name()}: error: empty input, expected a module"
+                )
+            try:
+                text = source.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise ir.CocoError(
+                    f"{self.get_input_name()}: error: input is not UTF-8 text "
+                    f"(byte {err.start})"
+                ) from None
+            return ir.LocatingParser(
+                self.ctx, text, self.get_input_name()
+            ).parse_module(not self.args.no_implicit_module)
+
+        self.available_frontends["mlir"] = parse_mlir
+
+    def setup_pipeline(self):
+        """As xdsl-opt's, but verification reports located coco diagnostics."""
+        start = time.perf_counter()
+
+        def callback(
+            previous: ModulePass | None, module: ModuleOp, upcoming: ModulePass | None
+        ) -> None:
+            nonlocal start
+            if self.args.time_passes and previous is not None:
+                print(f"Pass {previous.name} took {time.perf_counter() - start} seconds")
+            if not self.args.disable_verify:
+                ir.verify(module)
+            if previous and upcoming and self.args.print_between_passes:
+                print(f"IR after {previous.name}:")
+                Printer(stream=sys.stdout).print_op(module)
+                print("\n\n\n")
+            if self.args.time_passes and upcoming is not None:
+                start = time.perf_counter()
+
+        self.pipeline = PassPipeline.parse_spec(
+            self.available_passes, self.args.passes, callback
+        )
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    run_guarded("coconet-opt", lambda: CocoNetOptMain(argv).run())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,27 @@
+"""lit configuration for the FileCheck suites (one folder per stage)."""
+
+import os
+import shutil
+
+import lit.formats
+
+config.name = "coconet-ir"  # noqa: F821
+config.test_format = lit.formats.ShTest(execute_external=True)  # noqa: F821
+config.suffixes = [".mlir"]  # noqa: F821
+config.excludes = ["lit.cfg.py", "Inputs"]  # noqa: F821
+config.test_source_root = os.path.dirname(__file__)  # noqa: F821
+
+# Tools come from the active environment (the README installs them there).
+config.environment["PATH"] = os.environ["PATH"]  # noqa: F821
+for name in ("PYTHONPATH", "HOME", "COCONET_TRACEBACK"):
+    if name in os.environ:
+        config.environment[name] = os.environ[name]  # noqa: F821
+
+# Real MLIR (Debian's mlir-22-tools) for the compatibility tests; tests that need
+# it say `REQUIRES: mlir-opt` and are reported UNSUPPORTED where it is missing.
+mlir_opt = shutil.which("mlir-opt-22") or shutil.which("mlir-opt")
+if mlir_opt is None and os.path.exists("/usr/lib/llvm-22/bin/mlir-opt"):
+    mlir_opt = "/usr/lib/llvm-22/bin/mlir-opt"
+if mlir_opt is not None:
+    config.available_features.add("mlir-opt")  # noqa: F821
+    config.substitutions.append(("%mlir-opt", mlir_opt))  # noqa: F821
