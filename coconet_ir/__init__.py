@@ -1,1 +1,42 @@
-"""coconet-ir: CoCoNet's distributed programs as an MLIR-style IR on xDSL."""
+"""coconet-ir: CoCoNet's distributed programs as an MLIR-style IR on xDSL.
+
+`import coconet_ir as cc` gives the whole Python API:
+
+- `cc.parse(text)`, `cc.parse_file(path)`, `cc.to_text(module, generic=False)`,
+  `cc.verify(module)` (from `coconet_ir.ir`);
+- `cc.interpret(module, world=N, inputs=None, seed=0)` and
+  `cc.equivalent(a, b, world=N)` (from `coconet_ir.interpreter`);
+- the builder DSL: `cc.tensor`, `cc.function`, `cc.all_reduce`, `cc.matmul`, ...
+  (from `coconet_ir.dsl`).
+
+Names are resolved lazily, so importing the package (as the command-line tools
+do) stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_IR_NAMES = ("parse", "parse_file", "to_text", "verify", "CocoError", "make_context")
+_INTERPRETER_NAMES = (
+    "interpret",
+    "equivalent",
+    "draw_inputs",
+    "RunResult",
+    "Output",
+    "Comparison",
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _IR_NAMES:
+        return getattr(importlib.import_module("coconet_ir.ir"), name)
+    if name in _INTERPRETER_NAMES:
+        return getattr(importlib.import_module("coconet_ir.interpreter"), name)
+    dsl = importlib.import_module("coconet_ir.dsl")
+    if name in getattr(dsl, "__all__", ()):
+        return getattr(dsl, name)
+    raise AttributeError(f"module 'coconet_ir' has no attribute '{name}'")

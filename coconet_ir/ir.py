@@ -109,3 +109,13 @@ def to_text(module: Operation, generic: bool = False) -> str:
     Printer(stream=out, print_generic_format=generic).print_op(module)
     out.write("\n")
     return out.getvalue()
+
+
+def parse_file(path: str) -> ModuleOp:
+    """Read, parse and verify a `.mlir` file; raise CocoError on any problem."""
+    try:
+        with open(path, "rb") as f:
+            source = f.read()
+    except OSError as err:
+        raise CocoError(f"{path}: error: cannot read: {err.strerror}") from None
+    return parse(source, path)
