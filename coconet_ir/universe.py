@@ -23,8 +23,14 @@ def get_all_dialects() -> dict[str, Callable[[], Dialect]]:
     return {"coco": get_coco}
 
 
+def get_split_all_reduce() -> type[ModulePass]:
+    from coconet_ir.passes.split_all_reduce import SplitAllReduce
+
+    return SplitAllReduce
+
+
 def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
-    return {}
+    return {"coco-split-all-reduce": get_split_all_reduce}
 
 
 COCONET_UNIVERSE = Universe(

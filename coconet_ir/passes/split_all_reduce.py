@@ -1,0 +1,99 @@
+"""coco-split-all-reduce: `all_reduce` → `reduce_scatter` + `all_gather`.
+
+CoCoNet's split: an all-reduce is a reduce-scatter (each rank gets its block of
+the reduction) followed by an all-gather of the blocks. The two halves can then
+be moved apart, so that compute between them runs on slices (`coco-reorder`).
+
+Preconditions: the operand is `local` (a `replicated` operand has no
+reduce-scatter) and of rank >= 1. The scatter dimension is the option `dim`;
+without it, the first dimension the world size divides when the module says its
+world size (`coco.world_size`), else dimension 0. A named all_reduce `NAME`
+gives `NAME_rs` and `NAME_ag`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.pattern_rewriter import (
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+
+from coconet_ir.dialects.coco import AllGatherOp, AllReduceOp, ReduceScatterOp, TensorType
+from coconet_ir.passes.base import CocoPass, module_world_size, stage_name
+
+
+def scatter_dim(
+    tensor: TensorType, requested: int | None, world: int | None
+) -> int | str:
+    """The dimension to scatter along, or the reason there is none."""
+    if tensor.rank == 0:
+        return "a rank-0 tensor cannot be scattered"
+    if requested is not None:
+        if not 0 <= requested < tensor.rank:
+            return f"dim {requested} is out of range for rank {tensor.rank}"
+        if world is not None and tensor.dims[requested] % world:
+            return (
+                f"dimension {requested} (size {tensor.dims[requested]}) is not "
+                f"divisible by the world size {world}"
+            )
+        return requested
+    if world is None:
+        return 0
+    for d, size in enumerate(tensor.dims):
+        if size % world == 0:
+            return d
+    return f"no dimension of {tensor} is divisible by the world size {world}"
+
+
+@dataclass
+class SplitAllReducePattern(RewritePattern):
+    split: SplitAllReduce
+    world: int | None
+    found: list[AllReduceOp] = field(default_factory=list[AllReduceOp])
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: AllReduceOp, rewriter: PatternRewriter) -> None:
+        if not self.split.targets(op):
+            return
+        self.found.append(op)
+        tensor = op.operand.type
+        assert isinstance(tensor, TensorType)
+        if not tensor.layout.is_local:
+            self.split.skip_or_refuse(
+                op, f"the operand must be local to reduce-scatter, got {tensor.layout}"
+            )
+            return
+        dim = scatter_dim(tensor, self.split.dim, self.world)
+        if isinstance(dim, str):
+            self.split.skip_or_refuse(op, dim)
+            return
+        name = stage_name(op)
+        scatter = ReduceScatterOp(
+            op.operand,
+            op.reduction.data,
+            dim,
+            name=None if name is None else f"{name}_rs",
+        )
+        gather = AllGatherOp(scatter, name=None if name is None else f"{name}_ag")
+        rewriter.replace(op, [scatter, gather])
+
+
+@dataclass(frozen=True)
+class SplitAllReduce(CocoPass):
+    """Split every (or the named) all_reduce into reduce_scatter + all_gather."""
+
+    name = "coco-split-all-reduce"
+
+    dim: int | None = None
+    """The scatter dimension; by default the first one the world size divides."""
+
+    def transform(self, ctx: Context, module: ModuleOp) -> bool:
+        pattern = SplitAllReducePattern(self, module_world_size(module))
+        PatternRewriteWalker(pattern, apply_recursively=False).rewrite_module(module)
+        return bool(pattern.found)
