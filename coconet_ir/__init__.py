@@ -20,6 +20,16 @@ from typing import Any
 
 __version__ = "0.1.0"
 
+_SUBMODULES = (
+    "analysis",
+    "dialects",
+    "dsl",
+    "interpreter",
+    "ir",
+    "passes",
+    "tools",
+    "universe",
+)
 _IR_NAMES = ("parse", "parse_file", "to_text", "verify", "CocoError", "make_context")
 _INTERPRETER_NAMES = (
     "interpret",
@@ -36,6 +46,8 @@ def __getattr__(name: str) -> Any:
         return getattr(importlib.import_module("coconet_ir.ir"), name)
     if name in _INTERPRETER_NAMES:
         return getattr(importlib.import_module("coconet_ir.interpreter"), name)
+    if name in _SUBMODULES:
+        return importlib.import_module(f"coconet_ir.{name}")
     dsl = importlib.import_module("coconet_ir.dsl")
     if name in getattr(dsl, "__all__", ()):
         return getattr(dsl, name)

@@ -7,6 +7,7 @@ helpers so that bad input always ends as a `CocoError`: one message of the form
 
 from __future__ import annotations
 
+from dataclasses import replace
 from io import StringIO
 
 from xdsl.context import Context
@@ -15,6 +16,7 @@ from xdsl.ir import Operation
 from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
+from xdsl.utils.lexer import Span
 
 
 class CocoError(DiagnosticException):
@@ -37,10 +39,21 @@ def make_context(allow_unregistered: bool = False) -> Context:
 
 class LocatingParser(Parser):
     """A parser that gives every operation its `file:line:col` location, so
-    that verifier errors can point at the source as mlir-opt does."""
+    that verifier errors can point at the source as mlir-opt does.
+
+    `line_offset` shifts the reported lines (a `--split-input-file` chunk counts
+    lines from the start of the whole file); an unknown op is reported where the
+    op starts (xDSL points at the token after its name).
+    """
+
+    def __init__(self, ctx: Context, text: str, name: str, line_offset: int = 0):
+        super().__init__(ctx, text, name)
+        self.line_offset = line_offset
+        self.op_start: Span | None = None
 
     def parse_operation(self) -> Operation:
-        start = self._current_token.span
+        start = replace(self._current_token.span, line_offset=self.line_offset)
+        self.op_start = start
         op = super().parse_operation()
         if not isinstance(op.location, FileLineColLoc):
             where = start.get_location()
@@ -48,6 +61,13 @@ class LocatingParser(Parser):
                 StringAttr(where.file), IntAttr(where.line), IntAttr(where.col)
             )
         return op
+
+    def _get_op_by_name(self, name: str) -> type[Operation]:
+        if self.ctx.get_optional_op(
+            name, dialect_stack=self._parser_state.dialect_stack
+        ):
+            return super()._get_op_by_name(name)
+        self.raise_error(f"Operation {name} is not registered", self.op_start)
 
 
 def describe_parse_error(err: ParseError) -> str:
@@ -96,6 +116,8 @@ def parse(
         module = LocatingParser(ctx or make_context(), source, filename).parse_module()
     except ParseError as err:
         raise CocoError(describe_parse_error(err)) from None
+    except VerifyException as err:  # a type rule broken while parsing
+        raise CocoError(str(err).strip()) from None
     verify(module)
     return module
 

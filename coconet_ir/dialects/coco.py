@@ -6,14 +6,21 @@ from its operands by the layout rules (section "Layout inference" below), and
 its verifier rejects a result type that disagrees. Collectives are the only ops
 that communicate; `coco.send`/`coco.recv` connect the stages of a pipeline.
 
-When the enclosing module carries `coco.world_size = N`, verifiers also check
-that every sliced dimension is divisible by `N`.
+When the enclosing module carries `coco.world_size = N : i64`, verifiers also
+check that every sliced dimension is divisible by `N`.
+
+Verifier messages state the broken rule; the diagnostic that reports them
+(`coconet_ir.ir.verify`) prefixes the op, as mlir-opt does:
+`FILE:LINE:COL: error: 'coco.norm' op operand must be replicated or local, ...`.
+Builders raise the same `LayoutError` with the `'coco.OP' op` prefix.
 """
 
 from __future__ import annotations
 
+import math
+import struct
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import auto
 from typing import ClassVar
@@ -45,6 +52,7 @@ from xdsl.dialects.func import FuncOp
 from xdsl.dialects.utils.enum_attribute import EnumAttribute
 from xdsl.ir import (
     Attribute,
+    BlockArgument,
     Dialect,
     Operation,
     ParametrizedAttribute,
@@ -54,8 +62,6 @@ from xdsl.ir import (
 )
 from xdsl.irdl import (
     IRDLOperation,
-    VarConstraint,
-    base,
     irdl_attr_definition,
     irdl_op_definition,
     operand_def,
@@ -68,6 +74,7 @@ from xdsl.parser import AttrParser, Parser
 from xdsl.printer import Printer
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.lexer import Position, Span
 from xdsl.utils.str_enum import StrEnum
 
 # ============================================================================
@@ -86,6 +93,9 @@ ELEMENT_TYPES: dict[str, Attribute] = {
 
 FLOAT_TYPES = (Float16Type, BFloat16Type, Float32Type, Float64Type)
 
+WORLD_SIZE_ATTR = "coco.world_size"
+"""The module attribute that fixes the world size `N` (`coco.world_size = 4 : i64`)."""
+
 
 def is_float(element_type: Attribute) -> bool:
     return isinstance(element_type, FLOAT_TYPES)
@@ -96,6 +106,26 @@ def element_type_name(element_type: Attribute) -> str:
         if elt == element_type:
             return name
     raise ValueError(f"not a coco element type: {element_type}")
+
+
+def _as_element_type(element_type: Attribute | str) -> Attribute:
+    """An element type given as an attribute or by its spelling (`"f32"`)."""
+    if not isinstance(element_type, str):
+        return element_type
+    if element_type not in ELEMENT_TYPES:
+        raise ValueError(
+            f"not a coco element type: {element_type!r} (expected one of "
+            f"{', '.join(ELEMENT_TYPES)})"
+        )
+    return ELEMENT_TYPES[element_type]
+
+
+def _located(parser: AttrParser, at: Position, message: str) -> VerifyException:
+    """A type-rule error found while parsing, located like a verifier error so that
+    `--verify-diagnostics` reports it (a ParseError would end the run)."""
+    line_offset = getattr(parser, "line_offset", 0)  # a --split-input-file chunk
+    where = Span(at, at, parser.lexer.input, line_offset).get_location()
+    return VerifyException(f"{where}: error: {message}")
 
 
 class LayoutKind(StrEnum):
@@ -148,9 +178,14 @@ class LayoutAttr(ParametrizedAttribute):
 
     def verify(self) -> None:
         if self.kind.data not in set(LayoutKind):
-            raise VerifyException(f"unknown layout '{self.kind.data}'")
+            raise VerifyException(
+                f"unknown layout '{self.kind.data}' (expected replicated, local "
+                "or sliced<D>)"
+            )
         if self.is_sliced != (self.dim.data >= 0):
-            raise VerifyException("only a sliced layout has a dimension")
+            raise VerifyException(
+                "only a sliced layout has a dimension, and it is non-negative"
+            )
 
     def __str__(self) -> str:
         if self.is_sliced:
@@ -159,17 +194,61 @@ class LayoutAttr(ParametrizedAttribute):
 
     @classmethod
     def parse_layout(cls, parser: AttrParser) -> LayoutAttr:
+        """`replicated`, `local` or `sliced<D>`."""
         kind = parser.parse_str_enum(LayoutKind)
         if kind != LayoutKind.SLICED:
             return LayoutAttr(StringAttr(kind), IntAttr(-1))
         parser.parse_punctuation("<", " after 'sliced'")
-        dim = parser.parse_integer(allow_boolean=False, allow_negative=False)
+        at = parser.pos
+        dim = parser.parse_integer(
+            allow_boolean=False, context_msg=" as the dimension of sliced<D>"
+        )
+        if dim < 0:
+            parser.raise_error(
+                f"the dimension of sliced<D> must be non-negative, got {dim}", at
+            )
         parser.parse_punctuation(">", " to close 'sliced<'")
         return LayoutAttr.sliced(dim)
 
 
 REPLICATED = LayoutAttr.replicated()
 LOCAL = LayoutAttr.local()
+
+
+def _shape_text(dims: Sequence[int]) -> str:
+    return "x".join(str(d) if d >= 0 else "?" for d in dims) or "rank 0"
+
+
+def shape_problem(dims: Sequence[int]) -> str | None:
+    """Why `dims` is not a valid `!coco.tensor` shape, or None."""
+    if all(d >= 1 for d in dims):
+        return None
+    return (
+        "!coco.tensor shape must be static with positive sizes, got "
+        f"{_shape_text(dims)}"
+    )
+
+
+def element_type_problem(element_type: Attribute) -> str | None:
+    """Why `element_type` may not be a `!coco.tensor` element type, or None."""
+    if element_type in ELEMENT_TYPES.values():
+        return None
+    return (
+        f"!coco.tensor element type must be one of {', '.join(ELEMENT_TYPES)}, "
+        f"got {element_type}"
+    )
+
+
+def layout_problem(layout: LayoutAttr, rank: int) -> str | None:
+    """Why `layout` does not fit a tensor of `rank`, or None."""
+    if not layout.is_sliced or layout.sliced_dim < rank:
+        return None
+    if rank == 0:
+        return f"{layout} is out of range: a rank-0 tensor cannot be sliced"
+    return (
+        f"{layout} is out of range for a tensor of rank {rank} (the sliced "
+        f"dimension must be in 0..{rank - 1})"
+    )
 
 
 @irdl_attr_definition
@@ -212,27 +291,31 @@ class TensorType(ParametrizedAttribute, TypeAttribute):
         return TensorType(shape, self.element_type, self.layout)
 
     def verify(self) -> None:
-        if self.element_type not in ELEMENT_TYPES.values():
-            raise VerifyException(
-                f"!coco.tensor element type must be one of "
-                f"{', '.join(ELEMENT_TYPES)}, got {self.element_type}"
-            )
-        if any(d < 1 for d in self.dims):
-            raise VerifyException(
-                f"!coco.tensor dimensions must be static and positive, got {self.dims}"
-            )
-        if self.layout.is_sliced and self.layout.sliced_dim >= self.rank:
-            raise VerifyException(
-                f"sliced<{self.layout.sliced_dim}> is out of range for a tensor "
-                f"of rank {self.rank}"
-            )
+        problem = (
+            element_type_problem(self.element_type)
+            or shape_problem(self.dims)
+            or layout_problem(self.layout, self.rank)
+        )
+        if problem is not None:
+            raise VerifyException(problem)
 
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> list[Attribute]:
         parser.parse_punctuation("<", " to open !coco.tensor")
+        shape_at = parser.pos
         shape, element_type = parser.parse_ranked_shape()
+        problem = shape_problem(shape)
+        if problem is not None:
+            raise _located(parser, shape_at, problem)
+        problem = element_type_problem(element_type)
+        if problem is not None:
+            raise _located(parser, shape_at, problem)
         parser.parse_punctuation(",", " between the element type and the layout")
+        layout_at = parser.pos
         layout = LayoutAttr.parse_layout(parser)
+        problem = layout_problem(layout, len(shape))
+        if problem is not None:
+            raise _located(parser, layout_at, problem)
         parser.parse_punctuation(">", " to close !coco.tensor")
         return [ArrayAttr(IntAttr(d) for d in shape), element_type, layout]
 
@@ -244,11 +327,11 @@ class TensorType(ParametrizedAttribute, TypeAttribute):
             printer.print_string(f", {self.layout}")
 
 
-def tensor(shape: Sequence[int], element_type: Attribute | str, layout: LayoutAttr) -> TensorType:
+def tensor(
+    shape: Sequence[int], element_type: Attribute | str, layout: LayoutAttr
+) -> TensorType:
     """Shorthand: `tensor([1024], "f32", LOCAL)`."""
-    if isinstance(element_type, str):
-        element_type = ELEMENT_TYPES[element_type]
-    return TensorType(shape, element_type, layout)
+    return TensorType(shape, _as_element_type(element_type), layout)
 
 
 # ============================================================================
@@ -265,7 +348,9 @@ class ReductionKind(StrEnum):
 
 @irdl_attr_definition
 class ReductionKindAttr(EnumAttribute[ReductionKind], SpacedOpaqueSyntaxAttribute):
-    """How a collective combines the ranks' values: `sum`, `prod`, `max`, `min`."""
+    """How a collective combines the ranks' values: `sum`, `prod`, `max`, `min`.
+
+    Generic form: `#coco<reduction sum>`."""
 
     name = "coco.reduction"
 
@@ -278,7 +363,9 @@ class ReduceKind(StrEnum):
 
 @irdl_attr_definition
 class ReduceKindAttr(EnumAttribute[ReduceKind], SpacedOpaqueSyntaxAttribute):
-    """How `coco.reduce` combines elements: `sum`, `max`, `min`."""
+    """How `coco.reduce` combines elements: `sum`, `max`, `min`.
+
+    Generic form: `#coco<reduce_kind sum>`."""
 
     name = "coco.reduce_kind"
 
@@ -296,7 +383,9 @@ class ComparePredicate(StrEnum):
 class ComparePredicateAttr(
     EnumAttribute[ComparePredicate], SpacedOpaqueSyntaxAttribute
 ):
-    """The predicate of `coco.cmp`: `eq ne lt le gt ge`."""
+    """The predicate of `coco.cmp`: `eq ne lt le gt ge`.
+
+    Generic form: `#coco<predicate gt>`."""
 
     name = "coco.predicate"
 
@@ -305,8 +394,8 @@ class ComparePredicateAttr(
 # Layout inference
 #
 # Each rule takes operand types and returns the result type, or raises a
-# LayoutError whose message names the rule. Builders call them to compute result
-# types; verifiers call them to check the declared one.
+# LayoutError whose message states the rule. Builders call them to compute
+# result types; verifiers call them to check the declared one.
 # ============================================================================
 
 
@@ -323,8 +412,9 @@ def broadcast_shapes(shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
         sizes.discard(1)
         if len(sizes) > 1:
             raise LayoutError(
-                f"shapes {', '.join(str(list(s)) for s in shapes)} do not broadcast "
-                f"(dimension {axis} has sizes {sorted(sizes)})"
+                f"operand shapes {' and '.join(str(list(s)) for s in shapes)} do "
+                f"not broadcast (dimension {axis} of the result has sizes "
+                f"{sorted(sizes)})"
             )
         result.append(sizes.pop() if sizes else 1)
     return tuple(result)
@@ -334,8 +424,8 @@ def elementwise_layout(types: Sequence[TensorType], result_rank: int) -> LayoutA
     """The layout rule for elementwise ops.
 
     Equal layouts keep it; `replicated` takes the layout of the other operands;
-    sliced operands must cut the same (right-aligned) result dimension and must
-    not be broadcast along it; `local` with `sliced` is an error.
+    sliced operands must cut the same (right-aligned) result dimension; `local`
+    with `sliced` is an error.
     """
     sliced_dims: set[int] = set()
     has_local = False
@@ -343,47 +433,65 @@ def elementwise_layout(types: Sequence[TensorType], result_rank: int) -> LayoutA
         if t.layout.is_local:
             has_local = True
         elif t.layout.is_sliced:
-            aligned = t.layout.sliced_dim + result_rank - t.rank
-            sliced_dims.add(aligned)
+            sliced_dims.add(t.layout.sliced_dim + result_rank - t.rank)
     if has_local and sliced_dims:
-        raise LayoutError("a local operand cannot be combined with a sliced one")
+        raise LayoutError(
+            "cannot combine a local operand with a sliced one (local with sliced "
+            "is an error: all_reduce the local operand or all_gather the sliced "
+            "one first)"
+        )
     if len(sliced_dims) > 1:
         raise LayoutError(
-            "sliced operands must be sliced along the same dimension of the "
-            f"result, got dimensions {sorted(sliced_dims)}"
+            "sliced operands must cut the same dimension of the result, got "
+            f"dimensions {sorted(sliced_dims)} (use coco.all_to_all)"
         )
     if has_local:
         return LOCAL
     if not sliced_dims:
         return REPLICATED
-    dim = sliced_dims.pop()
-    return LayoutAttr.sliced(dim)
+    return LayoutAttr.sliced(sliced_dims.pop())
+
+
+def _check_sliced_not_broadcast(
+    types: Sequence[TensorType], shape: tuple[int, ...], layout: LayoutAttr
+) -> None:
+    """A sliced operand must have the full size along its sliced dimension."""
+    if not layout.is_sliced:
+        return
+    for t in types:
+        if (
+            t.layout.is_sliced
+            and t.dims[t.layout.sliced_dim] != shape[layout.sliced_dim]
+        ):
+            raise LayoutError(
+                f"a sliced operand cannot be broadcast along its sliced dimension "
+                f"({t} against result shape {list(shape)})"
+            )
 
 
 def infer_elementwise(
     types: Sequence[TensorType], result_element_type: Attribute | None = None
 ) -> TensorType:
+    """Shape by broadcasting, layout by `elementwise_layout`; the element type is
+    the first operand's unless `result_element_type` says otherwise."""
     shape = broadcast_shapes([t.dims for t in types])
     layout = elementwise_layout(types, len(shape))
-    if layout.is_sliced:
-        for t in types:
-            if t.layout.is_sliced and t.dims[t.layout.sliced_dim] != shape[layout.sliced_dim]:
-                raise LayoutError(
-                    f"a sliced operand cannot be broadcast along its sliced "
-                    f"dimension ({t} against result shape {list(shape)})"
-                )
-    element_type = types[0].element_type
+    _check_sliced_not_broadcast(types, shape, layout)
     if result_element_type is None:
-        result_element_type = element_type
+        result_element_type = types[0].element_type
     return TensorType(shape, result_element_type, layout)
 
 
 def check_same_element_type(op_name: str, types: Sequence[TensorType]) -> None:
+    """Operands of elementwise ops and matmul share one element type.
+
+    `op_name` is kept for callers of the original signature; the message states
+    the rule and the diagnostic names the op."""
     kinds = {t.element_type for t in types}
     if len(kinds) > 1:
         raise LayoutError(
-            f"'{op_name}' operands must have the same element type (use "
-            f"coco.convert), got {', '.join(str(t.element_type) for t in types)}"
+            "operands must have the same element type (use coco.convert), got "
+            f"{', '.join(str(t.element_type) for t in types)}"
         )
 
 
@@ -391,13 +499,13 @@ def infer_reduce(operand: TensorType, dims: Sequence[int]) -> TensorType:
     """Reductions: replicated → replicated, local → local; on sliced<D> a set of
     dims including D gives local partials, excluding D gives sliced (renumbered)."""
     if not dims:
-        raise LayoutError("coco.reduce needs at least one dimension")
+        raise LayoutError("needs at least one dimension to reduce (dims = [...])")
     if len(set(dims)) != len(dims):
-        raise LayoutError(f"coco.reduce dims must be distinct, got {list(dims)}")
+        raise LayoutError(f"dims must be distinct, got {list(dims)}")
     for d in dims:
         if not 0 <= d < operand.rank:
             raise LayoutError(
-                f"coco.reduce dim {d} is out of range for rank {operand.rank}"
+                f"dim {d} is out of range for an operand of rank {operand.rank}"
             )
     shape = [s for axis, s in enumerate(operand.dims) if axis not in dims]
     layout = operand.layout
@@ -410,36 +518,50 @@ def infer_reduce(operand: TensorType, dims: Sequence[int]) -> TensorType:
     return TensorType(shape, operand.element_type, layout)
 
 
+MATMUL_RULES = (
+    "replicated x replicated -> replicated, sliced<d not last> x replicated -> "
+    "sliced<d>, replicated x sliced<1> -> sliced<last>, sliced<last> x sliced<0> "
+    "-> local, local x replicated -> local"
+)
+"""The matmul table of COCO_DIALECT.md section 3, as error messages quote it."""
+
+
+def matmul_layout(lhs: TensorType, rhs: TensorType) -> LayoutAttr | None:
+    """The result layout by the matmul table, or None when no row matches."""
+    last = lhs.rank - 1
+    a, b = lhs.layout, rhs.layout
+    if b.is_replicated:
+        if a.is_replicated:
+            return REPLICATED
+        if a.is_sliced and a.sliced_dim != last:
+            return a
+        if a.is_local:
+            return LOCAL
+        return None
+    if a.is_replicated and b.is_sliced and b.sliced_dim == 1:
+        return LayoutAttr.sliced(last)
+    if a.is_sliced and a.sliced_dim == last and b.is_sliced and b.sliced_dim == 0:
+        return LOCAL
+    return None
+
+
 def infer_matmul(lhs: TensorType, rhs: TensorType) -> TensorType:
-    """The matmul table of COCO_DIALECT.md section 3."""
+    """`a: [..., K]` times `b: [K, M]` gives `[..., M]`, laid out by the table."""
     if lhs.rank < 2 or rhs.rank != 2:
         raise LayoutError(
-            "coco.matmul needs a lhs of rank >= 2 and a rhs of rank 2, got ranks "
+            "needs a lhs of rank >= 2 and a rhs of rank 2, got ranks "
             f"{lhs.rank} and {rhs.rank}"
         )
     if lhs.dims[-1] != rhs.dims[0]:
         raise LayoutError(
-            f"coco.matmul contraction sizes differ: lhs {list(lhs.dims)} and rhs "
-            f"{list(rhs.dims)}"
+            f"contraction sizes differ: lhs {list(lhs.dims)} has K = {lhs.dims[-1]}"
+            f" but rhs {list(rhs.dims)} has K = {rhs.dims[0]}"
         )
-    last = lhs.rank - 1
-    a, b = lhs.layout, rhs.layout
-    layout: LayoutAttr | None = None
-    if a.is_replicated and b.is_replicated:
-        layout = REPLICATED
-    elif a.is_sliced and a.sliced_dim != last and b.is_replicated:
-        layout = a
-    elif a.is_replicated and b.is_sliced and b.sliced_dim == 1:
-        layout = LayoutAttr.sliced(last)
-    elif a.is_sliced and a.sliced_dim == last and b.is_sliced and b.sliced_dim == 0:
-        layout = LOCAL
-    elif a.is_local and b.is_replicated:
-        layout = LOCAL
+    layout = matmul_layout(lhs, rhs)
     if layout is None:
         raise LayoutError(
-            f"coco.matmul has no layout rule for lhs {a} and rhs {b} (allowed: "
-            "replicated x replicated, sliced<d not last> x replicated, replicated "
-            "x sliced<1>, sliced<last> x sliced<0>, local x replicated)"
+            f"has no layout rule for lhs {lhs.layout} and rhs {rhs.layout} "
+            f"(allowed: {MATMUL_RULES})"
         )
     shape = (*lhs.dims[:-1], rhs.dims[1])
     return TensorType(shape, lhs.element_type, layout)
@@ -454,11 +576,25 @@ def world_size_of(op: Operation) -> int | None:
     """The world size fixed by an enclosing `coco.world_size` attribute, if any."""
     parent = op.parent_op()
     while parent is not None:
-        attr = parent.attributes.get("coco.world_size")
-        if isinstance(attr, IntegerAttr):
-            return attr.value.data
+        attr = parent.attributes.get(WORLD_SIZE_ATTR)
+        if attr is not None:
+            return _world_size_value(attr)
         parent = parent.parent_op()
     return None
+
+
+def _world_size_value(attr: Attribute) -> int:
+    if (
+        not isinstance(attr, IntegerAttr)
+        or not isinstance(attr.type, IntegerType)
+        or attr.type == i1
+        or attr.value.data < 1
+    ):
+        raise LayoutError(
+            f"{WORLD_SIZE_ATTR} must be a positive integer (e.g. "
+            f"{WORLD_SIZE_ATTR} = 4 : i64), got {attr}"
+        )
+    return attr.value.data
 
 
 def check_divisible(op: Operation, types: Sequence[Attribute]) -> None:
@@ -473,7 +609,7 @@ def check_divisible(op: Operation, types: Sequence[Attribute]) -> None:
         if size % world:
             raise LayoutError(
                 f"dimension {t.layout.sliced_dim} of {t} (size {size}) is not "
-                f"divisible by the world size {world}"
+                f"divisible by the world size {world} ({WORLD_SIZE_ATTR})"
             )
 
 
@@ -484,11 +620,27 @@ def as_tensor_type(value: SSAValue, what: str) -> TensorType:
 
 
 def check_result_type(op_name: str, declared: Attribute, inferred: TensorType) -> None:
+    """The declared result type must be the inferred one. `op_name` is kept for
+    callers of the original signature; the diagnostic names the op."""
     if declared != inferred:
         raise LayoutError(
-            f"'{op_name}' result type must be {inferred} by the layout rules, "
-            f"got {declared}"
+            f"result type must be {inferred} by the layout rules, got {declared}"
         )
+
+
+def check_dim_in_range(what: str, dim: int, operand: TensorType) -> None:
+    if not 0 <= dim < operand.rank:
+        raise LayoutError(
+            f"{what} {dim} is out of range for an operand of rank {operand.rank}"
+        )
+
+
+def inferred_by(op_name: str, infer: Callable[[], TensorType]) -> TensorType:
+    """Run a builder's inference; name the op in the error, as diagnostics do."""
+    try:
+        return infer()
+    except LayoutError as err:
+        raise LayoutError(f"'{op_name}' op {err}") from None
 
 
 class CocoOp(IRDLOperation, ABC):
@@ -504,11 +656,24 @@ class CocoOp(IRDLOperation, ABC):
         self.verify_types()
 
     def verify_types(self) -> None:
-        """The op's own type rules; raise LayoutError naming the rule."""
+        """The op's own type rules; raise LayoutError stating the rule."""
 
 
 def _name_attr(name: str | None) -> dict[str, Attribute | None]:
     return {"name": StringAttr(name) if name is not None else None}
+
+
+def _literal_text(parser: Parser, start: Position) -> str:
+    """The source text of the literal just parsed from `start`."""
+    return parser.lexer.input.content[start : parser.pos].strip()
+
+
+def _parse_keyword_value(parser: Parser, keyword: str) -> tuple[Position, float | int]:
+    """`KEYWORD = NUMBER`; returns where the number starts and its value."""
+    parser.parse_keyword(keyword)
+    parser.parse_punctuation("=")
+    at = parser.pos
+    return at, parser.parse_number(context_msg=f" after '{keyword} ='")
 
 
 # ============================================================================
@@ -537,8 +702,11 @@ class ElementwiseBinaryOp(CocoOp, ABC):
         name: str | None = None,
     ):
         lhs_v, rhs_v = SSAValue.get(lhs), SSAValue.get(rhs)
-        result_type = self.infer(
-            as_tensor_type(lhs_v, "lhs"), as_tensor_type(rhs_v, "rhs")
+        result_type = inferred_by(
+            self.name,
+            lambda: self.infer(
+                as_tensor_type(lhs_v, "lhs"), as_tensor_type(rhs_v, "rhs")
+            ),
         )
         super().__init__(
             operands=[lhs_v, rhs_v],
@@ -550,9 +718,11 @@ class ElementwiseBinaryOp(CocoOp, ABC):
     def infer(cls, lhs: TensorType, rhs: TensorType) -> TensorType:
         check_same_element_type(cls.name, [lhs, rhs])
         if lhs.element_type == i1:
-            raise LayoutError(f"'{cls.name}' does not take i1 operands")
+            raise LayoutError(
+                "does not take i1 operands (i1 is not arithmetic; use coco.select)"
+            )
         if cls.FLOAT_ONLY_BINARY and not is_float(lhs.element_type):
-            raise LayoutError(f"'{cls.name}' needs floating-point operands")
+            raise LayoutError(f"needs floating-point operands, got {lhs.element_type}")
         return infer_elementwise([lhs, rhs])
 
     def verify_types(self) -> None:
@@ -638,15 +808,16 @@ class CmpOp(CocoOp):
         name: str | None = None,
     ):
         lhs_v, rhs_v = SSAValue.get(lhs), SSAValue.get(rhs)
-        result_type = self.infer(
-            as_tensor_type(lhs_v, "lhs"), as_tensor_type(rhs_v, "rhs")
+        result_type = inferred_by(
+            self.name,
+            lambda: self.infer(
+                as_tensor_type(lhs_v, "lhs"), as_tensor_type(rhs_v, "rhs")
+            ),
         )
         super().__init__(
             operands=[lhs_v, rhs_v],
             result_types=[result_type],
-            properties={
-                "predicate": ComparePredicateAttr(ComparePredicate(predicate))
-            },
+            properties={"predicate": ComparePredicateAttr(ComparePredicate(predicate))},
             attributes=_name_attr(name),
         )
 
@@ -688,7 +859,10 @@ class SelectOp(CocoOp):
         name: str | None = None,
     ):
         values = [SSAValue.get(v) for v in (condition, true_value, false_value)]
-        result_type = self.infer(*(as_tensor_type(v, "operand") for v in values))
+        result_type = inferred_by(
+            self.name,
+            lambda: self.infer(*(as_tensor_type(v, "operand") for v in values)),
+        )
         super().__init__(
             operands=values, result_types=[result_type], attributes=_name_attr(name)
         )
@@ -699,8 +873,7 @@ class SelectOp(CocoOp):
     ) -> TensorType:
         if condition.element_type != i1:
             raise LayoutError(
-                f"coco.select condition must have element type i1, got "
-                f"{condition.element_type}"
+                f"condition must have element type i1, got {condition.element_type}"
             )
         check_same_element_type("coco.select", [true_value, false_value])
         return infer_elementwise(
@@ -709,9 +882,7 @@ class SelectOp(CocoOp):
         )
 
     def verify_types(self) -> None:
-        inferred = self.infer(
-            *(as_tensor_type(v, "operand") for v in self.operands)
-        )
+        inferred = self.infer(*(as_tensor_type(v, "operand") for v in self.operands))
         check_result_type(self.name, self.result.type, inferred)
 
 
@@ -728,17 +899,21 @@ class ElementwiseUnaryOp(CocoOp, ABC):
 
     def __init__(self, operand: SSAValue | Operation, *, name: str | None = None):
         value = SSAValue.get(operand)
-        result_type = self.infer(as_tensor_type(value, "operand"))
+        result_type = inferred_by(
+            self.name, lambda: self.infer(as_tensor_type(value, "operand"))
+        )
         super().__init__(
             operands=[value], result_types=[result_type], attributes=_name_attr(name)
         )
 
     @classmethod
     def infer(cls, operand: TensorType) -> TensorType:
-        if cls.FLOAT_ONLY and not is_float(operand.element_type):
-            raise LayoutError(f"'{cls.name}' needs a floating-point operand")
         if operand.element_type == i1:
-            raise LayoutError(f"'{cls.name}' does not take an i1 operand")
+            raise LayoutError("does not take an i1 operand (i1 is not arithmetic)")
+        if cls.FLOAT_ONLY and not is_float(operand.element_type):
+            raise LayoutError(
+                f"needs a floating-point operand, got {operand.element_type}"
+            )
         return operand
 
     def verify_types(self) -> None:
@@ -833,9 +1008,11 @@ class ConvertOp(CocoOp):
         name: str | None = None,
     ):
         value = SSAValue.get(operand)
-        if isinstance(element_type, str):
-            element_type = ELEMENT_TYPES[element_type]
-        result_type = as_tensor_type(value, "operand").with_element_type(element_type)
+        element_type = _as_element_type(element_type)
+        result_type = inferred_by(
+            self.name,
+            lambda: as_tensor_type(value, "operand").with_element_type(element_type),
+        )
         super().__init__(
             operands=[value], result_types=[result_type], attributes=_name_attr(name)
         )
@@ -848,10 +1025,49 @@ class ConvertOp(CocoOp):
         )
 
 
+I32_RANGE = range(-(2**31), 2**31)
+
+
+FLOAT_BIT_FORMATS: dict[str, tuple[str, int]] = {
+    "f16": ("<e", 2),
+    "f32": ("<f", 4),
+    "f64": ("<d", 8),
+}
+"""struct formats for the bit patterns of the float element types (bf16 is the
+upper half of an f32)."""
+
+
+def float_from_bits(bits: int, element_type: Attribute) -> float:
+    """The float whose bit pattern in `element_type` is `bits` (MLIR's meaning of
+    a hexadecimal float literal)."""
+    name = element_type_name(element_type)
+    if name == "bf16":
+        return float_from_bits(bits << 16, f32)
+    fmt, size = FLOAT_BIT_FORMATS[name]
+    return struct.unpack(fmt, bits.to_bytes(size, "little"))[0]
+
+
+def float_bits(value: float, element_type: Attribute) -> str:
+    """`0x...`: the bit pattern of `value` in `element_type`, as MLIR prints
+    non-finite floats."""
+    name = element_type_name(element_type)
+    if name == "bf16":
+        return f"0x{int(float_bits(value, f32), 16) >> 16:04X}"
+    fmt, size = FLOAT_BIT_FORMATS[name]
+    bits = int.from_bytes(struct.pack(fmt, value), "little")
+    return f"0x{bits:0{2 * size}X}"
+
+
 @irdl_op_definition
 class ConstantOp(CocoOp):
     """`coco.constant VALUE : !coco.tensor<ELT, replicated>`: a rank-0
-    replicated constant."""
+    replicated constant.
+
+    VALUE is a float literal for a float ELT (an integer literal is accepted and
+    printed as a float; a hexadecimal literal is the bit pattern in ELT, as MLIR
+    reads it and as inf and nan print), an integer for i32, `true`/`false` (or
+    1/0) for i1. The value is stored as an f64 or i64 property `value`.
+    """
 
     name = "coco.constant"
 
@@ -867,8 +1083,7 @@ class ConstantOp(CocoOp):
         *,
         name: str | None = None,
     ):
-        if isinstance(element_type, str):
-            element_type = ELEMENT_TYPES[element_type]
+        element_type = _as_element_type(element_type)
         super().__init__(
             result_types=[TensorType([], element_type, REPLICATED)],
             properties={"value": self.make_value(value, element_type)},
@@ -889,48 +1104,89 @@ class ConstantOp(CocoOp):
         result = as_tensor_type(self.result, "result")
         if result.rank != 0 or not result.layout.is_replicated:
             raise LayoutError(
-                f"coco.constant must be a rank-0 replicated tensor, got {result}"
+                f"result must be a rank-0 replicated tensor, got {result}"
             )
-        if is_float(result.element_type) != isinstance(self.value, FloatAttr):
-            raise LayoutError(
-                f"coco.constant value {self.python_value} does not fit element "
-                f"type {result.element_type}"
+        problem = self.value_problem(self.python_value, result.element_type)
+        if problem is not None:
+            raise LayoutError(problem)
+
+    @staticmethod
+    def value_problem(value: float | int, element_type: Attribute) -> str | None:
+        """Why `value` cannot be a constant of `element_type`, or None."""
+        if is_float(element_type):
+            return None
+        if isinstance(value, float):
+            return (
+                f"value {value} is not an integer but the element type is "
+                f"{element_type}"
             )
-        if result.element_type == i1 and self.python_value not in (0, 1):
-            raise LayoutError("an i1 coco.constant must be 0 or 1 (false or true)")
+        if element_type == i1 and value not in (0, 1):
+            return f"an i1 value must be true or false (1 or 0), got {value}"
+        if element_type == i32 and value not in I32_RANGE:
+            return f"value {value} does not fit in i32"
+        return None
+
+    @staticmethod
+    def literal_problem(literal: str, element_type: Attribute) -> str | None:
+        """Why the literal's spelling does not suit `element_type`, or None."""
+        if literal in ("true", "false") and element_type != i1:
+            return f"{literal} is only a value of i1, not of {element_type}"
+        if not literal.startswith("0x") or not is_float(element_type):
+            return None
+        digits = len(literal) - 2
+        width = element_type.bitwidth // 4  # pyright: ignore[reportAttributeAccessIssue]
+        if digits != width:
+            return (
+                f"hexadecimal value {literal} must have {width} digits, the bit "
+                f"pattern of {element_type}"
+            )
+        return None
 
     @classmethod
     def parse(cls, parser: Parser) -> ConstantOp:
-        if parser.parse_optional_keyword("true") is not None:
-            number: float | int = 1
-        elif parser.parse_optional_keyword("false") is not None:
-            number = 0
-        else:
-            number = parser.parse_number()
+        at = parser.pos
+        number = parser.parse_number(allow_boolean=True, context_msg=" as the value")
+        literal = _literal_text(parser, at).lower()
         attributes = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
+        type_at = parser.pos
         result_type = parser.parse_type()
         if not isinstance(result_type, TensorType):
-            parser.raise_error(f"coco.constant must have a !coco.tensor type, got {result_type}")
-        element_type = result_type.element_type
-        if isinstance(number, float) and not is_float(element_type):
             parser.raise_error(
-                f"coco.constant value {number} is not an integer but the element "
-                f"type is {element_type}"
+                f"coco.constant must have a !coco.tensor type, got {result_type}",
+                type_at,
             )
-        op = cls.create(
-            properties={"value": cls.make_value(number, element_type)},
+        element_type = result_type.element_type
+        problem = cls.literal_problem(literal, element_type)
+        if problem is None and literal.startswith("0x") and is_float(element_type):
+            number = float_from_bits(int(literal, 16), element_type)
+        if problem is not None:
+            parser.raise_error(f"coco.constant {problem}", at)
+        # A float literal for an integer type stays a float: the verifier says why
+        # it does not fit, as it does for the generic form.
+        value = (
+            FloatAttr(float(number), f64)
+            if isinstance(number, float)
+            else cls.make_value(number, element_type)
+        )
+        return cls.create(
+            properties={"value": value},
             attributes=attributes,
             result_types=[result_type],
         )
-        return op
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
-        if isinstance(self.value, FloatAttr):
-            printer.print_float(self.value.value.data, f64)
+        value = self.python_value
+        element_type = as_tensor_type(self.result, "result").element_type
+        if isinstance(self.value, FloatAttr) and not math.isfinite(value):
+            printer.print_string(float_bits(value, element_type))
+        elif isinstance(self.value, FloatAttr):
+            printer.print_float(float(value), f64)
+        elif element_type == i1:
+            printer.print_string("true" if value else "false")
         else:
-            printer.print_string(str(self.value.value.data))
+            printer.print_string(str(value))
         printer.print_op_attributes(self.attributes)
         printer.print_string(" : ")
         printer.print_attribute(self.result.type)
@@ -939,7 +1195,10 @@ class ConstantOp(CocoOp):
 @irdl_op_definition
 class DropoutOp(CocoOp):
     """`coco.dropout %a p = P seed = S`: `a * keep / (1 - p)` with
-    `keep = u(seed, i) >= p` at the element's global linear index `i`."""
+    `keep = u(seed, i) >= p` at the element's global linear index `i`.
+
+    `p` is an f64 property in [0, 1) (an integer literal such as `p = 0` is
+    accepted); `seed` a non-negative i64."""
 
     name = "coco.dropout"
 
@@ -949,10 +1208,6 @@ class DropoutOp(CocoOp):
     seed = prop_def(IntegerAttr[I64])
 
     traits = traits_def(Pure())
-    assembly_format = (
-        "$operand `p` `=` $p `seed` `=` $seed attr-dict `:` "
-        "functional-type(operands, results)"
-    )
 
     def __init__(
         self,
@@ -965,8 +1220,10 @@ class DropoutOp(CocoOp):
         value = SSAValue.get(operand)
         super().__init__(
             operands=[value],
-            result_types=[as_tensor_type(value, "operand")],
-            properties={"p": FloatAttr(p, f64), "seed": IntegerAttr(seed, i64)},
+            result_types=[
+                inferred_by(self.name, lambda: as_tensor_type(value, "operand"))
+            ],
+            properties={"p": FloatAttr(float(p), f64), "seed": IntegerAttr(seed, i64)},
             attributes=_name_attr(name),
         )
 
@@ -977,14 +1234,49 @@ class DropoutOp(CocoOp):
     def verify_types(self) -> None:
         operand = as_tensor_type(self.operand, "operand")
         if not is_float(operand.element_type):
-            raise LayoutError("coco.dropout needs a floating-point operand")
+            raise LayoutError(
+                f"needs a floating-point operand, got {operand.element_type}"
+            )
         if not 0.0 <= self.probability < 1.0:
             raise LayoutError(
-                f"coco.dropout probability must satisfy 0 <= p < 1, got {self.probability}"
+                f"probability must satisfy 0 <= p < 1, got p = {self.probability}"
             )
         if self.seed.value.data < 0:
-            raise LayoutError(f"coco.dropout seed must be >= 0, got {self.seed.value.data}")
+            raise LayoutError(f"seed must be >= 0, got {self.seed.value.data}")
         check_result_type(self.name, self.result.type, operand)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> DropoutOp:
+        operand = parser.parse_unresolved_operand()
+        _, p = _parse_keyword_value(parser, "p")
+        seed_at, seed = _parse_keyword_value(parser, "seed")
+        if not isinstance(seed, int):
+            parser.raise_error(
+                f"coco.dropout seed must be an integer, got {seed}", seed_at
+            )
+        attributes = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        type_at = parser.pos
+        function_type = parser.parse_function_type()
+        (value,) = parser.resolve_operands(
+            [operand], function_type.inputs.data, type_at
+        )
+        return cls.create(
+            operands=[value],
+            result_types=function_type.outputs.data,
+            properties={"p": FloatAttr(float(p), f64), "seed": IntegerAttr(seed, i64)},
+            attributes=attributes,
+        )
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_operand(self.operand)
+        printer.print_string(" p = ")
+        printer.print_float(self.probability, f64)
+        printer.print_string(f" seed = {self.seed.value.data}")
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_function_type([self.operand.type], [self.result.type])
 
 
 @irdl_op_definition
@@ -1014,7 +1306,9 @@ class ReduceOp(CocoOp):
         name: str | None = None,
     ):
         value = SSAValue.get(operand)
-        result_type = infer_reduce(as_tensor_type(value, "operand"), dims)
+        result_type = inferred_by(
+            self.name, lambda: self.infer(as_tensor_type(value, "operand"), dims)
+        )
         super().__init__(
             operands=[value],
             result_types=[result_type],
@@ -1029,11 +1323,16 @@ class ReduceOp(CocoOp):
     def reduced_dims(self) -> tuple[int, ...]:
         return self.dims.get_values()
 
-    def verify_types(self) -> None:
-        operand = as_tensor_type(self.operand, "operand")
+    @staticmethod
+    def infer(operand: TensorType, dims: Sequence[int]) -> TensorType:
         if operand.element_type == i1:
-            raise LayoutError("coco.reduce does not take an i1 operand")
-        inferred = infer_reduce(operand, self.reduced_dims)
+            raise LayoutError("does not take an i1 operand (i1 is not arithmetic)")
+        return infer_reduce(operand, dims)
+
+    def verify_types(self) -> None:
+        inferred = self.infer(
+            as_tensor_type(self.operand, "operand"), self.reduced_dims
+        )
         check_result_type(self.name, self.result.type, inferred)
 
 
@@ -1041,7 +1340,7 @@ class ReduceOp(CocoOp):
 class NormOp(CocoOp):
     """`coco.norm %a`: L2 norm `sqrt(sum(a*a))` over all elements, rank 0.
 
-    The operand must be replicated or local."""
+    The operand must be replicated or local; the result has its layout."""
 
     name = "coco.norm"
 
@@ -1053,7 +1352,9 @@ class NormOp(CocoOp):
 
     def __init__(self, operand: SSAValue | Operation, *, name: str | None = None):
         value = SSAValue.get(operand)
-        result_type = self.infer(as_tensor_type(value, "operand"))
+        result_type = inferred_by(
+            self.name, lambda: self.infer(as_tensor_type(value, "operand"))
+        )
         super().__init__(
             operands=[value], result_types=[result_type], attributes=_name_attr(name)
         )
@@ -1062,11 +1363,13 @@ class NormOp(CocoOp):
     def infer(operand: TensorType) -> TensorType:
         if operand.layout.is_sliced:
             raise LayoutError(
-                "coco.norm operand must be replicated or local; the norm of a "
-                "sliced value is sqrt(all_reduce(reduce(a*a)))"
+                f"operand must be replicated or local, got {operand.layout} (the "
+                "norm of a sliced value is sqrt(all_reduce(reduce(a*a))))"
             )
         if not is_float(operand.element_type):
-            raise LayoutError("coco.norm needs a floating-point operand")
+            raise LayoutError(
+                f"needs a floating-point operand, got {operand.element_type}"
+            )
         return TensorType([], operand.element_type, operand.layout)
 
     def verify_types(self) -> None:
@@ -1095,8 +1398,11 @@ class MatmulOp(CocoOp):
         name: str | None = None,
     ):
         lhs_v, rhs_v = SSAValue.get(lhs), SSAValue.get(rhs)
-        result_type = self.infer(
-            as_tensor_type(lhs_v, "lhs"), as_tensor_type(rhs_v, "rhs")
+        result_type = inferred_by(
+            self.name,
+            lambda: self.infer(
+                as_tensor_type(lhs_v, "lhs"), as_tensor_type(rhs_v, "rhs")
+            ),
         )
         super().__init__(
             operands=[lhs_v, rhs_v],
@@ -1108,7 +1414,7 @@ class MatmulOp(CocoOp):
     def infer(lhs: TensorType, rhs: TensorType) -> TensorType:
         check_same_element_type("coco.matmul", [lhs, rhs])
         if lhs.element_type == i1:
-            raise LayoutError("coco.matmul does not take i1 operands")
+            raise LayoutError("does not take i1 operands (i1 is not arithmetic)")
         return infer_matmul(lhs, rhs)
 
     def verify_types(self) -> None:
@@ -1138,8 +1444,8 @@ class AllSliceOp(CocoOp):
         self, operand: SSAValue | Operation, dim: int, *, name: str | None = None
     ):
         value = SSAValue.get(operand)
-        result_type = as_tensor_type(value, "operand").with_layout(
-            LayoutAttr.sliced(dim)
+        result_type = inferred_by(
+            self.name, lambda: self.infer(as_tensor_type(value, "operand"), dim)
         )
         super().__init__(
             operands=[value],
@@ -1148,34 +1454,29 @@ class AllSliceOp(CocoOp):
             attributes=_name_attr(name),
         )
 
+    @staticmethod
+    def infer(operand: TensorType, dim: int) -> TensorType:
+        if not operand.layout.is_replicated:
+            raise LayoutError(f"operand must be replicated, got {operand.layout}")
+        check_dim_in_range("dim", dim, operand)
+        return operand.with_layout(LayoutAttr.sliced(dim))
+
     def verify_types(self) -> None:
         operand = as_tensor_type(self.operand, "operand")
-        if not operand.layout.is_replicated:
-            raise LayoutError(
-                f"coco.all_slice operand must be replicated, got {operand.layout}"
-            )
-        dim = self.dim.value.data
-        if not 0 <= dim < operand.rank:
-            raise LayoutError(
-                f"coco.all_slice dim {dim} is out of range for rank {operand.rank}"
-            )
-        check_result_type(
-            self.name, self.result.type, operand.with_layout(LayoutAttr.sliced(dim))
-        )
+        inferred = self.infer(operand, self.dim.value.data)
+        check_result_type(self.name, self.result.type, inferred)
 
 
 @irdl_op_definition
 class UpdateOp(CocoOp):
-    """`coco.update %param, %value`: at function exit the parameter's buffer
-    holds `value`. `param` is an argument of the enclosing function."""
+    """`coco.update %param, %value : T`: at function exit the parameter's buffer
+    holds `value`. `param` is an argument of the enclosing function, updated at
+    most once; `value` has its type."""
 
     name = "coco.update"
 
-    T: ClassVar = VarConstraint("T", base(TensorType))
-    param = operand_def(T)
-    value = operand_def(T)
-
-    assembly_format = "$param `,` $value attr-dict `:` type($param)"
+    param = operand_def(TensorType)
+    value = operand_def(TensorType)
 
     def __init__(
         self,
@@ -1192,19 +1493,54 @@ class UpdateOp(CocoOp):
     def verify_types(self) -> None:
         if self.param.type != self.value.type:
             raise LayoutError(
-                f"coco.update value type {self.value.type} must equal the "
-                f"parameter type {self.param.type}"
+                f"value type {self.value.type} must equal the parameter type "
+                f"{self.param.type}"
             )
         func = self.parent_op()
-        block = self.parent_block()
-        owner = getattr(self.param, "owner", None)
-        if not isinstance(func, FuncOp) or block is None or owner is not func.body.block:
+        param = self.param
+        if (
+            not isinstance(func, FuncOp)
+            or not isinstance(param, BlockArgument)
+            or param.owner is not func.body.block
+        ):
             raise LayoutError(
-                "coco.update parameter must be an argument of the enclosing function"
+                "parameter must be an argument of the enclosing function (and the "
+                "update must sit directly in its body)"
             )
-        updates = [u.operation for u in self.param.uses if isinstance(u.operation, UpdateOp) and u.index == 0]
+        updates = [
+            use.operation
+            for use in param.uses
+            if isinstance(use.operation, UpdateOp) and use.index == 0
+        ]
         if len(updates) > 1:
-            raise LayoutError("a parameter may be updated by at most one coco.update")
+            which = f"%{param.name_hint}" if param.name_hint else f"#{param.index}"
+            raise LayoutError(
+                f"parameter {which} is updated {len(updates)} times; a parameter "
+                "may be updated by at most one coco.update"
+            )
+
+    @classmethod
+    def parse(cls, parser: Parser) -> UpdateOp:
+        param = parser.parse_unresolved_operand()
+        parser.parse_punctuation(",")
+        value = parser.parse_unresolved_operand()
+        attributes = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        type_at = parser.pos
+        param_type = parser.parse_type()
+        operands = parser.resolve_operands(
+            [param, value], [param_type, param_type], type_at
+        )
+        return cls.create(operands=list(operands), attributes=attributes)
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_operand(self.param)
+        printer.print_string(", ")
+        printer.print_operand(self.value)
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.param.type)
 
 
 # ============================================================================
@@ -1227,11 +1563,42 @@ class CollectiveOp(CocoOp, ABC):
         check_result_type(self.name, self.result.type, self.expected_result(operand))
 
     def _require_layout(self, operand: TensorType, *allowed: str) -> None:
-        if operand.layout.kind.data not in allowed:
-            raise LayoutError(
-                f"'{self.name}' operand must be {' or '.join(allowed)}, got "
-                f"{operand.layout}"
-            )
+        require_layout(operand, *allowed)
+
+
+def require_layout(operand: TensorType, *allowed: str) -> None:
+    """The operand's layout kind must be one of `allowed`."""
+    if operand.layout.kind.data not in allowed:
+        raise LayoutError(
+            f"operand must be {' or '.join(allowed)}, got {operand.layout}"
+        )
+
+
+def all_reduce_result(operand: TensorType) -> TensorType:
+    require_layout(operand, LayoutKind.LOCAL, LayoutKind.REPLICATED)
+    return operand.with_layout(REPLICATED)
+
+
+def reduce_scatter_result(operand: TensorType, dim: int) -> TensorType:
+    require_layout(operand, LayoutKind.LOCAL)
+    check_dim_in_range("dim", dim, operand)
+    return operand.with_layout(LayoutAttr.sliced(dim))
+
+
+def all_gather_result(operand: TensorType) -> TensorType:
+    require_layout(operand, LayoutKind.SLICED)
+    return operand.with_layout(REPLICATED)
+
+
+def broadcast_result(operand: TensorType) -> TensorType:
+    require_layout(operand, LayoutKind.LOCAL)
+    return operand.with_layout(REPLICATED)
+
+
+def all_to_all_result(operand: TensorType, dim: int) -> TensorType:
+    require_layout(operand, LayoutKind.SLICED)
+    check_dim_in_range("dim", dim, operand)
+    return operand.with_layout(LayoutAttr.sliced(dim))
 
 
 @irdl_op_definition
@@ -1255,16 +1622,18 @@ class AllReduceOp(CollectiveOp):
         name: str | None = None,
     ):
         value = SSAValue.get(operand)
+        result_type = inferred_by(
+            self.name, lambda: all_reduce_result(as_tensor_type(value, "operand"))
+        )
         super().__init__(
             operands=[value],
-            result_types=[as_tensor_type(value, "operand").with_layout(REPLICATED)],
+            result_types=[result_type],
             properties={"reduction": ReductionKindAttr(ReductionKind(reduction))},
             attributes=_name_attr(name),
         )
 
     def expected_result(self, operand: TensorType) -> TensorType:
-        self._require_layout(operand, LayoutKind.LOCAL, LayoutKind.REPLICATED)
-        return operand.with_layout(REPLICATED)
+        return all_reduce_result(operand)
 
 
 @irdl_op_definition
@@ -1290,11 +1659,13 @@ class ReduceScatterOp(CollectiveOp):
         name: str | None = None,
     ):
         value = SSAValue.get(operand)
+        result_type = inferred_by(
+            self.name,
+            lambda: reduce_scatter_result(as_tensor_type(value, "operand"), dim),
+        )
         super().__init__(
             operands=[value],
-            result_types=[
-                as_tensor_type(value, "operand").with_layout(LayoutAttr.sliced(dim))
-            ],
+            result_types=[result_type],
             properties={
                 "reduction": ReductionKindAttr(ReductionKind(reduction)),
                 "dim": IntegerAttr(dim, i64),
@@ -1303,13 +1674,7 @@ class ReduceScatterOp(CollectiveOp):
         )
 
     def expected_result(self, operand: TensorType) -> TensorType:
-        self._require_layout(operand, LayoutKind.LOCAL)
-        dim = self.dim.value.data
-        if not 0 <= dim < operand.rank:
-            raise LayoutError(
-                f"coco.reduce_scatter dim {dim} is out of range for rank {operand.rank}"
-            )
-        return operand.with_layout(LayoutAttr.sliced(dim))
+        return reduce_scatter_result(operand, self.dim.value.data)
 
 
 @irdl_op_definition
@@ -1323,15 +1688,17 @@ class AllGatherOp(CollectiveOp):
 
     def __init__(self, operand: SSAValue | Operation, *, name: str | None = None):
         value = SSAValue.get(operand)
+        result_type = inferred_by(
+            self.name, lambda: all_gather_result(as_tensor_type(value, "operand"))
+        )
         super().__init__(
             operands=[value],
-            result_types=[as_tensor_type(value, "operand").with_layout(REPLICATED)],
+            result_types=[result_type],
             attributes=_name_attr(name),
         )
 
     def expected_result(self, operand: TensorType) -> TensorType:
-        self._require_layout(operand, LayoutKind.SLICED)
-        return operand.with_layout(REPLICATED)
+        return all_gather_result(operand)
 
 
 @irdl_op_definition
@@ -1349,23 +1716,24 @@ class BroadcastOp(CollectiveOp):
         self, operand: SSAValue | Operation, root: int = 0, *, name: str | None = None
     ):
         value = SSAValue.get(operand)
+        result_type = inferred_by(
+            self.name, lambda: broadcast_result(as_tensor_type(value, "operand"))
+        )
         super().__init__(
             operands=[value],
-            result_types=[as_tensor_type(value, "operand").with_layout(REPLICATED)],
+            result_types=[result_type],
             properties={"root": IntegerAttr(root, i64)},
             attributes=_name_attr(name),
         )
 
     def expected_result(self, operand: TensorType) -> TensorType:
-        self._require_layout(operand, LayoutKind.LOCAL)
+        result = broadcast_result(operand)
         root = self.root.value.data
         world = world_size_of(self)
         if root < 0 or (world is not None and root >= world):
-            raise LayoutError(
-                f"coco.broadcast root {root} is not a rank of the group"
-                + (f" of {world}" if world is not None else "")
-            )
-        return operand.with_layout(REPLICATED)
+            group = f" of {world}" if world is not None else ""
+            raise LayoutError(f"root {root} is not a rank of the group{group}")
+        return result
 
 
 @irdl_op_definition
@@ -1384,23 +1752,24 @@ class AllToAllOp(CollectiveOp):
         self, operand: SSAValue | Operation, dim: int, *, name: str | None = None
     ):
         value = SSAValue.get(operand)
+        result_type = inferred_by(
+            self.name,
+            lambda: all_to_all_result(as_tensor_type(value, "operand"), dim),
+        )
         super().__init__(
             operands=[value],
-            result_types=[
-                as_tensor_type(value, "operand").with_layout(LayoutAttr.sliced(dim))
-            ],
+            result_types=[result_type],
             properties={"dim": IntegerAttr(dim, i64)},
             attributes=_name_attr(name),
         )
 
     def expected_result(self, operand: TensorType) -> TensorType:
-        self._require_layout(operand, LayoutKind.SLICED)
-        dim = self.dim.value.data
-        if not 0 <= dim < operand.rank:
-            raise LayoutError(
-                f"coco.all_to_all dim {dim} is out of range for rank {operand.rank}"
-            )
-        return operand.with_layout(LayoutAttr.sliced(dim))
+        return all_to_all_result(operand, self.dim.value.data)
+
+
+# ============================================================================
+# Pipelines: send and recv between stages
+# ============================================================================
 
 
 def enclosing_function(op: Operation) -> FuncOp | None:
@@ -1414,15 +1783,17 @@ def find_stage(op: Operation, stage: SymbolRefAttr) -> FuncOp:
     """The `func.func` named by a send/recv's stage symbol, in the same module."""
     func = enclosing_function(op)
     module = func.parent_op() if func is not None else None
-    if not isinstance(module, ModuleOp) or func is None:
-        raise LayoutError(f"'{op.name}' must be inside a func.func inside a module")
+    if func is None or not isinstance(module, ModuleOp):
+        raise LayoutError("must be inside a func.func directly inside a module")
+    if stage.nested_references.data:
+        raise LayoutError(f"stage must be a flat symbol (@name), got {stage}")
     target = stage.root_reference.data
     for other in module.ops:
         if isinstance(other, FuncOp) and other.sym_name.data == target:
             if other is func:
-                raise LayoutError(f"'{op.name}' cannot name its own stage @{target}")
+                raise LayoutError(f"cannot name its own stage @{target}")
             return other
-    raise LayoutError(f"'{op.name}' names @{target}, which is not a function of the module")
+    raise LayoutError(f"names stage @{target}, which is not a function of the module")
 
 
 @dataclass(frozen=True)
@@ -1434,10 +1805,30 @@ class ChannelEnd:
     channel: int
 
 
+def channel_of(op: SendOp | RecvOp) -> ChannelEnd:
+    """The (source, dest, channel) a send or recv belongs to."""
+    here = enclosing_function(op)
+    assert here is not None
+    there = op.stage.root_reference.data
+    if isinstance(op, SendOp):
+        return ChannelEnd(here.sym_name.data, there, op.channel.value.data)
+    return ChannelEnd(there, here.sym_name.data, op.channel.value.data)
+
+
+def _ends_in(
+    stage: FuncOp, kind: type[SendOp] | type[RecvOp], channel: ChannelEnd
+) -> list[Operation]:
+    """The sends or recvs of `stage` that belong to `channel`."""
+    return [
+        op for op in stage.walk() if isinstance(op, kind) and channel_of(op) == channel
+    ]
+
+
 @irdl_op_definition
 class SendOp(CocoOp):
-    """`coco.send %a to @STAGE channel = C`: rank `r` of this stage sends its
-    value to rank `r` of stage @STAGE."""
+    """`coco.send %a to @STAGE channel = C : T`: rank `r` of this stage sends its
+    value to rank `r` of stage @STAGE. Exactly one `coco.recv` of type T in
+    @STAGE receives from this stage on channel C."""
 
     name = "coco.send"
 
@@ -1465,33 +1856,25 @@ class SendOp(CocoOp):
 
     def verify_types(self) -> None:
         dest = find_stage(self, self.stage)
-        source = enclosing_function(self)
-        assert source is not None
-        recvs = [
-            op
-            for op in dest.walk()
-            if isinstance(op, RecvOp)
-            and op.stage.root_reference == source.sym_name
-            and op.channel == self.channel
-        ]
-        channel = self.channel.value.data
+        channel = channel_of(self)
+        recvs = _ends_in(dest, RecvOp, channel)
         if len(recvs) != 1:
             raise LayoutError(
-                f"coco.send to @{dest.sym_name.data} on channel {channel} needs "
-                f"exactly one matching coco.recv from @{source.sym_name.data}, "
-                f"found {len(recvs)}"
+                f"needs exactly one coco.recv from @{channel.source} on channel "
+                f"{channel.channel} in stage @{channel.dest}, found {len(recvs)}"
             )
-        if recvs[0].result.type != self.operand.type:
+        received = recvs[0].results[0].type
+        if received != self.operand.type:
             raise LayoutError(
-                f"coco.send sends {self.operand.type} but the matching coco.recv "
-                f"in @{dest.sym_name.data} expects {recvs[0].result.type}"
+                f"sends {self.operand.type} but the matching coco.recv in "
+                f"@{channel.dest} receives {received}"
             )
 
 
 @irdl_op_definition
 class RecvOp(CocoOp):
     """`%b = coco.recv from @STAGE channel = C : T`: receives what rank `r` of
-    @STAGE sent on channel C."""
+    @STAGE sent on channel C. Exactly one `coco.send` of @STAGE matches."""
 
     name = "coco.recv"
 
@@ -1520,20 +1903,18 @@ class RecvOp(CocoOp):
 
     def verify_types(self) -> None:
         source = find_stage(self, self.stage)
-        dest = enclosing_function(self)
-        assert dest is not None
-        sends = [
-            op
-            for op in source.walk()
-            if isinstance(op, SendOp)
-            and op.stage.root_reference == dest.sym_name
-            and op.channel == self.channel
-        ]
+        channel = channel_of(self)
+        sends = _ends_in(source, SendOp, channel)
         if len(sends) != 1:
             raise LayoutError(
-                f"coco.recv from @{source.sym_name.data} on channel "
-                f"{self.channel.value.data} needs exactly one matching coco.send "
-                f"to @{dest.sym_name.data}, found {len(sends)}"
+                f"needs exactly one coco.send to @{channel.dest} on channel "
+                f"{channel.channel} in stage @{channel.source}, found {len(sends)}"
+            )
+        sent = sends[0].operands[0].type
+        if sent != self.result.type:
+            raise LayoutError(
+                f"receives {self.result.type} but the matching coco.send in "
+                f"@{channel.source} sends {sent}"
             )
 
 

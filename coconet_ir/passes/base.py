@@ -66,7 +66,7 @@ class CocoPass(ModulePass, ABC):
             found = self.transform(ctx, op)
             if self.op is not None and not found:
                 raise PassRefused(
-                    f"<module>: error: {self.name}: no op named \"{self.op}\" that this "
+                    f'<module>: error: {self.name}: no op named "{self.op}" that this '
                     "pass applies to"
                 )
             verify(op)

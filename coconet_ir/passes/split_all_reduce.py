@@ -24,7 +24,12 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 
-from coconet_ir.dialects.coco import AllGatherOp, AllReduceOp, ReduceScatterOp, TensorType
+from coconet_ir.dialects.coco import (
+    AllGatherOp,
+    AllReduceOp,
+    ReduceScatterOp,
+    TensorType,
+)
 from coconet_ir.passes.base import CocoPass, module_world_size, stage_name
 
 

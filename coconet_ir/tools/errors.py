@@ -1,4 +1,15 @@
-"""How the command-line tools end on bad input: a diagnostic, never a traceback."""
+"""How the command-line tools end on bad input: a diagnostic, never a traceback.
+
+Every exception that escapes a tool's `main` becomes one MLIR-style message on
+stderr (`FILE:LINE:COL: error: ...` when the error has a location, else
+`TOOL: error: ...`) and an exit code:
+
+- an exception with an integer `exit_code` attribute exits with that code;
+- a user error (bad input, bad request: `USER_ERRORS`) exits `user_error_code`;
+- anything else is an internal error and exits `internal_error_code`.
+
+Set `COCONET_TRACEBACK=1` to see the Python traceback instead.
+"""
 
 from __future__ import annotations
 
@@ -7,48 +18,103 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-from xdsl.utils.exceptions import DiagnosticException, ParseError, PassFailedException
+from xdsl.utils.exceptions import (
+    ArgSpecParseError,
+    DiagnosticException,
+    ParseError,
+    PassFailedException,
+)
 
 USER_ERRORS = (
     DiagnosticException,
     ParseError,
     PassFailedException,
+    ArgSpecParseError,
     OSError,
     UnicodeDecodeError,
     ValueError,
 )
-"""Exceptions that mean the input or the request is bad, not the tool."""
+"""Exceptions that mean the input or the request is bad, not the tool.
+
+`ArgSpecParseError` (a malformed `-p` pipeline) derives from `BaseException` in
+xDSL, so it is listed explicitly."""
 
 
-def report(tool: str, err: BaseException, code: int) -> NoReturn:
+def describe_pipeline_error(err: ArgSpecParseError) -> str:
+    """`pass-pipeline:1:14: error: MESSAGE` and the pipeline with a caret.
+
+    xDSL words it as a header line, the location, the source line, and a caret
+    line followed by the message; this reorders it into MLIR's shape.
+    """
+    lines = str(err).split("\n")
+    if len(lines) < 4 or not lines[1].startswith("pass-pipeline:"):
+        return f"error: bad pass pipeline: {' '.join(str(err).split())}"
+    caret = lines[3].rstrip()
+    message = " ".join(" ".join(lines[4:]).split()) or "malformed pipeline"
+    return f"{lines[1]}: error: bad pass pipeline: {message}\n{lines[2]}\n{caret}"
+
+
+def describe(err: BaseException) -> str:
+    """The diagnostic text for one exception, without the tool prefix."""
     from coconet_ir.ir import describe_parse_error
 
     if isinstance(err, ParseError):
-        message = describe_parse_error(err)
-    else:
-        message = str(err).strip() or type(err).__name__
+        return describe_parse_error(err)
+    if isinstance(err, ArgSpecParseError):
+        return describe_pipeline_error(err)
+    if isinstance(err, OSError) and err.filename is not None and err.strerror:
+        return f"{err.filename}: error: {err.strerror}"
+    message = str(err).strip() or type(err).__name__
     notes = getattr(err, "__notes__", [])
-    if notes and not isinstance(err, ParseError):
+    if notes:
         message += "\n" + "\n".join(str(n).rstrip() for n in notes)
-    if ": error:" not in message.split("\n", 1)[0]:
+    return message
+
+
+def report(tool: str, err: BaseException, code: int) -> NoReturn:
+    """Print `err` as one diagnostic on stderr and exit with `code`."""
+    message = describe(err)
+    first_line = message.split("\n", 1)[0]
+    if first_line.startswith("error:"):
+        message = f"{tool}: {message}"
+    elif ": error:" not in first_line:
         message = f"{tool}: error: {message}"
     print(message, file=sys.stderr)
     sys.exit(code)
 
 
-def run_guarded(tool: str, main: Callable[[], None], user_error_code: int = 1) -> None:
-    """Run `main`; turn every exception into a one-message exit.
+def quiet_broken_pipe() -> NoReturn:
+    """The reader of stdout went away (`tool | head`): stop without a message."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(1)
 
-    Set COCONET_TRACEBACK=1 to see the Python traceback of an internal error.
+
+def run_guarded(
+    tool: str,
+    main: Callable[[], int | None],
+    user_error_code: int = 1,
+    internal_error_code: int | None = None,
+) -> None:
+    """Run `main` and exit with the code it returns (0 for None); turn every
+    exception into a one-message exit.
+
+    `internal_error_code` defaults to `user_error_code`. Set COCONET_TRACEBACK=1
+    to see the Python traceback of any error.
     """
+    if internal_error_code is None:
+        internal_error_code = user_error_code
     try:
-        main()
+        code = main()
+        sys.stdout.flush()
     except KeyboardInterrupt:
         sys.exit(130)
+    except BrokenPipeError:
+        quiet_broken_pipe()
     except USER_ERRORS as err:
         if os.environ.get("COCONET_TRACEBACK"):
             raise
-        report(tool, err, user_error_code)
+        report(tool, err, exit_code_of(err, user_error_code))
     except Exception as err:  # an internal error: still no traceback by default
         if os.environ.get("COCONET_TRACEBACK"):
             raise
@@ -58,5 +124,13 @@ def run_guarded(tool: str, main: Callable[[], None], user_error_code: int = 1) -
                 f"internal error ({type(err).__name__}: {err}); rerun with "
                 "COCONET_TRACEBACK=1 for details and report it"
             ),
-            user_error_code,
+            exit_code_of(err, internal_error_code),
         )
+    if code:
+        sys.exit(code)
+
+
+def exit_code_of(err: BaseException, default: int) -> int:
+    """The exit code an exception asks for (`exit_code` attribute), or `default`."""
+    code = getattr(err, "exit_code", None)
+    return code if isinstance(code, int) else default

@@ -6,7 +6,7 @@ import shutil
 import lit.formats
 
 config.name = "coconet-ir"  # noqa: F821
-config.test_format = lit.formats.ShTest(execute_external=True)  # noqa: F821
+config.test_format = lit.formats.ShTest(execute_external=False)  # noqa: F821
 config.suffixes = [".mlir"]  # noqa: F821
 config.excludes = ["lit.cfg.py", "Inputs"]  # noqa: F821
 config.test_source_root = os.path.dirname(__file__)  # noqa: F821

@@ -1,0 +1,118 @@
+"""Per-rank costs read off coco IR: bytes communicated, elementwise work, matmul
+FLOPs, collectives issued.
+
+The byte counts follow NCCL's ring algorithms, per rank, for a tensor of `S`
+bytes (global size) on `N` ranks:
+
+| op | bytes a rank sends |
+| --- | --- |
+| all_reduce | 2 (N-1)/N · S |
+| reduce_scatter, all_gather | (N-1)/N · S |
+| broadcast | S (every rank but the last in the ring forwards it; counted for all) |
+| all_to_all | (N-1)/N · S/N (a rank keeps 1/N of its block) |
+| send | the rank's own value (its block if sliced) |
+
+Elementwise work counts the elements each rank computes (its block for sliced
+values). These are the numbers the schedule is judged by (docs/passes.md); the
+cost model of later stages builds on them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from math import prod
+
+from xdsl.dialects.func import FuncOp
+from xdsl.ir import Attribute, Operation
+
+from coconet_ir.dialects import coco
+
+ELEMENT_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i32": 4, "i1": 1}
+
+ELEMENTWISE_OPS = (
+    coco.ElementwiseBinaryOp,
+    coco.ElementwiseUnaryOp,
+    coco.CmpOp,
+    coco.SelectOp,
+    coco.ConvertOp,
+    coco.DropoutOp,
+)
+
+
+def global_bytes(t: Attribute) -> int:
+    assert isinstance(t, coco.TensorType)
+    return prod(t.dims) * ELEMENT_BYTES[coco.element_type_name(t.element_type)]
+
+
+def per_rank_elements(t: Attribute, world: int) -> int:
+    """Elements one rank holds: all of them, or its block when sliced."""
+    assert isinstance(t, coco.TensorType)
+    n = prod(t.dims)
+    return n // world if t.layout.is_sliced else n
+
+
+def bytes_sent(op: Operation, world: int) -> int:
+    """Bytes one rank sends to other ranks for `op` (0 for compute ops)."""
+    fraction = (world - 1) / world
+    match op:
+        case coco.AllReduceOp():
+            return round(2 * fraction * global_bytes(op.operand.type))
+        case coco.ReduceScatterOp() | coco.AllGatherOp():
+            return round(fraction * global_bytes(op.operand.type))
+        case coco.BroadcastOp():
+            return global_bytes(op.operand.type) if world > 1 else 0
+        case coco.AllToAllOp():
+            return round(fraction * global_bytes(op.operand.type) / world)
+        case coco.SendOp():
+            t = op.operand.type
+            assert isinstance(t, coco.TensorType)
+            return global_bytes(t) // world if t.layout.is_sliced else global_bytes(t)
+        case _:
+            return 0
+
+
+@dataclass
+class Costs:
+    """Per-rank costs of one function on `world` ranks."""
+
+    world: int
+    bytes_sent: int = 0
+    elementwise_elements: int = 0
+    matmul_flops: int = 0
+    collectives: dict[str, int] = field(default_factory=dict[str, int])
+
+    def add_op(self, op: Operation) -> None:
+        sent = bytes_sent(op, self.world)
+        self.bytes_sent += sent
+        if isinstance(op, coco.CollectiveOp | coco.SendOp):
+            self.collectives[op.name] = self.collectives.get(op.name, 0) + 1
+        if isinstance(op, ELEMENTWISE_OPS):
+            self.elementwise_elements += per_rank_elements(
+                op.results[0].type, self.world
+            )
+        if isinstance(op, coco.MatmulOp):
+            lhs = op.lhs.type
+            assert isinstance(lhs, coco.TensorType)
+            contraction = lhs.dims[-1]
+            if lhs.layout.is_sliced and lhs.layout.sliced_dim == lhs.rank - 1:
+                contraction //= self.world
+            self.matmul_flops += (
+                2 * contraction * per_rank_elements(op.result.type, self.world)
+            )
+
+
+def function_costs(func: FuncOp, world: int) -> Costs:
+    costs = Costs(world)
+    for op in func.walk():
+        costs.add_op(op)
+    return costs
+
+
+def module_costs(ops: Iterable[Operation], world: int) -> dict[str, Costs]:
+    """Costs of every function (stage) of a module, by function name."""
+    return {
+        op.sym_name.data: function_costs(op, world)
+        for op in ops
+        if isinstance(op, FuncOp)
+    }

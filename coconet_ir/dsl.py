@@ -1,0 +1,899 @@
+"""A CoCoNet-like builder DSL: coco programs written as Python functions.
+
+```python
+import coconet_ir as cc
+
+@cc.function
+def sgd(g: cc.tensor([1024], cc.f32, cc.local),
+        w: cc.tensor([1024], cc.f32, cc.replicated),
+        lr: cc.tensor([], cc.f32, cc.replicated)):
+    s = cc.all_reduce(g, "sum", name="sum")
+    cc.update(w, w - lr * s)
+
+print(cc.to_text(sgd.module))
+```
+
+`@cc.function` runs the Python function once, with one `Value` per parameter
+(its type is the parameter's annotation), and records every op the body builds
+into a `func.func` through an xDSL `Builder`. Values support `+ - * / ** @`,
+unary `-` and `< <= > >=`; Python numbers on either side become `coco.constant`s
+of the other operand's element type. Returned values become the `func.return`.
+`cc.module(f, g, ...)` puts built functions into a `builtin.module` (a pipeline
+when they `send`/`recv` to each other) and verifies it.
+
+Every broken rule raises `coconet_ir.ir.CocoError` at once, pointing at the
+Python line that built the op:
+`prog.py:7:9: error: 'coco.matmul' op has no layout rule for lhs local ...`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import numbers
+import re
+import sys
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any, TypeAlias, overload
+
+from xdsl.builder import Builder
+from xdsl.dialects.builtin import (
+    FileLineColLoc,
+    FunctionType,
+    IntAttr,
+    IntegerAttr,
+    ModuleOp,
+    StringAttr,
+    i64,
+)
+from xdsl.dialects.func import FuncOp, ReturnOp
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.utils.exceptions import VerifyException
+
+from coconet_ir.dialects import coco
+from coconet_ir.ir import CocoError
+from coconet_ir.ir import verify as verify_module
+
+__all__ = [
+    "Function",
+    "Value",
+    "abs",
+    "add",
+    "all_gather",
+    "all_reduce",
+    "all_slice",
+    "all_to_all",
+    "bf16",
+    "broadcast",
+    "cmp",
+    "constant",
+    "convert",
+    "div",
+    "dropout",
+    "exp",
+    "f16",
+    "f32",
+    "f64",
+    "function",
+    "gelu",
+    "i1",
+    "i32",
+    "local",
+    "log",
+    "matmul",
+    "maximum",
+    "minimum",
+    "module",
+    "mul",
+    "neg",
+    "norm",
+    "pow",
+    "recv",
+    "reduce",
+    "reduce_scatter",
+    "relu",
+    "replicated",
+    "rsqrt",
+    "select",
+    "send",
+    "sliced",
+    "sqrt",
+    "sub",
+    "tanh",
+    "tensor",
+    "update",
+]
+
+# ============================================================================
+# Types and layouts
+# ============================================================================
+
+f16 = coco.ELEMENT_TYPES["f16"]
+bf16 = coco.ELEMENT_TYPES["bf16"]
+f32 = coco.ELEMENT_TYPES["f32"]
+f64 = coco.ELEMENT_TYPES["f64"]
+i32 = coco.ELEMENT_TYPES["i32"]
+i1 = coco.ELEMENT_TYPES["i1"]
+
+replicated = coco.REPLICATED
+"""Every rank holds the same full tensor."""
+
+local = coco.LOCAL
+"""Every rank holds a full-shape tensor with its own values."""
+
+ElementType = Attribute | str
+LayoutLike = coco.LayoutAttr | str
+Operand: TypeAlias = "Value | float | int | bool"
+
+_SLICED_SPELLING = re.compile(r"sliced<(\d+)>")
+
+
+def sliced(dim: int) -> coco.LayoutAttr:
+    """`sliced<dim>`: rank `r` holds block `r` of dimension `dim`."""
+    if isinstance(dim, bool) or not isinstance(dim, int) or dim < 0:
+        raise CocoError(f"error: sliced(dim) needs a dimension >= 0, got {dim!r}")
+    return coco.LayoutAttr.sliced(dim)
+
+
+def _element_type(element_type: ElementType) -> Attribute:
+    """An element type given as an attribute (`cc.f32`) or its name (`"f32"`)."""
+    if isinstance(element_type, str):
+        if element_type not in coco.ELEMENT_TYPES:
+            raise CocoError(
+                f"error: unknown element type '{element_type}' (expected one of "
+                f"{', '.join(coco.ELEMENT_TYPES)})"
+            )
+        return coco.ELEMENT_TYPES[element_type]
+    if element_type not in coco.ELEMENT_TYPES.values():
+        raise CocoError(
+            f"error: {element_type} is not a coco element type (expected one of "
+            f"{', '.join(coco.ELEMENT_TYPES)})"
+        )
+    return element_type
+
+
+def _layout(layout: LayoutLike) -> coco.LayoutAttr:
+    """A layout given as an attribute or spelled as in the IR (`"sliced<1>"`)."""
+    if isinstance(layout, coco.LayoutAttr):
+        return layout
+    if layout == "replicated":
+        return replicated
+    if layout == "local":
+        return local
+    match = _SLICED_SPELLING.fullmatch(layout) if isinstance(layout, str) else None
+    if match is None:
+        raise CocoError(
+            f"error: unknown layout {layout!r} (expected cc.replicated, cc.local or "
+            "cc.sliced(d))"
+        )
+    return coco.LayoutAttr.sliced(int(match.group(1)))
+
+
+def tensor(
+    shape: Sequence[int],
+    element_type: ElementType = f32,
+    layout: LayoutLike = replicated,
+) -> coco.TensorType:
+    """`!coco.tensor<SHAPE x ELT, LAYOUT>`; `shape` is the global shape."""
+    elt = _element_type(element_type)
+    try:
+        return coco.TensorType(list(shape), elt, _layout(layout))
+    except VerifyException as err:
+        raise CocoError(f"error: {err}") from None
+
+
+# ============================================================================
+# The function being built
+# ============================================================================
+
+
+@dataclass
+class _Scope:
+    """The `func.func` under construction and the builder that fills it."""
+
+    func: FuncOp
+    builder: Builder
+
+    @property
+    def name(self) -> str:
+        return self.func.sym_name.data
+
+
+class _ScopeStack(threading.local):
+    """The functions being built on this thread, innermost last (thread-local,
+    as xDSL's implicit builder is)."""
+
+    def __init__(self) -> None:
+        self.scopes: list[_Scope] = []
+
+
+_STACK = _ScopeStack()
+
+
+def _current_scope(op_name: str) -> _Scope:
+    if not _STACK.scopes:
+        raise CocoError(
+            f"{_user_location_text()}: error: '{op_name}' can only be built inside "
+            "a function decorated with @cc.function"
+        )
+    return _STACK.scopes[-1]
+
+
+@contextmanager
+def _building(scope: _Scope) -> Iterator[_Scope]:
+    _STACK.scopes.append(scope)
+    try:
+        yield scope
+    finally:
+        _STACK.scopes.pop()
+
+
+def _user_frame() -> FrameType | None:
+    """The innermost Python frame outside this file: the user's line."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename == __file__:
+        frame = frame.f_back
+    return frame
+
+
+def _user_location() -> FileLineColLoc:
+    frame = _user_frame()
+    if frame is None:
+        return FileLineColLoc(StringAttr("<unknown>"), IntAttr(0), IntAttr(0))
+    line, column = frame.f_lineno, 1
+    positions = list(frame.f_code.co_positions())
+    index = frame.f_lasti // 2
+    if 0 <= index < len(positions):
+        start_line, _, start_col, _ = positions[index]
+        if start_line == line and start_col is not None:
+            column = start_col + 1
+    return FileLineColLoc(
+        StringAttr(frame.f_code.co_filename), IntAttr(line), IntAttr(column)
+    )
+
+
+def _user_location_text() -> str:
+    loc = _user_location()
+    return f"{loc.filename.data}:{loc.line.data}:{loc.column.data}"
+
+
+def _op_error(op_name: str, err: Exception) -> CocoError:
+    """`FILE:LINE:COL: error: 'coco.op' op RULE`, as `coconet_ir.ir` words it."""
+    message = str(err).removeprefix("Operation does not verify: ").strip()
+    message = message.split("\n", 1)[0]
+    for prefix in (f"'{op_name}' op ", f"'{op_name}' ", f"{op_name} "):
+        message = message.removeprefix(prefix)
+    return CocoError(f"{_user_location_text()}: error: '{op_name}' op {message}")
+
+
+# ============================================================================
+# Values
+# ============================================================================
+
+
+class Value:
+    """A distributed tensor value of the function being built.
+
+    Wraps an xDSL `SSAValue`; arithmetic on it builds coco ops.
+    """
+
+    __slots__ = ("_scope", "ssa")
+    __array_ufunc__ = None  # numpy scalars defer to our reflected operators
+
+    def __init__(self, ssa: SSAValue, scope: _Scope):
+        self.ssa = ssa
+        self._scope = scope
+
+    @property
+    def type(self) -> coco.TensorType:
+        assert isinstance(self.ssa.type, coco.TensorType)
+        return self.ssa.type
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The global shape."""
+        return self.type.dims
+
+    @property
+    def layout(self) -> coco.LayoutAttr:
+        return self.type.layout
+
+    @property
+    def element_type(self) -> Attribute:
+        return self.type.element_type
+
+    @property
+    def rank(self) -> int:
+        return self.type.rank
+
+    def __repr__(self) -> str:
+        hint = self.ssa.name_hint or "?"
+        return f"<cc.Value %{hint} : {self.type}>"
+
+    def __bool__(self) -> bool:
+        raise CocoError(
+            "error: a coco value has no Python truth value (it is a distributed "
+            "tensor); use cc.select for elementwise choice"
+        )
+
+    def __add__(self, other: Operand) -> Value:
+        return add(self, other)
+
+    def __radd__(self, other: Operand) -> Value:
+        return add(other, self)
+
+    def __sub__(self, other: Operand) -> Value:
+        return sub(self, other)
+
+    def __rsub__(self, other: Operand) -> Value:
+        return sub(other, self)
+
+    def __mul__(self, other: Operand) -> Value:
+        return mul(self, other)
+
+    def __rmul__(self, other: Operand) -> Value:
+        return mul(other, self)
+
+    def __truediv__(self, other: Operand) -> Value:
+        return div(self, other)
+
+    def __rtruediv__(self, other: Operand) -> Value:
+        return div(other, self)
+
+    def __pow__(self, other: Operand) -> Value:
+        return pow(self, other)
+
+    def __rpow__(self, other: Operand) -> Value:
+        return pow(other, self)
+
+    def __matmul__(self, other: Value) -> Value:
+        return matmul(self, other)
+
+    def __rmatmul__(self, other: Value) -> Value:
+        return matmul(other, self)
+
+    def __neg__(self) -> Value:
+        return neg(self)
+
+    def __lt__(self, other: Operand) -> Value:
+        return cmp(self, other, "lt")
+
+    def __le__(self, other: Operand) -> Value:
+        return cmp(self, other, "le")
+
+    def __gt__(self, other: Operand) -> Value:
+        return cmp(self, other, "gt")
+
+    def __ge__(self, other: Operand) -> Value:
+        return cmp(self, other, "ge")
+
+
+# ============================================================================
+# Emitting ops
+# ============================================================================
+
+_VERIFIED_AT_MODULE = (coco.SendOp, coco.RecvOp)
+"""Ops whose rules need the whole module (the other stage): checked by cc.module."""
+
+
+def _emit(op_name: str, make: Callable[[], Operation], name: str | None) -> Operation:
+    """Build an op, insert it into the current function and check its rules."""
+    scope = _current_scope(op_name)
+    if name is not None and not isinstance(name, str):
+        raise _op_error(op_name, TypeError(f"name must be a string, got {name!r}"))
+    try:
+        op = make()
+    except (VerifyException, ValueError, KeyError, TypeError) as err:
+        raise _op_error(op_name, err) from None
+    op.location = _user_location()
+    scope.builder.insert(op)
+    if not isinstance(op, _VERIFIED_AT_MODULE):
+        try:
+            op.verify()
+        except VerifyException as err:
+            Rewriter.erase_op(op, safe_erase=False)
+            raise _op_error(op_name, err) from None
+    if name is not None:
+        for result in op.results:
+            result.name_hint = SSAValue.extract_valid_name(name)
+    return op
+
+
+def _result(op: Operation) -> Value:
+    return Value(op.results[0], _STACK.scopes[-1])
+
+
+def _value(op_name: str, x: object, what: str = "operand") -> SSAValue:
+    """The SSA value of a DSL value of the function being built."""
+    if not isinstance(x, Value):
+        raise CocoError(
+            f"{_user_location_text()}: error: '{op_name}' op {what} must be a coco "
+            f"value (cc.Value), got {type(x).__name__} {x!r}"
+        )
+    scope = _current_scope(op_name)
+    if x._scope is not scope:
+        raise CocoError(
+            f"{_user_location_text()}: error: '{op_name}' op {what} belongs to "
+            f"@{x._scope.name}, not to @{scope.name} (use cc.send / cc.recv to "
+            "move values between stages)"
+        )
+    return x.ssa
+
+
+def _is_scalar(x: object) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, Value)
+
+
+def _constant(value: object, element_type: Attribute, name: str | None = None) -> Value:
+    """`value`, a Python number, as a `coco.constant` of `element_type`."""
+    problem = None
+    if not _is_scalar(value):
+        problem = f"value must be a Python number, got {value!r}"
+    elif not coco.is_float(element_type) and float(value) != int(value):
+        problem = f"{value!r} is not an integer but the element type is {element_type}"
+    elif element_type == i1 and value not in (0, 1):
+        problem = f"an i1 constant must be 0 or 1, got {value!r}"
+    if problem is not None:
+        raise CocoError(f"{_user_location_text()}: error: 'coco.constant' op {problem}")
+    number = float(value) if coco.is_float(element_type) else int(value)
+    return _result(
+        _emit(
+            "coco.constant",
+            lambda: coco.ConstantOp(number, element_type, name=name),
+            name,
+        )
+    )
+
+
+def _promote(op_name: str, *operands: object) -> list[SSAValue]:
+    """Operands as SSA values; Python numbers become constants of the element
+    type of the (last) value operand."""
+    values = [x for x in operands if isinstance(x, Value)]
+    if not values:
+        raise CocoError(
+            f"{_user_location_text()}: error: '{op_name}' op needs at least one "
+            f"coco value operand, got {', '.join(repr(x) for x in operands)}"
+        )
+    element_type = values[-1].element_type
+    return [
+        _constant(x, element_type).ssa if _is_scalar(x) else _value(op_name, x)
+        for x in operands
+    ]
+
+
+# ============================================================================
+# Compute ops
+# ============================================================================
+
+
+def _binary(
+    op_type: type[coco.ElementwiseBinaryOp],
+    lhs: Operand,
+    rhs: Operand,
+    name: str | None,
+) -> Value:
+    op_name = op_type.name
+    a, b = _promote(op_name, lhs, rhs)
+    return _result(_emit(op_name, lambda: op_type(a, b, name=name), name))
+
+
+def add(lhs: Operand, rhs: Operand, *, name: str | None = None) -> Value:
+    """Elementwise `lhs + rhs` (`coco.add`); also `lhs + rhs` on values."""
+    return _binary(coco.AddOp, lhs, rhs, name)
+
+
+def sub(lhs: Operand, rhs: Operand, *, name: str | None = None) -> Value:
+    """Elementwise `lhs - rhs` (`coco.sub`)."""
+    return _binary(coco.SubOp, lhs, rhs, name)
+
+
+def mul(lhs: Operand, rhs: Operand, *, name: str | None = None) -> Value:
+    """Elementwise `lhs * rhs` (`coco.mul`)."""
+    return _binary(coco.MulOp, lhs, rhs, name)
+
+
+def div(lhs: Operand, rhs: Operand, *, name: str | None = None) -> Value:
+    """Elementwise `lhs / rhs` (`coco.div`)."""
+    return _binary(coco.DivOp, lhs, rhs, name)
+
+
+def maximum(lhs: Operand, rhs: Operand, *, name: str | None = None) -> Value:
+    """Elementwise maximum (`coco.max`)."""
+    return _binary(coco.MaxOp, lhs, rhs, name)
+
+
+def minimum(lhs: Operand, rhs: Operand, *, name: str | None = None) -> Value:
+    """Elementwise minimum (`coco.min`)."""
+    return _binary(coco.MinOp, lhs, rhs, name)
+
+
+def pow(base: Operand, exponent: Operand, *, name: str | None = None) -> Value:
+    """Elementwise `base ** exponent` on floats (`coco.pow`)."""
+    return _binary(coco.PowOp, base, exponent, name)
+
+
+def cmp(
+    lhs: Operand, rhs: Operand, predicate: str, *, name: str | None = None
+) -> Value:
+    """Elementwise comparison (`coco.cmp`), `predicate` one of
+    `eq ne lt le gt ge`; the result has element type i1."""
+    a, b = _promote("coco.cmp", lhs, rhs)
+    return _result(
+        _emit("coco.cmp", lambda: coco.CmpOp(a, b, predicate, name=name), name)
+    )
+
+
+def select(
+    condition: Value, if_true: Operand, if_false: Operand, *, name: str | None = None
+) -> Value:
+    """Elementwise `condition ? if_true : if_false` (`coco.select`)."""
+    c = _value("coco.select", condition, "condition")
+    a, b = _promote("coco.select", if_true, if_false)
+    return _result(
+        _emit("coco.select", lambda: coco.SelectOp(c, a, b, name=name), name)
+    )
+
+
+def _unary(op_type: type[coco.ElementwiseUnaryOp], x: Value, name: str | None) -> Value:
+    a = _value(op_type.name, x)
+    return _result(_emit(op_type.name, lambda: op_type(a, name=name), name))
+
+
+def neg(x: Value, *, name: str | None = None) -> Value:
+    """Elementwise `-x`; also `-x` on values."""
+    return _unary(coco.NegOp, x, name)
+
+
+def abs(x: Value, *, name: str | None = None) -> Value:
+    """Elementwise `|x|`."""
+    return _unary(coco.AbsOp, x, name)
+
+
+def sqrt(x: Value, *, name: str | None = None) -> Value:
+    """Elementwise square root."""
+    return _unary(coco.SqrtOp, x, name)
+
+
+def rsqrt(x: Value, *, name: str | None = None) -> Value:
+    """Elementwise `1 / sqrt(x)`."""
+    return _unary(coco.RsqrtOp, x, name)
+
+
+def exp(x: Value, *, name: str | None = None) -> Value:
+    """Elementwise `e ** x`."""
+    return _unary(coco.ExpOp, x, name)
+
+
+def log(x: Value, *, name: str | None = None) -> Value:
+    """Elementwise natural logarithm."""
+    return _unary(coco.LogOp, x, name)
+
+
+def tanh(x: Value, *, name: str | None = None) -> Value:
+    """Elementwise hyperbolic tangent."""
+    return _unary(coco.TanhOp, x, name)
+
+
+def relu(x: Value, *, name: str | None = None) -> Value:
+    """Elementwise `max(x, 0)`."""
+    return _unary(coco.ReluOp, x, name)
+
+
+def gelu(x: Value, *, name: str | None = None) -> Value:
+    """Elementwise GELU (tanh approximation)."""
+    return _unary(coco.GeluOp, x, name)
+
+
+def convert(x: Value, element_type: ElementType, *, name: str | None = None) -> Value:
+    """`coco.convert`: the same tensor with another element type."""
+    a = _value("coco.convert", x)
+    elt = _element_type(element_type)
+    return _result(
+        _emit("coco.convert", lambda: coco.ConvertOp(a, elt, name=name), name)
+    )
+
+
+def constant(
+    value: float | int | bool,
+    element_type: ElementType = f32,
+    *,
+    name: str | None = None,
+) -> Value:
+    """`coco.constant`: a rank-0 replicated constant."""
+    return _constant(value, _element_type(element_type), name)
+
+
+def dropout(x: Value, p: float, seed: int = 0, *, name: str | None = None) -> Value:
+    """`coco.dropout`: `x * keep / (1 - p)` with `keep = u(seed, i) >= p` at each
+    element's global linear index `i`."""
+    a = _value("coco.dropout", x)
+    return _result(
+        _emit(
+            "coco.dropout",
+            lambda: coco.DropoutOp(a, float(p), int(seed), name=name),
+            name,
+        )
+    )
+
+
+def reduce(
+    x: Value,
+    kind: str = "sum",
+    dims: int | Sequence[int] | None = None,
+    *,
+    name: str | None = None,
+) -> Value:
+    """`coco.reduce`: reduce over `dims` (`sum max min`); all dims when None."""
+    a = _value("coco.reduce", x)
+    if dims is None:
+        dims = list(range(x.rank))
+    elif isinstance(dims, int):
+        dims = [dims]
+    dims = list(dims)
+    return _result(
+        _emit("coco.reduce", lambda: coco.ReduceOp(a, kind, dims, name=name), name)
+    )
+
+
+def norm(x: Value, *, name: str | None = None) -> Value:
+    """`coco.norm`: the L2 norm over all elements, rank 0; `x` must be
+    replicated or local."""
+    a = _value("coco.norm", x)
+    return _result(_emit("coco.norm", lambda: coco.NormOp(a, name=name), name))
+
+
+def matmul(lhs: Value, rhs: Value, *, name: str | None = None) -> Value:
+    """`coco.matmul`: `[..., K] x [K, M] -> [..., M]`; also `lhs @ rhs`."""
+    a = _value("coco.matmul", lhs, "lhs")
+    b = _value("coco.matmul", rhs, "rhs")
+    return _result(_emit("coco.matmul", lambda: coco.MatmulOp(a, b, name=name), name))
+
+
+def all_slice(x: Value, dim: int, *, name: str | None = None) -> Value:
+    """`coco.all_slice`: replicated → sliced<dim>, no communication."""
+    a = _value("coco.all_slice", x)
+    return _result(
+        _emit("coco.all_slice", lambda: coco.AllSliceOp(a, dim, name=name), name)
+    )
+
+
+def update(param: Value, value: Value, *, name: str | None = None) -> None:
+    """`coco.update`: at function exit the parameter `param` holds `value`."""
+    p = _value("coco.update", param, "parameter")
+    v = _value("coco.update", value, "value")
+    _emit("coco.update", lambda: coco.UpdateOp(p, v, name=name), name)
+
+
+# ============================================================================
+# Communication ops
+# ============================================================================
+
+
+def all_reduce(x: Value, reduction: str = "sum", *, name: str | None = None) -> Value:
+    """`coco.all_reduce`: local or replicated → replicated, reduced over ranks
+    (`sum prod max min`)."""
+    a = _value("coco.all_reduce", x)
+    return _result(
+        _emit(
+            "coco.all_reduce",
+            lambda: coco.AllReduceOp(a, reduction, name=name),
+            name,
+        )
+    )
+
+
+def reduce_scatter(
+    x: Value, reduction: str = "sum", dim: int = 0, *, name: str | None = None
+) -> Value:
+    """`coco.reduce_scatter`: local → sliced<dim>, rank r gets block r of the
+    reduction over ranks."""
+    a = _value("coco.reduce_scatter", x)
+    return _result(
+        _emit(
+            "coco.reduce_scatter",
+            lambda: coco.ReduceScatterOp(a, reduction, dim, name=name),
+            name,
+        )
+    )
+
+
+def all_gather(x: Value, *, name: str | None = None) -> Value:
+    """`coco.all_gather`: sliced → replicated, the blocks concatenated."""
+    a = _value("coco.all_gather", x)
+    return _result(
+        _emit("coco.all_gather", lambda: coco.AllGatherOp(a, name=name), name)
+    )
+
+
+def broadcast(x: Value, root: int = 0, *, name: str | None = None) -> Value:
+    """`coco.broadcast`: local → replicated, rank `root`'s value."""
+    a = _value("coco.broadcast", x)
+    return _result(
+        _emit("coco.broadcast", lambda: coco.BroadcastOp(a, root, name=name), name)
+    )
+
+
+def all_to_all(x: Value, dim: int, *, name: str | None = None) -> Value:
+    """`coco.all_to_all`: sliced<D> → sliced<dim>, the same global value."""
+    a = _value("coco.all_to_all", x)
+    return _result(
+        _emit("coco.all_to_all", lambda: coco.AllToAllOp(a, dim, name=name), name)
+    )
+
+
+def _stage_name(op_name: str, stage: object) -> str:
+    """A stage given as a function name (`"stage2"`, `"@stage2"`) or a Function."""
+    if isinstance(stage, Function):
+        return stage.name
+    if not isinstance(stage, str) or not stage.removeprefix("@"):
+        raise CocoError(
+            f"{_user_location_text()}: error: '{op_name}' op the stage must be a "
+            f"function name or a cc.Function, got {stage!r}"
+        )
+    return stage.removeprefix("@")
+
+
+def send(
+    x: Value, to: str | Function, channel: int = 0, *, name: str | None = None
+) -> None:
+    """`coco.send`: rank r of this stage sends `x` to rank r of stage `to`
+    (checked against the matching `recv` by `cc.module`)."""
+    a = _value("coco.send", x)
+    stage = _stage_name("coco.send", to)
+    _emit("coco.send", lambda: coco.SendOp(a, stage, channel, name=name), name)
+
+
+def recv(
+    type: coco.TensorType,
+    from_: str | Function,
+    channel: int = 0,
+    *,
+    name: str | None = None,
+) -> Value:
+    """`coco.recv`: what rank r of stage `from_` sent on `channel`, of `type`."""
+    if not isinstance(type, coco.TensorType):
+        raise CocoError(
+            f"{_user_location_text()}: error: 'coco.recv' op type must be a "
+            f"cc.tensor(...), got {type!r}"
+        )
+    stage = _stage_name("coco.recv", from_)
+    return _result(
+        _emit("coco.recv", lambda: coco.RecvOp(type, stage, channel, name=name), name)
+    )
+
+
+# ============================================================================
+# Functions and modules
+# ============================================================================
+
+
+def _parameter_types(fn: Callable[..., Any]) -> list[tuple[str, coco.TensorType]]:
+    """The (name, type) of each parameter, from the annotations.
+
+    String annotations (`from __future__ import annotations`) are evaluated in
+    the function's globals and the locals of the frame that defines it."""
+    where = f"{fn.__code__.co_filename}:{fn.__code__.co_firstlineno}"
+    frame = _user_frame()
+    scope = dict(frame.f_locals) if frame is not None else None
+    try:
+        signature = inspect.signature(fn, eval_str=True, locals=scope)
+    except (NameError, AttributeError, SyntaxError, TypeError) as err:
+        raise CocoError(
+            f"{where}: error: cannot evaluate the annotations of {fn.__name__}: {err}"
+        ) from None
+    params: list[tuple[str, coco.TensorType]] = []
+    for param in signature.parameters.values():
+        if not isinstance(param.annotation, coco.TensorType):
+            raise CocoError(
+                f"{where}: error: parameter '{param.name}' of {fn.__name__} must be "
+                "annotated with its type, e.g. `x: cc.tensor([8], cc.f32, "
+                f"cc.replicated)`, got {param.annotation!r}"
+            )
+        params.append((param.name, param.annotation))
+    return params
+
+
+def _returned_values(returned: object) -> list[SSAValue]:
+    if returned is None:
+        return []
+    items = returned if isinstance(returned, tuple | list) else (returned,)
+    return [_value("func.return", item, "returned value") for item in items]
+
+
+def _build_function(fn: Callable[..., Any], name: str) -> FuncOp:
+    """Run `fn` on block arguments and record the ops it builds.
+
+    The `func.return` is there from the start (ops verify inside a well-formed
+    block) and gets the returned values at the end."""
+    params = _parameter_types(fn)
+    types = [t for _, t in params]
+    block = Block(arg_types=types)
+    for arg, (param_name, _) in zip(block.args, params):
+        arg.name_hint = SSAValue.extract_valid_name(param_name)
+    func = FuncOp(name, (types, []), Region(block))
+    func.location = FileLineColLoc(
+        StringAttr(fn.__code__.co_filename),
+        IntAttr(fn.__code__.co_firstlineno),
+        IntAttr(1),
+    )
+    terminator = ReturnOp()
+    block.add_op(terminator)
+    scope = _Scope(func, Builder(InsertPoint.before(terminator)))
+    with _building(scope):
+        returned = fn(*(Value(arg, scope) for arg in block.args))
+        results = _returned_values(returned)
+    terminator.operands = results
+    func.function_type = FunctionType.from_lists(types, [r.type for r in results])
+    return func
+
+
+class Function:
+    """A coco function built from a Python function by `@cc.function`.
+
+    `func_op` is the built `func.func`; `module` a fresh module holding it.
+    """
+
+    def __init__(self, fn: Callable[..., Any], name: str | None = None):
+        self.python_function = fn
+        self.name = name or fn.__name__
+        self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn
+        self.func_op = _build_function(fn, self.name)
+
+    @property
+    def module(self) -> ModuleOp:
+        """A new `builtin.module` holding this function alone."""
+        return module(self)
+
+    def __repr__(self) -> str:
+        return f"<cc.Function @{self.name} : {self.func_op.function_type}>"
+
+
+@overload
+def function(fn: Callable[..., Any], /) -> Function: ...
+
+
+@overload
+def function(
+    *, name: str | None = None
+) -> Callable[[Callable[..., Any]], Function]: ...
+
+
+def function(
+    fn: Callable[..., Any] | None = None, /, *, name: str | None = None
+) -> Function | Callable[[Callable[..., Any]], Function]:
+    """Decorator: build a `func.func` from a Python function whose parameters are
+    annotated with `cc.tensor(...)` types. `@cc.function(name="f")` renames it."""
+    if fn is None:
+        return lambda f: Function(f, name)
+    return Function(fn, name)
+
+
+def module(*functions: Function, world_size: int | None = None) -> ModuleOp:
+    """A verified `builtin.module` holding (copies of) the given functions; a
+    pipeline when they send to each other. `world_size` sets the module's
+    `coco.world_size` so that sliced dims are checked against it."""
+    seen: set[str] = set()
+    for f in functions:
+        if not isinstance(f, Function):
+            raise CocoError(f"error: cc.module takes @cc.function functions, got {f!r}")
+        if f.name in seen:
+            raise CocoError(f"error: cc.module got two functions named @{f.name}")
+        seen.add(f.name)
+    result = ModuleOp([f.func_op.clone() for f in functions])
+    if world_size is not None:
+        if (
+            isinstance(world_size, bool)
+            or not isinstance(world_size, int)
+            or world_size < 1
+        ):
+            raise CocoError(
+                f"error: world_size must be a positive integer, got {world_size!r}"
+            )
+        result.attributes["coco.world_size"] = IntegerAttr(world_size, i64)
+    verify_module(result)
+    return result

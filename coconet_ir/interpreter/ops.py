@@ -1,0 +1,393 @@
+"""The meaning of every coco op, as xDSL interpreter implementations.
+
+Each implementation takes the operands' `DistValue`s and returns the results'
+`DistValue`s; one numpy computation covers all ranks (the leading axis of
+`DistValue.data` is the rank). Arithmetic on f16/bf16 runs in f32 and is rounded
+to the element type after each op; reductions, norms and matmuls on halves
+accumulate in f32 and round once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from xdsl.interpreter import (
+    Interpreter,
+    InterpreterFunctions,
+    PythonValues,
+    impl,
+    register_impls,
+)
+from xdsl.ir import BlockArgument, Operation
+
+from coconet_ir.dialects import coco
+from coconet_ir.dialects.coco import ChannelEnd, TensorType, enclosing_function
+from coconet_ir.interpreter.context import stage_context
+from coconet_ir.interpreter.philox import dropout_uniform
+from coconet_ir.interpreter.values import (
+    DistValue,
+    compute_dtype,
+    cut,
+    storage_dtype,
+)
+from coconet_ir.ir import op_error
+
+GELU_SQRT_2_OVER_PI = 0.7978845608
+GELU_CUBIC = 0.044715
+
+Kernel = Callable[..., np.ndarray]
+
+# ============================================================================
+# Helpers
+# ============================================================================
+
+
+def result_type(op: Operation, index: int = 0) -> TensorType:
+    tensor_type = op.results[index].type
+    assert isinstance(tensor_type, TensorType)
+    return tensor_type
+
+
+def finish(op: Operation, value: np.ndarray, world: int, index: int = 0) -> DistValue:
+    """Round a computed array to the result's element type."""
+    tensor_type = result_type(op, index)
+    return DistValue(
+        tensor_type,
+        value.astype(storage_dtype(tensor_type.element_type), copy=False),
+        world,
+    )
+
+
+def in_compute_dtype(value: DistValue, data: np.ndarray | None = None) -> np.ndarray:
+    """An operand's data in the dtype its arithmetic runs in."""
+    array = value.data if data is None else data
+    return array.astype(compute_dtype(value.type.element_type), copy=False)
+
+
+def aligned(value: DistValue, result: TensorType) -> np.ndarray:
+    """An operand's per-rank data, ready to broadcast against the result's.
+
+    A replicated operand of a sliced result is cut like the result (rank `r`
+    uses the block matching its own), unless it is broadcast along the sliced
+    dimension; then leading unit dims make numpy align trailing dims."""
+    data = value.data
+    operand = value.type
+    pad = result.rank - operand.rank
+    if result.layout.is_sliced and operand.layout.is_replicated:
+        dim = result.layout.sliced_dim - pad
+        if dim >= 0 and operand.dims[dim] != 1:
+            data = cut(data[0], dim, value.world)
+    return data.reshape((data.shape[0], *([1] * pad), *data.shape[1:]))
+
+
+def elementwise(
+    op: Operation, args: PythonValues, kernel: Kernel, *, compute: bool = True
+) -> PythonValues:
+    """Apply `kernel` to the aligned operands (in their compute dtype unless
+    `compute` is false) and round to the result type."""
+    target = result_type(op)
+    arrays = [aligned(a, target) for a in args]
+    if compute:
+        arrays = [in_compute_dtype(a, x) for a, x in zip(args, arrays)]
+    world = args[0].world
+    return (finish(op, kernel(*arrays), world),)
+
+
+def truncating_divide(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """C integer division: the quotient truncated toward zero, wrapped to i32."""
+    wide_lhs, wide_rhs = lhs.astype(np.int64), rhs.astype(np.int64)
+    quotient = np.abs(wide_lhs) // np.abs(wide_rhs)
+    negative = (wide_lhs < 0) != (wide_rhs < 0)
+    return np.where(negative, -quotient, quotient).astype(np.int32)
+
+
+def to_i32(array: np.ndarray) -> np.ndarray:
+    """float → i32 truncates toward zero, saturates, and maps NaN to 0 (as
+    CUDA's `__float2int_rz`)."""
+    if array.dtype.kind != "f":
+        return array.astype(np.int32)
+    wide = np.nan_to_num(np.trunc(array.astype(np.float64)), nan=0.0)
+    limits = np.iinfo(np.int32)
+    return np.clip(wide, limits.min, limits.max).astype(np.int32)
+
+
+def gelu(x: np.ndarray) -> np.ndarray:
+    """`0.5 x (1 + tanh(0.7978845608 (x + 0.044715 x^3)))` in x's dtype."""
+    c = x.dtype.type
+    inner = c(GELU_SQRT_2_OVER_PI) * (x + c(GELU_CUBIC) * x * x * x)
+    return c(0.5) * x * (c(1.0) + np.tanh(inner))
+
+
+def combine_ranks(value: DistValue, ufunc: np.ufunc) -> np.ndarray:
+    """Combine all ranks' arrays in rank order 0..N-1, in the compute dtype;
+    shape `(1, *shape)`."""
+    stacked = in_compute_dtype(value, value.stacked())
+    total = stacked[0]
+    for rank in range(1, value.world):
+        total = ufunc(total, stacked[rank])
+    return total[np.newaxis]
+
+
+RANK_REDUCTIONS: dict[str, np.ufunc] = {
+    "sum": np.add,
+    "prod": np.multiply,
+    "max": np.maximum,
+    "min": np.minimum,
+}
+
+COMPARISONS: dict[str, np.ufunc] = {
+    "eq": np.equal,
+    "ne": np.not_equal,
+    "lt": np.less,
+    "le": np.less_equal,
+    "gt": np.greater,
+    "ge": np.greater_equal,
+}
+
+
+def global_indices(tensor_type: TensorType, world: int) -> np.ndarray:
+    """The row-major global linear index of every element each rank holds
+    (stacked like `DistValue.data`; a local value's indices are its own)."""
+    indices = np.arange(np.prod(tensor_type.dims, dtype=np.int64), dtype=np.int64)
+    indices = indices.reshape(tensor_type.dims)
+    if tensor_type.layout.is_sliced:
+        return cut(indices, tensor_type.layout.sliced_dim, world)
+    return indices[np.newaxis]
+
+
+def channel_of(op: coco.SendOp | coco.RecvOp) -> ChannelEnd:
+    """The (from, to, channel) a send or recv uses."""
+    here = enclosing_function(op)
+    assert here is not None
+    other = op.stage.root_reference.data
+    channel = op.channel.value.data
+    if isinstance(op, coco.SendOp):
+        return ChannelEnd(here.sym_name.data, other, channel)
+    return ChannelEnd(other, here.sym_name.data, channel)
+
+
+# ============================================================================
+# Op implementations
+# ============================================================================
+
+
+def _elementwise_rule(kernel: Kernel) -> Callable[..., PythonValues]:
+    """The implementation of an elementwise op computing `kernel`."""
+
+    def run(
+        self: CocoFunctions, interpreter: Interpreter, op: Operation, args: PythonValues
+    ) -> PythonValues:
+        return elementwise(op, args, kernel)
+
+    return run
+
+
+def _relu(x: np.ndarray) -> np.ndarray:
+    return np.maximum(x, x.dtype.type(0))
+
+
+def _rsqrt(x: np.ndarray) -> np.ndarray:
+    return x.dtype.type(1) / np.sqrt(x)
+
+
+@register_impls
+class CocoFunctions(InterpreterFunctions):
+    """The reference semantics of the coco dialect (COCO_DIALECT.md)."""
+
+    run_add = impl(coco.AddOp)(_elementwise_rule(np.add))
+    run_sub = impl(coco.SubOp)(_elementwise_rule(np.subtract))
+    run_mul = impl(coco.MulOp)(_elementwise_rule(np.multiply))
+    run_max = impl(coco.MaxOp)(_elementwise_rule(np.maximum))
+    run_min = impl(coco.MinOp)(_elementwise_rule(np.minimum))
+    run_pow = impl(coco.PowOp)(_elementwise_rule(np.power))
+    run_neg = impl(coco.NegOp)(_elementwise_rule(np.negative))
+    run_abs = impl(coco.AbsOp)(_elementwise_rule(np.abs))
+    run_sqrt = impl(coco.SqrtOp)(_elementwise_rule(np.sqrt))
+    run_rsqrt = impl(coco.RsqrtOp)(_elementwise_rule(_rsqrt))
+    run_exp = impl(coco.ExpOp)(_elementwise_rule(np.exp))
+    run_log = impl(coco.LogOp)(_elementwise_rule(np.log))
+    run_tanh = impl(coco.TanhOp)(_elementwise_rule(np.tanh))
+    run_relu = impl(coco.ReluOp)(_elementwise_rule(_relu))
+    run_gelu = impl(coco.GeluOp)(_elementwise_rule(gelu))
+
+    @impl(coco.DivOp)
+    def run_div(
+        self, interpreter: Interpreter, op: coco.DivOp, args: PythonValues
+    ) -> PythonValues:
+        if result_type(op).element_type != coco.i32:
+            return elementwise(op, args, np.divide)
+        target = result_type(op)
+        if not np.all(aligned(args[1], target)):
+            raise op_error(op, "divides an i32 by zero")
+        return elementwise(op, args, truncating_divide)
+
+    @impl(coco.CmpOp)
+    def run_cmp(
+        self, interpreter: Interpreter, op: coco.CmpOp, args: PythonValues
+    ) -> PythonValues:
+        return elementwise(op, args, COMPARISONS[op.predicate.data.value])
+
+    @impl(coco.SelectOp)
+    def run_select(
+        self, interpreter: Interpreter, op: coco.SelectOp, args: PythonValues
+    ) -> PythonValues:
+        return elementwise(op, args, np.where, compute=False)
+
+    @impl(coco.ConvertOp)
+    def run_convert(
+        self, interpreter: Interpreter, op: coco.ConvertOp, args: PythonValues
+    ) -> PythonValues:
+        (operand,) = args
+        target = result_type(op).element_type
+        data = operand.data
+        if target == coco.i1:
+            converted = data != 0
+        elif target == coco.i32:
+            converted = to_i32(data)
+        else:
+            converted = data
+        return (finish(op, converted, operand.world),)
+
+    @impl(coco.ConstantOp)
+    def run_constant(
+        self, interpreter: Interpreter, op: coco.ConstantOp, args: PythonValues
+    ) -> PythonValues:
+        world = stage_context(interpreter).world
+        return (finish(op, np.array([op.python_value]), world),)
+
+    @impl(coco.DropoutOp)
+    def run_dropout(
+        self, interpreter: Interpreter, op: coco.DropoutOp, args: PythonValues
+    ) -> PythonValues:
+        (operand,) = args
+        p = op.probability
+        u = dropout_uniform(
+            op.seed.value.data, global_indices(operand.type, operand.world)
+        )
+        data = in_compute_dtype(operand)
+        dtype = storage_dtype(operand.type.element_type)
+        scale = np.asarray(1.0 - p).astype(dtype).astype(data.dtype)
+        kept = np.where(u >= p, data, data.dtype.type(0))
+        return (finish(op, kept / scale, operand.world),)
+
+    @impl(coco.ReduceOp)
+    def run_reduce(
+        self, interpreter: Interpreter, op: coco.ReduceOp, args: PythonValues
+    ) -> PythonValues:
+        (operand,) = args
+        axes = tuple(d + 1 for d in op.reduced_dims)
+        data = in_compute_dtype(operand)
+        kind = op.kind.data.value
+        if kind == "sum":
+            reduced = np.sum(data, axis=axes, dtype=data.dtype)
+        elif kind == "max":
+            reduced = np.max(data, axis=axes)
+        else:
+            reduced = np.min(data, axis=axes)
+        return (finish(op, reduced, operand.world),)
+
+    @impl(coco.NormOp)
+    def run_norm(
+        self, interpreter: Interpreter, op: coco.NormOp, args: PythonValues
+    ) -> PythonValues:
+        (operand,) = args
+        data = in_compute_dtype(operand)
+        axes = tuple(range(1, data.ndim))
+        squares = np.sum(data * data, axis=axes, dtype=data.dtype)
+        return (finish(op, np.sqrt(squares), operand.world),)
+
+    @impl(coco.MatmulOp)
+    def run_matmul(
+        self, interpreter: Interpreter, op: coco.MatmulOp, args: PythonValues
+    ) -> PythonValues:
+        lhs, rhs = args
+        a, b = in_compute_dtype(lhs), in_compute_dtype(rhs)
+        batch = a.ndim - 3
+        b = b.reshape((b.shape[0], *([1] * batch), *b.shape[1:]))
+        return (finish(op, np.matmul(a, b), lhs.world),)
+
+    @impl(coco.AllSliceOp)
+    def run_all_slice(
+        self, interpreter: Interpreter, op: coco.AllSliceOp, args: PythonValues
+    ) -> PythonValues:
+        (operand,) = args
+        blocks = cut(operand.data[0], op.dim.value.data, operand.world)
+        return (finish(op, blocks, operand.world),)
+
+    @impl(coco.UpdateOp)
+    def run_update(
+        self, interpreter: Interpreter, op: coco.UpdateOp, args: PythonValues
+    ) -> PythonValues:
+        param = op.param
+        if not isinstance(param, BlockArgument):
+            raise op_error(op, "parameter must be an argument of the function")
+        stage_context(interpreter).updates[param.index] = args[1]
+        return ()
+
+    # ------------------------------------------------------------------------
+    # Collectives
+    # ------------------------------------------------------------------------
+
+    @impl(coco.AllReduceOp)
+    def run_all_reduce(
+        self, interpreter: Interpreter, op: coco.AllReduceOp, args: PythonValues
+    ) -> PythonValues:
+        (operand,) = args
+        ufunc = RANK_REDUCTIONS[op.reduction.data.value]
+        return (finish(op, combine_ranks(operand, ufunc), operand.world),)
+
+    @impl(coco.ReduceScatterOp)
+    def run_reduce_scatter(
+        self, interpreter: Interpreter, op: coco.ReduceScatterOp, args: PythonValues
+    ) -> PythonValues:
+        (operand,) = args
+        ufunc = RANK_REDUCTIONS[op.reduction.data.value]
+        total = combine_ranks(operand, ufunc)[0]
+        blocks = cut(total, op.dim.value.data, operand.world)
+        return (finish(op, blocks, operand.world),)
+
+    @impl(coco.AllGatherOp)
+    def run_all_gather(
+        self, interpreter: Interpreter, op: coco.AllGatherOp, args: PythonValues
+    ) -> PythonValues:
+        (operand,) = args
+        return (finish(op, operand.global_value()[np.newaxis], operand.world),)
+
+    @impl(coco.BroadcastOp)
+    def run_broadcast(
+        self, interpreter: Interpreter, op: coco.BroadcastOp, args: PythonValues
+    ) -> PythonValues:
+        (operand,) = args
+        root = op.root.value.data
+        if not 0 <= root < operand.world:
+            raise op_error(
+                op, f"root {root} is not a rank of the group of {operand.world}"
+            )
+        return (finish(op, operand.rank(root)[np.newaxis], operand.world),)
+
+    @impl(coco.AllToAllOp)
+    def run_all_to_all(
+        self, interpreter: Interpreter, op: coco.AllToAllOp, args: PythonValues
+    ) -> PythonValues:
+        (operand,) = args
+        blocks = cut(operand.global_value(), op.dim.value.data, operand.world)
+        return (finish(op, blocks, operand.world),)
+
+    @impl(coco.SendOp)
+    def run_send(
+        self, interpreter: Interpreter, op: coco.SendOp, args: PythonValues
+    ) -> PythonValues:
+        stage_context(interpreter).mailbox.put(channel_of(op), args[0])
+        return ()
+
+    @impl(coco.RecvOp)
+    def run_recv(
+        self, interpreter: Interpreter, op: coco.RecvOp, args: PythonValues
+    ) -> PythonValues:
+        mailbox = stage_context(interpreter).mailbox
+        end = channel_of(op)
+        if not mailbox.ready(end):
+            raise op_error(op, f"has nothing to receive from @{end.source}")
+        value = mailbox.take(end)
+        return (value.with_data(result_type(op), value.data),)

@@ -1,0 +1,441 @@
+"""`coconet-run`: run a coco program on N simulated ranks, or compare two.
+
+    coconet-run FILE --world N [--entry F] [--seed S] [--save OUT.npz]
+                [--backend numpy] [-p PIPELINE]
+    coconet-run --compare A.mlir B.mlir --world N [--seed S] [--rtol R]
+                [--atol A] [--entry F] [-p PIPELINE]
+
+A run prints one summary line per output (result or updated parameter); a
+comparison decides equivalence as COCO_DIALECT.md §8 defines it. docs/cli.md
+describes the summary format, the `.npz` keys and the exit codes:
+
+- 0: the run succeeded / the programs are equivalent;
+- 1: a run failed on its input (the program does not parse, verify or run) /
+  the programs are not equivalent;
+- 2: bad usage (any mode), or bad input while comparing;
+- 3: an internal error (a bug in coconet-ir).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import math
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp
+from xdsl.passes import ModulePass, PassPipeline
+from xdsl.utils.exceptions import ArgSpecParseError
+
+import coconet_ir.ir as ir
+from coconet_ir.tools.errors import describe, run_guarded
+
+if TYPE_CHECKING:
+    from coconet_ir.dialects.coco import TensorType
+    from coconet_ir.interpreter import Comparison, Output, RunResult
+
+TOOL = "coconet-run"
+BACKENDS = ("numpy", "emu")
+WORLD_SIZE_ATTR = "coco.world_size"
+STDIN = "-"
+INPUT_PREFIX = "input:"
+"""Prefix of the `--save` keys that hold the inputs a run drew."""
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+
+
+class UsageError(ir.CocoError):
+    """A bad request on the command line; exits 2 in every mode."""
+
+    exit_code = EXIT_USAGE
+
+
+# ============================================================================
+# Command line
+# ============================================================================
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser; argparse itself exits 2 on malformed usage."""
+    parser = argparse.ArgumentParser(
+        prog=TOOL,
+        description="Run a coco program on N simulated ranks with the reference "
+        "interpreter, or check that two programs are equivalent.",
+        epilog="exit codes: 0 success/equivalent; 1 the program failed to parse, "
+        "verify or run / not equivalent; 2 bad usage, or bad input with "
+        "--compare; 3 internal error. See docs/cli.md.",
+    )
+    parser.add_argument(
+        "file", nargs="?", metavar="FILE", help="program to run ('-': stdin)"
+    )
+    parser.add_argument(
+        "--compare",
+        nargs=2,
+        metavar=("A", "B"),
+        help="compare two programs on the same inputs instead of running one "
+        "(one of them may be '-': stdin)",
+    )
+    parser.add_argument(
+        "-w",
+        "--world",
+        type=int,
+        metavar="N",
+        help=f"number of ranks (default: the module's {WORLD_SIZE_ATTR})",
+    )
+    parser.add_argument(
+        "--entry",
+        metavar="F",
+        help="function to run (default: the interpreter's choice; a pipeline "
+        "of stages runs as a whole)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        metavar="S",
+        help="seed of the random inputs (default: 0)",
+    )
+    parser.add_argument(
+        "--save",
+        metavar="OUT.npz",
+        help="write every output and every input to this .npz file",
+    )
+    parser.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default="numpy",
+        help="execution backend (default: numpy, the reference interpreter)",
+    )
+    parser.add_argument(
+        "-p",
+        "--passes",
+        default="",
+        metavar="PIPELINE",
+        help="coconet-opt pass pipeline to apply before running",
+    )
+    parser.add_argument(
+        "--rtol",
+        type=float,
+        metavar="R",
+        help="relative tolerance of --compare (default: by element type)",
+    )
+    parser.add_argument(
+        "--atol",
+        type=float,
+        metavar="A",
+        help="absolute tolerance of --compare (default: by element type)",
+    )
+    parser.add_argument("-v", "--version", action="version", version=version())
+    return parser
+
+
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        xdsl = installed("xdsl")
+    except PackageNotFoundError:
+        xdsl = "unknown"
+    from coconet_ir import __version__
+
+    return f"{TOOL} (coconet-ir {__version__}) built on xdsl version {xdsl}"
+
+
+def check_usage(args: argparse.Namespace) -> None:
+    """Reject requests argparse cannot: raise UsageError (exit 2)."""
+    if args.compare is None and args.file is None:
+        raise UsageError("error: give a FILE to run, or --compare A B")
+    if args.compare is not None and args.file is not None:
+        raise UsageError("error: give either a FILE or --compare A B, not both")
+    if args.world is not None and args.world < 1:
+        raise UsageError(f"error: --world must be at least 1, got {args.world}")
+    if args.seed < 0:
+        raise UsageError(f"error: --seed must be non-negative, got {args.seed}")
+    if args.compare is None and (args.rtol is not None or args.atol is not None):
+        raise UsageError("error: --rtol and --atol only apply with --compare")
+    if args.compare is not None and args.compare.count(STDIN) > 1:
+        raise UsageError("error: only one of A and B can be '-' (standard input)")
+    if args.compare is not None and args.save is not None:
+        raise UsageError("error: --save only applies to a run, not to --compare")
+    for flag in ("rtol", "atol"):
+        value = getattr(args, flag)
+        if value is not None and not value >= 0:
+            raise UsageError(f"error: --{flag} must be non-negative, got {value}")
+    if args.backend == "emu":
+        raise UsageError(
+            "error: the 'emu' backend (CPU emulation of the generated CUDA C) is "
+            "not available in this version; use --backend numpy"
+        )
+    if args.entry is not None:
+        args.entry = args.entry.removeprefix("@")
+
+
+# ============================================================================
+# Loading programs
+# ============================================================================
+
+
+def make_pipeline(spec: str) -> PassPipeline:
+    """The `-p` pipeline, verifying after every pass; bad specs are usage errors."""
+    from xdsl.transforms import get_all_passes as xdsl_passes
+
+    from coconet_ir.tools.coconet_opt import build_pipeline
+    from coconet_ir.universe import get_all_passes as coco_passes
+
+    available = {**xdsl_passes(), **coco_passes()}
+    try:
+        return build_pipeline(available, spec, verify_after_pass)
+    except (ir.CocoError, ArgSpecParseError) as err:
+        raise UsageError(describe(err)) from None
+
+
+def verify_after_pass(
+    previous: ModulePass | None, module: ModuleOp, upcoming: ModulePass | None
+) -> None:
+    """Pipeline callback: the IR must still verify after each pass."""
+    if previous is None:
+        return
+    try:
+        ir.verify(module)
+    except ir.CocoError as err:
+        raise ir.CocoError(
+            f"{err}\nnote: the IR no longer verifies after pass '{previous.name}'"
+        ) from None
+
+
+def read_program(path: str) -> ModuleOp:
+    """Parse and verify `path` (`-` reads standard input)."""
+    if path == STDIN:
+        return ir.parse(sys.stdin.buffer.read(), "<stdin>")
+    return ir.parse_file(path)
+
+
+def load(path: str, pipeline: PassPipeline) -> ModuleOp:
+    """Parse and verify `path`, then apply the pipeline."""
+    module = read_program(path)
+    if pipeline.passes:
+        pipeline.apply(ir.make_context(), module)
+    return module
+
+
+def declared_world(path: str, module: ModuleOp) -> int | None:
+    """The module's `coco.world_size` attribute, if it has one."""
+    attr = module.attributes.get(WORLD_SIZE_ATTR)
+    if attr is None:
+        return None
+    if not isinstance(attr, IntegerAttr) or attr.value.data < 1:
+        raise ir.CocoError(
+            f"{path}: error: {WORLD_SIZE_ATTR} must be a positive integer, got {attr}"
+        )
+    return attr.value.data
+
+
+def resolve_world(requested: int | None, modules: dict[str, ModuleOp]) -> int:
+    """The world size: `--world`, else the modules' `coco.world_size`; all that
+    are given must agree."""
+    declared = {
+        path: world
+        for path, module in modules.items()
+        if (world := declared_world(path, module)) is not None
+    }
+    if requested is not None:
+        for path, world in declared.items():
+            if world != requested:
+                raise UsageError(
+                    f"{path}: error: --world {requested} disagrees with the "
+                    f"module's {WORLD_SIZE_ATTR} = {world}"
+                )
+        return requested
+    if not declared:
+        raise UsageError(
+            f"error: the world size is unknown: pass --world N or give the "
+            f"module a {WORLD_SIZE_ATTR} attribute"
+        )
+    if len(set(declared.values())) > 1:
+        found = ", ".join(f"{path}: {world}" for path, world in declared.items())
+        raise UsageError(
+            f"error: the programs disagree on {WORLD_SIZE_ATTR} ({found}); "
+            "pass --world N"
+        )
+    return next(iter(declared.values()))
+
+
+# ============================================================================
+# Summaries and .npz files
+# ============================================================================
+
+
+def type_summary(tensor_type: TensorType) -> str:
+    """`1024x8xf32 sliced<0>`: global shape with element type, then layout."""
+    from coconet_ir.dialects.coco import element_type_name
+
+    element = element_type_name(tensor_type.element_type)
+    shape = "".join(f"{d}x" for d in tensor_type.dims)
+    return f"{shape}{element} {tensor_type.layout}"
+
+
+def canonical_bytes(value: np.ndarray) -> bytes:
+    """The array's elements, row-major, little-endian, in its own element type."""
+    array = np.ascontiguousarray(value)
+    if array.dtype.kind == "V":  # ml_dtypes' bfloat16: hash its bit pattern
+        array = array.view(f"u{array.dtype.itemsize}")
+    elif array.dtype.kind == "b":
+        array = array.view(np.uint8)
+    return array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes()
+
+
+def checksum(value: np.ndarray) -> str:
+    """The first 16 hex digits of the SHA-256 of `canonical_bytes(value)`."""
+    return hashlib.sha256(canonical_bytes(value)).hexdigest()[:16]
+
+
+def as_float64(value: np.ndarray) -> np.ndarray:
+    return np.asarray(value).astype(np.float64).ravel()
+
+
+def exact_sum(values: np.ndarray) -> float:
+    """The correctly rounded float64 sum (math.fsum), so it does not depend on
+    summation order; numpy's sum where fsum cannot (inf, nan, overflow)."""
+    if not np.isfinite(values).all():
+        return float(np.sum(values))
+    try:
+        return math.fsum(values.tolist())
+    except OverflowError:
+        return float(np.sum(values))
+
+
+def format_number(x: float) -> str:
+    return f"{x:.9g}"
+
+
+def summary_line(output: Output) -> str:
+    """`KEY SHAPExELT LAYOUT sum=S min=M max=X hash=H` for one output."""
+    values = as_float64(output.value)
+    stats = (
+        f"sum={format_number(exact_sum(values))} "
+        f"min={format_number(float(values.min()))} "
+        f"max={format_number(float(values.max()))}"
+    )
+    return (
+        f"{output.key} {type_summary(output.type)} {stats} "
+        f"hash={checksum(output.value)}"
+    )
+
+
+def npz_value(value: np.ndarray) -> np.ndarray:
+    """A value as .npz can store it: bfloat16 (no numpy dtype) becomes float32,
+    which holds every bfloat16 exactly."""
+    array = np.asarray(value)
+    if array.dtype.kind == "V":
+        return array.astype(np.float32)
+    return array
+
+
+def npz_arrays(result: RunResult) -> dict[str, np.ndarray]:
+    """Every output under its key, then every input under `input:KEY`."""
+    arrays = {key: npz_value(out.value) for key, out in result.outputs.items()}
+    for key, value in result.inputs.items():
+        arrays[f"{INPUT_PREFIX}{key}"] = npz_value(value)
+    return arrays
+
+
+def save(path: str, result: RunResult) -> int:
+    """Write the run's arrays to `path` (exactly that name); return their count."""
+    arrays = npz_arrays(result)
+    with open(path, "wb") as f:
+        np.savez(f, **arrays)
+    return len(arrays)
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+# ============================================================================
+# The two modes
+# ============================================================================
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run one program and print its summary."""
+    from coconet_ir.interpreter import interpret
+
+    pipeline = make_pipeline(args.passes)
+    module = load(args.file, pipeline)
+    world = resolve_world(args.world, {args.file: module})
+    result = interpret(module, world, seed=args.seed, entry=args.entry)
+    print(
+        f"{args.file}: {plural(len(result.outputs), 'output')} on "
+        f"{plural(world, 'rank')} (seed {args.seed}, backend {args.backend})"
+    )
+    for output in result.outputs.values():
+        print(summary_line(output))
+    if args.save is not None:
+        count = save(args.save, result)
+        print(f"saved {plural(count, 'array')} to {args.save}")
+    return EXIT_OK
+
+
+def compare(args: argparse.Namespace) -> int:
+    """Compare two programs on the same inputs; 0 when equivalent, else 1."""
+    from coconet_ir.interpreter import equivalent
+
+    pipeline = make_pipeline(args.passes)
+    path_a, path_b = args.compare
+    module_a = load(path_a, pipeline)
+    module_b = load(path_b, pipeline)
+    world = resolve_world(args.world, {path_a: module_a, path_b: module_b})
+    comparison = equivalent(
+        module_a,
+        module_b,
+        world,
+        seed=args.seed,
+        rtol=args.rtol,
+        atol=args.atol,
+        entry=args.entry,
+    )
+    print(comparison_report(comparison, world, args.seed))
+    return EXIT_OK if comparison.ok else EXIT_FAILED
+
+
+def comparison_report(comparison: Comparison, world: int, seed: int) -> str:
+    """`equivalent: ...` or `not equivalent: KEY differs ...` (+ the message)."""
+    ranks = plural(world, "rank")
+    if comparison.ok:
+        count = len(comparison.compared)
+        verb = "agrees" if count == 1 else "agree"
+        return f"equivalent: {plural(count, 'output')} {verb} on {ranks} (seed {seed})"
+    diff = comparison.first_difference
+    if diff is None:
+        return f"not equivalent on {ranks} (seed {seed})"
+    line = f"not equivalent: {diff.key} differs on {ranks} (seed {seed})"
+    errors = (diff.max_abs_error, diff.max_rel_error)
+    if all(e is not None and math.isfinite(e) for e in errors):
+        line += f": max abs error {errors[0]:.3e}, max rel error {errors[1]:.3e}"
+    return f"{line}\n  {diff.message}" if diff.message else line
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    check_usage(args)
+    return compare(args) if args.compare is not None else run(args)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    run_guarded(
+        TOOL,
+        lambda: dispatch(args),
+        user_error_code=EXIT_USAGE if args.compare is not None else EXIT_FAILED,
+        internal_error_code=EXIT_INTERNAL,
+    )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

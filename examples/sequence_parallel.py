@@ -1,0 +1,33 @@
+"""Sequence-parallel tensor parallelism (Megatron-LM's sequence parallelism,
+Korthikanti et al. 2022): the activations `x` [S, H] are sliced along the
+sequence; an all_gather rebuilds them before a column-parallel matmul with
+`w` [H, F] sliced along its columns, whose result is sliced along F. The same
+module as `sequence_parallel.mlir`.
+
+Run: `python examples/sequence_parallel.py` prints the IR; `coconet-run
+examples/sequence_parallel.mlir --world 4` interprets it.
+"""
+
+from xdsl.dialects.builtin import ModuleOp
+
+import coconet_ir as cc
+
+S, H, F = 64, 32, 64
+
+
+@cc.function
+def sequence_parallel(
+    x: cc.tensor([S, H], cc.f32, cc.sliced(0)),
+    w: cc.tensor([H, F], cc.f32, cc.sliced(1)),
+):
+    full = cc.all_gather(x, name="gather")
+    return cc.matmul(full, w, name="matmul")
+
+
+def build() -> ModuleOp:
+    """The all_gather + matmul module."""
+    return cc.module(sequence_parallel)
+
+
+if __name__ == "__main__":
+    print(cc.to_text(build()), end="")

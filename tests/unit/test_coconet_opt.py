@@ -1,0 +1,179 @@
+"""coconet-opt as users run it: a subprocess, its exit code, stdout and stderr.
+
+Every kind of bad input ends in one located diagnostic and a non-zero exit,
+never a Python traceback; the xdsl-opt flags work.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+T = "!coco.tensor<16x4xf32, {}>"
+LOCAL, REPL = T.format("local"), T.format("replicated")
+
+ALL_REDUCE = f"""
+func.func @f(%g: {LOCAL}) -> {REPL} {{
+  %s = coco.all_reduce %g reduction = sum : {LOCAL} -> {REPL}
+  func.return %s : {REPL}
+}}
+"""
+
+VERIFY_ERROR = f"""
+func.func @f(%g: {LOCAL}) -> {LOCAL} {{
+  %s = coco.all_reduce %g reduction = sum : {LOCAL} -> {LOCAL}
+  func.return %s : {LOCAL}
+}}
+"""
+
+BAD_INPUTS: dict[str, tuple[bytes | None, str]] = {
+    # kind: (file contents, None for a missing file; expected message part)
+    "syntax": (b"func.func @f( {\n", "bad.mlir:1:15: error: Expected argument"),
+    "verifier": (
+        VERIFY_ERROR.encode(),
+        "bad.mlir:3:3: error: 'coco.all_reduce' op",
+    ),
+    "unknown-op": (
+        b"func.func @f() {\n  coco.frobnicate\n}\n",
+        "bad.mlir:2:",
+    ),
+    "garbage": (bytes(range(256)) * 4, "bad.mlir: error: input is not UTF-8"),
+    "truncated": (ALL_REDUCE.encode()[:120], "bad.mlir:3:"),
+    "empty": (b"", "bad.mlir: error: empty input"),
+    "missing": (None, "bad.mlir: error: No such file or directory"),
+}
+
+
+def coconet_opt(*args: str | Path, stdin: bytes = b"") -> subprocess.CompletedProcess:
+    """Run the tool as an installed user would (`python -m`, no source tree)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "coconet_ir.tools.coconet_opt", *map(str, args)],
+        capture_output=True,
+        input=stdin,
+        timeout=120,
+    )
+    proc.stdout = proc.stdout.decode()
+    proc.stderr = proc.stderr.decode()
+    return proc
+
+
+def assert_clean_error(proc: subprocess.CompletedProcess, message: str, code: int = 1):
+    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert message in proc.stderr, proc.stderr
+    assert proc.stderr.count("error:") == 1, proc.stderr
+
+
+def write(tmp_path: Path, name: str, contents: str | bytes | None) -> Path:
+    path = tmp_path / name
+    if isinstance(contents, str):
+        path.write_text(contents)
+    elif contents is not None:
+        path.write_bytes(contents)
+    return path
+
+
+@pytest.mark.parametrize("kind", BAD_INPUTS)
+def test_bad_input_gives_one_diagnostic(tmp_path: Path, kind: str):
+    contents, message = BAD_INPUTS[kind]
+    assert_clean_error(coconet_opt(write(tmp_path, "bad.mlir", contents)), message)
+
+
+def test_unknown_op_names_the_op(tmp_path: Path):
+    contents, _ = BAD_INPUTS["unknown-op"]
+    proc = coconet_opt(write(tmp_path, "bad.mlir", contents))
+    assert_clean_error(proc, "coco.frobnicate is not registered")
+
+
+def test_verifier_error_names_the_rule(tmp_path: Path):
+    proc = coconet_opt(write(tmp_path, "bad.mlir", VERIFY_ERROR))
+    assert_clean_error(proc, "by the layout rules")
+
+
+def test_garbage_on_stdin():
+    assert_clean_error(coconet_opt(stdin=b"\xff\xfe\x00"), "stdin: error: input is not")
+
+
+@pytest.mark.parametrize(
+    ("pipeline", "message"),
+    [
+        ("nope", "unknown pass 'nope'"),
+        ("canonicalise", "did you mean 'canonicalize'"),
+        ("cse,,", "pass-pipeline:1:5: error: bad pass pipeline"),
+        ("canonicalize{", "pass-pipeline:1:14: error: bad pass pipeline"),
+        ("canonicalize{foo=1}", "bad options for pass 'canonicalize'"),
+    ],
+)
+def test_bad_pipeline(tmp_path: Path, pipeline: str, message: str):
+    proc = coconet_opt(write(tmp_path, "p.mlir", ALL_REDUCE), "-p", pipeline)
+    assert_clean_error(proc, message)
+
+
+def test_unknown_target_is_usage_error(tmp_path: Path):
+    proc = coconet_opt(write(tmp_path, "p.mlir", ALL_REDUCE), "-t", "nope")
+    assert_clean_error(proc, "argument -t/--target: invalid choice", code=2)
+
+
+def test_unwritable_output(tmp_path: Path):
+    path = write(tmp_path, "p.mlir", ALL_REDUCE)
+    proc = coconet_opt(path, "-o", tmp_path / "no" / "dir" / "out.mlir")
+    assert_clean_error(proc, "No such file or directory")
+
+
+def test_round_trip_and_output_file(tmp_path: Path):
+    path = write(tmp_path, "p.mlir", ALL_REDUCE)
+    out = tmp_path / "out.mlir"
+    proc = coconet_opt(path, "-t", "mlir", "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""
+    again = coconet_opt(out)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == out.read_text()
+    assert "coco.all_reduce %g reduction = sum" in again.stdout
+
+
+def test_print_op_generic(tmp_path: Path):
+    proc = coconet_opt(write(tmp_path, "p.mlir", ALL_REDUCE), "--print-op-generic")
+    assert proc.returncode == 0, proc.stderr
+    assert '"coco.all_reduce"(%g) <{reduction = #coco<reduction sum>}>' in proc.stdout
+
+
+def test_passes_and_their_flags(tmp_path: Path):
+    path = write(tmp_path, "p.mlir", ALL_REDUCE)
+    proc = coconet_opt(
+        path, "-p", "canonicalize,cse", "--print-between-passes", "--time-passes"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "IR after canonicalize:" in proc.stdout
+    assert "Pass cse took" in proc.stdout
+
+
+def test_split_input_file_locates_errors_in_the_whole_file(tmp_path: Path):
+    text = f"{ALL_REDUCE}\n// -----\n{VERIFY_ERROR}"
+    path = write(tmp_path, "split.mlir", text)
+    line = text.splitlines().index(VERIFY_ERROR.splitlines()[2]) + 1
+    proc = coconet_opt(path, "--split-input-file")
+    assert_clean_error(proc, f"split.mlir:{line}:3: error: 'coco.all_reduce' op")
+    assert "// -----" in proc.stdout
+    diag = coconet_opt(path, "--split-input-file", "--verify-diagnostics")
+    assert diag.returncode == 0, diag.stderr
+    assert f"split.mlir:{line}:3: error: 'coco.all_reduce' op" in diag.stdout
+    assert "func.func @f" in diag.stdout
+
+
+def test_broken_pipe_is_quiet():
+    """`coconet-opt ... | head -1`: when the reader goes away, stop silently."""
+    script = (
+        "from coconet_ir.tools.errors import run_guarded\n"
+        "def main():\n"
+        "    raise BrokenPipeError(32, 'Broken pipe')\n"
+        "run_guarded('coconet-opt', main)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 1
+    assert proc.stderr == ""

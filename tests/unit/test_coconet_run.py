@@ -1,0 +1,369 @@
+"""coconet-run as users run it: a subprocess, its exit code, stdout and stderr.
+
+Covers the summary, `--save` (keys and values), `--compare` (equivalent,
+not equivalent, bad usage or input) on 2, 4 and 8 ranks, the world size from
+the module, and the clean-error guarantee (no traceback) for every bad input.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+WORLDS = (2, 4, 8)
+
+T = "!coco.tensor<16x4xf32, {}>"
+LOCAL, REPL, SLICED = T.format("local"), T.format("replicated"), T.format("sliced<0>")
+
+ALL_REDUCE_ADD = f"""
+func.func @f(%g: {LOCAL}, %b: {REPL}) -> {REPL} {{
+  %s = coco.all_reduce %g reduction = sum : {LOCAL} -> {REPL}
+  %r = coco.add %s, %b : ({REPL}, {REPL}) -> {REPL}
+  func.return %r : {REPL}
+}}
+"""
+
+SPLIT_ADD = f"""
+func.func @f(%g: {LOCAL}, %b: {REPL}) -> {REPL} {{
+  %rs = coco.reduce_scatter %g reduction = sum dim = 0 : {LOCAL} -> {SLICED}
+  %s = coco.all_gather %rs : {SLICED} -> {REPL}
+  %r = coco.add %s, %b : ({REPL}, {REPL}) -> {REPL}
+  func.return %r : {REPL}
+}}
+"""
+
+ALL_REDUCE_SUB = ALL_REDUCE_ADD.replace("coco.add", "coco.sub")
+
+STEP = f"""
+func.func @step(%g: {LOCAL}, %w: {REPL}) -> ({SLICED}, {LOCAL}) {{
+  %rs = coco.reduce_scatter %g reduction = sum dim = 0 : {LOCAL} -> {SLICED}
+  %s = coco.all_gather %rs : {SLICED} -> {REPL}
+  %w1 = coco.sub %w, %s : ({REPL}, {REPL}) -> {REPL}
+  coco.update %w, %w1 : {REPL}
+  %n = coco.neg %g : ({LOCAL}) -> {LOCAL}
+  func.return %rs, %n : {SLICED}, {LOCAL}
+}}
+"""
+
+VERIFY_ERROR = f"""
+func.func @f(%g: {LOCAL}) -> {LOCAL} {{
+  %s = coco.all_reduce %g reduction = sum : {LOCAL} -> {LOCAL}
+  func.return %s : {LOCAL}
+}}
+"""
+
+BAD_INPUTS: dict[str, tuple[bytes | None, str]] = {
+    # kind: (file contents, None for a missing file; expected message part)
+    "syntax": (b"func.func @f( {\n", "bad.mlir:1:15: error: Expected argument"),
+    "verifier": (VERIFY_ERROR.encode(), "bad.mlir:3:3: error: 'coco.all_reduce'"),
+    "unknown-op": (
+        b"func.func @f() {\n  coco.frobnicate\n}\n",
+        "coco.frobnicate is not registered",
+    ),
+    "garbage": (bytes(range(256)) * 4, "bad.mlir: error: input is not UTF-8"),
+    "truncated": (ALL_REDUCE_ADD.encode()[:150], "bad.mlir:3:"),
+    "empty": (b"", "bad.mlir: error: empty input"),
+    "comments-only": (b"// nothing here\n", "bad.mlir: error: empty input"),
+    "missing": (None, "bad.mlir: error: cannot read: No such file"),
+}
+
+
+def coconet_run(*args: str | Path, stdin: str = "") -> subprocess.CompletedProcess:
+    """Run the tool as an installed user would (`python -m`, no source tree)."""
+    return subprocess.run(
+        [sys.executable, "-m", "coconet_ir.tools.coconet_run", *map(str, args)],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=120,
+    )
+
+
+def assert_clean_error(proc: subprocess.CompletedProcess, code: int, message: str):
+    """Exit `code`, `message` in one diagnostic on stderr, no traceback."""
+    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert message in proc.stderr, proc.stderr
+    assert proc.stderr.count("error:") == 1, proc.stderr
+
+
+def write(tmp_path: Path, name: str, text: str | bytes | None) -> Path:
+    path = tmp_path / name
+    if isinstance(text, str):
+        path.write_text(text)
+    elif text is not None:
+        path.write_bytes(text)
+    return path
+
+
+# ---------------------------------------------------------------------------
+# Running one program
+# ---------------------------------------------------------------------------
+
+
+def test_summary_lists_every_output(tmp_path: Path):
+    proc = coconet_run(write(tmp_path, "step.mlir", STEP), "--world", "4")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].endswith("3 outputs on 4 ranks (seed 0, backend numpy)")
+    keys = sorted(line.split()[0] for line in lines[1:])
+    assert keys == ["step.arg1", "step.result0", "step.result1"]
+    by_key = {line.split()[0]: line.split()[1:] for line in lines[1:]}
+    assert by_key["step.result0"][:2] == ["16x4xf32", "sliced<0>"]
+    assert by_key["step.result1"][:2] == ["16x4xf32", "local"]
+    assert by_key["step.arg1"][:2] == ["16x4xf32", "replicated"]
+    assert [f.split("=")[0] for f in by_key["step.arg1"][2:]] == [
+        "sum",
+        "min",
+        "max",
+        "hash",
+    ]
+
+
+def test_summary_is_deterministic_and_follows_the_seed(tmp_path: Path):
+    path = write(tmp_path, "step.mlir", STEP)
+    first = coconet_run(path, "--world", "2", "--seed", "3").stdout
+    again = coconet_run(path, "--world", "2", "--seed", "3").stdout
+    other = coconet_run(path, "--world", "2", "--seed", "4").stdout
+    assert first == again
+    assert first != other
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_save_writes_outputs_and_inputs(tmp_path: Path, world: int):
+    out = tmp_path / "out.npz"
+    proc = coconet_run(
+        write(tmp_path, "step.mlir", STEP), "--world", str(world), "--save", out
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert f"saved 5 arrays to {out}" in proc.stdout
+    saved = np.load(out)
+    assert sorted(saved.files) == [
+        "input:step.arg0",
+        "input:step.arg1",
+        "step.arg1",
+        "step.result0",
+        "step.result1",
+    ]
+    g, w = saved["input:step.arg0"], saved["input:step.arg1"]
+    assert g.shape == (world, 16, 4) and w.shape == (16, 4)
+    total = g.sum(axis=0)
+    np.testing.assert_allclose(saved["step.result0"], total, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(saved["step.arg1"], w - total, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(saved["step.result1"], -g)
+
+
+def test_save_uses_the_exact_file_name(tmp_path: Path):
+    out = tmp_path / "result.data"
+    proc = coconet_run(
+        write(tmp_path, "p.mlir", ALL_REDUCE_ADD), "--world", "2", "--save", out
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert out.exists() and not (tmp_path / "result.data.npz").exists()
+    assert "f.result0" in np.load(out).files
+
+
+def test_program_from_stdin():
+    proc = coconet_run("-", "--world", "2", stdin=ALL_REDUCE_ADD)
+    assert proc.returncode == 0, proc.stderr
+    assert "f.result0 16x4xf32 replicated" in proc.stdout
+
+
+def test_pass_pipeline_runs_before_interpreting(tmp_path: Path):
+    path = write(tmp_path, "p.mlir", ALL_REDUCE_ADD)
+    plain = coconet_run(path, "--world", "4")
+    piped = coconet_run(path, "--world", "4", "-p", "canonicalize,cse")
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stdout == plain.stdout
+
+
+# ---------------------------------------------------------------------------
+# The world size
+# ---------------------------------------------------------------------------
+
+
+def with_world_size(program: str, world: int) -> str:
+    body = program.strip()
+    return f"builtin.module attributes {{coco.world_size = {world}}} {{\n{body}\n}}\n"
+
+
+def test_world_from_the_module(tmp_path: Path):
+    proc = coconet_run(write(tmp_path, "p.mlir", with_world_size(ALL_REDUCE_ADD, 4)))
+    assert proc.returncode == 0, proc.stderr
+    assert "on 4 ranks" in proc.stdout
+
+
+def test_world_flag_must_agree_with_the_module(tmp_path: Path):
+    path = write(tmp_path, "p.mlir", with_world_size(ALL_REDUCE_ADD, 4))
+    assert coconet_run(path, "--world", "4").returncode == 0
+    proc = coconet_run(path, "--world", "2")
+    assert_clean_error(proc, 2, "--world 2 disagrees with the module's")
+
+
+def test_world_is_required(tmp_path: Path):
+    proc = coconet_run(write(tmp_path, "p.mlir", ALL_REDUCE_ADD))
+    assert_clean_error(proc, 2, "the world size is unknown")
+
+
+@pytest.mark.parametrize("world", ["0", "-3"])
+def test_world_must_be_positive(tmp_path: Path, world: str):
+    proc = coconet_run(write(tmp_path, "p.mlir", ALL_REDUCE_ADD), "--world", world)
+    assert_clean_error(proc, 2, "--world must be at least 1")
+
+
+def test_world_that_does_not_divide_a_sliced_dim(tmp_path: Path):
+    proc = coconet_run(write(tmp_path, "p.mlir", SPLIT_ADD), "--world", "3")
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "divisible" in proc.stderr or "divide" in proc.stderr
+
+
+# ---------------------------------------------------------------------------
+# Bad input and bad usage
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", BAD_INPUTS)
+def test_running_bad_input_exits_1(tmp_path: Path, kind: str):
+    contents, message = BAD_INPUTS[kind]
+    proc = coconet_run(write(tmp_path, "bad.mlir", contents), "--world", "2")
+    assert_clean_error(proc, 1, message)
+
+
+@pytest.mark.parametrize("kind", BAD_INPUTS)
+def test_comparing_bad_input_exits_2(tmp_path: Path, kind: str):
+    contents, message = BAD_INPUTS[kind]
+    good = write(tmp_path, "good.mlir", ALL_REDUCE_ADD)
+    bad = write(tmp_path, "bad.mlir", contents)
+    assert_clean_error(coconet_run("--compare", good, bad, "--world", "2"), 2, message)
+    assert_clean_error(coconet_run("--compare", bad, good, "--world", "2"), 2, message)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-p", "nope"], "unknown pass 'nope'"),
+        (["-p", "canonicalise"], "did you mean 'canonicalize'"),
+        (["-p", "cse{"], "pass-pipeline:1:5: error: bad pass pipeline"),
+        (["-p", "canonicalize{foo=1}"], "bad options for pass 'canonicalize'"),
+        (["--backend", "emu"], "not available in this version"),
+        (["--seed", "-1"], "--seed must be non-negative"),
+        (["--rtol", "0.1"], "--rtol and --atol only apply with --compare"),
+    ],
+)
+def test_bad_usage_exits_2(tmp_path: Path, args: list[str], message: str):
+    path = write(tmp_path, "p.mlir", ALL_REDUCE_ADD)
+    assert_clean_error(coconet_run(path, "--world", "2", *args), 2, message)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],
+        ["--world", "two", "p.mlir"],
+        ["--compare", "p.mlir", "--world", "2"],
+        ["p.mlir", "--backend", "cuda"],
+        ["p.mlir", "--frobnicate"],
+    ],
+)
+def test_argparse_usage_errors_exit_2(tmp_path: Path, args: list[str]):
+    write(tmp_path, "p.mlir", ALL_REDUCE_ADD)
+    proc = subprocess.run(
+        [sys.executable, "-m", "coconet_ir.tools.coconet_run", *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "coconet-run: error:" in proc.stderr
+
+
+def test_file_and_compare_together_is_usage_error(tmp_path: Path):
+    path = write(tmp_path, "p.mlir", ALL_REDUCE_ADD)
+    proc = coconet_run(path, "--compare", path, path, "--world", "2")
+    assert_clean_error(proc, 2, "not both")
+
+
+def test_save_with_compare_is_usage_error(tmp_path: Path):
+    path = write(tmp_path, "p.mlir", ALL_REDUCE_ADD)
+    proc = coconet_run("--compare", path, path, "--world", "2", "--save", "x.npz")
+    assert_clean_error(proc, 2, "--save only applies to a run")
+
+
+def test_unwritable_save_path(tmp_path: Path):
+    path = write(tmp_path, "p.mlir", ALL_REDUCE_ADD)
+    out = tmp_path / "no" / "such" / "dir" / "out.npz"
+    proc = coconet_run(path, "--world", "2", "--save", out)
+    assert_clean_error(proc, 1, "No such file or directory")
+
+
+# ---------------------------------------------------------------------------
+# Comparing two programs
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_a_program_is_equivalent_to_itself(tmp_path: Path, world: int):
+    path = write(tmp_path, "a.mlir", ALL_REDUCE_ADD)
+    proc = coconet_run("--compare", path, path, "--world", str(world))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    expected = f"equivalent: 1 output agrees on {world} ranks (seed 0)"
+    assert proc.stdout.strip() == expected
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_split_all_reduce_is_equivalent(tmp_path: Path, world: int):
+    a = write(tmp_path, "a.mlir", ALL_REDUCE_ADD)
+    b = write(tmp_path, "b.mlir", SPLIT_ADD)
+    proc = coconet_run("--compare", a, b, "--world", str(world), "--seed", "5")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"equivalent: 1 output agrees on {world} ranks" in proc.stdout
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_a_wrong_rewrite_is_not_equivalent(tmp_path: Path, world: int):
+    a = write(tmp_path, "a.mlir", ALL_REDUCE_ADD)
+    b = write(tmp_path, "b.mlir", ALL_REDUCE_SUB)
+    proc = coconet_run("--compare", a, b, "--world", str(world))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    first = proc.stdout.splitlines()[0]
+    assert first.startswith(f"not equivalent: f.result0 differs on {world} ranks")
+    assert "max abs error" in first and "max rel error" in first
+
+
+def test_tolerances_decide(tmp_path: Path):
+    a = write(tmp_path, "a.mlir", ALL_REDUCE_ADD)
+    b = write(tmp_path, "b.mlir", ALL_REDUCE_SUB)
+    loose = coconet_run("--compare", a, b, "--world", "2", "--atol", "1e9")
+    assert loose.returncode == 0, loose.stdout + loose.stderr
+    bad = coconet_run("--compare", a, b, "--world", "2", "--rtol", "-1")
+    assert_clean_error(bad, 2, "--rtol must be non-negative")
+
+
+def test_compare_with_stdin(tmp_path: Path):
+    a = write(tmp_path, "a.mlir", ALL_REDUCE_ADD)
+    proc = coconet_run("--compare", a, "-", "--world", "4", stdin=SPLIT_ADD)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_compare_world_from_modules(tmp_path: Path):
+    a = write(tmp_path, "a.mlir", with_world_size(ALL_REDUCE_ADD, 4))
+    b = write(tmp_path, "b.mlir", with_world_size(SPLIT_ADD, 4))
+    c = write(tmp_path, "c.mlir", with_world_size(SPLIT_ADD, 2))
+    assert coconet_run("--compare", a, b).returncode == 0
+    proc = coconet_run("--compare", a, c)
+    assert_clean_error(proc, 2, "the programs disagree on coco.world_size")
+
+
+def test_compare_missing_entry_exits_2(tmp_path: Path):
+    a = write(tmp_path, "a.mlir", ALL_REDUCE_ADD)
+    proc = coconet_run("--compare", a, a, "--world", "2", "--entry", "nope")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "nope" in proc.stderr
