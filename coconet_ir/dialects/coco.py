@@ -52,6 +52,7 @@ from xdsl.dialects.func import FuncOp
 from xdsl.dialects.utils.enum_attribute import EnumAttribute
 from xdsl.ir import (
     Attribute,
+    Block,
     BlockArgument,
     Dialect,
     Operation,
@@ -67,12 +68,15 @@ from xdsl.irdl import (
     operand_def,
     opt_attr_def,
     prop_def,
+    region_def,
     result_def,
     traits_def,
+    var_operand_def,
+    var_result_def,
 )
 from xdsl.parser import AttrParser, Parser
 from xdsl.printer import Printer
-from xdsl.traits import Pure
+from xdsl.traits import HasParent, IsolatedFromAbove, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.lexer import Position, Span
 from xdsl.utils.str_enum import StrEnum
@@ -1918,6 +1922,164 @@ class RecvOp(CocoOp):
             )
 
 
+# ============================================================================
+# Regions created by transformations (COCO_DIALECT.md section 7)
+# ============================================================================
+
+
+def chunk_type(t: TensorType, dim: int, chunks: int) -> TensorType:
+    """The type of one of `chunks` equal chunks of `t` along `dim` (-1: whole)."""
+    if dim < 0:
+        return t
+    return t.with_shape([d // chunks if i == dim else d for i, d in enumerate(t.dims)])
+
+
+class RegionOp(CocoOp, ABC):
+    """An op holding one block that reads only its own arguments (its inputs,
+    bound to block arguments) and ends in `coco.yield`."""
+
+    inputs = var_operand_def(TensorType)
+    outputs = var_result_def(TensorType)
+    body = region_def("single_block")
+
+    traits = traits_def(IsolatedFromAbove())
+
+    @property
+    def block(self) -> Block:
+        return self.body.block
+
+    @property
+    def yield_op(self) -> YieldOp:
+        terminator = self.block.last_op
+        if not isinstance(terminator, YieldOp):
+            raise LayoutError("the region must end with coco.yield")
+        return terminator
+
+    def expected_argument_types(self) -> list[TensorType]:
+        return [as_tensor_type(v, "input") for v in self.inputs]
+
+    def expected_yield_types(self) -> list[TensorType]:
+        return [as_tensor_type(r, "output") for r in self.outputs]
+
+    def verify_types(self) -> None:
+        arguments = [a.type for a in self.block.args]
+        if arguments != self.expected_argument_types():
+            raise LayoutError(
+                "block argument types must be "
+                f"({', '.join(map(str, self.expected_argument_types()))}), got "
+                f"({', '.join(map(str, arguments))})"
+            )
+        yielded = [v.type for v in self.yield_op.values]
+        if yielded != self.expected_yield_types():
+            raise LayoutError(
+                "coco.yield types must be "
+                f"({', '.join(map(str, self.expected_yield_types()))}), got "
+                f"({', '.join(map(str, yielded))})"
+            )
+
+
+@irdl_op_definition
+class FusionOp(RegionOp):
+    """`coco.fusion (%in...) : (T...) -> (R...) { ^bb0(...): ... coco.yield }`:
+    ops that the lowering turns into one kernel — a reduce_scatter, elementwise
+    compute on the slices and an all_gather (CoCoNet's fused all-reduce), an
+    elementwise chain, or reduce_scatter + compute + send. Its meaning is the
+    body's, run once."""
+
+    name = "coco.fusion"
+
+    assembly_format = (
+        "` ` `(` $inputs `)` attr-dict `:` functional-type($inputs, $outputs) $body"
+    )
+
+
+@irdl_op_definition
+class OverlapOp(RegionOp):
+    """`coco.overlap chunks = K (%in...) dims = [...] -> [...] : ... { ... }`:
+    the body runs `K` times, chunk by chunk, so that chunk `c+1`'s compute can
+    overlap chunk `c`'s communication. Input `i` is cut into `K` equal chunks
+    along `input_dims[i]` (-1: passed whole); the body sees one chunk; output
+    `j` is the concatenation of the chunks the body yields, along
+    `output_dims[j]` (every output is chunked). A chunk dimension is never a
+    sliced dimension."""
+
+    name = "coco.overlap"
+
+    chunks = prop_def(IntegerAttr[I64])
+    input_dims = prop_def(DenseArrayBase[I64])
+    output_dims = prop_def(DenseArrayBase[I64])
+
+    assembly_format = (
+        "`chunks` `=` $chunks ` ` `(` $inputs `)` `dims` `=` $input_dims `->` "
+        "$output_dims attr-dict `:` functional-type($inputs, $outputs) $body"
+    )
+
+    @property
+    def chunk_count(self) -> int:
+        return self.chunks.value.data
+
+    def expected_argument_types(self) -> list[TensorType]:
+        return [
+            chunk_type(t, d, self.chunk_count)
+            for t, d in zip(
+                super().expected_argument_types(), self.input_dims.get_values()
+            )
+        ]
+
+    def expected_yield_types(self) -> list[TensorType]:
+        return [
+            chunk_type(t, d, self.chunk_count)
+            for t, d in zip(
+                super().expected_yield_types(), self.output_dims.get_values()
+            )
+        ]
+
+    def verify_types(self) -> None:
+        if self.chunk_count < 1:
+            raise LayoutError(f"chunks must be >= 1, got {self.chunk_count}")
+        for what, values, dims in (
+            ("input", self.inputs, self.input_dims.get_values()),
+            ("output", self.outputs, self.output_dims.get_values()),
+        ):
+            if len(dims) != len(values):
+                raise LayoutError(
+                    f"{len(values)} {what}s need {len(values)} chunk dims, "
+                    f"got {len(dims)}"
+                )
+            for value, dim in zip(values, dims):
+                self._check_chunk_dim(what, as_tensor_type(value, what), dim)
+        super().verify_types()
+
+    def _check_chunk_dim(self, what: str, t: TensorType, dim: int) -> None:
+        if dim == -1 and what == "input":
+            return
+        check_dim_in_range(f"{what} chunk dim", dim, t)
+        if t.layout.is_sliced and t.layout.sliced_dim == dim:
+            raise LayoutError(
+                f"an {what} cannot be chunked along its sliced dimension ({t})"
+            )
+        if t.dims[dim] % self.chunk_count:
+            raise LayoutError(
+                f"dimension {dim} of {what} {t} (size {t.dims[dim]}) is not "
+                f"divisible into {self.chunk_count} chunks"
+            )
+
+
+@irdl_op_definition
+class YieldOp(IRDLOperation):
+    """`coco.yield %v... : T...`: the values a fusion or overlap region gives."""
+
+    name = "coco.yield"
+
+    values = var_operand_def(TensorType)
+
+    traits = traits_def(IsTerminator(), HasParent(FusionOp, OverlapOp), Pure())
+    assembly_format = "attr-dict ($values^ `:` type($values))?"
+
+    def __init__(self, *values: SSAValue | Operation):
+        super().__init__(operands=[[SSAValue.get(v) for v in values]])
+
+
 Coco = Dialect(
     "coco",
     [
@@ -1954,6 +2116,9 @@ Coco = Dialect(
         AllToAllOp,
         SendOp,
         RecvOp,
+        FusionOp,
+        OverlapOp,
+        YieldOp,
     ],
     [
         TensorType,

@@ -29,6 +29,7 @@ from coconet_ir.interpreter.inputs import (
     result_key,
 )
 from coconet_ir.interpreter.ops import CocoFunctions, channel_of
+from coconet_ir.interpreter.regions import RegionFunctions
 from coconet_ir.interpreter.stages import (
     check_divisible,
     check_rules,
@@ -53,7 +54,7 @@ def register_functions(functions: InterpreterFunctions) -> None:
 
 
 def all_functions() -> list[InterpreterFunctions]:
-    return [CocoFunctions(), *EXTRA_FUNCTIONS]
+    return [CocoFunctions(), RegionFunctions(), *EXTRA_FUNCTIONS]
 
 
 def all_rules() -> dict[type[Operation], object]:

@@ -1,0 +1,90 @@
+"""The meaning of the regions transformations create (COCO_DIALECT.md §7).
+
+`coco.fusion` runs its body once: fusing changes how the lowering schedules the
+work, never the values. `coco.overlap` runs its body literally chunk by chunk —
+chunk `c` of every chunked input, the whole of the others — and concatenates
+the chunks each output yields, so the chunk arithmetic of an overlapped schedule
+is checked by the same oracle as everything else.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from xdsl.interpreter import (
+    Interpreter,
+    InterpreterFunctions,
+    PythonValues,
+    ReturnedValues,
+    TerminatorValue,
+    impl,
+    impl_terminator,
+    register_impls,
+)
+
+from coconet_ir.dialects import coco
+from coconet_ir.dialects.coco import TensorType
+from coconet_ir.interpreter.values import DistValue
+
+
+def chunk_of(value: DistValue, dim: int, chunks: int, c: int) -> DistValue:
+    """Chunk `c` of `chunks` along global dim `dim` (-1: the whole value).
+
+    The chunk dim is never the sliced dim, so every rank's array is cut the same
+    way (axis `dim + 1`: axis 0 of the data is the rank)."""
+    if dim < 0:
+        return value
+    chunk_type = coco.chunk_type(value.type, dim, chunks)
+    pieces = np.split(value.data, chunks, axis=dim + 1)
+    return value.with_data(chunk_type, pieces[c])
+
+
+def concatenate(
+    result_type: TensorType, chunks: list[DistValue], dim: int
+) -> DistValue:
+    """The output whose chunks along `dim` are `chunks`, in order (they share a
+    layout, so their data stack the same way)."""
+    data = np.concatenate([c.data for c in chunks], axis=dim + 1)
+    return chunks[0].with_data(result_type, data)
+
+
+@register_impls
+class RegionFunctions(InterpreterFunctions):
+    """Rules for `coco.fusion`, `coco.overlap` and `coco.yield`."""
+
+    @impl(coco.FusionOp)
+    def run_fusion(
+        self, interpreter: Interpreter, op: coco.FusionOp, args: PythonValues
+    ) -> PythonValues:
+        return interpreter.run_ssacfg_region(op.body, args, "coco.fusion")
+
+    @impl(coco.OverlapOp)
+    def run_overlap(
+        self, interpreter: Interpreter, op: coco.OverlapOp, args: PythonValues
+    ) -> PythonValues:
+        chunks = op.chunk_count
+        input_dims = op.input_dims.get_values()
+        per_chunk: list[PythonValues] = []
+        for c in range(chunks):
+            chunk_args = tuple(
+                chunk_of(value, dim, chunks, c)
+                for value, dim in zip(args, input_dims, strict=True)
+            )
+            per_chunk.append(
+                interpreter.run_ssacfg_region(op.body, chunk_args, "coco.overlap")
+            )
+        return tuple(
+            concatenate(
+                result.type,  # pyright: ignore[reportArgumentType]
+                [chunk[i] for chunk in per_chunk],
+                dim,
+            )
+            for i, (result, dim) in enumerate(
+                zip(op.outputs, op.output_dims.get_values(), strict=True)
+            )
+        )
+
+    @impl_terminator(coco.YieldOp)
+    def run_yield(
+        self, interpreter: Interpreter, op: coco.YieldOp, args: PythonValues
+    ) -> tuple[TerminatorValue, PythonValues]:
+        return ReturnedValues(args), ()
