@@ -7,10 +7,23 @@ and `xdsl-gui` know coco too.
 """
 
 from collections.abc import Callable
+from importlib import import_module
 
 from xdsl.ir import Dialect
 from xdsl.passes import ModulePass
 from xdsl.universe import Universe
+
+PASSES: dict[str, tuple[str, str]] = {
+    "coco-split-all-reduce": ("split_all_reduce", "SplitAllReduce"),
+    "coco-reorder": ("reorder", "Reorder"),
+    "coco-slice-state": ("slice_state", "SliceState"),
+    "coco-fuse": ("fuse", "Fuse"),
+    "coco-overlap": ("overlap", "Overlap"),
+    "coco-fuse-send": ("fuse_send", "FuseSend"),
+    "coco-dce": ("dce", "CocoDCE"),
+    "coco-optimize": ("optimize", "Optimize"),
+}
+"""Pass name → (module in coconet_ir.passes, class)."""
 
 
 def get_coco() -> Dialect:
@@ -23,14 +36,22 @@ def get_all_dialects() -> dict[str, Callable[[], Dialect]]:
     return {"coco": get_coco}
 
 
-def get_split_all_reduce() -> type[ModulePass]:
-    from coconet_ir.passes.split_all_reduce import SplitAllReduce
+def _pass_getter(module: str, cls: str) -> Callable[[], type[ModulePass]]:
+    def get() -> type[ModulePass]:
+        return getattr(import_module(f"coconet_ir.passes.{module}"), cls)
 
-    return SplitAllReduce
+    return get
 
 
 def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
-    return {"coco-split-all-reduce": get_split_all_reduce}
+    """The coco passes whose module exists in this installation."""
+    from importlib.util import find_spec
+
+    return {
+        name: _pass_getter(module, cls)
+        for name, (module, cls) in PASSES.items()
+        if find_spec(f"coconet_ir.passes.{module}") is not None
+    }
 
 
 COCONET_UNIVERSE = Universe(
