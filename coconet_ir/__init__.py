@@ -6,6 +6,8 @@
   `cc.verify(module)` (from `coconet_ir.ir`);
 - `cc.interpret(module, world=N, inputs=None, seed=0)` and
   `cc.equivalent(a, b, world=N)` (from `coconet_ir.interpreter`);
+- `cc.Pipeline("coco-split-all-reduce,coco-reorder")` (from `coconet_ir.pipeline`)
+  and `cc.Schedule(module)` (from `coconet_ir.schedule`);
 - the builder DSL: `cc.tensor`, `cc.function`, `cc.all_reduce`, `cc.matmul`, ...
   (from `coconet_ir.dsl`).
 
@@ -20,35 +22,40 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-_SUBMODULES = (
+_SUBMODULES = {
     "analysis",
     "dialects",
     "dsl",
     "interpreter",
     "ir",
     "passes",
+    "pipeline",
+    "schedule",
     "tools",
     "universe",
-)
-_IR_NAMES = ("parse", "parse_file", "to_text", "verify", "CocoError", "make_context")
-_INTERPRETER_NAMES = (
-    "interpret",
-    "equivalent",
-    "draw_inputs",
-    "RunResult",
-    "Output",
-    "Comparison",
-)
+}
+
+_HOMES = {
+    **dict.fromkeys(
+        ("parse", "parse_file", "to_text", "verify", "CocoError", "make_context"),
+        "ir",
+    ),
+    **dict.fromkeys(
+        ("interpret", "equivalent", "draw_inputs", "RunResult", "Output", "Comparison"),
+        "interpreter",
+    ),
+    "Pipeline": "pipeline",
+    "Schedule": "schedule",
+}
+"""Public names and the submodule each lives in; the rest come from the DSL."""
 
 
 def __getattr__(name: str) -> Any:
-    if name in _IR_NAMES:
-        return getattr(importlib.import_module("coconet_ir.ir"), name)
-    if name in _INTERPRETER_NAMES:
-        return getattr(importlib.import_module("coconet_ir.interpreter"), name)
     if name in _SUBMODULES:
         return importlib.import_module(f"coconet_ir.{name}")
+    if name in _HOMES:
+        return getattr(importlib.import_module(f"coconet_ir.{_HOMES[name]}"), name)
     dsl = importlib.import_module("coconet_ir.dsl")
-    if name in getattr(dsl, "__all__", ()):
+    if name in dsl.__all__:
         return getattr(dsl, name)
     raise AttributeError(f"module 'coconet_ir' has no attribute '{name}'")

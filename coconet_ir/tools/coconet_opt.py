@@ -4,59 +4,24 @@ Every xdsl-opt flag works. On bad input it prints one MLIR-style diagnostic
 (`file:line:col: error: ...`) and exits 1; it never shows a Python traceback.
 With `--split-input-file`, locations are lines of the whole file, as in mlir-opt.
 
-`build_pipeline` is shared with `coconet-run -p`.
 """
 
 from __future__ import annotations
 
-import difflib
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import IO
 
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.passes import ModulePass, PassPipeline, PassPipelineCallbackType
+from xdsl.passes import ModulePass
 from xdsl.printer import Printer
-from xdsl.utils.arg_spec import parse_pipeline
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 import coconet_ir.ir as ir
+from coconet_ir.pipeline import build_pipeline
 from coconet_ir.tools.errors import run_guarded
 from coconet_ir.universe import get_all_dialects, get_all_passes
-
-PassRegistry = dict[str, Callable[[], type[ModulePass]]]
-
-
-def build_pipeline(
-    available: PassRegistry,
-    spec: str,
-    callback: PassPipelineCallbackType | None = None,
-) -> PassPipeline:
-    """Parse a `-p` pipeline; unknown names and bad options are CocoErrors.
-
-    A malformed spec raises xDSL's `ArgSpecParseError` (reported with a caret).
-    """
-    specs = tuple(parse_pipeline(spec))
-    for pass_spec in specs:
-        if pass_spec.name not in available:
-            raise ir.CocoError(unknown_pass_message(pass_spec.name, available))
-    passes: list[ModulePass] = []
-    for pass_spec in specs:
-        try:
-            passes.append(available[pass_spec.name]().from_pass_spec(pass_spec))
-        except (ValueError, TypeError) as err:
-            raise ir.CocoError(
-                f"error: bad options for pass '{pass_spec.name}': {err}"
-            ) from None
-    return PassPipeline(tuple(passes), callback)
-
-
-def unknown_pass_message(name: str, available: PassRegistry) -> str:
-    """`error: unknown pass 'x'`, with the closest registered names if any."""
-    close = difflib.get_close_matches(name, list(available), n=3)
-    hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
-    return f"error: unknown pass '{name}'{hint} (`coconet-opt --help` lists them)"
 
 
 class CocoNetOptMain(xDSLOptMain):

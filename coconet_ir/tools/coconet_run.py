@@ -184,14 +184,10 @@ def check_usage(args: argparse.Namespace) -> None:
 
 def make_pipeline(spec: str) -> PassPipeline:
     """The `-p` pipeline, verifying after every pass; bad specs are usage errors."""
-    from xdsl.transforms import get_all_passes as xdsl_passes
+    from coconet_ir.pipeline import available_passes, build_pipeline
 
-    from coconet_ir.tools.coconet_opt import build_pipeline
-    from coconet_ir.universe import get_all_passes as coco_passes
-
-    available = {**xdsl_passes(), **coco_passes()}
     try:
-        return build_pipeline(available, spec, verify_after_pass)
+        return build_pipeline(available_passes(), spec, verify_after_pass)
     except (ir.CocoError, ArgSpecParseError) as err:
         raise UsageError(describe(err)) from None
 
