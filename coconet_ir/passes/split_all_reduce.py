@@ -7,8 +7,9 @@ be moved apart, so that compute between them runs on slices (`coco-reorder`).
 Preconditions: the operand is `local` (a `replicated` operand has no
 reduce-scatter) and of rank >= 1. The scatter dimension is the option `dim`;
 without it, the first dimension the world size divides when the module says its
-world size (`coco.world_size`), else dimension 0. A named all_reduce `NAME`
-gives `NAME_rs` and `NAME_ag`.
+world size (`coco.world_size`), else the largest dimension (the first of equals),
+the one most world sizes divide. A named all_reduce `NAME` gives `NAME_rs` and
+`NAME_ag`.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def scatter_dim(
             )
         return requested
     if world is None:
-        return 0
+        return tensor.dims.index(max(tensor.dims))
     for d, size in enumerate(tensor.dims):
         if size % world == 0:
             return d

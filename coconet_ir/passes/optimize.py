@@ -1,0 +1,70 @@
+"""coco-optimize: CoCoNet's default schedule, as one pass.
+
+In order: split every all_reduce (`coco-split-all-reduce`), move the elementwise
+work after it onto the slices (`coco-reorder`), keep optimizer state that is only
+used through slices sliced (`coco-slice-state`), send slices between pipeline
+stages (`coco-fuse-send`), fuse reduce_scatter + compute + all_gather (or send)
+into one kernel region (`coco-fuse`), overlap a matmul with the collectives that
+consume it, chunk by chunk (`coco-overlap`), and drop what became dead
+(`coco-dce`). Each part can be switched off, e.g.
+`coco-optimize{overlap=false chunks=2}`.
+
+Every part applies to all ops it matches and skips the others, so the pass
+never refuses; if any part fails, the module is left as it was.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
+from coconet_ir.ir import CocoError
+from coconet_ir.passes.base import restore
+
+
+@dataclass(frozen=True)
+class Optimize(ModulePass):
+    """The default CoCoNet schedule; each boolean option switches a part off."""
+
+    name = "coco-optimize"
+
+    split: bool = True
+    reorder: bool = True
+    slice_state: bool = True
+    fuse_send: bool = True
+    fuse: bool = True
+    overlap: bool = True
+    chunks: int = 4
+    """Chunks of the overlapped matmul/collective regions."""
+
+    def parts(self) -> list[ModulePass]:
+        from coconet_ir.passes.dce import CocoDCE
+        from coconet_ir.passes.fuse import Fuse
+        from coconet_ir.passes.fuse_send import FuseSend
+        from coconet_ir.passes.overlap import Overlap
+        from coconet_ir.passes.reorder import Reorder
+        from coconet_ir.passes.slice_state import SliceState
+        from coconet_ir.passes.split_all_reduce import SplitAllReduce
+
+        schedule: list[tuple[bool, ModulePass]] = [
+            (self.split, SplitAllReduce()),
+            (self.reorder, Reorder()),
+            (self.slice_state, SliceState()),
+            (self.fuse_send, FuseSend()),
+            (self.fuse, Fuse()),
+            (self.overlap, Overlap(chunks=self.chunks)),
+            (True, CocoDCE()),
+        ]
+        return [p for enabled, p in schedule if enabled]
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        snapshot = op.clone()
+        try:
+            for part in self.parts():
+                part.apply(ctx, op)
+        except CocoError:
+            restore(op, snapshot)
+            raise

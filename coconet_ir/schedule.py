@@ -1,0 +1,221 @@
+"""CoCoNet's schedule API: transformations applied to the values a user holds.
+
+```python
+import coconet_ir as cc
+
+@cc.function
+def adam(g: ..., w: ..., m: ..., v: ..., lr: ...):
+    avg = cc.all_reduce(g, name="avg")
+    ...
+
+sched = cc.Schedule(adam)
+rs, ag = sched.split(avg)            # all_reduce -> reduce_scatter + all_gather
+sched.reorder(ag)                    # the update runs on slices
+sched.slice_state(m)                 # m and v stay sliced (ZeRO)
+sched.slice_state(v)
+fused = sched.fuse(rs)               # one kernel: rs + update + ag
+print(cc.to_text(sched.module))
+```
+
+A schedule owns a copy of the program. Each call runs one targeted pass
+(`op=NAME`) on it, so a step whose precondition fails raises a CocoError saying
+which, and leaves the program as it was. Ops are named by their `name` attribute
+(CoCoNet's stage names); a DSL value without one gets a generated name the first
+time a schedule needs it. Every call returns `Handle`s to the ops it created.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import count
+
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.func import FuncOp
+from xdsl.ir import BlockArgument, Operation, SSAValue
+from xdsl.passes import ModulePass
+
+from coconet_ir import ir
+from coconet_ir.dialects import coco
+from coconet_ir.dsl import Function, Value, module
+from coconet_ir.passes.base import stage_name
+
+
+@dataclass(frozen=True)
+class Handle:
+    """An op of the scheduled program, by its `name` attribute."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+Target = Value | Handle | str
+
+
+class Schedule:
+    """Apply CoCoNet's transformations step by step to a program."""
+
+    def __init__(self, *program: Function | ModuleOp):
+        if len(program) == 1 and isinstance(program[0], ModuleOp):
+            self.module = program[0].clone()
+            self._ops: dict[int, Operation] = {}
+            self._args: dict[int, BlockArgument] = {}
+        else:
+            functions = [p for p in program if isinstance(p, Function)]
+            if len(functions) != len(program) or not functions:
+                raise ir.CocoError(
+                    "error: a Schedule takes one module or @cc.function programs"
+                )
+            self.module = module(*functions)
+            self._ops, self._args = _correspondence(functions, self.module)
+        self._fresh = count()
+
+    # -- the transformations -------------------------------------------------
+
+    def split(
+        self, all_reduce: Target, dim: int | None = None
+    ) -> tuple[Handle, Handle]:
+        """all_reduce → reduce_scatter + all_gather; returns both."""
+        from coconet_ir.passes.split_all_reduce import SplitAllReduce
+
+        name = self._name_of(all_reduce)
+        self._run(SplitAllReduce(op=name, dim=dim))
+        return Handle(f"{name}_rs"), Handle(f"{name}_ag")
+
+    def reorder(
+        self, all_gather: Target, computations: list[Target] | None = None
+    ) -> Handle:
+        """Move the elementwise computations after `all_gather` onto slices.
+
+        `computations`, if given, are checked to have moved (they now compute on
+        sliced values)."""
+        from coconet_ir.passes.reorder import Reorder
+
+        name = self._name_of(all_gather)
+        wanted = [self._name_of(c) for c in computations or []]
+        self._run(Reorder(op=name))
+        for computation in wanted:
+            op = self._find(computation)
+            if not any(
+                isinstance(r.type, coco.TensorType) and r.type.layout.is_sliced
+                for r in op.results
+            ):
+                raise ir.CocoError(
+                    f"error: reorder: '{computation}' did not move onto slices"
+                )
+        return Handle(name)
+
+    def slice_state(self, param: Value | BlockArgument | Handle | str) -> None:
+        """Keep a parameter that is only used through its slices sliced; `param`
+        is the parameter (or the name of its coco.update)."""
+        from coconet_ir.passes.slice_state import SliceState
+
+        self._run(SliceState(op=self._update_name(param)))
+
+    def fuse(self, reduce_scatter: Target, *_rest: Target) -> Handle:
+        """Fuse reduce_scatter + the computations on its slices + all_gather (or
+        send) into one kernel region; CoCoNet spells it `fuse(rs, ..., ag)`."""
+        from coconet_ir.passes.fuse import Fuse
+
+        name = self._name_of(reduce_scatter)
+        self._run(Fuse(op=name))
+        return Handle(f"{name}_fused")
+
+    def overlap(
+        self,
+        matmul: Target,
+        *_consumers: Target,
+        chunks: int = 4,
+        dim: int | None = None,
+    ) -> Handle:
+        """Run `matmul` and the collectives consuming it chunk by chunk."""
+        from coconet_ir.passes.overlap import Overlap
+
+        name = self._name_of(matmul)
+        self._run(Overlap(op=name, chunks=chunks, dim=dim))
+        return Handle(f"{name}_overlap")
+
+    def fuse_send(self, send: Target) -> None:
+        """Send the slice instead of the gathered tensor; the receiver gathers."""
+        from coconet_ir.passes.fuse_send import FuseSend
+
+        self._run(FuseSend(op=self._name_of(send)))
+
+    def apply(self, pipeline: str | list[ModulePass | str]) -> None:
+        """Run any pass pipeline on the scheduled program."""
+        from coconet_ir.pipeline import Pipeline
+
+        Pipeline(pipeline).apply(self.module)
+
+    # -- naming ----------------------------------------------------------------
+
+    def _run(self, transformation: ModulePass) -> None:
+        transformation.apply(ir.make_context(), self.module)
+
+    def _name_of(self, target: Target) -> str:
+        if isinstance(target, Handle | str):
+            return str(target)
+        op = self._ops.get(id(_defining_op(target)))
+        if op is None:
+            raise ir.CocoError(
+                f"error: {target!r} is not a value of the scheduled program"
+            )
+        return self._ensure_name(op)
+
+    def _ensure_name(self, op: Operation) -> str:
+        name = stage_name(op)
+        if name is None:
+            taken = {stage_name(o) for o in self.module.walk()}
+            name = next(n for n in (f"s{i}" for i in self._fresh) if n not in taken)
+            op.attributes["name"] = StringAttr(name)
+        return name
+
+    def _update_name(self, param: Value | BlockArgument | Handle | str) -> str:
+        if isinstance(param, Handle | str):
+            return str(param)
+        ssa = param.ssa if isinstance(param, Value) else param
+        arg = self._args.get(id(ssa), ssa)
+        if not isinstance(arg, BlockArgument):
+            raise ir.CocoError("error: slice_state takes a function parameter")
+        updates = [
+            u.operation for u in arg.uses if isinstance(u.operation, coco.UpdateOp)
+        ]
+        if not updates:
+            raise ir.CocoError(
+                f"error: slice_state: parameter %{arg.name_hint or arg.index} is "
+                "never updated by coco.update"
+            )
+        return self._ensure_name(updates[0])
+
+    def _find(self, name: str) -> Operation:
+        for op in self.module.walk():
+            if stage_name(op) == name:
+                return op
+        raise ir.CocoError(f"error: no op named '{name}' in the scheduled program")
+
+
+def _defining_op(target: Value) -> Operation | None:
+    ssa: SSAValue = target.ssa
+    return ssa.owner if isinstance(ssa.owner, Operation) else None
+
+
+def _correspondence(
+    functions: list[Function], scheduled: ModuleOp
+) -> tuple[dict[int, Operation], dict[int, BlockArgument]]:
+    """Map each op and argument of the DSL functions to its copy in `scheduled`
+    (a clone: the walks visit corresponding ops in the same order)."""
+    ops: dict[int, Operation] = {}
+    args: dict[int, BlockArgument] = {}
+    copies: Iterator[Operation] = iter(scheduled.ops)
+    for function in functions:
+        copy = next(copies)
+        assert isinstance(copy, FuncOp)
+        for original, cloned in zip(function.func_op.walk(), copy.walk(), strict=True):
+            ops[id(original)] = cloned
+        for original, cloned in zip(
+            function.func_op.body.block.args, copy.body.block.args, strict=True
+        ):
+            args[id(original)] = cloned
+    return ops, args
