@@ -82,13 +82,13 @@ class Costs:
     matmul_flops: int = 0
     collectives: dict[str, int] = field(default_factory=dict[str, int])
 
-    def add_op(self, op: Operation) -> None:
-        sent = bytes_sent(op, self.world)
-        self.bytes_sent += sent
+    def add_op(self, op: Operation, times: int = 1) -> None:
+        """Count `op`, run `times` times (the chunks of an overlap region)."""
+        self.bytes_sent += times * bytes_sent(op, self.world)
         if isinstance(op, coco.CollectiveOp | coco.SendOp):
-            self.collectives[op.name] = self.collectives.get(op.name, 0) + 1
+            self.collectives[op.name] = self.collectives.get(op.name, 0) + times
         if isinstance(op, ELEMENTWISE_OPS):
-            self.elementwise_elements += per_rank_elements(
+            self.elementwise_elements += times * per_rank_elements(
                 op.results[0].type, self.world
             )
         if isinstance(op, coco.MatmulOp):
@@ -98,14 +98,23 @@ class Costs:
             if lhs.layout.is_sliced and lhs.layout.sliced_dim == lhs.rank - 1:
                 contraction //= self.world
             self.matmul_flops += (
-                2 * contraction * per_rank_elements(op.result.type, self.world)
+                times * 2 * contraction * per_rank_elements(op.result.type, self.world)
             )
+
+    def add_ops(self, ops: Iterable[Operation], times: int = 1) -> None:
+        """Count ops and, recursively, the ops of their regions; the body of a
+        `coco.overlap` runs once per chunk."""
+        for op in ops:
+            self.add_op(op, times)
+            inner = times * (op.chunk_count if isinstance(op, coco.OverlapOp) else 1)
+            for region in op.regions:
+                for block in region.blocks:
+                    self.add_ops(block.ops, inner)
 
 
 def function_costs(func: FuncOp, world: int) -> Costs:
     costs = Costs(world)
-    for op in func.walk():
-        costs.add_op(op)
+    costs.add_ops(func.body.block.ops)
     return costs
 
 

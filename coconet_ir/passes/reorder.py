@@ -1,0 +1,425 @@
+"""coco-reorder: the elementwise consumers of an `all_gather` move before it, onto
+the slices; the all_gather moves after them.
+
+CoCoNet's reorder. After `coco-split-all-reduce`, `all_reduce(g)` reads
+`all_gather(reduce_scatter(g))`, and the compute that consumes the gathered value
+runs, redundantly, on the whole tensor on every rank. This pass makes each rank
+compute on its own block instead:
+
+- The *region* of `%ag = coco.all_gather %s` (`%s: sliced<D>`) is the forward
+  closure of elementwise ops (binary, unary, cmp, select, convert, dropout) whose
+  operands are `%ag`, values of the region, or replicated values. Each such op is
+  rebuilt where it stands, on slices: its result is sliced along the dimension
+  that lines up with `D` (broadcasting aligns dims from the right).
+- A replicated operand broadcast along that dimension (absent or of size 1: a
+  rank-0 `lr`, a bias `[H]` against `[B, H]` sliced<0>) is used as it is; another
+  one is cut by `coco.all_slice` (a bias `[H]` against `[B, H]` sliced<1>: dim 0),
+  one all_slice per value and dimension. Replicated elementwise ops whose result
+  is only used cut, on one dimension, by the region are computed on slices too
+  (`b1 * m` becomes `b1 * all_slice(m)`: Adam's state is then only read through its
+  slice, which `coco-slice-state` exploits); the all_slice of an all_gather along
+  its own dimension is the all_gather's operand.
+- `coco.norm(v)` of a region value becomes `sqrt(all_reduce(reduce(v*v, sum,
+  all dims), sum))`; `coco.reduce(v, K, dims)` over dims that include the sliced
+  one becomes the reduction of the block (local partials) and an `all_reduce`
+  with `K`; over dims that exclude it, the reduction joins the region (its result
+  is sliced, the dimension renumbered).
+- A region value also used whole (by `coco.update`, `func.return`, `coco.send`,
+  `coco.matmul`, any op outside the region) gets one `coco.all_gather` right after
+  its sliced definition. The original all_gather is erased once unused.
+- Dropout keeps its meaning: its mask is drawn at global indices (COCO_DIALECT.md
+  section 6), so it commutes with slicing.
+
+Every replaced result keeps its type, so the ops outside the region are
+untouched. Names: a rebuilt op keeps its `name`; the all_gather of a value whose
+producer is named `X` is `X_ag`, the all_reduce finishing a reduction or norm `X`
+is `X_ar` (the norm's `sqrt` keeps `X`).
+
+Preconditions, checked when the pass is targeted with `op=NAME` (the all_gather's
+name; after `coco-split-all-reduce` an all_reduce `N` gives `N_rs` and `N_ag`):
+the op is a `coco.all_gather` directly in a function body, and something consumes
+its result that can move: an elementwise op whose other operands are replicated
+(a local operand stops the region: local with sliced is an error), a norm or a
+reduction. Without `op=`, every all_gather is reordered and those with nothing to
+move are left alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum, auto
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.func import FuncOp
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.pattern_rewriter import (
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+from xdsl.rewriter import InsertPoint
+
+from coconet_ir.dialects.coco import (
+    AllGatherOp,
+    AllReduceOp,
+    AllSliceOp,
+    CmpOp,
+    ConvertOp,
+    DropoutOp,
+    ElementwiseBinaryOp,
+    ElementwiseUnaryOp,
+    LayoutAttr,
+    MulOp,
+    NormOp,
+    ReduceKind,
+    ReduceOp,
+    SelectOp,
+    SqrtOp,
+    TensorType,
+    infer_reduce,
+)
+from coconet_ir.passes.base import CocoPass, stage_name
+
+ELEMENTWISE_OPS = (
+    ElementwiseBinaryOp,
+    ElementwiseUnaryOp,
+    CmpOp,
+    SelectOp,
+    ConvertOp,
+    DropoutOp,
+)
+"""The ops that may run on slices unchanged (dropout: its mask is global)."""
+
+
+def tensor_type(value: SSAValue) -> TensorType:
+    assert isinstance(value.type, TensorType)
+    return value.type
+
+
+def suffixed(op: Operation, suffix: str) -> str | None:
+    """`NAME_suffix` for an op named NAME, None for an unnamed one."""
+    name = stage_name(op)
+    return None if name is None else f"{name}_{suffix}"
+
+
+def aligned_axis(
+    operand: TensorType, result: TensorType, result_dim: int
+) -> int | None:
+    """The dim of a broadcast `operand` that lines up with `result_dim` of the
+    elementwise `result`, or None when the operand is broadcast along it (absent,
+    or of size 1) and may stay replicated."""
+    axis = result_dim - (result.rank - operand.rank)
+    if axis < 0 or operand.dims[axis] != result.dims[result_dim]:
+        return None
+    return axis
+
+
+class MoveKind(Enum):
+    SLICED = auto()
+    """Rebuilt on slices; its result is the slice of the original result."""
+    PARTIAL = auto()
+    """A reduction over the sliced dim: the block's partial, then an all_reduce."""
+    NORM = auto()
+    """A norm: `sqrt(all_reduce(reduce(v*v)))`."""
+
+
+@dataclass(frozen=True)
+class Move:
+    """How one op of the region is rebuilt."""
+
+    kind: MoveKind
+    sliced_type: TensorType | None = None
+    """The result type on slices (SLICED only)."""
+
+
+@dataclass
+class SliceRegion:
+    """The ops of one block that move onto slices, found in two linear sweeps:
+    forward from the all_gathers (`grow`), then backward over replicated
+    producers whose result the region only uses cut (`pull`)."""
+
+    seeds: list[AllGatherOp]
+    sliced: dict[SSAValue, TensorType] = field(
+        default_factory=dict[SSAValue, TensorType]
+    )
+    """Values of the region (replicated in the program) → their type on slices."""
+    moves: dict[Operation, Move] = field(default_factory=dict[Operation, Move])
+    demands: dict[SSAValue, list[int]] = field(
+        default_factory=dict[SSAValue, list[int]]
+    )
+    """Replicated value → the dim each of its region uses cuts it along."""
+
+    def grow(self, block: Block) -> None:
+        seeds = set(self.seeds)
+        for op in block.ops:
+            if op in seeds:
+                assert isinstance(op, AllGatherOp)
+                self.sliced[op.result] = tensor_type(op.operand)
+                continue
+            move = self.classify(op)
+            if move is None:
+                continue
+            self.moves[op] = move
+            if move.sliced_type is not None:
+                self.sliced[op.results[0]] = move.sliced_type
+
+    def classify(self, op: Operation) -> Move | None:
+        if isinstance(op, ReduceOp | NormOp):
+            return self.classify_reduction(op)
+        if isinstance(op, ELEMENTWISE_OPS):
+            return self.classify_elementwise(op)
+        return None
+
+    def classify_reduction(self, op: ReduceOp | NormOp) -> Move | None:
+        operand = self.sliced.get(op.operand)
+        if operand is None:
+            return None
+        if isinstance(op, NormOp):
+            return Move(MoveKind.NORM)
+        result = infer_reduce(operand, op.reduced_dims)
+        if result.layout.is_local:
+            return Move(MoveKind.PARTIAL)
+        return Move(MoveKind.SLICED, result)
+
+    def classify_elementwise(self, op: Operation) -> Move | None:
+        result = tensor_type(op.results[0])
+        if not result.layout.is_replicated:  # then no operand is local or sliced
+            return None
+        dims = {
+            t.layout.sliced_dim + result.rank - t.rank
+            for t in (self.sliced.get(o) for o in op.operands)
+            if t is not None
+        }
+        if len(dims) != 1:
+            return None
+        (dim,) = dims
+        self.demand_operands(op, result, dim)
+        return Move(MoveKind.SLICED, result.with_layout(LayoutAttr.sliced(dim)))
+
+    def demand_operands(self, op: Operation, result: TensorType, dim: int) -> None:
+        """Record the cut each replicated operand of `op` needs."""
+        for operand in op.operands:
+            if operand in self.sliced:
+                continue
+            axis = aligned_axis(tensor_type(operand), result, dim)
+            if axis is not None:
+                self.demands.setdefault(operand, []).append(axis)
+
+    def pull(self, block: Block) -> None:
+        for op in reversed(block.ops):
+            if op in self.moves or not isinstance(op, ELEMENTWISE_OPS):
+                continue
+            if any(operand in self.sliced for operand in op.operands):
+                continue  # its region operands cut other dims than its result
+            result = op.results[0]
+            axis = self.sole_demand(result)
+            if axis is None:
+                continue
+            sliced_type = tensor_type(result).with_layout(LayoutAttr.sliced(axis))
+            self.moves[op] = Move(MoveKind.SLICED, sliced_type)
+            self.sliced[result] = sliced_type
+            self.demand_operands(op, tensor_type(result), axis)
+
+    def sole_demand(self, value: SSAValue) -> int | None:
+        """The dim every use of `value` cuts it along, when all its uses are in
+        the region and agree."""
+        axes = self.demands.get(value)
+        if not axes or len(set(axes)) != 1 or len(axes) != value.uses.get_length():
+            return None
+        return axes[0]
+
+    def moves_something(self, seed: AllGatherOp) -> bool:
+        return any(use.operation in self.moves for use in seed.result.uses)
+
+
+@dataclass
+class RegionRewriter:
+    """Rebuilds the region's ops on slices, in program order, then erases the
+    originals."""
+
+    region: SliceRegion
+    rewriter: PatternRewriter
+    slice_of: dict[SSAValue, SSAValue] = field(default_factory=dict[SSAValue, SSAValue])
+    """Original value → its slice."""
+    cuts: dict[tuple[SSAValue, int], SSAValue] = field(
+        default_factory=dict[tuple[SSAValue, int], SSAValue]
+    )
+    """(replicated value, dim) → its all_slice."""
+
+    def rewrite(self, block: Block) -> None:
+        for seed in self.region.seeds:
+            self.slice_of[seed.result] = seed.operand
+        moved = [op for op in block.ops if op in self.region.moves]
+        for op in moved:
+            self.rebuild(op, self.region.moves[op])
+        for op in reversed(moved):
+            self.rewriter.erase(op)
+        for seed in self.region.seeds:
+            if not seed.result.uses:
+                self.rewriter.erase(seed)
+
+    def rebuild(self, op: Operation, move: Move) -> None:
+        if move.kind is MoveKind.NORM:
+            assert isinstance(op, NormOp)
+            self.rebuild_norm(op)
+        elif move.kind is MoveKind.PARTIAL:
+            assert isinstance(op, ReduceOp)
+            self.rebuild_partial(op)
+        else:
+            assert move.sliced_type is not None
+            self.rebuild_sliced(op, move.sliced_type)
+
+    def rebuild_sliced(self, op: Operation, sliced_type: TensorType) -> None:
+        result = op.results[0]
+        dim = sliced_type.layout.sliced_dim
+        operands = [self.cut(o, tensor_type(result), dim, op) for o in op.operands]
+        new = op.create(
+            operands=operands,
+            result_types=[sliced_type],
+            properties=dict(op.properties),
+            attributes=dict(op.attributes),
+        )
+        new.results[0].name_hint = result.name_hint
+        self.rewriter.insert(new, InsertPoint.before(op))
+        self.slice_of[result] = new.results[0]
+        self.gather_for_outside_uses(op, new)
+
+    def rebuild_partial(self, op: ReduceOp) -> None:
+        kind = op.kind.data
+        partial = ReduceOp(
+            self.slice_of[op.operand], kind, op.reduced_dims, name=stage_name(op)
+        )
+        total = AllReduceOp(partial, str(kind), name=suffixed(op, "ar"))
+        if op.result.name_hint is not None:
+            partial.result.name_hint = f"{op.result.name_hint}_partial"
+        self.replace_with(op, [partial, total])
+
+    def rebuild_norm(self, op: NormOp) -> None:
+        block = self.slice_of[op.operand]
+        square = MulOp(block, block)
+        partial = ReduceOp(square, ReduceKind.SUM, range(tensor_type(block).rank))
+        total = AllReduceOp(partial, "sum", name=suffixed(op, "ar"))
+        root = SqrtOp(total, name=stage_name(op))
+        hint = op.result.name_hint
+        if hint is not None:
+            square.result.name_hint = f"{hint}_square"
+            partial.result.name_hint = f"{hint}_partial"
+            total.result.name_hint = f"{hint}_squared"
+        self.replace_with(op, [square, partial, total, root])
+
+    def replace_with(self, op: Operation, new_ops: list[Operation]) -> None:
+        """Insert `new_ops` before `op`; the last one's result takes over `op`'s
+        uses (`op` itself is erased with the other originals)."""
+        self.rewriter.insert(new_ops, InsertPoint.before(op))
+        result = new_ops[-1].results[0]
+        result.name_hint = op.results[0].name_hint
+        self.rewriter.replace_all_uses_with(op.results[0], result)
+
+    def cut(
+        self, value: SSAValue, result: TensorType, dim: int, user: Operation
+    ) -> SSAValue:
+        """The operand `value` of `user` on slices: its slice for a region value,
+        itself when broadcast along the sliced dim, else its all_slice."""
+        if value in self.slice_of:
+            return self.slice_of[value]
+        axis = aligned_axis(tensor_type(value), result, dim)
+        if axis is None:
+            return value
+        return self.all_slice(value, axis, user)
+
+    def all_slice(self, value: SSAValue, axis: int, user: Operation) -> SSAValue:
+        """`all_slice value dim = axis`, made once, before its first user; the
+        operand itself for an all_gather of a value sliced along `axis`."""
+        owner = value.owner
+        if isinstance(owner, AllGatherOp):
+            gathered = tensor_type(owner.operand)
+            if gathered.layout.sliced_dim == axis:
+                return owner.operand
+        key = (value, axis)
+        if key not in self.cuts:
+            cut = AllSliceOp(value, axis)
+            if value.name_hint is not None:
+                cut.result.name_hint = f"{value.name_hint}_slice"
+            self.rewriter.insert(cut, InsertPoint.before(user))
+            self.cuts[key] = cut.result
+        return self.cuts[key]
+
+    def gather_for_outside_uses(self, op: Operation, new: Operation) -> None:
+        """One all_gather of `new`'s result for the uses of `op`'s result that
+        stay outside the region."""
+        moves = self.region.moves
+        result = op.results[0]
+        if all(use.operation in moves for use in result.uses):
+            return
+        gather = AllGatherOp(new.results[0], name=suffixed(op, "ag"))
+        gather.result.name_hint = result.name_hint
+        self.rewriter.insert(gather, InsertPoint.after(new))
+        self.rewriter.replace_uses_with_if(
+            result, gather.result, lambda use: use.operation not in moves
+        )
+
+
+@dataclass
+class ReorderFunction(RewritePattern):
+    """Reorder the targeted all_gathers of one function body."""
+
+    reorder: Reorder
+    found: list[Operation] = field(default_factory=list[Operation])
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, func: FuncOp, rewriter: PatternRewriter) -> None:
+        if func.is_declaration:
+            return
+        block = func.body.block
+        seeds = self.seeds(block)
+        if not seeds:
+            return
+        region = SliceRegion(seeds)
+        region.grow(block)
+        region.pull(block)
+        region.seeds = [seed for seed in seeds if self.moves_something(region, seed)]
+        if region.seeds:
+            RegionRewriter(region, rewriter).rewrite(block)
+
+    def seeds(self, block: Block) -> list[AllGatherOp]:
+        """The targeted all_gathers of `block` (refusing a targeted other op)."""
+        seeds: list[AllGatherOp] = []
+        for op in block.ops:
+            if not self.reorder.targets(op):
+                continue
+            if isinstance(op, AllGatherOp):
+                self.found.append(op)
+                seeds.append(op)
+            elif self.reorder.op is not None:
+                self.found.append(op)
+                self.reorder.skip_or_refuse(
+                    op,
+                    "it is not a coco.all_gather (after coco-split-all-reduce, an "
+                    "all_reduce named N gives N_rs and N_ag)",
+                )
+        return seeds
+
+    def moves_something(self, region: SliceRegion, seed: AllGatherOp) -> bool:
+        if region.moves_something(seed):
+            return True
+        self.reorder.skip_or_refuse(
+            seed,
+            "nothing to move: no elementwise op (with replicated other operands), "
+            "norm or reduction consumes its result",
+        )
+        return False
+
+
+@dataclass(frozen=True)
+class Reorder(CocoPass):
+    """Move the elementwise consumers of every (or the named) all_gather onto the
+    slices, before the all_gather."""
+
+    name = "coco-reorder"
+
+    def transform(self, ctx: Context, module: ModuleOp) -> bool:
+        pattern = ReorderFunction(self)
+        PatternRewriteWalker(pattern, apply_recursively=False).rewrite_module(module)
+        return bool(pattern.found)

@@ -1,0 +1,159 @@
+"""coco-reorder: equivalence on every example (2, 4 and 8 ranks), the structure
+and per-rank work of the reordered programs, broadcasting of replicated
+operands, and refusals that leave the module untouched."""
+
+from pathlib import Path
+
+import pytest
+from xdsl.dialects.func import FuncOp
+
+import coconet_ir as cc
+from coconet_ir.analysis import ELEMENTWISE_OPS, function_costs
+from coconet_ir.dialects import coco
+from coconet_ir.passes.base import stage_name
+from coconet_ir.passes.reorder import Reorder
+from coconet_ir.passes.split_all_reduce import SplitAllReduce
+
+EXAMPLES = sorted(Path(__file__).parents[2].glob("examples/*.mlir"))
+EXAMPLE = {path.stem: path for path in EXAMPLES}
+WORLDS = [2, 4, 8]
+SPLIT_REORDER = "coco-split-all-reduce,coco-reorder"
+
+BIAS = """
+func.func @bias(%x: !coco.tensor<16x32xf32, sliced<DIM>>, %b: !coco.tensor<BIASxf32, replicated>) -> !coco.tensor<16x32xf32, replicated> {
+  %xg = coco.all_gather %x {name = "x_ag"} : !coco.tensor<16x32xf32, sliced<DIM>> -> !coco.tensor<16x32xf32, replicated>
+  %y = coco.add %xg, %b : (!coco.tensor<16x32xf32, replicated>, !coco.tensor<BIASxf32, replicated>) -> !coco.tensor<16x32xf32, replicated>
+  func.return %y : !coco.tensor<16x32xf32, replicated>
+}
+"""  # noqa: E501
+
+
+def the_function(module) -> FuncOp:
+    (func,) = (op for op in module.ops if isinstance(op, FuncOp))
+    return func
+
+
+def ops_of(module, kind) -> list:
+    return [op for op in module.walk() if isinstance(op, kind)]
+
+
+def scalar_work(func: FuncOp) -> int:
+    """Elements of the rank-0 elementwise ops (the same before and after)."""
+    return sum(
+        1
+        for op in func.walk()
+        if isinstance(op, ELEMENTWISE_OPS) and op.results[0].type.rank == 0
+    )
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("world", WORLDS)
+def test_examples_stay_equivalent(path: Path, world: int):
+    before = cc.parse_file(str(path))
+    after = cc.Pipeline(SPLIT_REORDER)(before)
+    result = cc.equivalent(before, after, world)
+    assert result.ok, result.first_difference
+
+
+@pytest.mark.parametrize("name", ["sgd", "adam", "megatron"])
+@pytest.mark.parametrize("world", WORLDS)
+def test_elementwise_work_drops_by_the_world_size(name: str, world: int):
+    split = cc.Pipeline("coco-split-all-reduce")(cc.parse_file(str(EXAMPLE[name])))
+    after = cc.Pipeline("coco-reorder")(split)
+    before_func, after_func = the_function(split), the_function(after)
+    scalars = scalar_work(before_func)
+    assert scalar_work(after_func) == scalars
+    before_work = function_costs(before_func, world).elementwise_elements
+    after_work = function_costs(after_func, world).elementwise_elements
+    assert before_work - scalars == world * (after_work - scalars)
+
+
+def test_lamb_norm_of_a_sliced_value_is_written_out():
+    after = cc.Pipeline(SPLIT_REORDER)(cc.parse_file(str(EXAMPLE["lamb"])))
+    (root,) = (op for op in ops_of(after, coco.SqrtOp) if stage_name(op) == "r_norm")
+    total = root.operand.owner
+    assert isinstance(total, coco.AllReduceOp)
+    assert total.reduction.data == coco.ReductionKind.SUM
+    partial = total.operand.owner
+    assert isinstance(partial, coco.ReduceOp)
+    assert partial.operand.type.layout.is_sliced
+    # The norm of the replicated weights stays a plain norm.
+    (w_norm,) = ops_of(after, coco.NormOp)
+    assert w_norm.operand.type.layout.is_replicated
+    work = {
+        w: function_costs(the_function(after), w).elementwise_elements for w in WORLDS
+    }
+    assert work[2] > work[4] > work[8]
+
+
+def test_adam_structure_after_reorder():
+    after = cc.Pipeline(SPLIT_REORDER)(cc.parse_file(str(EXAMPLE["adam"])))
+    assert len(ops_of(after, coco.ReduceScatterOp)) == 1
+    assert not ops_of(after, coco.AllReduceOp)
+    gathers = ops_of(after, coco.AllGatherOp)
+    assert len(gathers) == 3  # the new w, m and v, for their updates
+    assert all(
+        isinstance(use.operation, coco.UpdateOp)
+        for gather in gathers
+        for use in gather.result.uses
+    )
+    sliced = {str(op.operand) for op in ops_of(after, coco.AllSliceOp)}
+    assert len(sliced) == 3  # w, m, v: b1*m and b2*v run on the slices
+    for op in the_function(after).walk():
+        if isinstance(op, ELEMENTWISE_OPS) and op.results[0].type.rank > 0:
+            assert op.results[0].type.layout.is_sliced, op
+
+
+@pytest.mark.parametrize(
+    ("dim", "bias", "bias_layout"),
+    [
+        (0, "32", "replicated"),  # [32] is broadcast along the rows
+        (1, "32", "sliced<0>"),
+        (0, "1x32", "replicated"),  # size 1 along the sliced dim
+        (1, "1x32", "sliced<1>"),
+    ],
+)
+@pytest.mark.parametrize("world", WORLDS)
+def test_bias_is_sliced_only_when_not_broadcast(
+    dim: int, bias: str, bias_layout: str, world: int
+):
+    before = cc.parse(BIAS.replace("DIM", str(dim)).replace("BIAS", bias))
+    after = cc.Pipeline([Reorder()])(before)
+    (add,) = ops_of(after, coco.AddOp)
+    assert str(add.rhs.type.layout) == bias_layout
+    assert str(add.result.type.layout) == f"sliced<{dim}>"
+    (gather,) = ops_of(after, coco.AllGatherOp)
+    assert gather.operand is add.result
+    assert cc.equivalent(before, after, world).ok
+
+
+def test_named_all_gather_only():
+    module = cc.Pipeline([SplitAllReduce(), Reorder(op="grad_sum_ag")])(
+        cc.parse_file(str(EXAMPLE["adam"]))
+    )
+    names = [stage_name(op) for op in module.walk()]
+    assert "grad_sum_ag" not in names
+    assert "grad_sum_rs" in names
+
+
+@pytest.mark.parametrize(
+    ("example", "options", "message"),
+    [
+        ("adam", {"op": "grad_sum_rs"}, "it is not a coco.all_gather"),
+        ("sequence_parallel", {"op": "gather"}, "nothing to move"),
+        ("sgd", {"op": "missing"}, 'no op named "missing"'),
+    ],
+)
+def test_refusal_leaves_the_module_unchanged(example, options, message):
+    module = cc.Pipeline([SplitAllReduce()])(cc.parse_file(str(EXAMPLE[example])))
+    text = cc.to_text(module)
+    with pytest.raises(cc.CocoError, match=message):
+        Reorder(**options).apply(cc.make_context(), module)
+    assert cc.to_text(module) == text
+
+
+def test_untargeted_reorder_skips_what_it_cannot_move():
+    module = cc.parse_file(str(EXAMPLE["sequence_parallel"]))
+    text = cc.to_text(module)
+    Reorder().apply(cc.make_context(), module)
+    assert cc.to_text(module) == text
