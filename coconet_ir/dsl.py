@@ -50,7 +50,7 @@ from xdsl.dialects.builtin import (
     i64,
 )
 from xdsl.dialects.func import FuncOp, ReturnOp
-from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import VerifyException
 
@@ -848,6 +848,13 @@ class Function:
     def module(self) -> ModuleOp:
         """A new `builtin.module` holding this function alone."""
         return module(self)
+
+    def arg(self, name: str) -> BlockArgument:
+        """The parameter called `name` (e.g. to give it to a `cc.Schedule`)."""
+        for argument in self.func_op.body.block.args:
+            if argument.name_hint == name:
+                return argument
+        raise CocoError(f"error: @{self.name} has no parameter '{name}'")
 
     def __repr__(self) -> str:
         return f"<cc.Function @{self.name} : {self.func_op.function_type}>"

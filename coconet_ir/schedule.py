@@ -61,7 +61,7 @@ class Schedule:
         if len(program) == 1 and isinstance(program[0], ModuleOp):
             self.module = program[0].clone()
             self._ops: dict[int, Operation] = {}
-            self._args: dict[int, BlockArgument] = {}
+            self._args: dict[int, tuple[str, int]] = {}
         else:
             functions = [p for p in program if isinstance(p, Function)]
             if len(functions) != len(program) or not functions:
@@ -109,7 +109,7 @@ class Schedule:
 
     def slice_state(self, param: Value | BlockArgument | Handle | str) -> None:
         """Keep a parameter that is only used through its slices sliced; `param`
-        is the parameter (or the name of its coco.update)."""
+        is the parameter: its name, its DSL value or `Function.arg(name)`."""
         from coconet_ir.passes.slice_state import SliceState
 
         self._run(SliceState(op=self._update_name(param)))
@@ -173,12 +173,12 @@ class Schedule:
         return name
 
     def _update_name(self, param: Value | BlockArgument | Handle | str) -> str:
-        if isinstance(param, Handle | str):
-            return str(param)
-        ssa = param.ssa if isinstance(param, Value) else param
-        arg = self._args.get(id(ssa), ssa)
-        if not isinstance(arg, BlockArgument):
-            raise ir.CocoError("error: slice_state takes a function parameter")
+        if isinstance(param, Handle):
+            return param.name
+        if isinstance(param, str):
+            arg = self._argument_named(param)
+        else:
+            arg = self._argument(param.ssa if isinstance(param, Value) else param)
         updates = [
             u.operation for u in arg.uses if isinstance(u.operation, coco.UpdateOp)
         ]
@@ -188,6 +188,33 @@ class Schedule:
                 "never updated by coco.update"
             )
         return self._ensure_name(updates[0])
+
+    def _argument_named(self, name: str) -> BlockArgument:
+        """The one parameter called `name` (as written in the program)."""
+        found = [
+            arg
+            for func in self.module.ops
+            if isinstance(func, FuncOp)
+            for arg in func.body.block.args
+            if arg.name_hint == name
+        ]
+        if len(found) != 1:
+            raise ir.CocoError(
+                f"error: slice_state: {len(found)} parameters are named '{name}'"
+            )
+        return found[0]
+
+    def _argument(self, ssa: SSAValue) -> BlockArgument:
+        """The scheduled program's argument for a DSL parameter, looked up by
+        (function, position) since passes may replace arguments."""
+        if id(ssa) in self._args:
+            func_name, index = self._args[id(ssa)]
+            for func in self.module.ops:
+                if isinstance(func, FuncOp) and func.sym_name.data == func_name:
+                    return func.body.block.args[index]
+        if isinstance(ssa, BlockArgument) and ssa.get_toplevel_object() is self.module:
+            return ssa
+        raise ir.CocoError("error: slice_state takes a parameter of the program")
 
     def _find(self, name: str) -> Operation:
         for op in self.module.walk():
@@ -203,19 +230,18 @@ def _defining_op(target: Value) -> Operation | None:
 
 def _correspondence(
     functions: list[Function], scheduled: ModuleOp
-) -> tuple[dict[int, Operation], dict[int, BlockArgument]]:
-    """Map each op and argument of the DSL functions to its copy in `scheduled`
-    (a clone: the walks visit corresponding ops in the same order)."""
+) -> tuple[dict[int, Operation], dict[int, tuple[str, int]]]:
+    """Map each op of the DSL functions to its copy in `scheduled` (a clone: the
+    walks visit corresponding ops in the same order), and each argument to its
+    (function, position)."""
     ops: dict[int, Operation] = {}
-    args: dict[int, BlockArgument] = {}
+    args: dict[int, tuple[str, int]] = {}
     copies: Iterator[Operation] = iter(scheduled.ops)
     for function in functions:
         copy = next(copies)
         assert isinstance(copy, FuncOp)
         for original, cloned in zip(function.func_op.walk(), copy.walk(), strict=True):
             ops[id(original)] = cloned
-        for original, cloned in zip(
-            function.func_op.body.block.args, copy.body.block.args, strict=True
-        ):
-            args[id(original)] = cloned
+        for original in function.func_op.body.block.args:
+            args[id(original)] = (copy.sym_name.data, original.index)
     return ops, args

@@ -75,8 +75,15 @@ from xdsl.irdl import (
     var_result_def,
 )
 from xdsl.parser import AttrParser, Parser
+from xdsl.pattern_rewriter import RewritePattern
 from xdsl.printer import Printer
-from xdsl.traits import HasParent, IsolatedFromAbove, IsTerminator, Pure
+from xdsl.traits import (
+    HasCanonicalizationPatternsTrait,
+    HasParent,
+    IsolatedFromAbove,
+    IsTerminator,
+    Pure,
+)
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.lexer import Position, Span
 from xdsl.utils.str_enum import StrEnum
@@ -681,6 +688,44 @@ def _parse_keyword_value(parser: Parser, keyword: str) -> tuple[Position, float 
 
 
 # ============================================================================
+# Canonicalization patterns (in coconet_ir/passes/canonicalization.py, imported
+# lazily as xDSL's arith dialect does)
+# ============================================================================
+
+
+class AllSliceOpHasCanonicalizationPatterns(HasCanonicalizationPatternsTrait):
+    @classmethod
+    def get_canonicalization_patterns(cls) -> tuple[RewritePattern, ...]:
+        from coconet_ir.passes.canonicalization import SliceOfGather
+
+        return (SliceOfGather(),)
+
+
+class AllGatherOpHasCanonicalizationPatterns(HasCanonicalizationPatternsTrait):
+    @classmethod
+    def get_canonicalization_patterns(cls) -> tuple[RewritePattern, ...]:
+        from coconet_ir.passes.canonicalization import GatherOfScatter, GatherOfSlice
+
+        return (GatherOfSlice(), GatherOfScatter())
+
+
+class AllReduceOpHasCanonicalizationPatterns(HasCanonicalizationPatternsTrait):
+    @classmethod
+    def get_canonicalization_patterns(cls) -> tuple[RewritePattern, ...]:
+        from coconet_ir.passes.canonicalization import ReplicatedIdempotentAllReduce
+
+        return (ReplicatedIdempotentAllReduce(),)
+
+
+class ConvertOpHasCanonicalizationPatterns(HasCanonicalizationPatternsTrait):
+    @classmethod
+    def get_canonicalization_patterns(cls) -> tuple[RewritePattern, ...]:
+        from coconet_ir.passes.canonicalization import SameTypeConvert
+
+        return (SameTypeConvert(),)
+
+
+# ============================================================================
 # Compute ops
 # ============================================================================
 
@@ -1001,7 +1046,7 @@ class ConvertOp(CocoOp):
     operand = operand_def(TensorType)
     result = result_def(TensorType)
 
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), ConvertOpHasCanonicalizationPatterns())
     assembly_format = "$operand attr-dict `:` functional-type(operands, results)"
 
     def __init__(
@@ -1439,7 +1484,7 @@ class AllSliceOp(CocoOp):
     result = result_def(TensorType)
     dim = prop_def(IntegerAttr[I64])
 
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), AllSliceOpHasCanonicalizationPatterns())
     assembly_format = (
         "$operand `dim` `=` $dim attr-dict `:` functional-type(operands, results)"
     )
@@ -1613,6 +1658,7 @@ class AllReduceOp(CollectiveOp):
     name = "coco.all_reduce"
 
     reduction = prop_def(ReductionKindAttr)
+    traits = traits_def(AllReduceOpHasCanonicalizationPatterns())
     assembly_format = (
         "$operand `reduction` `=` $reduction attr-dict `:` type($operand) `->` "
         "type($result)"
@@ -1688,6 +1734,7 @@ class AllGatherOp(CollectiveOp):
 
     name = "coco.all_gather"
 
+    traits = traits_def(AllGatherOpHasCanonicalizationPatterns())
     assembly_format = "$operand attr-dict `:` type($operand) `->` type($result)"
 
     def __init__(self, operand: SSAValue | Operation, *, name: str | None = None):
@@ -1932,6 +1979,117 @@ def chunk_type(t: TensorType, dim: int, chunks: int) -> TensorType:
     if dim < 0:
         return t
     return t.with_shape([d // chunks if i == dim else d for i, d in enumerate(t.dims)])
+
+
+def _elementwise_chunk_dim(op: Operation, operand_dims: Sequence[int]) -> int | str:
+    """Chunked operands must cut the same (right-aligned) dim of the result; an
+    operand passed whole must be broadcast along it."""
+    result = as_tensor_type(op.results[0], "result")
+    cut_dims = {
+        d + result.rank - as_tensor_type(v, "operand").rank
+        for v, d in zip(op.operands, operand_dims)
+        if d >= 0
+    }
+    if len(cut_dims) > 1:
+        return f"its operands are chunked along different dims {sorted(cut_dims)}"
+    if not cut_dims:
+        return -1
+    dim = cut_dims.pop()
+    for v, d in zip(op.operands, operand_dims):
+        t = as_tensor_type(v, "operand")
+        aligned = dim - result.rank + t.rank
+        if d < 0 and aligned >= 0 and t.dims[aligned] != 1:
+            return (
+                f"operand {t} is passed whole but is not broadcast along the "
+                f"chunk dim {dim}"
+            )
+    return dim
+
+
+def _matmul_chunk_dim(op: MatmulOp, lhs_dim: int, rhs_dim: int) -> int | str:
+    last = as_tensor_type(op.lhs, "lhs").rank - 1
+    if lhs_dim == last or rhs_dim == 0:
+        return "the contracted dim cannot be chunked"
+    if lhs_dim >= 0 and rhs_dim >= 0:
+        return "only one matmul operand may be chunked"
+    if rhs_dim == 1:
+        return last
+    return lhs_dim
+
+
+def _reduce_chunk_dim(op: ReduceOp, dim: int) -> int | str:
+    if dim < 0:
+        return -1
+    if dim in op.reduced_dims:
+        return f"it reduces the chunk dim {dim}"
+    return dim - sum(1 for d in op.reduced_dims if d < dim)
+
+
+def result_chunk_dim(op: Operation, operand_dims: Sequence[int]) -> int | str:
+    """The dim along which the result of `op` is chunked when its operands are
+    chunked along `operand_dims` (-1: whole), or why `op` cannot run on chunks.
+
+    Region ops (a fusion nested in an overlap) are walked by `chunk_dims`."""
+    if isinstance(op, ConstantOp):
+        return -1
+    elementwise = (
+        ElementwiseBinaryOp,
+        ElementwiseUnaryOp,
+        CmpOp,
+        SelectOp,
+        ConvertOp,
+        DropoutOp,
+    )
+    if isinstance(op, elementwise):
+        return _elementwise_chunk_dim(op, operand_dims)
+    if isinstance(op, AllSliceOp | CollectiveOp):
+        # The result has the operand's shape: a chunk maps to a chunk.
+        return operand_dims[0]
+    if isinstance(op, MatmulOp):
+        return _matmul_chunk_dim(op, *operand_dims)
+    if isinstance(op, ReduceOp):
+        return _reduce_chunk_dim(op, operand_dims[0])
+    if isinstance(op, NormOp) and operand_dims[0] < 0:
+        return -1
+    return f"'{op.name}' cannot run chunk by chunk"
+
+
+@dataclass
+class ChunkDims:
+    """Which dim of each value of a chunked body is cut (-1: the value is
+    whole), as `chunk_dims` propagates it from the block arguments."""
+
+    dims: dict[SSAValue, int]
+    problem: tuple[Operation, str] | None = None
+    """The first op that cannot run on chunks, and why (propagation stops)."""
+
+
+def chunk_dims(block: Block, arg_dims: Sequence[int]) -> ChunkDims:
+    """Propagate chunk dims from a block's arguments through its ops (into
+    nested fusion regions too): what element of the un-chunked value each
+    element of a chunk is, so that dropout keeps its global index."""
+    found = ChunkDims(dict(zip(block.args, arg_dims)))
+    for op in block.ops:
+        if isinstance(op, YieldOp):
+            continue
+        operand_dims = [found.dims.get(v, -1) for v in op.operands]
+        if isinstance(op, FusionOp):
+            inner = chunk_dims(op.block, operand_dims)
+            found.dims.update(inner.dims)
+            if inner.problem is not None:
+                found.problem = inner.problem
+                return found
+            found.dims.update(
+                (r, inner.dims.get(v, -1))
+                for r, v in zip(op.results, op.yield_op.values)
+            )
+            continue
+        dim = result_chunk_dim(op, operand_dims)
+        if isinstance(dim, str):
+            found.problem = (op, dim)
+            return found
+        found.dims.update((r, dim) for r in op.results)
+    return found
 
 
 class RegionOp(CocoOp, ABC):

@@ -12,6 +12,7 @@ from collections import defaultdict, deque
 from dataclasses import dataclass, field
 
 from xdsl.interpreter import Interpreter, InterpreterFunctions
+from xdsl.ir import SSAValue
 
 from coconet_ir.dialects.coco import ChannelEnd
 from coconet_ir.interpreter.values import DistValue
@@ -38,6 +39,16 @@ class Mailbox:
         return self.queues[end].popleft()
 
 
+@dataclass(frozen=True)
+class ChunkFrame:
+    """The chunk of a `coco.overlap` body being run: chunk `index` of `chunks`,
+    and the dim of each body value that is cut (`coco.chunk_dims`)."""
+
+    chunks: int
+    index: int
+    dims: dict[SSAValue, int]
+
+
 @dataclass
 class StageContext:
     """What one running stage knows besides its SSA values."""
@@ -47,6 +58,9 @@ class StageContext:
     mailbox: Mailbox
     updates: dict[int, DistValue] = field(default_factory=dict[int, DistValue])
     """Updated parameters by argument position (`coco.update`)."""
+    chunk_frames: list[ChunkFrame] = field(default_factory=list[ChunkFrame])
+    """The overlap chunks being run, innermost last (dropout keeps the index an
+    element has in the un-chunked tensor)."""
 
 
 _CONTEXT_KEY = "stage"

@@ -23,7 +23,7 @@ from xdsl.ir import BlockArgument, Operation
 
 from coconet_ir.dialects import coco
 from coconet_ir.dialects.coco import ChannelEnd, TensorType, enclosing_function
-from coconet_ir.interpreter.context import stage_context
+from coconet_ir.interpreter.context import ChunkFrame, stage_context
 from coconet_ir.interpreter.philox import dropout_uniform
 from coconet_ir.interpreter.values import (
     DistValue,
@@ -156,6 +156,29 @@ def global_indices(tensor_type: TensorType, world: int) -> np.ndarray:
     return indices[np.newaxis]
 
 
+def dropout_indices(
+    op: coco.DropoutOp, operand: DistValue, frames: list[ChunkFrame]
+) -> np.ndarray:
+    """The global linear index of every element of a dropout's operand; inside
+    an overlap chunk, its index in the un-chunked tensor (COCO_DIALECT.md §7)."""
+    if not frames:
+        return global_indices(operand.type, operand.world)
+    if len(frames) > 1:
+        raise op_error(op, "cannot keep its global index in nested coco.overlap")
+    frame = frames[0]
+    dim = frame.dims.get(op.operand)
+    if dim is None:
+        raise op_error(op, "has an operand whose chunk dim is unknown in coco.overlap")
+    if dim < 0:
+        return global_indices(operand.type, operand.world)
+    sizes = operand.type.dims
+    whole = operand.type.with_shape(
+        [s * frame.chunks if i == dim else s for i, s in enumerate(sizes)]
+    )
+    indices = np.split(global_indices(whole, operand.world), frame.chunks, dim + 1)
+    return indices[frame.index]
+
+
 def channel_of(op: coco.SendOp | coco.RecvOp) -> ChannelEnd:
     """The (from, to, channel) a send or recv uses."""
     here = enclosing_function(op)
@@ -262,9 +285,8 @@ class CocoFunctions(InterpreterFunctions):
     ) -> PythonValues:
         (operand,) = args
         p = op.probability
-        u = dropout_uniform(
-            op.seed.value.data, global_indices(operand.type, operand.world)
-        )
+        frames = stage_context(interpreter).chunk_frames
+        u = dropout_uniform(op.seed.value.data, dropout_indices(op, operand, frames))
         data = in_compute_dtype(operand)
         dtype = storage_dtype(operand.type.element_type)
         scale = np.asarray(1.0 - p).astype(dtype).astype(data.dtype)

@@ -5,6 +5,10 @@ work, never the values. `coco.overlap` runs its body literally chunk by chunk �
 chunk `c` of every chunked input, the whole of the others — and concatenates
 the chunks each output yields, so the chunk arithmetic of an overlapped schedule
 is checked by the same oracle as everything else.
+
+While chunk `c` runs, the stage context holds a `ChunkFrame` (which dim of each
+body value is cut, `coco.chunk_dims`), so that a dropout in the body draws its
+mask at the element's index in the un-chunked tensor (COCO_DIALECT.md §7).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from xdsl.interpreter import (
 
 from coconet_ir.dialects import coco
 from coconet_ir.dialects.coco import TensorType
+from coconet_ir.interpreter.context import ChunkFrame, stage_context
 from coconet_ir.interpreter.values import DistValue
 
 
@@ -63,15 +68,21 @@ class RegionFunctions(InterpreterFunctions):
     ) -> PythonValues:
         chunks = op.chunk_count
         input_dims = op.input_dims.get_values()
+        dims = coco.chunk_dims(op.block, input_dims).dims
+        frames = stage_context(interpreter).chunk_frames
         per_chunk: list[PythonValues] = []
         for c in range(chunks):
             chunk_args = tuple(
                 chunk_of(value, dim, chunks, c)
                 for value, dim in zip(args, input_dims, strict=True)
             )
-            per_chunk.append(
-                interpreter.run_ssacfg_region(op.body, chunk_args, "coco.overlap")
-            )
+            frames.append(ChunkFrame(chunks, c, dims))
+            try:
+                per_chunk.append(
+                    interpreter.run_ssacfg_region(op.body, chunk_args, "coco.overlap")
+                )
+            finally:
+                frames.pop()
         return tuple(
             concatenate(
                 result.type,  # pyright: ignore[reportArgumentType]

@@ -1,0 +1,317 @@
+"""coco-fuse: group collectives and the compute on their slices into
+`coco.fusion` regions (COCO_DIALECT.md §7), each one kernel for the lowering.
+
+Two kinds of group, formed in this order in every function:
+
+1. **Fused collectives** (CoCoNet's fused all-reduce): a `reduce_scatter`, the
+   elementwise ops that compute on its slices (any op of `analysis.
+   ELEMENTWISE_OPS` with an operand in the group), the `all_gather`s of those
+   slices and the `send`s of group values; `all_slice`s whose every use is in
+   the group join it (the kernel reads its block of the replicated tensor).
+   Groups joined by an op that uses both merge (one kernel, several
+   reductions).
+2. **Elementwise chains**: the remaining connected elementwise ops, when there
+   are at least two.
+
+A group never makes a cycle: an op that depends on a group value through an op
+outside the group does not join it. Nor does an op that would bring two
+reductions of the same value into one group. A lone `reduce_scatter` is left
+alone.
+
+The fusion takes the place of the group's last op; its inputs are the values
+the group uses from outside, its results the group values used outside. It is
+named `NAME_fused` after the group's first named op, preferring a
+reduce_scatter.
+
+With `op=NAME`, only the group holding the reduce_scatter or elementwise op
+named NAME is fused, and the pass refuses (changing nothing) when that group
+is cut short by a cycle ("fusing would create a cycle through 'coco.x' at
+LOC") or by a second reduction of the same data, or has nothing to fuse.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.func import FuncOp
+from xdsl.ir import Block, Operation, Region
+
+from coconet_ir.analysis import ELEMENTWISE_OPS
+from coconet_ir.dialects.coco import (
+    AllGatherOp,
+    AllSliceOp,
+    FusionOp,
+    ReduceScatterOp,
+    SendOp,
+)
+from coconet_ir.ir import location_of
+from coconet_ir.passes.base import CocoPass, stage_name
+from coconet_ir.passes.regions import (
+    Boundary,
+    outline,
+    positions,
+    reorders_messages,
+    to_move,
+)
+
+Joins = Callable[[Operation, Operation], bool]
+"""Whether `op` may join the group of `producer` through a value of it."""
+
+
+def joins_collective_group(op: Operation, producer: Operation) -> bool:
+    """Slices flow into compute, gathers and sends; a gathered value only into a
+    send."""
+    if isinstance(producer, SendOp):
+        return False
+    if isinstance(op, SendOp):
+        return True
+    if isinstance(producer, AllGatherOp):
+        return False
+    return isinstance(op, (*ELEMENTWISE_OPS, AllGatherOp))
+
+
+def joins_chain(op: Operation, producer: Operation) -> bool:
+    return isinstance(op, ELEMENTWISE_OPS) and isinstance(producer, ELEMENTWISE_OPS)
+
+
+@dataclass
+class Grouping:
+    """Groups grown in one pass over a block, in order (SSA order is
+    topological). Group ids merge union-find style.
+
+    `reach[op]` holds the groups `op` depends on or belongs to; `via[op]` the
+    groups it depends on through some op outside them. An op may join group G
+    only when G is not in its `via`: that is the cycle check."""
+
+    joins: Joins
+    seeds: Callable[[Operation], bool]
+    merge_reductions: bool
+    parent: list[int] = field(default_factory=list[int])
+    group_of: dict[Operation, int] = field(default_factory=dict[Operation, int])
+    reach: dict[Operation, set[int]] = field(default_factory=dict[Operation, set[int]])
+    via: dict[Operation, set[int]] = field(default_factory=dict[Operation, set[int]])
+    group_via: dict[int, set[int]] = field(default_factory=dict[int, set[int]])
+    problems: dict[int, str] = field(default_factory=dict[int, str])
+
+    def find(self, g: int) -> int:
+        while self.parent[g] != g:
+            self.parent[g] = self.parent[self.parent[g]]
+            g = self.parent[g]
+        return g
+
+    def norm(self, groups: Iterable[int]) -> set[int]:
+        return {self.find(g) for g in groups}
+
+    def group(self, op: Operation) -> int | None:
+        g = self.group_of.get(op)
+        return None if g is None else self.find(g)
+
+    def visit(self, op: Operation) -> None:
+        producers = [v.owner for v in op.operands if isinstance(v.owner, Operation)]
+        reach = self.norm(g for p in producers for g in self.reach.get(p, ()))
+        linked = {
+            g
+            for p in producers
+            if (g := self.group(p)) is not None and self.joins(op, p)
+        }
+        via = self.norm(g for p in producers for g in self.via.get(p, ()))
+        bad = (
+            via
+            | (reach - linked)
+            | self.norm(h for g in linked for h in self.group_via[g])
+        )
+        problem = self.join_problem(op, linked, bad)
+        if linked and problem is None:
+            self.add(op, self.merge(linked), reach, bad)
+            return
+        if problem is not None:
+            for g in linked:
+                self.problems.setdefault(g, problem)
+        if self.seeds(op):
+            self.add(op, self.new_group(), reach, reach | via)
+            return
+        self.reach[op] = reach
+        self.via[op] = reach | via
+
+    def join_problem(
+        self, op: Operation, linked: set[int], bad: set[int]
+    ) -> str | None:
+        """Why `op` cannot join (and merge) the `linked` groups, if it cannot."""
+        for g in sorted(linked & bad):
+            through = self.cycle_witness(op, g)
+            return (
+                f"fusing would create a cycle through '{through.name}' at "
+                f"{location_of(through)}"
+            )
+        if self.merge_reductions and len(linked) > 1:
+            return self.duplicate_reduction(linked)
+        return None
+
+    def cycle_witness(self, op: Operation, g: int) -> Operation:
+        """An op outside group `g` on a path from `g` to `op`."""
+        for value in op.operands:
+            p = value.owner
+            if not isinstance(p, Operation) or g not in self.norm(
+                self.reach.get(p, ())
+            ):
+                continue
+            if self.group(p) != g:
+                return p
+            if g in self.norm(self.via.get(p, ())):
+                return self.cycle_witness(p, g)
+        for member, h in self.group_of.items():
+            if self.find(h) != g and g in self.norm(self.via.get(member, ())):
+                return member
+        return op
+
+    def duplicate_reduction(self, linked: set[int]) -> str | None:
+        reduced: dict[object, ReduceScatterOp] = {}
+        for member, h in self.group_of.items():
+            if self.find(h) not in linked or not isinstance(member, ReduceScatterOp):
+                continue
+            first = reduced.setdefault(member.operand, member)
+            if first is not member:
+                return (
+                    "the group would hold two reductions of the same data: "
+                    f"'{first.name}' at {location_of(first)} and at "
+                    f"{location_of(member)}"
+                )
+        return None
+
+    def new_group(self) -> int:
+        self.parent.append(len(self.parent))
+        self.group_via[len(self.parent) - 1] = set()
+        return len(self.parent) - 1
+
+    def merge(self, linked: set[int]) -> int:
+        root, *others = sorted(linked)
+        for g in others:
+            self.parent[g] = root
+            self.group_via[root] |= self.group_via[g]
+            if g in self.problems:
+                self.problems.setdefault(root, self.problems[g])
+        return root
+
+    def add(self, op: Operation, g: int, reach: set[int], via: set[int]) -> None:
+        self.group_of[op] = g
+        self.reach[op] = reach | {g}
+        self.via[op] = via - {g}
+        self.group_via[g] |= self.via[op]
+
+    def groups(self, order: dict[Operation, int]) -> list[list[Operation]]:
+        """The groups' ops, each in block order (`order`: op positions)."""
+        found: dict[int, list[Operation]] = {}
+        for op, g in self.group_of.items():
+            found.setdefault(self.find(g), []).append(op)
+        return [sorted(ops, key=order.__getitem__) for ops in found.values()]
+
+    def absorb_slices(self, block: Block) -> None:
+        """An `all_slice` whose uses are all in one group joins it."""
+        for op in block.ops:
+            if not isinstance(op, AllSliceOp) or op in self.group_of:
+                continue
+            users = {self.group(use.operation) for use in op.result.uses}
+            if len(users) == 1 and (g := users.pop()) is not None:
+                self.group_of[op] = g
+
+
+def grow(block: Block, grouping: Grouping) -> Grouping:
+    for op in block.ops:
+        grouping.visit(op)
+    return grouping
+
+
+def collective_groups(block: Block) -> Grouping:
+    grouping = grow(
+        block,
+        Grouping(
+            joins_collective_group,
+            lambda op: isinstance(op, ReduceScatterOp),
+            merge_reductions=True,
+        ),
+    )
+    grouping.absorb_slices(block)
+    return grouping
+
+
+def chain_groups(block: Block) -> Grouping:
+    return grow(
+        block,
+        Grouping(
+            joins_chain,
+            lambda op: isinstance(op, ELEMENTWISE_OPS),
+            merge_reductions=False,
+        ),
+    )
+
+
+def fusion_name(ops: list[Operation]) -> str | None:
+    """`NAME_fused` after the first named reduce_scatter, else the first named
+    op."""
+    ordered = sorted(ops, key=lambda op: not isinstance(op, ReduceScatterOp))
+    name = next((n for op in ordered if (n := stage_name(op)) is not None), None)
+    return None if name is None else f"{name}_fused"
+
+
+def build_fusion(found: Boundary, body: Block) -> FusionOp:
+    name = fusion_name(list(found.ops))
+    return FusionOp.create(
+        operands=list(found.inputs),
+        result_types=[v.type for v in found.outputs],
+        attributes={} if name is None else {"name": StringAttr(name)},
+        regions=[Region(body)],
+    )
+
+
+@dataclass(frozen=True)
+class Fuse(CocoPass):
+    """Fuse reduce_scatter + compute + all_gather/send, and elementwise chains,
+    into `coco.fusion` regions."""
+
+    name = "coco-fuse"
+
+    def transform(self, ctx: Context, module: ModuleOp) -> bool:
+        found = False
+        for func in [op for op in module.walk() if isinstance(op, FuncOp)]:
+            block = func.body.block
+            found |= self.fuse_groups(block, collective_groups(block))
+            found |= self.fuse_groups(block, chain_groups(block))
+        return found
+
+    def fuse_groups(self, block: Block, grouping: Grouping) -> bool:
+        """Outline the groups (the targeted one only, under `op=`); return
+        whether a targeted op was among them."""
+        found = False
+        for ops in grouping.groups(positions(block)):
+            target = next((op for op in ops if self.names(op)), None)
+            if target is None:
+                continue
+            found = True
+            problem = self.group_problem(grouping, ops)
+            if problem is None:
+                outline(ops, build_fusion)
+            else:
+                self.skip_or_refuse(target, problem)
+        return found
+
+    def names(self, op: Operation) -> bool:
+        """Whether `op` is one this pass may be asked to fuse, by `op=`."""
+        return isinstance(op, (ReduceScatterOp, *ELEMENTWISE_OPS)) and self.targets(op)
+
+    def group_problem(self, grouping: Grouping, ops: list[Operation]) -> str | None:
+        """Why the group is not fused, if it is not. Untargeted, a group cut
+        short (by a cycle or a second reduction) is fused as far as it goes."""
+        g = grouping.group(ops[0])
+        if self.op is not None and g in grouping.problems:
+            return grouping.problems[g]
+        if len(ops) < 2:
+            return (
+                "there is nothing to fuse it with (no elementwise op, all_gather "
+                "or send uses its result)"
+            )
+        if reorders_messages(ops, to_move(ops)):
+            return "fusing would reorder the messages of a pipeline channel"
+        return None

@@ -1,0 +1,166 @@
+"""Outlining a group of ops into a `coco.fusion` or `coco.overlap` region.
+
+Both coco-fuse and coco-overlap pick a group of ops of one block and move them
+into an isolated region op: the region's inputs are the values defined outside
+the group and used inside, its outputs the group's values used outside (only
+those), and the region op takes the place of the group's last op. Ops outside
+the group that sit before that place but depend on a group value move right
+after the region op, in their order. A group that an outside op both depends on
+and feeds would make a cycle; `cycle_through` finds that op.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from coconet_ir.dialects.coco import RecvOp, RegionOp, SendOp, YieldOp
+
+
+@dataclass(frozen=True)
+class Boundary:
+    """A group of ops of one block, in block order, with the values crossing
+    its boundary (each once, in order of first use or definition)."""
+
+    ops: tuple[Operation, ...]
+    inputs: tuple[SSAValue, ...]
+    outputs: tuple[SSAValue, ...]
+
+    @property
+    def block(self) -> Block:
+        block = self.ops[0].parent_block()
+        assert block is not None
+        return block
+
+
+def positions(block: Block) -> dict[Operation, int]:
+    """Every op of `block` by its position (computed once, for sorting)."""
+    return {op: i for i, op in enumerate(block.ops)}
+
+
+def boundary(ordered: Sequence[Operation]) -> Boundary:
+    """The group's inputs (defined outside, used inside) and outputs (defined
+    inside, used outside); `ordered` is in block order."""
+    group = set(ordered)
+    inputs: dict[SSAValue, None] = {}
+    outputs: dict[SSAValue, None] = {}
+    for op in ordered:
+        for value in op.operands:
+            if value.owner not in group:
+                inputs[value] = None
+        for result in op.results:
+            if any(use.operation not in group for use in result.uses):
+                outputs[result] = None
+    return Boundary(tuple(ordered), tuple(inputs), tuple(outputs))
+
+
+def span(group: Sequence[Operation]) -> list[Operation]:
+    """The ops from the group's first op to its last (group in block order):
+    any op on a path that leaves the group and comes back lies there."""
+    ops: list[Operation] = []
+    op: Operation | None = group[0]
+    while op is not None:
+        ops.append(op)
+        if op is group[-1]:
+            break
+        op = op.next_op
+    return ops
+
+
+def descendants(group: Sequence[Operation]) -> list[Operation]:
+    """Ops outside the group, before its last op, that depend on a group value
+    (transitively), in block order: SSA order is topological."""
+    members = set(group)
+    reached: dict[Operation, None] = {}
+    for op in span(group):
+        if op in members:
+            continue
+        if any(v.owner in members or v.owner in reached for v in op.operands):
+            reached[op] = None
+    return list(reached)
+
+
+def ancestors(group: Sequence[Operation]) -> set[Operation]:
+    """Ops outside the group, after its first op, that a group op depends on
+    (transitively): one backward pass."""
+    members = set(group)
+    needed: set[Operation] = set()
+    for op in reversed(span(group)):
+        if op not in members and op not in needed:
+            continue
+        for value in op.operands:
+            if isinstance(value.owner, Operation) and value.owner not in members:
+                needed.add(value.owner)
+    return needed
+
+
+def cycle_through(group: Sequence[Operation]) -> Operation | None:
+    """An op outside the group that depends on a group value and that a group op
+    depends on: outlining the group would make a cycle through it."""
+    above = ancestors(group)
+    return next((op for op in descendants(group) if op in above), None)
+
+
+def reorders_messages(group: Sequence[Operation], moved: Sequence[Operation]) -> bool:
+    """Whether moving `moved` after the group's last op would pass a send or
+    recv that stays (a pipeline's message order on a channel must not change)."""
+    if not any(isinstance(op, SendOp) for op in moved):
+        return False
+    last = group[-1]
+    staying = set(group) | set(moved)
+    op = moved[0].next_op
+    while op is not None and op is not last:
+        if op not in staying and isinstance(op, SendOp | RecvOp):
+            return True
+        op = op.next_op
+    return False
+
+
+def to_move(group: Sequence[Operation]) -> list[Operation]:
+    """The outside ops before the group's last op that depend on the group:
+    they must follow the region op."""
+    return descendants(group)
+
+
+RegionBuilder = Callable[[Boundary, Block], RegionOp]
+"""Makes the region op from the boundary and its (still empty) body block."""
+
+
+def outline(ops: Sequence[Operation], build: RegionBuilder) -> RegionOp:
+    """Move `ops` (in block order) into the region op `build` makes, at the
+    place of the last of them; outside uses of their values use the region's
+    results instead.
+
+    The caller has checked `cycle_through` (no cycle) beforehand."""
+    found = boundary(ops)
+    moved = to_move(found.ops)
+    body = Block(arg_types=[v.type for v in found.inputs])
+    region_op = build(found, body)
+    Rewriter.insert_op(region_op, InsertPoint.before(found.ops[-1]))
+    arguments = dict(zip(found.inputs, body.args))
+    for value, arg in arguments.items():
+        arg.name_hint = value.name_hint
+    for op in found.ops:
+        op.detach()
+        body.add_op(op)
+        for index, value in enumerate(op.operands):
+            if value in arguments:
+                op.operands[index] = arguments[value]
+    for output, result in zip(found.outputs, region_op.results):
+        output.replace_uses_with_if(
+            result, lambda use: not _inside(body, use.operation)
+        )
+    body.add_op(YieldOp(*found.outputs))
+    after: Operation = region_op
+    for op in moved:
+        op.detach()
+        Rewriter.insert_op(op, InsertPoint.after(after))
+        after = op
+    return region_op
+
+
+def _inside(body: Block, op: Operation) -> bool:
+    return body.find_ancestor_op_in_block(op) is not None

@@ -1,0 +1,101 @@
+"""coco-overlap on the examples where a matmul feeds (or is fed by) a
+collective: equivalent on 2, 4 and 8 ranks, with the expected region."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+from xdsl.dialects.builtin import ModuleOp
+
+import coconet_ir as cc
+from coconet_ir.dialects import coco
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+OVERLAPPED = ["megatron", "sequence_parallel", "matmul_reduce_scatter"]
+SPLIT = "coco-split-all-reduce{dim=1}"
+HAS_REORDER = importlib.util.find_spec("coconet_ir.passes.reorder") is not None
+needs_reorder = pytest.mark.skipif(not HAS_REORDER, reason="coco-reorder is absent")
+
+
+def example(name: str) -> ModuleOp:
+    return cc.parse_file(str(EXAMPLES / f"{name}.mlir"))
+
+
+def overlaps(module: ModuleOp) -> list[coco.OverlapOp]:
+    return [op for op in module.walk() if isinstance(op, coco.OverlapOp)]
+
+
+def assert_equivalent(name: str, pipeline: str) -> ModuleOp:
+    original = example(name)
+    rewritten = cc.Pipeline(pipeline)(original)
+    for world in (2, 4, 8):
+        verdict = cc.equivalent(original, rewritten, world, seed=world)
+        assert verdict, f"{name} after {pipeline} on {world} ranks"
+    return rewritten
+
+
+@pytest.mark.parametrize("chunks", [2, 4])
+@pytest.mark.parametrize("name", OVERLAPPED)
+def test_split_fuse_overlap_is_equivalent(name: str, chunks: int) -> None:
+    module = assert_equivalent(
+        name, f"{SPLIT},coco-fuse,coco-overlap{{chunks={chunks}}}"
+    )
+    (region,) = overlaps(module)
+    assert region.chunk_count == chunks
+
+
+@needs_reorder
+@pytest.mark.parametrize("chunks", [2, 4])
+@pytest.mark.parametrize("name", OVERLAPPED)
+def test_split_reorder_fuse_overlap_is_equivalent(name: str, chunks: int) -> None:
+    pipeline = f"{SPLIT},coco-reorder,coco-fuse,coco-overlap{{chunks={chunks}}}"
+    assert len(overlaps(assert_equivalent(name, pipeline))) == 1
+
+
+@needs_reorder
+def test_megatron_overlap_holds_matmul_and_fused_layer_with_dropout() -> None:
+    pipeline = f"{SPLIT},coco-reorder,coco-fuse,coco-overlap{{chunks=2}}"
+    (region,) = overlaps(assert_equivalent("megatron", pipeline))
+    matmul, fusion, _ = region.block.ops
+    assert isinstance(matmul, coco.MatmulOp) and isinstance(fusion, coco.FusionOp)
+    inside = [op.name for op in fusion.block.ops]
+    assert inside[0] == "coco.reduce_scatter" and "coco.dropout" in inside
+    assert region.input_dims.get_values() == (0, -1, -1, 0)
+
+
+def test_megatron_without_split_overlaps_the_all_reduce() -> None:
+    (region,) = overlaps(assert_equivalent("megatron", "coco-overlap"))
+    assert [op.name for op in region.block.ops] == [
+        "coco.matmul",
+        "coco.all_reduce",
+        "coco.yield",
+    ]
+    assert region.output_dims.get_values() == (0,)
+
+
+def test_sequence_parallel_chunks_the_batch_dim() -> None:
+    (region,) = overlaps(assert_equivalent("sequence_parallel", "coco-overlap"))
+    assert region.input_dims.get_values() == (1, -1)
+
+
+def test_matmul_reduce_scatter_chunks_the_columns() -> None:
+    (region,) = overlaps(assert_equivalent("matmul_reduce_scatter", "coco-overlap"))
+    assert region.input_dims.get_values() == (-1, 1)
+    assert region.output_dims.get_values() == (1,)
+
+
+def test_refusal_says_why_and_changes_nothing() -> None:
+    module = example("megatron")
+    before = cc.to_text(module)
+    with pytest.raises(cc.CocoError, match="3 chunks do not divide"):
+        cc.Pipeline("coco-overlap{chunks=3 op=layer}").apply(module)
+    assert cc.to_text(module) == before
+
+
+def test_pipeline_layer_overlaps_and_lonely_mlp_is_refused() -> None:
+    module = cc.Pipeline("coco-overlap{op=layer}")(example("pipeline"))
+    assert len(overlaps(module)) == 1
+    with pytest.raises(cc.CocoError, match="no collective feeds or consumes"):
+        cc.Pipeline("coco-overlap{op=mlp}")(example("pipeline"))
