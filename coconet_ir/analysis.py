@@ -76,9 +76,16 @@ def bytes_sent(op: Operation, world: int) -> int:
 class Costs:
     """Per-rank costs of one function on `world` ranks."""
 
+    @property
+    def tensor_elementwise(self) -> int:
+        """Elementwise elements computed on tensors of rank >= 1."""
+        return self.elementwise_elements - self.scalar_elementwise
+
     world: int
     bytes_sent: int = 0
     elementwise_elements: int = 0
+    scalar_elementwise: int = 0
+    """Of those, the rank-0 ones (scalar bookkeeping such as `1 - beta`)."""
     matmul_flops: int = 0
     collectives: dict[str, int] = field(default_factory=dict[str, int])
 
@@ -88,9 +95,10 @@ class Costs:
         if isinstance(op, coco.CollectiveOp | coco.SendOp):
             self.collectives[op.name] = self.collectives.get(op.name, 0) + times
         if isinstance(op, ELEMENTWISE_OPS):
-            self.elementwise_elements += times * per_rank_elements(
-                op.results[0].type, self.world
-            )
+            result = op.results[0].type
+            self.elementwise_elements += times * per_rank_elements(result, self.world)
+            if isinstance(result, coco.TensorType) and result.rank == 0:
+                self.scalar_elementwise += times
         if isinstance(op, coco.MatmulOp):
             lhs = op.lhs.type
             assert isinstance(lhs, coco.TensorType)

@@ -44,14 +44,7 @@ def _pass_getter(module: str, cls: str) -> Callable[[], type[ModulePass]]:
 
 
 def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
-    """The coco passes whose module exists in this installation."""
-    from importlib.util import find_spec
-
-    return {
-        name: _pass_getter(module, cls)
-        for name, (module, cls) in PASSES.items()
-        if find_spec(f"coconet_ir.passes.{module}") is not None
-    }
+    return {name: _pass_getter(module, cls) for name, (module, cls) in PASSES.items()}
 
 
 COCONET_UNIVERSE = Universe(

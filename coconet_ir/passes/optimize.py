@@ -3,7 +3,8 @@
 In order: split every all_reduce (`coco-split-all-reduce`), move the elementwise
 work after it onto the slices (`coco-reorder`), keep optimizer state that is only
 used through slices sliced (`coco-slice-state`), send slices between pipeline
-stages (`coco-fuse-send`), fuse reduce_scatter + compute + all_gather (or send)
+stages (`coco-fuse-send`, then `coco-reorder` again for the receiver's new
+all_gather), fuse reduce_scatter + compute + all_gather (or send)
 into one kernel region (`coco-fuse`), overlap a matmul with the collectives that
 consume it, chunk by chunk (`coco-overlap`), and drop what became dead
 (`coco-dce`). Each part can be switched off, e.g.
@@ -54,6 +55,8 @@ class Optimize(ModulePass):
             (self.reorder, Reorder()),
             (self.slice_state, SliceState()),
             (self.fuse_send, FuseSend()),
+            # The receiver's new all_gather: move its elementwise consumers too.
+            (self.fuse_send and self.reorder, Reorder()),
             (self.fuse, Fuse()),
             (self.overlap, Overlap(chunks=self.chunks)),
             (True, CocoDCE()),

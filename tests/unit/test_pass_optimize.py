@@ -1,0 +1,154 @@
+"""coco-optimize, the default schedule: equivalence on every example (2, 4 and 8
+ranks), what each option switches off, and what the schedule achieves stated as
+numbers read off the IR (docs/passes.md keeps the same table)."""
+
+from pathlib import Path
+
+import pytest
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.func import FuncOp
+
+import coconet_ir as cc
+from coconet_ir.analysis import bytes_sent, function_costs
+from coconet_ir.dialects import coco
+
+ROOT = Path(__file__).parents[2]
+EXAMPLES = sorted(ROOT.glob("examples/*.mlir"))
+
+
+def example(name: str) -> ModuleOp:
+    return cc.parse_file(str(ROOT / "examples" / f"{name}.mlir"))
+
+
+def optimize(module: ModuleOp, options: str = "") -> ModuleOp:
+    return cc.Pipeline(f"coco-optimize{options}")(module)
+
+
+def stage(module: ModuleOp, name: str) -> FuncOp:
+    return next(
+        f for f in module.ops if isinstance(f, FuncOp) and f.sym_name.data == name
+    )
+
+
+def ops_of(module: ModuleOp, kind: type) -> list:
+    return [op for op in module.walk() if isinstance(op, kind)]
+
+
+def tensor_work(func: FuncOp, world: int) -> int:
+    """Elementwise elements per rank, leaving out rank-0 (scalar) arithmetic."""
+    return function_costs(func, world).tensor_elementwise
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("world", [2, 4, 8])
+def test_every_example_stays_equivalent(path: Path, world: int):
+    before = cc.parse_file(str(path))
+    after = optimize(before)
+    result = cc.equivalent(before, after, world)
+    assert result.ok, result.first_difference
+
+
+@pytest.mark.parametrize("world", [2, 4, 8])
+@pytest.mark.parametrize("name", ["adam", "lamb"])
+def test_optimizer_work_drops_by_world_size_and_state_stays_sliced(name, world):
+    before, after = example(name), optimize(example(name))
+    func_before, func_after = stage(before, name), stage(after, name)
+    # LAMB's norm of its update, written out as sqrt(all_reduce(reduce(r*r))),
+    # adds r*r on the slices: 1024 elements over all ranks.
+    extra = 1024 if name == "lamb" else 0
+    assert (
+        tensor_work(func_after, world) * world
+        == tensor_work(func_before, world) + extra
+    )
+    layouts = [str(t.layout) for t in func_after.function_type.inputs.data]
+    assert layouts[2:4] == ["sliced<0>", "sliced<0>"]  # m and v (ZeRO)
+    # LAMB needs the norm's all_reduce between two kernels, as in CoCoNet.
+    assert len(ops_of(after, coco.FusionOp)) == (2 if name == "lamb" else 1)
+    assert not ops_of(after, coco.AllReduceOp) or name == "lamb"  # norms' scalars
+    # A ring all-reduce moves as many bytes as reduce_scatter + all_gather.
+    bytes_before = function_costs(func_before, world).bytes_sent
+    assert function_costs(func_after, world).bytes_sent - bytes_before <= 2 * 8
+
+
+@pytest.mark.parametrize("world", [2, 4, 8])
+def test_megatron_is_fused_and_overlapped(world):
+    before, after = example("megatron"), optimize(example("megatron"))
+    (overlap,) = ops_of(after, coco.OverlapOp)
+    assert overlap.chunk_count == 4
+    assert [type(op) for op in overlap.body.block.ops] == [
+        coco.MatmulOp,
+        coco.FusionOp,
+        coco.YieldOp,
+    ]
+    func_before, func_after = stage(before, "megatron"), stage(after, "megatron")
+    assert tensor_work(func_after, world) * world == tensor_work(func_before, world)
+    assert (
+        function_costs(func_after, world).bytes_sent
+        == function_costs(func_before, world).bytes_sent
+    )
+    assert (
+        function_costs(func_after, world).matmul_flops
+        == function_costs(func_before, world).matmul_flops
+    )
+
+
+@pytest.mark.parametrize("world", [2, 4, 8])
+def test_pipeline_stage_sends_its_slice(world):
+    before, after = example("pipeline"), optimize(example("pipeline"))
+
+    def send_bytes(module: ModuleOp) -> int:
+        return sum(bytes_sent(op, world) for op in ops_of(module, coco.SendOp))
+
+    assert send_bytes(after) * world == send_bytes(before)
+    (recv,) = ops_of(after, coco.RecvOp)
+    assert str(recv.result.type.layout) == "sliced<2>"
+    # The receiver gathers, overlapped with its first matmul.
+    (overlap,) = ops_of(stage(after, "stage2"), coco.OverlapOp)
+    assert isinstance(overlap.body.block.first_op, coco.AllGatherOp)
+
+
+@pytest.mark.parametrize(
+    ("options", "absent"),
+    [
+        ("{split=false}", coco.ReduceScatterOp),
+        ("{fuse=false}", coco.FusionOp),
+        ("{overlap=false}", coco.OverlapOp),
+    ],
+)
+def test_options_switch_parts_off(options, absent):
+    after = optimize(example("megatron"), options)
+    assert not ops_of(after, absent)
+    assert cc.equivalent(example("megatron"), after, 4).ok
+
+
+def test_slice_state_off_keeps_parameters_replicated():
+    after = optimize(example("adam"), "{slice_state=false}")
+    inputs = stage(after, "adam").function_type.inputs.data
+    layouts = {str(t.layout) for t in inputs[1:]}
+    assert layouts == {"replicated"}
+
+
+def test_fuse_send_off_sends_the_gathered_tensor():
+    after = optimize(example("pipeline"), "{fuse_send=false}")
+    (send,) = ops_of(after, coco.SendOp)
+    assert send.operand.type.layout.is_replicated
+
+
+def test_chunks_option():
+    (overlap,) = ops_of(optimize(example("megatron"), "{chunks=2}"), coco.OverlapOp)
+    assert overlap.chunk_count == 2
+
+
+def test_docs_table_is_current():
+    """docs/passes.md shows benchmarks/schedule_costs.py's table for 8 ranks."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "schedule_costs", ROOT / "benchmarks" / "schedule_costs.py"
+    )
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    docs = (ROOT / "docs" / "passes.md").read_text()
+    for line in module.table_lines(8):
+        assert line in docs, line
