@@ -1,0 +1,78 @@
+"""Compile time of the coco passes against program size.
+
+Builds SGD-with-momentum steps over L parameter tensors (each: an all_reduce
+and five elementwise ops, one update), parses and verifies them, runs every pass
+and `coco-optimize`, and prints the time per op. Passes must stay linear in
+program size: the microseconds per op should not grow with L.
+
+    python benchmarks/compile_time.py [--sizes 50 100 200 400]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import coconet_ir as cc
+
+PASSES = (
+    "coco-split-all-reduce",
+    "coco-split-all-reduce,coco-reorder",
+    "coco-split-all-reduce,coco-reorder,coco-slice-state",
+    "coco-split-all-reduce,coco-reorder,coco-fuse",
+    "coco-dce",
+    "coco-optimize",
+)
+
+T = "!coco.tensor<1024xf32, {}>"
+
+
+def program(layers: int) -> str:
+    """A step over `layers` parameters: g (local), w and mom (replicated)."""
+    rep, loc = T.format("replicated"), T.format("local")
+    scalar = "!coco.tensor<f32, replicated>"
+    args = [f"%lr: {scalar}", f"%mu: {scalar}"]
+    body: list[str] = []
+    for i in range(layers):
+        args += [f"%g{i}: {loc}", f"%w{i}: {rep}", f"%m{i}: {rep}"]
+        binary = f"({rep}, {rep}) -> {rep}"
+        body += [
+            f"%s{i} = coco.all_reduce %g{i} reduction = sum : {loc} -> {rep}",
+            f"%a{i} = coco.mul %mu, %m{i} : ({scalar}, {rep}) -> {rep}",
+            f"%m1_{i} = coco.add %a{i}, %s{i} : {binary}",
+            f"%d{i} = coco.mul %lr, %m1_{i} : ({scalar}, {rep}) -> {rep}",
+            f"%w1_{i} = coco.sub %w{i}, %d{i} : {binary}",
+            f"coco.update %w{i}, %w1_{i} : {rep}",
+            f"coco.update %m{i}, %m1_{i} : {rep}",
+        ]
+    lines = "\n  ".join(body)
+    return f"func.func @step({', '.join(args)}) {{\n  {lines}\n  func.return\n}}\n"
+
+
+def seconds(action) -> float:
+    start = time.perf_counter()
+    action()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[50, 100, 200, 400])
+    args = parser.parse_args()
+    print("| step | " + " | ".join(f"L={n} (µs/op)" for n in args.sizes) + " |")
+    print("| --- |" + " --- |" * len(args.sizes))
+    texts = {n: program(n) for n in args.sizes}
+    ops = {n: sum(1 for _ in cc.parse(texts[n]).walk()) for n in args.sizes}
+    row = [seconds(lambda n=n: cc.parse(texts[n])) / ops[n] * 1e6 for n in args.sizes]
+    print("| parse + verify | " + " | ".join(f"{t:.0f}" for t in row) + " |")
+    for spec in PASSES:
+        pipeline = cc.Pipeline(spec)
+        row = []
+        for n in args.sizes:
+            module = cc.parse(texts[n])
+            row.append(seconds(lambda m=module: pipeline.apply(m)) / ops[n] * 1e6)
+        print(f"| `{spec}` | " + " | ".join(f"{t:.0f}" for t in row) + " |")
+
+
+if __name__ == "__main__":
+    main()
