@@ -430,16 +430,20 @@ def _is_scalar(x: object) -> bool:
 
 def _constant(value: object, element_type: Attribute, name: str | None = None) -> Value:
     """`value`, a Python number, as a `coco.constant` of `element_type`."""
+    if not isinstance(value, numbers.Real) or isinstance(value, Value):
+        raise CocoError(
+            f"{_user_location_text()}: error: 'coco.constant' op value must be a "
+            f"Python number, got {value!r}"
+        )
+    real = float(value)
     problem = None
-    if not _is_scalar(value):
-        problem = f"value must be a Python number, got {value!r}"
-    elif not coco.is_float(element_type) and float(value) != int(value):
+    if not coco.is_float(element_type) and real != int(real):
         problem = f"{value!r} is not an integer but the element type is {element_type}"
     elif element_type == i1 and value not in (0, 1):
         problem = f"an i1 constant must be 0 or 1, got {value!r}"
     if problem is not None:
         raise CocoError(f"{_user_location_text()}: error: 'coco.constant' op {problem}")
-    number = float(value) if coco.is_float(element_type) else int(value)
+    number = real if coco.is_float(element_type) else int(real)
     return _result(
         _emit(
             "coco.constant",

@@ -212,7 +212,14 @@ class Schedule:
             for func in self.module.ops:
                 if isinstance(func, FuncOp) and func.sym_name.data == func_name:
                     return func.body.block.args[index]
-        if isinstance(ssa, BlockArgument) and ssa.get_toplevel_object() is self.module:
+        arguments = (
+            arg
+            for func in self.module.ops
+            if isinstance(func, FuncOp)
+            for arg in func.body.block.args
+        )
+        if any(ssa is arg for arg in arguments):
+            assert isinstance(ssa, BlockArgument)
             return ssa
         raise ir.CocoError("error: slice_state takes a parameter of the program")
 

@@ -249,7 +249,7 @@ class CocoFunctions(InterpreterFunctions):
     def run_cmp(
         self, interpreter: Interpreter, op: coco.CmpOp, args: PythonValues
     ) -> PythonValues:
-        return elementwise(op, args, COMPARISONS[op.predicate.data.value])
+        return elementwise(op, args, COMPARISONS[op.predicate.data])
 
     @impl(coco.SelectOp)
     def run_select(
@@ -356,7 +356,7 @@ class CocoFunctions(InterpreterFunctions):
         self, interpreter: Interpreter, op: coco.AllReduceOp, args: PythonValues
     ) -> PythonValues:
         (operand,) = args
-        ufunc = RANK_REDUCTIONS[op.reduction.data.value]
+        ufunc = RANK_REDUCTIONS[op.reduction.data]
         return (finish(op, combine_ranks(operand, ufunc), operand.world),)
 
     @impl(coco.ReduceScatterOp)
@@ -364,7 +364,7 @@ class CocoFunctions(InterpreterFunctions):
         self, interpreter: Interpreter, op: coco.ReduceScatterOp, args: PythonValues
     ) -> PythonValues:
         (operand,) = args
-        ufunc = RANK_REDUCTIONS[op.reduction.data.value]
+        ufunc = RANK_REDUCTIONS[op.reduction.data]
         total = combine_ranks(operand, ufunc)[0]
         blocks = cut(total, op.dim.value.data, operand.world)
         return (finish(op, blocks, operand.world),)

@@ -23,7 +23,7 @@ import hashlib
 import math
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp
@@ -346,7 +346,7 @@ def save(path: str, result: RunResult) -> int:
     """Write the run's arrays to `path` (exactly that name); return their count."""
     arrays = npz_arrays(result)
     with open(path, "wb") as f:
-        np.savez(f, **arrays)
+        np.savez(f, *(), **cast("dict[str, Any]", arrays))
     return len(arrays)
 
 
