@@ -1,0 +1,134 @@
+"""Every coco pass pipeline preserves semantics on random well-typed programs.
+
+For each pipeline, hypothesis draws programs (`strategies.programs`), applies
+the pipeline to a clone, and checks that
+
+- the pipeline does not raise: without `op=NAME` a pass skips what it cannot
+  transform, so any error on these programs is a bug;
+- the result verifies;
+- the interpreter finds the result equivalent to the original
+  (COCO_DIALECT.md section 8) on 2, 4 and 8 ranks, within a tolerance set by
+  the program's element types (reassociated sums round differently).
+
+A failure prints the minimized program (`program=...`), the pipeline, the world
+size, the first difference and the transformed program.
+
+Budget: `FAST` pipelines run `scaled_examples(50)` programs each, `SLOW` ones
+(many passes) 30; HYPOTHESIS_PROFILE=thorough runs 15 times more.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+from hypothesis import given, settings
+from strategies import WORLDS, Program, programs, scaled_examples
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass, PassPipeline
+
+from coconet_ir.dialects.coco import UpdateOp
+from coconet_ir.interpreter import equivalent
+from coconet_ir.ir import make_context, parse, to_text, verify
+from coconet_ir.pipeline import available_passes, build_pipeline
+
+FAST = [
+    "coco-split-all-reduce",
+    "coco-split-all-reduce,coco-reorder",
+    "coco-split-all-reduce,coco-reorder,coco-slice-state",
+    "coco-split-all-reduce,coco-fuse",
+    "coco-split-all-reduce,coco-reorder,coco-fuse",
+    "coco-overlap{chunks=2}",
+    "coco-split-all-reduce,coco-fuse-send",
+    "coco-dce",
+    "canonicalize",
+    "cse",
+]
+"""Pipelines checked on `scaled_examples(50)` programs each."""
+
+SLOW = ["coco-optimize"]
+"""Pipelines that run many passes: `scaled_examples(30)` programs each."""
+
+
+@pytest.fixture(scope="module")
+def pipeline(request: pytest.FixtureRequest) -> PassPipeline:
+    """The pipeline `request.param` (coco's and xDSL's passes)."""
+    return build_pipeline(available_passes(), request.param)
+
+
+def spec_of(pipeline: PassPipeline) -> str:
+    """The pipeline as a `-p` string, with its options."""
+    return ",".join(str(p.pipeline_pass_spec()) for p in pipeline.passes)
+
+
+def check_preserves_semantics(pipeline: PassPipeline, program: Program) -> None:
+    """Apply `pipeline` to a clone of the program; the clone must verify and
+    be equivalent to the original on every world size of the program."""
+    spec = spec_of(pipeline)
+    transformed = program.module.clone()
+    try:
+        pipeline.apply(make_context(), transformed)
+    except Exception as err:
+        pytest.fail(f"{spec} raised on an untargeted program: {err}")
+    verify(transformed)
+    for world in program.worlds:
+        result = equivalent(
+            program.module,
+            transformed,
+            world,
+            rtol=program.rtol,
+            atol=program.atol,
+        )
+        if not result.ok:
+            assert result.first_difference is not None
+            pytest.fail(
+                f"{spec} changed the semantics on {world} ranks: "
+                f"{result.first_difference.message}\n"
+                f"--- transformed program:\n{to_text(transformed)}"
+            )
+
+
+@pytest.mark.parametrize("pipeline", FAST, indirect=True)
+@settings(max_examples=scaled_examples(50))
+@given(program=programs())
+def test_pipeline_preserves_semantics(pipeline: PassPipeline, program: Program):
+    check_preserves_semantics(pipeline, program)
+
+
+@pytest.mark.parametrize("pipeline", SLOW, indirect=True)
+@settings(max_examples=scaled_examples(30))
+@given(program=programs())
+def test_slow_pipeline_preserves_semantics(pipeline: PassPipeline, program: Program):
+    check_preserves_semantics(pipeline, program)
+
+
+SGD = """
+func.func @sgd(%g: !coco.tensor<16xf32, local>, %w: !coco.tensor<16xf32, replicated>,
+               %lr: !coco.tensor<f32, replicated>) {
+  %s = coco.all_reduce %g reduction = sum : !coco.tensor<16xf32, local> -> !coco.tensor<16xf32, replicated>
+  %d = coco.mul %lr, %s : (!coco.tensor<f32, replicated>, !coco.tensor<16xf32, replicated>) -> !coco.tensor<16xf32, replicated>
+  %w1 = coco.sub %w, %d : (!coco.tensor<16xf32, replicated>, !coco.tensor<16xf32, replicated>) -> !coco.tensor<16xf32, replicated>
+  coco.update %w, %w1 : !coco.tensor<16xf32, replicated>
+  func.return
+}
+"""  # noqa: E501
+
+
+@dataclass(frozen=True)
+class DropUpdates(ModulePass):
+    """A wrong pass: erases every coco.update."""
+
+    name = "test-drop-updates"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for update in [o for o in op.walk() if isinstance(o, UpdateOp)]:
+            update.detach()
+            update.erase()
+
+
+def test_the_property_catches_a_wrong_pass():
+    """The property can fail: a pass that drops the update is reported."""
+    program = Program(parse(SGD), WORLDS, 1e-4, 2e-3)
+    with pytest.raises(pytest.fail.Exception, match="changed the semantics"):
+        check_preserves_semantics(PassPipeline((DropUpdates(),)), program)
