@@ -27,17 +27,9 @@ from xdsl.dialects.func import FuncOp
 from xdsl.ir import Attribute, Operation
 
 from coconet_ir.dialects import coco
+from coconet_ir.dialects.coco import ELEMENTWISE_OPS
 
 ELEMENT_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i32": 4, "i1": 1}
-
-ELEMENTWISE_OPS = (
-    coco.ElementwiseBinaryOp,
-    coco.ElementwiseUnaryOp,
-    coco.CmpOp,
-    coco.SelectOp,
-    coco.ConvertOp,
-    coco.DropoutOp,
-)
 
 
 def global_bytes(t: Attribute) -> int:
@@ -65,8 +57,7 @@ def bytes_sent(op: Operation, world: int) -> int:
         case coco.AllToAllOp():
             return round(fraction * global_bytes(op.operand.type) / world)
         case coco.SendOp():
-            t = op.operand.type
-            assert isinstance(t, coco.TensorType)
+            t = coco.tensor_type(op.operand)
             return global_bytes(t) // world if t.layout.is_sliced else global_bytes(t)
         case _:
             return 0
@@ -100,8 +91,7 @@ class Costs:
             if isinstance(result, coco.TensorType) and result.rank == 0:
                 self.scalar_elementwise += times
         if isinstance(op, coco.MatmulOp):
-            lhs = op.lhs.type
-            assert isinstance(lhs, coco.TensorType)
+            lhs = coco.tensor_type(op.lhs)
             contraction = lhs.dims[-1]
             if lhs.layout.is_sliced and lhs.layout.sliced_dim == lhs.rank - 1:
                 contraction //= self.world

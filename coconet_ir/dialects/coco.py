@@ -630,6 +630,13 @@ def as_tensor_type(value: SSAValue, what: str) -> TensorType:
     return value.type
 
 
+def tensor_type(value: SSAValue) -> TensorType:
+    """The type of a value of verified IR, where it must be a `!coco.tensor`
+    (passes, analyses); `as_tensor_type` is for values not yet verified."""
+    assert isinstance(value.type, TensorType)
+    return value.type
+
+
 def check_result_type(op_name: str, declared: Attribute, inferred: TensorType) -> None:
     """The declared result type must be the inferred one. `op_name` is kept for
     callers of the original signature; the diagnostic names the op."""
@@ -668,6 +675,19 @@ class CocoOp(IRDLOperation, ABC):
 
     def verify_types(self) -> None:
         """The op's own type rules; raise LayoutError stating the rule."""
+
+
+class InferredResultOp(CocoOp, ABC):
+    """An op with one result whose type the layout rules infer from its operands
+    (and properties): the builder computes that type, the verifier checks the
+    declared one against it."""
+
+    @abstractmethod
+    def inferred_type(self) -> TensorType:
+        """The result type the rules give for this op; raises LayoutError."""
+
+    def verify_types(self) -> None:
+        check_result_type(self.name, self.results[0].type, self.inferred_type())
 
 
 def _name_attr(name: str | None) -> dict[str, Attribute | None]:
@@ -730,8 +750,9 @@ class ConvertOpHasCanonicalizationPatterns(HasCanonicalizationPatternsTrait):
 # ============================================================================
 
 
-class ElementwiseBinaryOp(CocoOp, ABC):
-    """`coco.OP %a, %b`: elementwise with numpy broadcasting of trailing dims."""
+class BinaryOp(InferredResultOp, ABC):
+    """`coco.OP %a, %b`: an op on two tensors whose result type is
+    `infer(lhs, rhs)`."""
 
     lhs = operand_def(TensorType)
     rhs = operand_def(TensorType)
@@ -739,9 +760,6 @@ class ElementwiseBinaryOp(CocoOp, ABC):
 
     traits = traits_def(Pure())
     assembly_format = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)"
-
-    FLOAT_ONLY_BINARY: ClassVar[bool] = False
-    """Whether the op only makes sense on floats (e.g. pow)."""
 
     def __init__(
         self,
@@ -751,17 +769,57 @@ class ElementwiseBinaryOp(CocoOp, ABC):
         name: str | None = None,
     ):
         lhs_v, rhs_v = SSAValue.get(lhs), SSAValue.get(rhs)
-        result_type = inferred_by(
-            self.name,
-            lambda: self.infer(
-                as_tensor_type(lhs_v, "lhs"), as_tensor_type(rhs_v, "rhs")
-            ),
-        )
         super().__init__(
             operands=[lhs_v, rhs_v],
-            result_types=[result_type],
+            result_types=[inferred_by(self.name, lambda: self.infer_for(lhs_v, rhs_v))],
             attributes=_name_attr(name),
         )
+
+    @classmethod
+    @abstractmethod
+    def infer(cls, lhs: TensorType, rhs: TensorType) -> TensorType:
+        """The result type for operands of these types; raises LayoutError."""
+
+    def infer_for(self, lhs: SSAValue, rhs: SSAValue) -> TensorType:
+        """`infer` on the types of the values `lhs` and `rhs`."""
+        return self.infer(as_tensor_type(lhs, "lhs"), as_tensor_type(rhs, "rhs"))
+
+    def inferred_type(self) -> TensorType:
+        return self.infer_for(self.lhs, self.rhs)
+
+
+class UnaryOp(InferredResultOp, ABC):
+    """`coco.OP %a`: an op on one tensor whose result type is `infer(operand)`."""
+
+    operand = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    traits = traits_def(Pure())
+    assembly_format = "$operand attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, operand: SSAValue | Operation, *, name: str | None = None):
+        value = SSAValue.get(operand)
+        result_type = inferred_by(
+            self.name, lambda: self.infer(as_tensor_type(value, "operand"))
+        )
+        super().__init__(
+            operands=[value], result_types=[result_type], attributes=_name_attr(name)
+        )
+
+    @classmethod
+    @abstractmethod
+    def infer(cls, operand: TensorType) -> TensorType:
+        """The result type for an operand of this type; raises LayoutError."""
+
+    def inferred_type(self) -> TensorType:
+        return self.infer(as_tensor_type(self.operand, "operand"))
+
+
+class ElementwiseBinaryOp(BinaryOp, ABC):
+    """`coco.OP %a, %b`: elementwise with numpy broadcasting of trailing dims."""
+
+    FLOAT_ONLY_BINARY: ClassVar[bool] = False
+    """Whether the op only makes sense on floats (e.g. pow)."""
 
     @classmethod
     def infer(cls, lhs: TensorType, rhs: TensorType) -> TensorType:
@@ -773,12 +831,6 @@ class ElementwiseBinaryOp(CocoOp, ABC):
         if cls.FLOAT_ONLY_BINARY and not is_float(lhs.element_type):
             raise LayoutError(f"needs floating-point operands, got {lhs.element_type}")
         return infer_elementwise([lhs, rhs])
-
-    def verify_types(self) -> None:
-        inferred = self.infer(
-            as_tensor_type(self.lhs, "lhs"), as_tensor_type(self.rhs, "rhs")
-        )
-        check_result_type(self.name, self.result.type, inferred)
 
 
 @irdl_op_definition
@@ -832,17 +884,13 @@ class PowOp(ElementwiseBinaryOp):
 
 
 @irdl_op_definition
-class CmpOp(CocoOp):
+class CmpOp(BinaryOp):
     """`coco.cmp %a, %b predicate = P`: elementwise comparison, result `i1`."""
 
     name = "coco.cmp"
 
-    lhs = operand_def(TensorType)
-    rhs = operand_def(TensorType)
-    result = result_def(TensorType)
     predicate = prop_def(ComparePredicateAttr)
 
-    traits = traits_def(Pure())
     assembly_format = (
         "$lhs `,` $rhs `predicate` `=` $predicate attr-dict `:` "
         "functional-type(operands, results)"
@@ -857,33 +905,23 @@ class CmpOp(CocoOp):
         name: str | None = None,
     ):
         lhs_v, rhs_v = SSAValue.get(lhs), SSAValue.get(rhs)
-        result_type = inferred_by(
-            self.name,
-            lambda: self.infer(
-                as_tensor_type(lhs_v, "lhs"), as_tensor_type(rhs_v, "rhs")
-            ),
-        )
-        super().__init__(
+        # Not BinaryOp's builder, which takes no predicate.
+        IRDLOperation.__init__(
+            self,
             operands=[lhs_v, rhs_v],
-            result_types=[result_type],
+            result_types=[inferred_by(self.name, lambda: self.infer_for(lhs_v, rhs_v))],
             properties={"predicate": ComparePredicateAttr(ComparePredicate(predicate))},
             attributes=_name_attr(name),
         )
 
-    @staticmethod
-    def infer(lhs: TensorType, rhs: TensorType) -> TensorType:
+    @classmethod
+    def infer(cls, lhs: TensorType, rhs: TensorType) -> TensorType:
         check_same_element_type("coco.cmp", [lhs, rhs])
         return infer_elementwise([lhs, rhs], result_element_type=i1)
 
-    def verify_types(self) -> None:
-        inferred = self.infer(
-            as_tensor_type(self.lhs, "lhs"), as_tensor_type(self.rhs, "rhs")
-        )
-        check_result_type(self.name, self.result.type, inferred)
-
 
 @irdl_op_definition
-class SelectOp(CocoOp):
+class SelectOp(InferredResultOp):
     """`coco.select %c, %a, %b`: elementwise `c ? a : b`; `c` is `i1`."""
 
     name = "coco.select"
@@ -930,30 +968,14 @@ class SelectOp(CocoOp):
             result_element_type=true_value.element_type,
         )
 
-    def verify_types(self) -> None:
-        inferred = self.infer(*(as_tensor_type(v, "operand") for v in self.operands))
-        check_result_type(self.name, self.result.type, inferred)
+    def inferred_type(self) -> TensorType:
+        return self.infer(*(as_tensor_type(v, "operand") for v in self.operands))
 
 
-class ElementwiseUnaryOp(CocoOp, ABC):
+class ElementwiseUnaryOp(UnaryOp, ABC):
     """`coco.OP %a`: elementwise, same type in and out."""
 
-    operand = operand_def(TensorType)
-    result = result_def(TensorType)
-
-    traits = traits_def(Pure())
-    assembly_format = "$operand attr-dict `:` functional-type(operands, results)"
-
     FLOAT_ONLY: ClassVar[bool] = True
-
-    def __init__(self, operand: SSAValue | Operation, *, name: str | None = None):
-        value = SSAValue.get(operand)
-        result_type = inferred_by(
-            self.name, lambda: self.infer(as_tensor_type(value, "operand"))
-        )
-        super().__init__(
-            operands=[value], result_types=[result_type], attributes=_name_attr(name)
-        )
 
     @classmethod
     def infer(cls, operand: TensorType) -> TensorType:
@@ -964,10 +986,6 @@ class ElementwiseUnaryOp(CocoOp, ABC):
                 f"needs a floating-point operand, got {operand.element_type}"
             )
         return operand
-
-    def verify_types(self) -> None:
-        inferred = self.infer(as_tensor_type(self.operand, "operand"))
-        check_result_type(self.name, self.result.type, inferred)
 
 
 @irdl_op_definition
@@ -1038,7 +1056,7 @@ class GeluOp(ElementwiseUnaryOp):
 
 
 @irdl_op_definition
-class ConvertOp(CocoOp):
+class ConvertOp(InferredResultOp):
     """`coco.convert %a`: element type change; shape and layout are kept."""
 
     name = "coco.convert"
@@ -1066,12 +1084,10 @@ class ConvertOp(CocoOp):
             operands=[value], result_types=[result_type], attributes=_name_attr(name)
         )
 
-    def verify_types(self) -> None:
+    def inferred_type(self) -> TensorType:
         operand = as_tensor_type(self.operand, "operand")
         result = as_tensor_type(self.result, "result")
-        check_result_type(
-            self.name, result, operand.with_element_type(result.element_type)
-        )
+        return operand.with_element_type(result.element_type)
 
 
 I32_RANGE = range(-(2**31), 2**31)
@@ -1329,7 +1345,7 @@ class DropoutOp(CocoOp):
 
 
 @irdl_op_definition
-class ReduceOp(CocoOp):
+class ReduceOp(InferredResultOp):
     """`coco.reduce %a kind = K dims = [...]`: reduce over the given dims
     (removed from the shape)."""
 
@@ -1378,38 +1394,20 @@ class ReduceOp(CocoOp):
             raise LayoutError("does not take an i1 operand (i1 is not arithmetic)")
         return infer_reduce(operand, dims)
 
-    def verify_types(self) -> None:
-        inferred = self.infer(
-            as_tensor_type(self.operand, "operand"), self.reduced_dims
-        )
-        check_result_type(self.name, self.result.type, inferred)
+    def inferred_type(self) -> TensorType:
+        return self.infer(as_tensor_type(self.operand, "operand"), self.reduced_dims)
 
 
 @irdl_op_definition
-class NormOp(CocoOp):
+class NormOp(UnaryOp):
     """`coco.norm %a`: L2 norm `sqrt(sum(a*a))` over all elements, rank 0.
 
     The operand must be replicated or local; the result has its layout."""
 
     name = "coco.norm"
 
-    operand = operand_def(TensorType)
-    result = result_def(TensorType)
-
-    traits = traits_def(Pure())
-    assembly_format = "$operand attr-dict `:` functional-type(operands, results)"
-
-    def __init__(self, operand: SSAValue | Operation, *, name: str | None = None):
-        value = SSAValue.get(operand)
-        result_type = inferred_by(
-            self.name, lambda: self.infer(as_tensor_type(value, "operand"))
-        )
-        super().__init__(
-            operands=[value], result_types=[result_type], attributes=_name_attr(name)
-        )
-
-    @staticmethod
-    def infer(operand: TensorType) -> TensorType:
+    @classmethod
+    def infer(cls, operand: TensorType) -> TensorType:
         if operand.layout.is_sliced:
             raise LayoutError(
                 f"operand must be replicated or local, got {operand.layout} (the "
@@ -1421,60 +1419,23 @@ class NormOp(CocoOp):
             )
         return TensorType([], operand.element_type, operand.layout)
 
-    def verify_types(self) -> None:
-        inferred = self.infer(as_tensor_type(self.operand, "operand"))
-        check_result_type(self.name, self.result.type, inferred)
-
 
 @irdl_op_definition
-class MatmulOp(CocoOp):
+class MatmulOp(BinaryOp):
     """`coco.matmul %a, %b`: `a: [..., K]` times `b: [K, M]` gives `[..., M]`."""
 
     name = "coco.matmul"
 
-    lhs = operand_def(TensorType)
-    rhs = operand_def(TensorType)
-    result = result_def(TensorType)
-
-    traits = traits_def(Pure())
-    assembly_format = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)"
-
-    def __init__(
-        self,
-        lhs: SSAValue | Operation,
-        rhs: SSAValue | Operation,
-        *,
-        name: str | None = None,
-    ):
-        lhs_v, rhs_v = SSAValue.get(lhs), SSAValue.get(rhs)
-        result_type = inferred_by(
-            self.name,
-            lambda: self.infer(
-                as_tensor_type(lhs_v, "lhs"), as_tensor_type(rhs_v, "rhs")
-            ),
-        )
-        super().__init__(
-            operands=[lhs_v, rhs_v],
-            result_types=[result_type],
-            attributes=_name_attr(name),
-        )
-
-    @staticmethod
-    def infer(lhs: TensorType, rhs: TensorType) -> TensorType:
+    @classmethod
+    def infer(cls, lhs: TensorType, rhs: TensorType) -> TensorType:
         check_same_element_type("coco.matmul", [lhs, rhs])
         if lhs.element_type == i1:
             raise LayoutError("does not take i1 operands (i1 is not arithmetic)")
         return infer_matmul(lhs, rhs)
 
-    def verify_types(self) -> None:
-        inferred = self.infer(
-            as_tensor_type(self.lhs, "lhs"), as_tensor_type(self.rhs, "rhs")
-        )
-        check_result_type(self.name, self.result.type, inferred)
-
 
 @irdl_op_definition
-class AllSliceOp(CocoOp):
+class AllSliceOp(InferredResultOp):
     """`coco.all_slice %a dim = D`: replicated → sliced<D>, each rank keeps its
     block. No communication."""
 
@@ -1510,10 +1471,9 @@ class AllSliceOp(CocoOp):
         check_dim_in_range("dim", dim, operand)
         return operand.with_layout(LayoutAttr.sliced(dim))
 
-    def verify_types(self) -> None:
+    def inferred_type(self) -> TensorType:
         operand = as_tensor_type(self.operand, "operand")
-        inferred = self.infer(operand, self.dim.value.data)
-        check_result_type(self.name, self.result.type, inferred)
+        return self.infer(operand, self.dim.value.data)
 
 
 @irdl_op_definition
@@ -1592,12 +1552,24 @@ class UpdateOp(CocoOp):
         printer.print_attribute(self.param.type)
 
 
+ELEMENTWISE_OPS = (
+    ElementwiseBinaryOp,
+    ElementwiseUnaryOp,
+    CmpOp,
+    SelectOp,
+    ConvertOp,
+    DropoutOp,
+)
+"""The compute ops that work element by element: they run unchanged on slices
+and chunks (dropout too: its mask is drawn at global indices)."""
+
+
 # ============================================================================
 # Communication ops
 # ============================================================================
 
 
-class CollectiveOp(CocoOp, ABC):
+class CollectiveOp(InferredResultOp, ABC):
     """A collective: every rank of the group takes part; `: T_in -> T_out`."""
 
     operand = operand_def(TensorType)
@@ -1607,9 +1579,8 @@ class CollectiveOp(CocoOp, ABC):
     def expected_result(self, operand: TensorType) -> TensorType:
         """The result type the collective's rule gives for `operand`."""
 
-    def verify_types(self) -> None:
-        operand = as_tensor_type(self.operand, "operand")
-        check_result_type(self.name, self.result.type, self.expected_result(operand))
+    def inferred_type(self) -> TensorType:
+        return self.expected_result(as_tensor_type(self.operand, "operand"))
 
     def _require_layout(self, operand: TensorType, *allowed: str) -> None:
         require_layout(operand, *allowed)
@@ -2032,15 +2003,7 @@ def result_chunk_dim(op: Operation, operand_dims: Sequence[int]) -> int | str:
     Region ops (a fusion nested in an overlap) are walked by `chunk_dims`."""
     if isinstance(op, ConstantOp):
         return -1
-    elementwise = (
-        ElementwiseBinaryOp,
-        ElementwiseUnaryOp,
-        CmpOp,
-        SelectOp,
-        ConvertOp,
-        DropoutOp,
-    )
-    if isinstance(op, elementwise):
+    if isinstance(op, ELEMENTWISE_OPS):
         return _elementwise_chunk_dim(op, operand_dims)
     if isinstance(op, AllSliceOp | CollectiveOp):
         # The result has the operand's shape: a chunk maps to a chunk.
@@ -2092,6 +2055,17 @@ def chunk_dims(block: Block, arg_dims: Sequence[int]) -> ChunkDims:
     return found
 
 
+def _check_types(
+    what: str, actual: Sequence[Attribute], expected: Sequence[TensorType]
+) -> None:
+    """The `what` types (block arguments, yielded values) must be `expected`."""
+    if list(actual) != list(expected):
+        raise LayoutError(
+            f"{what} types must be ({', '.join(map(str, expected))}), got "
+            f"({', '.join(map(str, actual))})"
+        )
+
+
 class RegionOp(CocoOp, ABC):
     """An op holding one block that reads only its own arguments (its inputs,
     bound to block arguments) and ends in `coco.yield`."""
@@ -2120,20 +2094,16 @@ class RegionOp(CocoOp, ABC):
         return [as_tensor_type(r, "output") for r in self.outputs]
 
     def verify_types(self) -> None:
-        arguments = [a.type for a in self.block.args]
-        if arguments != self.expected_argument_types():
-            raise LayoutError(
-                "block argument types must be "
-                f"({', '.join(map(str, self.expected_argument_types()))}), got "
-                f"({', '.join(map(str, arguments))})"
-            )
-        yielded = [v.type for v in self.yield_op.values]
-        if yielded != self.expected_yield_types():
-            raise LayoutError(
-                "coco.yield types must be "
-                f"({', '.join(map(str, self.expected_yield_types()))}), got "
-                f"({', '.join(map(str, yielded))})"
-            )
+        _check_types(
+            "block argument",
+            [a.type for a in self.block.args],
+            self.expected_argument_types(),
+        )
+        _check_types(
+            "coco.yield",
+            [v.type for v in self.yield_op.values],
+            self.expected_yield_types(),
+        )
 
 
 @irdl_op_definition

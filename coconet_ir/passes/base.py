@@ -17,6 +17,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import PatternRewriteWalker, RewritePattern
 from xdsl.utils.exceptions import PassFailedException
 
 from coconet_ir.ir import CocoError, location_of, verify
@@ -81,6 +82,12 @@ class CocoPass(ModulePass, ABC):
     @abstractmethod
     def transform(self, ctx: Context, module: ModuleOp) -> bool:
         """Rewrite the module; return whether any targeted op was found."""
+
+
+def rewrite_once(module: ModuleOp, pattern: RewritePattern) -> None:
+    """Offer every op of `module` to `pattern` once; the ops a rewrite builds are
+    not offered again."""
+    PatternRewriteWalker(pattern, apply_recursively=False).rewrite_module(module)
 
 
 def restore(module: ModuleOp, snapshot: ModuleOp) -> None:

@@ -36,7 +36,7 @@ from coconet_ir.dialects.coco import (
     ConvertOp,
     ReduceScatterOp,
     ReductionKind,
-    TensorType,
+    tensor_type,
 )
 from coconet_ir.passes.base import stage_name
 
@@ -114,9 +114,7 @@ class ReplicatedIdempotentAllReduce(RewritePattern):
     def match_and_rewrite(self, op: AllReduceOp, rewriter: PatternRewriter) -> None:
         if op.reduction.data not in IDEMPOTENT_REDUCTIONS:
             return
-        operand = op.operand.type
-        assert isinstance(operand, TensorType)
-        if not operand.layout.is_replicated:
+        if not tensor_type(op.operand).layout.is_replicated:
             return
         rewriter.replace(op, [], [op.operand])
 

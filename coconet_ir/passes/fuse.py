@@ -4,7 +4,7 @@
 Two kinds of group, formed in this order in every function:
 
 1. **Fused collectives** (CoCoNet's fused all-reduce): a `reduce_scatter`, the
-   elementwise ops that compute on its slices (any op of `analysis.
+   elementwise ops that compute on its slices (any op of `coco.
    ELEMENTWISE_OPS` with an operand in the group), the `all_gather`s of those
    slices and the `send`s of group values; `all_slice`s whose every use is in
    the group join it (the kernel reads its block of the replicated tensor).
@@ -39,8 +39,8 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Block, Operation, Region
 
-from coconet_ir.analysis import ELEMENTWISE_OPS
 from coconet_ir.dialects.coco import (
+    ELEMENTWISE_OPS,
     AllGatherOp,
     AllSliceOp,
     FusionOp,

@@ -35,7 +35,6 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import (
     PatternRewriter,
-    PatternRewriteWalker,
     RewritePattern,
     op_type_rewrite_pattern,
 )
@@ -48,8 +47,9 @@ from coconet_ir.dialects.coco import (
     TensorType,
     channel_of,
     find_stage,
+    tensor_type,
 )
-from coconet_ir.passes.base import CocoPass, stage_name
+from coconet_ir.passes.base import CocoPass, rewrite_once, stage_name
 
 
 def sent_gather(send: SendOp) -> AllGatherOp | str:
@@ -122,9 +122,7 @@ class FuseSendPattern(RewritePattern):
         if isinstance(gather, str):
             self.fuse.skip_or_refuse(op, gather)
             return
-        sliced = gather.operand.type
-        assert isinstance(sliced, TensorType)
-        gather_after_recv(matching_recv(op), sliced, rewriter)
+        gather_after_recv(matching_recv(op), tensor_type(gather.operand), rewriter)
         send_slice(op, gather, rewriter)
 
 
@@ -137,5 +135,5 @@ class FuseSend(CocoPass):
 
     def transform(self, ctx: Context, module: ModuleOp) -> bool:
         pattern = FuseSendPattern(self)
-        PatternRewriteWalker(pattern, apply_recursively=False).rewrite_module(module)
+        rewrite_once(module, pattern)
         return bool(pattern.found)

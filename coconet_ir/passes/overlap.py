@@ -33,8 +33,8 @@ from xdsl.dialects.func import FuncOp
 from xdsl.ir import Block, BlockArgument, Operation, OpResult, Region, SSAValue
 from xdsl.rewriter import Rewriter
 
-from coconet_ir.analysis import ELEMENTWISE_OPS
 from coconet_ir.dialects.coco import (
+    ELEMENTWISE_OPS,
     AllGatherOp,
     AllReduceOp,
     AllSliceOp,

@@ -55,47 +55,27 @@ from xdsl.dialects.func import FuncOp
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.pattern_rewriter import (
     PatternRewriter,
-    PatternRewriteWalker,
     RewritePattern,
     op_type_rewrite_pattern,
 )
 from xdsl.rewriter import InsertPoint
 
 from coconet_ir.dialects.coco import (
+    ELEMENTWISE_OPS,
     AllGatherOp,
     AllReduceOp,
     AllSliceOp,
-    CmpOp,
-    ConvertOp,
-    DropoutOp,
-    ElementwiseBinaryOp,
-    ElementwiseUnaryOp,
     LayoutAttr,
     MulOp,
     NormOp,
     ReduceKind,
     ReduceOp,
-    SelectOp,
     SqrtOp,
     TensorType,
     infer_reduce,
+    tensor_type,
 )
-from coconet_ir.passes.base import CocoPass, stage_name
-
-ELEMENTWISE_OPS = (
-    ElementwiseBinaryOp,
-    ElementwiseUnaryOp,
-    CmpOp,
-    SelectOp,
-    ConvertOp,
-    DropoutOp,
-)
-"""The ops that may run on slices unchanged (dropout: its mask is global)."""
-
-
-def tensor_type(value: SSAValue) -> TensorType:
-    assert isinstance(value.type, TensorType)
-    return value.type
+from coconet_ir.passes.base import CocoPass, rewrite_once, stage_name
 
 
 def suffixed(op: Operation, suffix: str) -> str | None:
@@ -421,5 +401,5 @@ class Reorder(CocoPass):
 
     def transform(self, ctx: Context, module: ModuleOp) -> bool:
         pattern = ReorderFunction(self)
-        PatternRewriteWalker(pattern, apply_recursively=False).rewrite_module(module)
+        rewrite_once(module, pattern)
         return bool(pattern.found)

@@ -39,18 +39,12 @@ from xdsl.dialects.func import FuncOp
 from xdsl.ir import SSAValue
 from xdsl.pattern_rewriter import (
     PatternRewriter,
-    PatternRewriteWalker,
     RewritePattern,
     op_type_rewrite_pattern,
 )
 
-from coconet_ir.dialects.coco import AllGatherOp, AllSliceOp, TensorType, UpdateOp
-from coconet_ir.passes.base import CocoPass
-
-
-def tensor_type(value: SSAValue) -> TensorType:
-    assert isinstance(value.type, TensorType)
-    return value.type
+from coconet_ir.dialects.coco import AllGatherOp, AllSliceOp, UpdateOp, tensor_type
+from coconet_ir.passes.base import CocoPass, rewrite_once
 
 
 def describe(value: SSAValue) -> str:
@@ -154,5 +148,5 @@ class SliceState(CocoPass):
 
     def transform(self, ctx: Context, module: ModuleOp) -> bool:
         pattern = SliceStatePattern(self)
-        PatternRewriteWalker(pattern, apply_recursively=False).rewrite_module(module)
+        rewrite_once(module, pattern)
         return bool(pattern.found)

@@ -20,7 +20,6 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.pattern_rewriter import (
     PatternRewriter,
-    PatternRewriteWalker,
     RewritePattern,
     op_type_rewrite_pattern,
 )
@@ -30,8 +29,14 @@ from coconet_ir.dialects.coco import (
     AllReduceOp,
     ReduceScatterOp,
     TensorType,
+    tensor_type,
 )
-from coconet_ir.passes.base import CocoPass, module_world_size, stage_name
+from coconet_ir.passes.base import (
+    CocoPass,
+    module_world_size,
+    rewrite_once,
+    stage_name,
+)
 
 
 def scatter_dim(
@@ -68,8 +73,7 @@ class SplitAllReducePattern(RewritePattern):
         if not self.split.targets(op):
             return
         self.found.append(op)
-        tensor = op.operand.type
-        assert isinstance(tensor, TensorType)
+        tensor = tensor_type(op.operand)
         if not tensor.layout.is_local:
             self.split.skip_or_refuse(
                 op, f"the operand must be local to reduce-scatter, got {tensor.layout}"
@@ -101,5 +105,5 @@ class SplitAllReduce(CocoPass):
 
     def transform(self, ctx: Context, module: ModuleOp) -> bool:
         pattern = SplitAllReducePattern(self, module_world_size(module))
-        PatternRewriteWalker(pattern, apply_recursively=False).rewrite_module(module)
+        rewrite_once(module, pattern)
         return bool(pattern.found)

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import assert_clean_error, write
 
 T = "!coco.tensor<16x4xf32, {}>"
 LOCAL, REPL = T.format("local"), T.format("replicated")
@@ -58,22 +59,6 @@ def coconet_opt(*args: str | Path, stdin: bytes = b"") -> subprocess.CompletedPr
     proc.stdout = proc.stdout.decode()
     proc.stderr = proc.stderr.decode()
     return proc
-
-
-def assert_clean_error(proc: subprocess.CompletedProcess, message: str, code: int = 1):
-    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
-    assert "Traceback" not in proc.stderr + proc.stdout
-    assert message in proc.stderr, proc.stderr
-    assert proc.stderr.count("error:") == 1, proc.stderr
-
-
-def write(tmp_path: Path, name: str, contents: str | bytes | None) -> Path:
-    path = tmp_path / name
-    if isinstance(contents, str):
-        path.write_text(contents)
-    elif contents is not None:
-        path.write_bytes(contents)
-    return path
 
 
 @pytest.mark.parametrize("kind", BAD_INPUTS)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import assert_clean_error, write
 
 WORLDS = (2, 4, 8)
 
@@ -81,23 +82,6 @@ def coconet_run(*args: str | Path, stdin: str = "") -> subprocess.CompletedProce
         input=stdin,
         timeout=120,
     )
-
-
-def assert_clean_error(proc: subprocess.CompletedProcess, code: int, message: str):
-    """Exit `code`, `message` in one diagnostic on stderr, no traceback."""
-    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
-    assert "Traceback" not in proc.stderr + proc.stdout
-    assert message in proc.stderr, proc.stderr
-    assert proc.stderr.count("error:") == 1, proc.stderr
-
-
-def write(tmp_path: Path, name: str, text: str | bytes | None) -> Path:
-    path = tmp_path / name
-    if isinstance(text, str):
-        path.write_text(text)
-    elif text is not None:
-        path.write_bytes(text)
-    return path
 
 
 # ---------------------------------------------------------------------------
@@ -201,18 +185,18 @@ def test_world_flag_must_agree_with_the_module(tmp_path: Path):
     path = write(tmp_path, "p.mlir", with_world_size(ALL_REDUCE_ADD, 4))
     assert coconet_run(path, "--world", "4").returncode == 0
     proc = coconet_run(path, "--world", "2")
-    assert_clean_error(proc, 2, "--world 2 disagrees with the module's")
+    assert_clean_error(proc, "--world 2 disagrees with the module's", code=2)
 
 
 def test_world_is_required(tmp_path: Path):
     proc = coconet_run(write(tmp_path, "p.mlir", ALL_REDUCE_ADD))
-    assert_clean_error(proc, 2, "the world size is unknown")
+    assert_clean_error(proc, "the world size is unknown", code=2)
 
 
 @pytest.mark.parametrize("world", ["0", "-3"])
 def test_world_must_be_positive(tmp_path: Path, world: str):
     proc = coconet_run(write(tmp_path, "p.mlir", ALL_REDUCE_ADD), "--world", world)
-    assert_clean_error(proc, 2, "--world must be at least 1")
+    assert_clean_error(proc, "--world must be at least 1", code=2)
 
 
 def test_world_that_does_not_divide_a_sliced_dim(tmp_path: Path):
@@ -231,7 +215,7 @@ def test_world_that_does_not_divide_a_sliced_dim(tmp_path: Path):
 def test_running_bad_input_exits_1(tmp_path: Path, kind: str):
     contents, message = BAD_INPUTS[kind]
     proc = coconet_run(write(tmp_path, "bad.mlir", contents), "--world", "2")
-    assert_clean_error(proc, 1, message)
+    assert_clean_error(proc, message, code=1)
 
 
 @pytest.mark.parametrize("kind", BAD_INPUTS)
@@ -239,8 +223,9 @@ def test_comparing_bad_input_exits_2(tmp_path: Path, kind: str):
     contents, message = BAD_INPUTS[kind]
     good = write(tmp_path, "good.mlir", ALL_REDUCE_ADD)
     bad = write(tmp_path, "bad.mlir", contents)
-    assert_clean_error(coconet_run("--compare", good, bad, "--world", "2"), 2, message)
-    assert_clean_error(coconet_run("--compare", bad, good, "--world", "2"), 2, message)
+    for first, second in ((good, bad), (bad, good)):
+        proc = coconet_run("--compare", first, second, "--world", "2")
+        assert_clean_error(proc, message, code=2)
 
 
 @pytest.mark.parametrize(
@@ -257,7 +242,7 @@ def test_comparing_bad_input_exits_2(tmp_path: Path, kind: str):
 )
 def test_bad_usage_exits_2(tmp_path: Path, args: list[str], message: str):
     path = write(tmp_path, "p.mlir", ALL_REDUCE_ADD)
-    assert_clean_error(coconet_run(path, "--world", "2", *args), 2, message)
+    assert_clean_error(coconet_run(path, "--world", "2", *args), message, code=2)
 
 
 @pytest.mark.parametrize(
@@ -286,20 +271,20 @@ def test_argparse_usage_errors_exit_2(tmp_path: Path, args: list[str]):
 def test_file_and_compare_together_is_usage_error(tmp_path: Path):
     path = write(tmp_path, "p.mlir", ALL_REDUCE_ADD)
     proc = coconet_run(path, "--compare", path, path, "--world", "2")
-    assert_clean_error(proc, 2, "not both")
+    assert_clean_error(proc, "not both", code=2)
 
 
 def test_save_with_compare_is_usage_error(tmp_path: Path):
     path = write(tmp_path, "p.mlir", ALL_REDUCE_ADD)
     proc = coconet_run("--compare", path, path, "--world", "2", "--save", "x.npz")
-    assert_clean_error(proc, 2, "--save only applies to a run")
+    assert_clean_error(proc, "--save only applies to a run", code=2)
 
 
 def test_unwritable_save_path(tmp_path: Path):
     path = write(tmp_path, "p.mlir", ALL_REDUCE_ADD)
     out = tmp_path / "no" / "such" / "dir" / "out.npz"
     proc = coconet_run(path, "--world", "2", "--save", out)
-    assert_clean_error(proc, 1, "No such file or directory")
+    assert_clean_error(proc, "No such file or directory", code=1)
 
 
 # ---------------------------------------------------------------------------
@@ -343,7 +328,7 @@ def test_tolerances_decide(tmp_path: Path):
     loose = coconet_run("--compare", a, b, "--world", "2", "--atol", "1e9")
     assert loose.returncode == 0, loose.stdout + loose.stderr
     bad = coconet_run("--compare", a, b, "--world", "2", "--rtol", "-1")
-    assert_clean_error(bad, 2, "--rtol must be non-negative")
+    assert_clean_error(bad, "--rtol must be non-negative", code=2)
 
 
 def test_compare_with_stdin(tmp_path: Path):
@@ -358,7 +343,7 @@ def test_compare_world_from_modules(tmp_path: Path):
     c = write(tmp_path, "c.mlir", with_world_size(SPLIT_ADD, 2))
     assert coconet_run("--compare", a, b).returncode == 0
     proc = coconet_run("--compare", a, c)
-    assert_clean_error(proc, 2, "the programs disagree on coco.world_size")
+    assert_clean_error(proc, "the programs disagree on coco.world_size", code=2)
 
 
 def test_compare_missing_entry_exits_2(tmp_path: Path):

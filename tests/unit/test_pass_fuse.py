@@ -4,26 +4,16 @@ ones."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
+from helpers import EXAMPLES_DIR, assert_equivalent, example
 from xdsl.dialects.builtin import ModuleOp
 
 import coconet_ir as cc
 from coconet_ir.dialects import coco
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-NAMES = sorted(p.stem for p in EXAMPLES.glob("*.mlir"))
+NAMES = sorted(p.stem for p in EXAMPLES_DIR.glob("*.mlir"))
 SPLIT_DIM = {"megatron": "{dim=1}", "pipeline": "{dim=1}"}
 """[4, 8, 64] activations: dim 0 (4) is not divisible by 8 ranks."""
-
-HAS_REORDER = importlib.util.find_spec("coconet_ir.passes.reorder") is not None
-needs_reorder = pytest.mark.skipif(not HAS_REORDER, reason="coco-reorder is absent")
-
-
-def example(name: str) -> ModuleOp:
-    return cc.parse_file(str(EXAMPLES / f"{name}.mlir"))
 
 
 def split(name: str) -> str:
@@ -34,27 +24,16 @@ def fusions(module: ModuleOp) -> list[coco.FusionOp]:
     return [op for op in module.walk() if isinstance(op, coco.FusionOp)]
 
 
-def assert_equivalent(name: str, pipeline: str) -> ModuleOp:
-    original = example(name)
-    rewritten = cc.Pipeline(pipeline)(original)
-    for world in (2, 4, 8):
-        verdict = cc.equivalent(original, rewritten, world, seed=world)
-        assert verdict, f"{name} after {pipeline} on {world} ranks"
-    return rewritten
-
-
 @pytest.mark.parametrize("name", NAMES)
 def test_split_then_fuse_is_equivalent(name: str) -> None:
     assert_equivalent(name, f"{split(name)},coco-fuse")
 
 
-@needs_reorder
 @pytest.mark.parametrize("name", NAMES)
 def test_split_reorder_fuse_is_equivalent(name: str) -> None:
     assert_equivalent(name, f"{split(name)},coco-reorder,coco-fuse")
 
 
-@needs_reorder
 def test_adam_is_one_fused_all_reduce() -> None:
     module = assert_equivalent("adam", "coco-split-all-reduce,coco-reorder,coco-fuse")
     (fusion,) = fusions(module)

@@ -1,12 +1,11 @@
 """coco-fuse-send: the pipeline example sends slices (N times fewer bytes) and
 stays equivalent on 2, 4 and 8 ranks; refusals leave both stages untouched."""
 
-from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
+from helpers import stage
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.dialects.func import FuncOp
 
 import coconet_ir as cc
 from coconet_ir.analysis import bytes_sent
@@ -15,7 +14,6 @@ from coconet_ir.passes.fuse_send import FuseSend
 
 PIPELINE = Path(__file__).parents[2] / "examples" / "pipeline.mlir"
 WORLDS = [2, 4, 8]
-HAS_REORDER = find_spec("coconet_ir.passes.reorder") is not None
 
 # @stage1 sends an all_reduce's result straight away; @stage2 receives it.
 SEND_SUM = """
@@ -30,12 +28,6 @@ func.func @stage2() -> !coco.tensor<8x64xf32, replicated> {
   func.return %a : !coco.tensor<8x64xf32, replicated>
 }
 """  # noqa: E501
-
-
-def stage(module: ModuleOp, name: str) -> FuncOp:
-    return next(
-        op for op in module.ops if isinstance(op, FuncOp) and op.sym_name.data == name
-    )
 
 
 def send_bytes(module: ModuleOp, world: int) -> int:
@@ -79,7 +71,6 @@ def test_pipeline_example_after_split_and_fuse_send(world: int):
     assert send_bytes(after, world) == send_bytes(before, world)
 
 
-@pytest.mark.skipif(not HAS_REORDER, reason="coco-reorder is not written yet")
 def test_pipeline_example_after_split_reorder_and_fuse_send():
     before = cc.parse_file(str(PIPELINE))
     after = cc.Pipeline("coco-split-all-reduce,coco-reorder,coco-fuse-send")(before)

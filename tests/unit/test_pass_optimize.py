@@ -5,6 +5,7 @@ numbers read off the IR (docs/passes.md keeps the same table)."""
 from pathlib import Path
 
 import pytest
+from helpers import example, ops_of, stage
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
 
@@ -16,22 +17,8 @@ ROOT = Path(__file__).parents[2]
 EXAMPLES = sorted(ROOT.glob("examples/*.mlir"))
 
 
-def example(name: str) -> ModuleOp:
-    return cc.parse_file(str(ROOT / "examples" / f"{name}.mlir"))
-
-
 def optimize(module: ModuleOp, options: str = "") -> ModuleOp:
     return cc.Pipeline(f"coco-optimize{options}")(module)
-
-
-def stage(module: ModuleOp, name: str) -> FuncOp:
-    return next(
-        f for f in module.ops if isinstance(f, FuncOp) and f.sym_name.data == name
-    )
-
-
-def ops_of(module: ModuleOp, kind: type) -> list:
-    return [op for op in module.walk() if isinstance(op, kind)]
 
 
 def tensor_work(func: FuncOp, world: int) -> int:

@@ -3,37 +3,19 @@ collective: equivalent on 2, 4 and 8 ranks, with the expected region."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
+from helpers import assert_equivalent, example
 from xdsl.dialects.builtin import ModuleOp
 
 import coconet_ir as cc
 from coconet_ir.dialects import coco
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 OVERLAPPED = ["megatron", "sequence_parallel", "matmul_reduce_scatter"]
 SPLIT = "coco-split-all-reduce{dim=1}"
-HAS_REORDER = importlib.util.find_spec("coconet_ir.passes.reorder") is not None
-needs_reorder = pytest.mark.skipif(not HAS_REORDER, reason="coco-reorder is absent")
-
-
-def example(name: str) -> ModuleOp:
-    return cc.parse_file(str(EXAMPLES / f"{name}.mlir"))
 
 
 def overlaps(module: ModuleOp) -> list[coco.OverlapOp]:
     return [op for op in module.walk() if isinstance(op, coco.OverlapOp)]
-
-
-def assert_equivalent(name: str, pipeline: str) -> ModuleOp:
-    original = example(name)
-    rewritten = cc.Pipeline(pipeline)(original)
-    for world in (2, 4, 8):
-        verdict = cc.equivalent(original, rewritten, world, seed=world)
-        assert verdict, f"{name} after {pipeline} on {world} ranks"
-    return rewritten
 
 
 @pytest.mark.parametrize("chunks", [2, 4])
@@ -46,7 +28,6 @@ def test_split_fuse_overlap_is_equivalent(name: str, chunks: int) -> None:
     assert region.chunk_count == chunks
 
 
-@needs_reorder
 @pytest.mark.parametrize("chunks", [2, 4])
 @pytest.mark.parametrize("name", OVERLAPPED)
 def test_split_reorder_fuse_overlap_is_equivalent(name: str, chunks: int) -> None:
@@ -54,7 +35,6 @@ def test_split_reorder_fuse_overlap_is_equivalent(name: str, chunks: int) -> Non
     assert len(overlaps(assert_equivalent(name, pipeline))) == 1
 
 
-@needs_reorder
 def test_megatron_overlap_holds_matmul_and_fused_layer_with_dropout() -> None:
     pipeline = f"{SPLIT},coco-reorder,coco-fuse,coco-overlap{{chunks=2}}"
     (region,) = overlaps(assert_equivalent("megatron", pipeline))

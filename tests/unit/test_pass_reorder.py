@@ -5,11 +5,13 @@ operands, and refusals that leave the module untouched."""
 from pathlib import Path
 
 import pytest
+from helpers import ops_of, the_function
 from xdsl.dialects.func import FuncOp
 
 import coconet_ir as cc
-from coconet_ir.analysis import ELEMENTWISE_OPS, function_costs
+from coconet_ir.analysis import function_costs
 from coconet_ir.dialects import coco
+from coconet_ir.dialects.coco import ELEMENTWISE_OPS
 from coconet_ir.passes.base import stage_name
 from coconet_ir.passes.reorder import Reorder
 from coconet_ir.passes.split_all_reduce import SplitAllReduce
@@ -26,15 +28,6 @@ func.func @bias(%x: !coco.tensor<16x32xf32, sliced<DIM>>, %b: !coco.tensor<BIASx
   func.return %y : !coco.tensor<16x32xf32, replicated>
 }
 """  # noqa: E501
-
-
-def the_function(module) -> FuncOp:
-    (func,) = (op for op in module.ops if isinstance(op, FuncOp))
-    return func
-
-
-def ops_of(module, kind) -> list:
-    return [op for op in module.walk() if isinstance(op, kind)]
 
 
 def scalar_work(func: FuncOp) -> int:

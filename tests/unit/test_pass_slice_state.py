@@ -5,11 +5,12 @@ the module untouched."""
 from pathlib import Path
 
 import pytest
-from xdsl.dialects.func import FuncOp
+from helpers import ops_of, the_function
 
 import coconet_ir as cc
-from coconet_ir.analysis import ELEMENTWISE_OPS, function_costs
+from coconet_ir.analysis import function_costs
 from coconet_ir.dialects import coco
+from coconet_ir.dialects.coco import ELEMENTWISE_OPS
 from coconet_ir.passes.reorder import Reorder
 from coconet_ir.passes.slice_state import SliceState
 from coconet_ir.passes.split_all_reduce import SplitAllReduce
@@ -28,15 +29,6 @@ func.func @state(%p: !coco.tensor<64xf32, replicated>, %s: !coco.tensor<64xf32, 
   func.return
 }
 """  # noqa: E501
-
-
-def the_function(module) -> FuncOp:
-    (func,) = (op for op in module.ops if isinstance(op, FuncOp))
-    return func
-
-
-def ops_of(module, kind) -> list:
-    return [op for op in module.walk() if isinstance(op, kind)]
 
 
 def argument_layouts(module) -> dict[str, str]:

@@ -1,0 +1,84 @@
+"""Helpers the unit tests share: the examples, equivalence after a pipeline on
+2, 4 and 8 ranks, finding ops and functions, and checking how the command-line
+tools fail. Tests import them as `from helpers import ...` (tests/unit is on
+`sys.path`, as for `strategies`)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.func import FuncOp
+from xdsl.ir import Operation
+
+import coconet_ir as cc
+
+EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
+
+
+# ---------------------------------------------------------------------------
+# Examples and equivalence
+# ---------------------------------------------------------------------------
+
+
+def example(name: str) -> ModuleOp:
+    """The parsed `examples/NAME.mlir`."""
+    return cc.parse_file(str(EXAMPLES_DIR / f"{name}.mlir"))
+
+
+def assert_equivalent(name: str, pipeline: str) -> ModuleOp:
+    """Run `pipeline` on the example `name`, check the result is equivalent to
+    the example on 2, 4 and 8 ranks, and return it."""
+    original = example(name)
+    rewritten = cc.Pipeline(pipeline)(original)
+    for world in (2, 4, 8):
+        verdict = cc.equivalent(original, rewritten, world, seed=world)
+        assert verdict, f"{name} after {pipeline} on {world} ranks"
+    return rewritten
+
+
+# ---------------------------------------------------------------------------
+# Finding ops and functions
+# ---------------------------------------------------------------------------
+
+
+def the_function(module: ModuleOp) -> FuncOp:
+    """The one function of `module`."""
+    (func,) = (op for op in module.ops if isinstance(op, FuncOp))
+    return func
+
+
+def stage(module: ModuleOp, name: str) -> FuncOp:
+    """The function (pipeline stage) `@name` of `module`."""
+    return next(
+        op for op in module.ops if isinstance(op, FuncOp) and op.sym_name.data == name
+    )
+
+
+def ops_of(op: Operation, kind: type) -> list:
+    """Every op of type `kind` in `op`, nested ones too."""
+    return [inner for inner in op.walk() if isinstance(inner, kind)]
+
+
+# ---------------------------------------------------------------------------
+# Command-line tools
+# ---------------------------------------------------------------------------
+
+
+def write(tmp_path: Path, name: str, contents: str | bytes | None) -> Path:
+    """`tmp_path / name` holding `contents` (not created when None)."""
+    path = tmp_path / name
+    if isinstance(contents, str):
+        path.write_text(contents)
+    elif contents is not None:
+        path.write_bytes(contents)
+    return path
+
+
+def assert_clean_error(proc: subprocess.CompletedProcess, message: str, code: int = 1):
+    """Exit `code`, `message` in one diagnostic on stderr, no traceback."""
+    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert message in proc.stderr, proc.stderr
+    assert proc.stderr.count("error:") == 1, proc.stderr
