@@ -1,7 +1,11 @@
 """Semantic equivalence of two programs (COCO_DIALECT.md section 8): `equivalent()`.
 
 Both programs run on the same inputs (drawn for `a`, fed to `b` by key: function
-name and argument position, as global values, so an argument may change layout).
+name and argument position, as global values, so an argument may change layout),
+twice: on the default inputs (positive floats) and on a signed set (floats in
+[-1, 1), i32 of both signs), so that rewrites wrong only for negative values are
+caught. The signed run is skipped when `a` itself cannot run on it (e.g. an i32
+division by zero).
 Every output key is compared: global values for replicated/sliced outputs,
 per-rank values for local ones, and a replicated/sliced output against every
 rank of a local one. Floats are compared as `|b - a| <= atol + rtol * |a|` with
@@ -17,12 +21,14 @@ from xdsl.dialects.builtin import ModuleOp
 
 from coconet_ir.dialects.coco import TensorType, element_type_name, is_float
 from coconet_ir.interpreter.inputs import (
+    draw_inputs,
     fed_shape,
     function_arguments,
     is_float_dtype,
 )
 from coconet_ir.interpreter.runner import Output, interpret
 from coconet_ir.interpreter.stages import select_functions
+from coconet_ir.ir import CocoError
 
 DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
     "f64": (1e-9, 1e-12),
@@ -57,6 +63,17 @@ class Comparison:
 
     def __bool__(self) -> bool:
         return self.ok
+
+    def described_as(self, context: str) -> Comparison:
+        """The same verdict with `context` in front of every message."""
+        differences = [
+            Difference(
+                d.key, d.max_abs_error, d.max_rel_error, f"{context}: {d.message}"
+            )
+            for d in self.differences
+        ]
+        first = differences[0] if differences else None
+        return Comparison(self.ok, first, self.compared, differences)
 
 
 def tolerances(
@@ -183,8 +200,43 @@ def equivalent(
     atol: float | None = None,
     entry: str | None = None,
 ) -> Comparison:
-    """Whether `a` and `b` compute the same outputs on the same inputs."""
-    run_a = interpret(a, world, seed=seed, entry=entry)
+    """Whether `a` and `b` compute the same outputs on the same inputs, both
+    the default ones and the signed ones (see the module docstring)."""
+    comparison = compare_on(a, b, world, seed, rtol, atol, entry, None)
+    if not comparison.ok:
+        return comparison
+    signed = draw_inputs(a, world, seed, entry, signed=True)
+    try:
+        on_signed = compare_on(a, b, world, seed, rtol, atol, entry, signed)
+    except SkippedInputs:
+        return comparison
+    if on_signed.ok:
+        return comparison
+    return on_signed.described_as("with signed inputs")
+
+
+class SkippedInputs(Exception):
+    """`a` cannot run on an input set, so it tells nothing about `b`."""
+
+
+def compare_on(
+    a: ModuleOp,
+    b: ModuleOp,
+    world: int,
+    seed: int,
+    rtol: float | None,
+    atol: float | None,
+    entry: str | None,
+    inputs: dict[str, np.ndarray] | None,
+) -> Comparison:
+    """Run both on `inputs` (None: the default draw) and compare the outputs."""
+    if inputs is None:
+        run_a = interpret(a, world, seed=seed, entry=entry)
+    else:
+        try:
+            run_a = interpret(a, world, inputs=inputs, seed=seed, entry=entry)
+        except CocoError as err:
+            raise SkippedInputs(str(err)) from None
     fed_b, problems = inputs_for_b(b, world, entry, run_a.inputs)
     if problems:
         return Comparison(False, problems[0], [], problems)

@@ -9,6 +9,11 @@ type, a transformed program whose argument changed layout gets the same global
 input. Floats are uniform in [0, 1) (drawn in f64, then cast): positive, so
 `sqrt`/`log` of an input are defined. i32 inputs are integers in [1, 10] (never
 zero, so division is defined), i1 inputs random booleans.
+
+`signed=True` draws from the same generators a second input set that also has
+negative values: floats uniform in [-1, 1), i32 in [-10, -1] and [1, 10].
+`equivalent()` compares on both, so that a rewrite that is wrong only for
+negative values (a dropped `relu` or `abs`, a wrong `cmp`) is caught too.
 """
 
 from __future__ import annotations
@@ -61,7 +66,10 @@ def generator_for(seed: int, func_name: str, position: int) -> np.random.Generat
 
 
 def draw_value(
-    rng: np.random.Generator, tensor_type: TensorType, world: int
+    rng: np.random.Generator,
+    tensor_type: TensorType,
+    world: int,
+    signed: bool = False,
 ) -> np.ndarray:
     """One input, in the shape it is fed (see `fed_shape`)."""
     shape = fed_shape(tensor_type, world)
@@ -71,12 +79,16 @@ def draw_value(
         return rng.integers(0, 2, size=shape).astype(dtype)
     if name == "i32":
         low, high = I32_INPUT_RANGE
-        return rng.integers(low, high + 1, size=shape).astype(dtype)
-    return np.asarray(rng.random(size=shape)).astype(dtype)
+        magnitude = rng.integers(low, high + 1, size=shape)
+        if signed:
+            magnitude = magnitude * rng.choice([-1, 1], size=shape)
+        return magnitude.astype(dtype)
+    unit = np.asarray(rng.random(size=shape))
+    return (2 * unit - 1 if signed else unit).astype(dtype)
 
 
 def draw_function_inputs(
-    functions: list[FuncOp], world: int, seed: int
+    functions: list[FuncOp], world: int, seed: int, signed: bool = False
 ) -> dict[str, np.ndarray]:
     check_seed(seed)
     drawn: dict[str, np.ndarray] = {}
@@ -84,16 +96,24 @@ def draw_function_inputs(
         for position, arg in enumerate(func.body.block.args):
             assert isinstance(arg.type, TensorType)
             rng = generator_for(seed, func.sym_name.data, position)
-            drawn[argument_key(func, position)] = draw_value(rng, arg.type, world)
+            drawn[argument_key(func, position)] = draw_value(
+                rng, arg.type, world, signed
+            )
     return drawn
 
 
 def draw_inputs(
-    module: ModuleOp, world: int, seed: int = 0, entry: str | None = None
+    module: ModuleOp,
+    world: int,
+    seed: int = 0,
+    entry: str | None = None,
+    *,
+    signed: bool = False,
 ) -> dict[str, np.ndarray]:
-    """The inputs `interpret(module, world, seed=seed, entry=entry)` draws."""
+    """The inputs `interpret(module, world, seed=seed, entry=entry)` draws, or
+    with `signed=True` the second set that `equivalent()` also compares on."""
     check_world(world)
-    return draw_function_inputs(select_functions(module, entry), world, seed)
+    return draw_function_inputs(select_functions(module, entry), world, seed, signed)
 
 
 def check_world(world: int) -> None:

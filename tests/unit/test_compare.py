@@ -209,7 +209,8 @@ def test_nan_equals_nan():
     t = T("16xf32")
     source = f"""
 func.func @f(%a: {t}) -> {t} {{
-  %n = coco.neg %a : ({t}) -> {t}
+  %m = coco.abs %a : ({t}) -> {t}
+  %n = coco.neg %m : ({t}) -> {t}
   %r = coco.log %n : ({t}) -> {t}
   func.return %r : {t}
 }}"""
