@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from enum import Enum, auto
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, bf16, f16, f32
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.pattern_rewriter import (
@@ -65,6 +65,7 @@ from coconet_ir.dialects.coco import (
     AllGatherOp,
     AllReduceOp,
     AllSliceOp,
+    ConvertOp,
     LayoutAttr,
     MulOp,
     NormOp,
@@ -277,17 +278,28 @@ class RegionRewriter:
         self.replace_with(op, [partial, total])
 
     def rebuild_norm(self, op: NormOp) -> None:
-        block = self.slice_of[op.operand]
+        """`sqrt(all_reduce(reduce(x*x)))` on the slice. On f16/bf16 the squares
+        and sums run in f32 and the root is rounded once, as `coco.norm` does
+        (squaring in f16 would overflow from |x| > 256)."""
+        block: SSAValue = self.slice_of[op.operand]
+        element_type = tensor_type(block).element_type
+        widen = element_type in (f16, bf16)
+        prologue: list[Operation] = [ConvertOp(block, f32)] if widen else []
+        if prologue:
+            block = prologue[0].results[0]
         square = MulOp(block, block)
         partial = ReduceOp(square, ReduceKind.SUM, range(tensor_type(block).rank))
         total = AllReduceOp(partial, "sum", name=suffixed(op, "ar"))
-        root = SqrtOp(total, name=stage_name(op))
+        root = SqrtOp(total, name=None if widen else stage_name(op))
+        epilogue: list[Operation] = (
+            [ConvertOp(root, element_type, name=stage_name(op))] if widen else []
+        )
         hint = op.result.name_hint
         if hint is not None:
             square.result.name_hint = f"{hint}_square"
             partial.result.name_hint = f"{hint}_partial"
             total.result.name_hint = f"{hint}_squared"
-        self.replace_with(op, [square, partial, total, root])
+        self.replace_with(op, [*prologue, square, partial, total, root, *epilogue])
 
     def replace_with(self, op: Operation, new_ops: list[Operation]) -> None:
         """Insert `new_ops` before `op`; the last one's result takes over `op`'s

@@ -150,3 +150,24 @@ def test_untargeted_reorder_skips_what_it_cannot_move():
     text = cc.to_text(module)
     Reorder().apply(cc.make_context(), module)
     assert cc.to_text(module) == text
+
+
+def test_f16_norm_is_widened_like_coco_norm():
+    """The written-out norm squares and sums in f32 on halves, as coco.norm
+    does: squaring in f16 would overflow (inf) for gradients around 100."""
+    import numpy as np
+
+    from coconet_ir.interpreter import draw_inputs
+
+    source = """
+func.func @f(%g: !coco.tensor<64xf16, local>) -> !coco.tensor<f16, replicated> {
+  %s = coco.all_reduce %g reduction = sum : !coco.tensor<64xf16, local> -> !coco.tensor<64xf16, replicated>
+  %n = coco.norm %s : (!coco.tensor<64xf16, replicated>) -> !coco.tensor<f16, replicated>
+  func.return %n : !coco.tensor<f16, replicated>
+}"""  # noqa: E501
+    before = cc.parse(source)
+    after = cc.Pipeline("coco-split-all-reduce,coco-reorder")(before)
+    large = {k: v * 100 for k, v in draw_inputs(before, 4).items()}
+    expected = cc.interpret(before, 4, inputs=large)["f.result0"]
+    got = cc.interpret(after, 4, inputs=large)["f.result0"]
+    assert np.isfinite(expected) and got == expected
