@@ -55,6 +55,10 @@ class CocoPass(ModulePass, ABC):
             f"{reason}"
         )
 
+    def bad_option(self, reason: str) -> PassRefused:
+        """An option value no op could satisfy: refused whatever `op=` says."""
+        return PassRefused(f"<module>: error: {self.name}: {reason}")
+
     def skip_or_refuse(self, op: Operation, reason: str) -> None:
         """An op this pass cannot transform: an error when it was targeted by
         name, silently left alone otherwise."""

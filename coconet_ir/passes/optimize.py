@@ -41,6 +41,10 @@ class Optimize(ModulePass):
     chunks: int = 4
     """Chunks of the overlapped matmul/collective regions."""
 
+    world: int | None = None
+    """The world size the program will run on (default: `coco.world_size`;
+    without either, splits must work on up to 8 ranks)."""
+
     def parts(self) -> list[ModulePass]:
         from coconet_ir.passes.dce import CocoDCE
         from coconet_ir.passes.fuse import Fuse
@@ -51,7 +55,7 @@ class Optimize(ModulePass):
         from coconet_ir.passes.split_all_reduce import SplitAllReduce
 
         schedule: list[tuple[bool, ModulePass]] = [
-            (self.split, SplitAllReduce()),
+            (self.split, SplitAllReduce(world=self.world)),
             (self.reorder, Reorder()),
             (self.slice_state, SliceState()),
             (self.fuse_send, FuseSend()),

@@ -277,6 +277,10 @@ class Overlap(CocoPass):
     """The chunked dim of the matmul's result; by default the first that works."""
 
     def transform(self, ctx: Context, module: ModuleOp) -> bool:
+        if self.chunks < 1:
+            raise self.bad_option(f"chunks must be >= 1, got {self.chunks}")
+        if self.dim is not None and self.dim < 0:
+            raise self.bad_option(f"dim must be >= 0, got {self.dim}")
         matmuls = [
             op
             for op in module.walk()

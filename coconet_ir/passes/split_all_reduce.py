@@ -6,10 +6,12 @@ be moved apart, so that compute between them runs on slices (`coco-reorder`).
 
 Preconditions: the operand is `local` (a `replicated` operand has no
 reduce-scatter) and of rank >= 1. The scatter dimension is the option `dim`;
-without it, the first dimension the world size divides when the module says its
-world size (`coco.world_size`), else the largest dimension (the first of equals),
-the one most world sizes divide. A named all_reduce `NAME` gives `NAME_rs` and
-`NAME_ag`.
+without it, the first dimension the world size divides. The world size is the
+option `world`, else the module's `coco.world_size`, else unknown: then the
+chosen dimension must be divisible by every world size up to `ASSUMED_WORLD`
+(8), so that the split program runs wherever the original ran on up to 8 ranks;
+an all_reduce with no such dimension is left alone. A named all_reduce `NAME`
+gives `NAME_rs` and `NAME_ag`.
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ from coconet_ir.passes.base import (
     stage_name,
 )
 
+ASSUMED_WORLD = 8
+"""Without a known world size, a split must work on up to this many ranks."""
+
 
 def scatter_dim(
     tensor: TensorType, requested: int | None, world: int | None
@@ -55,7 +60,14 @@ def scatter_dim(
             )
         return requested
     if world is None:
-        return tensor.dims.index(max(tensor.dims))
+        for d, size in enumerate(tensor.dims):
+            if size % ASSUMED_WORLD == 0:
+                return d
+        return (
+            f"no dimension of {tensor} is divisible by every world size up to "
+            f"{ASSUMED_WORLD}; give the world size (option world=N or the "
+            "module's coco.world_size) or the option dim"
+        )
     for d, size in enumerate(tensor.dims):
         if size % world == 0:
             return d
@@ -103,7 +115,15 @@ class SplitAllReduce(CocoPass):
     dim: int | None = None
     """The scatter dimension; by default the first one the world size divides."""
 
+    world: int | None = None
+    """The world size the program will run on (default: `coco.world_size`)."""
+
     def transform(self, ctx: Context, module: ModuleOp) -> bool:
-        pattern = SplitAllReducePattern(self, module_world_size(module))
+        if self.dim is not None and self.dim < 0:
+            raise self.bad_option(f"dim must be >= 0, got {self.dim}")
+        if self.world is not None and self.world < 1:
+            raise self.bad_option(f"world must be >= 1, got {self.world}")
+        world = self.world if self.world is not None else module_world_size(module)
+        pattern = SplitAllReducePattern(self, world)
         rewrite_once(module, pattern)
         return bool(pattern.found)

@@ -88,7 +88,7 @@ def test_pipeline_stage_sends_its_slice(world):
 
     assert send_bytes(after) * world == send_bytes(before)
     (recv,) = ops_of(after, coco.RecvOp)
-    assert str(recv.result.type.layout) == "sliced<2>"
+    assert str(recv.result.type.layout) == "sliced<1>"
     # The receiver gathers, overlapped with its first matmul.
     (overlap,) = ops_of(stage(after, "stage2"), coco.OverlapOp)
     assert isinstance(overlap.body.block.first_op, coco.AllGatherOp)

@@ -1,5 +1,5 @@
 // RUN: coconet-opt %s -p coco-fuse-send | filecheck %s
-// RUN: coconet-opt %s -p 'coco-split-all-reduce,coco-fuse-send' | filecheck %s --check-prefix=SPLIT
+// RUN: coconet-opt %s -p 'coco-split-all-reduce{dim=1},coco-fuse-send' | filecheck %s --check-prefix=SPLIT
 // RUN: coconet-opt %s -p 'coco-fuse-send{op=send_ag}' | filecheck %s --check-prefix=ONE
 // RUN: not coconet-opt %s -p 'coco-fuse-send{op=send_ar}' 2>&1 | filecheck %s --check-prefix=ERR-AR
 // RUN: not coconet-opt %s -p 'coco-fuse-send{op=send_add}' 2>&1 | filecheck %s --check-prefix=ERR-ADD

@@ -38,7 +38,7 @@
 // MEGATRON-NEXT:   coco.matmul
 // MEGATRON-NEXT:   coco.fusion
 // MEGATRON:          coco.reduce_scatter
-// MEGATRON:          coco.dropout {{.*}} sliced<2>>
+// MEGATRON:          coco.dropout {{.*}} sliced<1>>
 // MEGATRON:          coco.all_gather
 // NOOVERLAP-NOT: coco.overlap
 // NOOVERLAP:     coco.fusion
@@ -47,10 +47,10 @@
 // second receives the slice and gathers it, overlapped with its first matmul.
 // PIPELINE-LABEL: func.func @stage1
 // PIPELINE:         coco.fusion
-// PIPELINE:           coco.send %{{.*}} to @stage2 channel = 0 {name = "send"} : !coco.tensor<4x8x64xf32, sliced<2>>
+// PIPELINE:           coco.send %{{.*}} to @stage2 channel = 0 {name = "send"} : !coco.tensor<4x8x64xf32, sliced<1>>
 // PIPELINE-LABEL: func.func @stage2
-// PIPELINE-NEXT:    coco.recv from @stage1 channel = 0 {name = "recv"} : !coco.tensor<4x8x64xf32, sliced<2>>
-// PIPELINE-NEXT:    coco.gelu %{{.*}} : (!coco.tensor<4x8x64xf32, sliced<2>>)
+// PIPELINE-NEXT:    coco.recv from @stage1 channel = 0 {name = "recv"} : !coco.tensor<4x8x64xf32, sliced<1>>
+// PIPELINE-NEXT:    coco.gelu %{{.*}} : (!coco.tensor<4x8x64xf32, sliced<1>>)
 // PIPELINE-NEXT:    coco.overlap chunks = 4
 // PIPELINE-NEXT:    ^bb0
 // PIPELINE-NEXT:      coco.all_gather

@@ -144,19 +144,19 @@ func.func @reductions(%x: !coco.tensor<16x32xf32, sliced<0>>, %c: !coco.tensor<1
 // CHECK-LABEL: func.func @megatron
 // CHECK:         %[[S:.*]] = coco.reduce_scatter %layer reduction = sum dim = 2 {name = "sum_rs"}
 // CHECK-NEXT:    %[[B:.*]] = coco.all_slice %bias dim = 0
-// CHECK-NEXT:    %[[BI:.*]] = coco.add %[[S]], %[[B]] : ({{.*}}) -> !coco.tensor<4x8x64xf32, sliced<2>>
-// CHECK-NEXT:    %[[D:.*]] = coco.dropout %[[BI]] p = 1.000000e-01 seed = 7 {name = "dropout"} : (!coco.tensor<4x8x64xf32, sliced<2>>) -> !coco.tensor<4x8x64xf32, sliced<2>>
+// CHECK-NEXT:    %[[BI:.*]] = coco.add %[[S]], %[[B]] : ({{.*}}) -> !coco.tensor<4x4x64xf32, sliced<2>>
+// CHECK-NEXT:    %[[D:.*]] = coco.dropout %[[BI]] p = 1.000000e-01 seed = 7 {name = "dropout"} : (!coco.tensor<4x4x64xf32, sliced<2>>) -> !coco.tensor<4x4x64xf32, sliced<2>>
 // CHECK-NEXT:    %[[R:.*]] = coco.all_slice %r dim = 2
 // CHECK-NEXT:    %[[OUT:.*]] = coco.add %[[D]], %[[R]] {name = "out"}
-// CHECK-NEXT:    %[[G:.*]] = coco.all_gather %[[OUT]] {name = "out_ag"} : !coco.tensor<4x8x64xf32, sliced<2>> -> !coco.tensor<4x8x64xf32, replicated>
+// CHECK-NEXT:    %[[G:.*]] = coco.all_gather %[[OUT]] {name = "out_ag"} : !coco.tensor<4x4x64xf32, sliced<2>> -> !coco.tensor<4x4x64xf32, replicated>
 // CHECK-NEXT:    func.return %[[G]]
-func.func @megatron(%x: !coco.tensor<4x8x64xf32, sliced<2>>, %w: !coco.tensor<64x64xf32, sliced<0>>, %bias: !coco.tensor<64xf32, replicated>, %r: !coco.tensor<4x8x64xf32, replicated>) -> !coco.tensor<4x8x64xf32, replicated> {
-  %layer = coco.matmul %x, %w {name = "layer"} : (!coco.tensor<4x8x64xf32, sliced<2>>, !coco.tensor<64x64xf32, sliced<0>>) -> !coco.tensor<4x8x64xf32, local>
-  %sum = coco.all_reduce %layer reduction = sum {name = "sum"} : !coco.tensor<4x8x64xf32, local> -> !coco.tensor<4x8x64xf32, replicated>
-  %biased = coco.add %sum, %bias : (!coco.tensor<4x8x64xf32, replicated>, !coco.tensor<64xf32, replicated>) -> !coco.tensor<4x8x64xf32, replicated>
-  %dropout = coco.dropout %biased p = 1.000000e-01 seed = 7 {name = "dropout"} : (!coco.tensor<4x8x64xf32, replicated>) -> !coco.tensor<4x8x64xf32, replicated>
-  %out = coco.add %dropout, %r {name = "out"} : (!coco.tensor<4x8x64xf32, replicated>, !coco.tensor<4x8x64xf32, replicated>) -> !coco.tensor<4x8x64xf32, replicated>
-  func.return %out : !coco.tensor<4x8x64xf32, replicated>
+func.func @megatron(%x: !coco.tensor<4x4x64xf32, sliced<2>>, %w: !coco.tensor<64x64xf32, sliced<0>>, %bias: !coco.tensor<64xf32, replicated>, %r: !coco.tensor<4x4x64xf32, replicated>) -> !coco.tensor<4x4x64xf32, replicated> {
+  %layer = coco.matmul %x, %w {name = "layer"} : (!coco.tensor<4x4x64xf32, sliced<2>>, !coco.tensor<64x64xf32, sliced<0>>) -> !coco.tensor<4x4x64xf32, local>
+  %sum = coco.all_reduce %layer reduction = sum {name = "sum"} : !coco.tensor<4x4x64xf32, local> -> !coco.tensor<4x4x64xf32, replicated>
+  %biased = coco.add %sum, %bias : (!coco.tensor<4x4x64xf32, replicated>, !coco.tensor<64xf32, replicated>) -> !coco.tensor<4x4x64xf32, replicated>
+  %dropout = coco.dropout %biased p = 1.000000e-01 seed = 7 {name = "dropout"} : (!coco.tensor<4x4x64xf32, replicated>) -> !coco.tensor<4x4x64xf32, replicated>
+  %out = coco.add %dropout, %r {name = "out"} : (!coco.tensor<4x4x64xf32, replicated>, !coco.tensor<4x4x64xf32, replicated>) -> !coco.tensor<4x4x64xf32, replicated>
+  func.return %out : !coco.tensor<4x4x64xf32, replicated>
 }
 
 // cmp, select and convert move too. The gathered value is still returned, so
