@@ -26,7 +26,7 @@ time a schedule needs it. Every call returns `Handle`s to the ops it created.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import count
 
@@ -38,7 +38,7 @@ from xdsl.passes import ModulePass
 from coconet_ir import ir
 from coconet_ir.dialects import coco
 from coconet_ir.dsl import Function, Value, module
-from coconet_ir.passes.base import stage_name
+from coconet_ir.passes.base import restore, stage_name
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,8 @@ class Schedule:
             self.module = module(*functions)
             self._ops, self._args = _correspondence(functions, self.module)
         self._fresh = count()
+        self._known = {n for op in self.module.walk() if (n := stage_name(op))}
+        """Every op name the program has had (handles may outlive their op)."""
 
     # -- the transformations -------------------------------------------------
 
@@ -95,16 +97,25 @@ class Schedule:
 
         name = self._name_of(all_gather)
         wanted = [self._name_of(c) for c in computations or []]
-        self._run(Reorder(op=name))
+        downstream = _users_of(self._find(name))
         for computation in wanted:
-            op = self._find(computation)
-            if not any(
-                isinstance(r.type, coco.TensorType) and r.type.layout.is_sliced
-                for r in op.results
-            ):
+            if self._find(computation) not in downstream:
                 raise ir.CocoError(
-                    f"error: reorder: '{computation}' did not move onto slices"
+                    f"error: reorder: '{computation}' does not use the all_gather "
+                    f"'{name}'"
                 )
+
+        def moved() -> str | None:
+            for computation in wanted:
+                op = self._find(computation)
+                if any(isinstance(o.owner, coco.AllGatherOp) for o in op.operands):
+                    return (
+                        f"error: reorder: '{op.name}' named '{computation}' still "
+                        "runs after the all_gather"
+                    )
+            return None
+
+        self._run(Reorder(op=name), moved)
         return Handle(name)
 
     def slice_state(self, param: Value | BlockArgument | Handle | str) -> None:
@@ -114,27 +125,33 @@ class Schedule:
 
         self._run(SliceState(op=self._update_name(param)))
 
-    def fuse(self, reduce_scatter: Target, *_rest: Target) -> Handle:
+    def fuse(self, reduce_scatter: Target, *ops: Target) -> Handle:
         """Fuse reduce_scatter + the computations on its slices + all_gather (or
-        send) into one kernel region; CoCoNet spells it `fuse(rs, ..., ag)`."""
+        send) into one kernel region; CoCoNet spells it `fuse(rs, ..., ag)`.
+
+        Each of `ops` that is still in the program must end up in the region
+        (one that an earlier step replaced, like the all_gather `reorder`
+        moved, has nothing left to check)."""
         from coconet_ir.passes.fuse import Fuse
 
         name = self._name_of(reduce_scatter)
-        self._run(Fuse(op=name))
+        self._run(Fuse(op=name), self._inside_check(ops, coco.FusionOp))
         return Handle(f"{name}_fused")
 
     def overlap(
         self,
         matmul: Target,
-        *_consumers: Target,
+        *consumers: Target,
         chunks: int = 4,
         dim: int | None = None,
     ) -> Handle:
-        """Run `matmul` and the collectives consuming it chunk by chunk."""
+        """Run `matmul` and the collectives consuming it (`consumers`, which
+        must end up in the region) chunk by chunk."""
         from coconet_ir.passes.overlap import Overlap
 
         name = self._name_of(matmul)
-        self._run(Overlap(op=name, chunks=chunks, dim=dim))
+        check = self._inside_check(consumers, coco.OverlapOp)
+        self._run(Overlap(op=name, chunks=chunks, dim=dim), check)
         return Handle(f"{name}_overlap")
 
     def fuse_send(self, send: Target) -> None:
@@ -151,12 +168,46 @@ class Schedule:
 
     # -- naming ----------------------------------------------------------------
 
-    def _run(self, transformation: ModulePass) -> None:
+    def _run(
+        self,
+        transformation: ModulePass,
+        check: Callable[[], str | None] | None = None,
+    ) -> None:
+        """Apply one targeted pass; if `check` then finds a problem, put the
+        program back as it was and raise it."""
+        snapshot = self.module.clone()
         transformation.apply(ir.make_context(), self.module)
+        problem = check() if check is not None else None
+        if problem is not None:
+            restore(self.module, snapshot)
+            raise ir.CocoError(problem)
+        self._known.update(n for op in self.module.walk() if (n := stage_name(op)))
+
+    def _inside_check(
+        self, targets: Sequence[Target], region: type[Operation]
+    ) -> Callable[[], str | None]:
+        """A check that every target still in the program sits in a `region`."""
+        names = [self._name_of(t) for t in targets]
+        for name in names:
+            if name not in self._known:
+                raise ir.CocoError(f"error: no op named '{name}' in the program")
+
+        def check() -> str | None:
+            for name in names:
+                op = next(
+                    (o for o in self.module.walk() if stage_name(o) == name), None
+                )
+                if op is not None and not _within(op, region):
+                    return f"error: '{op.name}' named '{name}' is not in the region"
+            return None
+
+        return check
 
     def _name_of(self, target: Target) -> str:
         if isinstance(target, Handle | str):
             return str(target)
+        if not isinstance(target, Value):
+            raise ir.CocoError(f"error: {target!r} is not an op of the program")
         op = self._ops.get(id(_defining_op(target)))
         if op is None:
             raise ir.CocoError(
@@ -170,6 +221,7 @@ class Schedule:
             taken = {stage_name(o) for o in self.module.walk()}
             name = next(n for n in (f"s{i}" for i in self._fresh) if n not in taken)
             op.attributes["name"] = StringAttr(name)
+            self._known.add(name)
         return name
 
     def _update_name(self, param: Value | BlockArgument | Handle | str) -> str:
@@ -228,6 +280,26 @@ class Schedule:
             if stage_name(op) == name:
                 return op
         raise ir.CocoError(f"error: no op named '{name}' in the scheduled program")
+
+
+def _users_of(op: Operation) -> set[Operation]:
+    """Every op that (transitively) uses a result of `op`."""
+    found: set[Operation] = set()
+    pending = [op]
+    while pending:
+        for result in pending.pop().results:
+            for use in result.uses:
+                if use.operation not in found:
+                    found.add(use.operation)
+                    pending.append(use.operation)
+    return found
+
+
+def _within(op: Operation, region: type[Operation]) -> bool:
+    parent = op.parent_op()
+    while parent is not None and not isinstance(parent, region):
+        parent = parent.parent_op()
+    return parent is not None
 
 
 def _defining_op(target: Value) -> Operation | None:

@@ -243,3 +243,13 @@ func.func @f(%a: {REP}, %b: {REP}) {{
     comparison = equivalent(parse(update), parse(wrong), 2)
     assert comparison.first_difference.key == "f.arg0"
     assert np.isfinite(comparison.first_difference.max_rel_error)
+
+
+def test_single_functions_are_matched_by_position_not_name():
+    t = T("16xf32")
+    add = binary("add", t, t, t)
+    renamed = add.replace("@f(", "@g(")
+    assert renamed != add
+    assert equivalent(parse(add), parse(renamed), 2)
+    wrong = binary("sub", t, t, t).replace("@f(", "@g(")
+    assert not equivalent(parse(add), parse(wrong), 2)

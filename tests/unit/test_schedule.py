@@ -102,3 +102,50 @@ def test_refused_step_names_the_precondition_and_changes_nothing():
 def test_schedule_needs_a_program():
     with pytest.raises(cc.CocoError, match="takes one module"):
         cc.Schedule()
+
+
+def test_fuse_and_overlap_check_the_ops_they_are_given():
+    megatron = load("megatron").megatron
+    sched = cc.Schedule(megatron)
+    rs, ag = sched.split("sum", dim=2)
+    sched.reorder(ag, ["dropout", "out"])
+    with pytest.raises(cc.CocoError, match="no op named 'no_such_op'"):
+        sched.fuse(rs, "no_such_op")
+    with pytest.raises(cc.CocoError, match="is not an op of the program"):
+        sched.fuse(rs, 42)  # type: ignore[arg-type]
+    before = cc.to_text(sched.module)
+    with pytest.raises(cc.CocoError, match="named 'layer' is not in the region"):
+        sched.fuse(rs, "layer")  # the matmul stays outside the fused kernel
+    assert cc.to_text(sched.module) == before
+    fused = sched.fuse(rs, "dropout", ag)  # reorder replaced ag: nothing to check
+    sched.overlap("layer", fused, chunks=2)
+    assert_equivalent(megatron.module, sched.module)
+
+
+def test_reorder_accepts_rewritten_norms_and_refuses_what_did_not_move():
+    lamb = load("lamb").lamb
+    sched = cc.Schedule(lamb)
+    _, ag = sched.split("grad_sum")
+    before = cc.to_text(sched.module)
+    with pytest.raises(cc.CocoError, match="'w_norm' does not use the all_gather"):
+        sched.reorder(ag, ["w_norm"])  # the norm of the weights reads w, not ag
+    assert cc.to_text(sched.module) == before
+    sched.reorder(ag, ["r_norm"])  # written out as sqrt(all_reduce(...))
+    assert_equivalent(lamb.module, sched.module)
+
+
+def test_reorder_refuses_when_a_listed_computation_stays_after_the_gather():
+    source = """
+func.func @f(%x: !coco.tensor<16x8xf32, sliced<0>>, %w: !coco.tensor<8x8xf32, replicated>) -> (!coco.tensor<16x8xf32, replicated>, !coco.tensor<16x8xf32, replicated>) {
+  %g = coco.all_gather %x {name = "g"} : !coco.tensor<16x8xf32, sliced<0>> -> !coco.tensor<16x8xf32, replicated>
+  %r = coco.relu %g {name = "act"} : (!coco.tensor<16x8xf32, replicated>) -> !coco.tensor<16x8xf32, replicated>
+  %m = coco.matmul %g, %w {name = "mm"} : (!coco.tensor<16x8xf32, replicated>, !coco.tensor<8x8xf32, replicated>) -> !coco.tensor<16x8xf32, replicated>
+  func.return %r, %m : !coco.tensor<16x8xf32, replicated>, !coco.tensor<16x8xf32, replicated>
+}"""  # noqa: E501
+    sched = cc.Schedule(cc.parse(source))
+    before = cc.to_text(sched.module)
+    with pytest.raises(cc.CocoError, match="'mm' still runs after the all_gather"):
+        sched.reorder("g", ["act", "mm"])
+    assert cc.to_text(sched.module) == before
+    sched.reorder("g", ["act"])
+    assert_equivalent(cc.parse(source), sched.module)
