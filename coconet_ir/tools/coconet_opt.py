@@ -19,13 +19,16 @@ from xdsl.printer import Printer
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 import coconet_ir.ir as ir
+from coconet_ir import __version__
 from coconet_ir.pipeline import build_pipeline
 from coconet_ir.tools.errors import run_guarded
 from coconet_ir.universe import get_all_dialects, get_all_passes
 
 
 class CocoNetOptMain(xDSLOptMain):
-    version_format = "coconet-opt built on xdsl version {xdsl_version}"
+    version_format = (
+        f"coconet-opt {__version__} (coconet-ir) built on xdsl version {{xdsl_version}}"
+    )
 
     chunk_line_offset: int = 0
     """Lines before the chunk being parsed (non-zero with --split-input-file)."""
