@@ -103,6 +103,20 @@ def parse(
     source: str | bytes, filename: str = "<input>", ctx: Context | None = None
 ) -> ModuleOp:
     """Parse and verify a module; raise CocoError on any problem."""
+    text = source_text(source, filename)
+    try:
+        module = LocatingParser(ctx or make_context(), text, filename).parse_module()
+    except ParseError as err:
+        raise CocoError(describe_parse_error(err)) from None
+    except VerifyException as err:  # a type rule broken while parsing
+        raise CocoError(str(err).strip()) from None
+    verify(module)
+    return module
+
+
+def source_text(source: str | bytes, filename: str, allow_empty: bool = False) -> str:
+    """The program text: UTF-8 and, unless `allow_empty`, not empty (comments
+    aside); a CocoError otherwise."""
     if isinstance(source, bytes):
         try:
             source = source.decode("utf-8")
@@ -110,16 +124,9 @@ def parse(
             raise CocoError(
                 f"{filename}: error: input is not UTF-8 text (byte {err.start})"
             ) from None
-    if not strip_comments(source):
+    if not allow_empty and not strip_comments(source):
         raise CocoError(f"{filename}: error: empty input, expected a module")
-    try:
-        module = LocatingParser(ctx or make_context(), source, filename).parse_module()
-    except ParseError as err:
-        raise CocoError(describe_parse_error(err)) from None
-    except VerifyException as err:  # a type rule broken while parsing
-        raise CocoError(str(err).strip()) from None
-    verify(module)
-    return module
+    return source
 
 
 def strip_comments(source: str) -> str:

@@ -63,18 +63,8 @@ class CocoNetOptMain(xDSLOptMain):
 
     def parse_mlir(self, io: IO[bytes]) -> ModuleOp:
         """Parse (not verify: the pipeline callback does) one input or chunk."""
-        source = io.read()
         name = self.get_input_name()
-        if not self.args.split_input_file and not ir.strip_comments(
-            source.decode("utf-8", "replace")
-        ):
-            raise ir.CocoError(f"{name}: error: empty input, expected a module")
-        try:
-            text = source.decode("utf-8")
-        except UnicodeDecodeError as err:
-            raise ir.CocoError(
-                f"{name}: error: input is not UTF-8 text (byte {err.start})"
-            ) from None
+        text = ir.source_text(io.read(), name, allow_empty=self.args.split_input_file)
         parser = ir.LocatingParser(self.ctx, text, name, self.chunk_line_offset)
         return parser.parse_module(not self.args.no_implicit_module)
 
