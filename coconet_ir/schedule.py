@@ -38,7 +38,7 @@ from xdsl.passes import ModulePass
 from coconet_ir import ir
 from coconet_ir.dialects import coco
 from coconet_ir.dsl import Function, Value, module
-from coconet_ir.passes.base import restore, stage_name
+from coconet_ir.passes.base import all_or_nothing, stage_name
 
 
 @dataclass(frozen=True)
@@ -175,12 +175,11 @@ class Schedule:
     ) -> None:
         """Apply one targeted pass; if `check` then finds a problem, put the
         program back as it was and raise it."""
-        snapshot = self.module.clone()
-        transformation.apply(ir.make_context(), self.module)
-        problem = check() if check is not None else None
-        if problem is not None:
-            restore(self.module, snapshot)
-            raise ir.CocoError(problem)
+        with all_or_nothing(self.module):
+            transformation.apply(ir.make_context(), self.module)
+            problem = check() if check is not None else None
+            if problem is not None:
+                raise ir.CocoError(problem)
         self._known.update(n for op in self.module.walk() if (n := stage_name(op)))
 
     def _inside_check(

@@ -11,6 +11,8 @@ that says which precondition; the module is then exactly as it was.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -66,8 +68,7 @@ class CocoPass(ModulePass, ABC):
             raise self.refuse(op, reason)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        snapshot = op.clone()
-        try:
+        with all_or_nothing(op):
             found = self.transform(ctx, op)
             if self.op is not None and not found:
                 raise PassRefused(
@@ -75,13 +76,6 @@ class CocoPass(ModulePass, ABC):
                     "pass applies to"
                 )
             verify(op)
-        except CocoError as err:
-            restore(op, snapshot)
-            # The rewrite walker attaches a dump of the half-rewritten module;
-            # the located message already says everything.
-            if hasattr(err, "__notes__"):
-                del err.__notes__
-            raise
 
     @abstractmethod
     def transform(self, ctx: Context, module: ModuleOp) -> bool:
@@ -92,6 +86,21 @@ def rewrite_once(module: ModuleOp, pattern: RewritePattern) -> None:
     """Offer every op of `module` to `pattern` once; the ops a rewrite builds are
     not offered again."""
     PatternRewriteWalker(pattern, apply_recursively=False).rewrite_module(module)
+
+
+@contextmanager
+def all_or_nothing(module: ModuleOp) -> Iterator[None]:
+    """On a CocoError inside the block, put `module` back as it was and
+    re-raise (without the module dump xDSL's rewrite walker attaches: the
+    located message already says everything)."""
+    snapshot = module.clone()
+    try:
+        yield
+    except CocoError as err:
+        restore(module, snapshot)
+        if hasattr(err, "__notes__"):
+            del err.__notes__
+        raise
 
 
 def restore(module: ModuleOp, snapshot: ModuleOp) -> None:

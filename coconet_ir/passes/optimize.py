@@ -22,8 +22,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from coconet_ir.ir import CocoError
-from coconet_ir.passes.base import restore
+from coconet_ir.passes.base import all_or_nothing
 
 
 @dataclass(frozen=True)
@@ -68,10 +67,6 @@ class Optimize(ModulePass):
         return [p for enabled, p in schedule if enabled]
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        snapshot = op.clone()
-        try:
+        with all_or_nothing(op):
             for part in self.parts():
                 part.apply(ctx, op)
-        except CocoError:
-            restore(op, snapshot)
-            raise
