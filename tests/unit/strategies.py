@@ -34,7 +34,7 @@ from typing import Any
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.strategies import DrawFn
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr, i64
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 
@@ -72,11 +72,27 @@ chunking it into 2 or 4 chunks leaves chunks that 8 ranks cannot slice."""
 SIZES = (8, 16, 24)
 """Sizes of the contraction and output dims of matmuls."""
 
-ELEMENT_TYPES = ("f32", "f32", "f32", "f32", "f32", "f32", "f64", "f16")
+ELEMENT_TYPES = ("f32", "f32", "f32", "f32", "f32", "f32", "f64", "f16", "bf16")
 """The program's main element type: mostly f32."""
 
-LIMITS = {"f16": 16.0, "bf16": 16.0, "f32": 256.0, "f64": 256.0}
-"""Largest magnitude a value of each element type may reach."""
+FLOAT_TYPES = ("f16", "bf16", "f32", "f64")
+"""The float element types, for mixed precision."""
+
+LIMITS = {"f16": 16.0, "bf16": 16.0, "f32": 256.0, "f64": 256.0, "i32": 2.0**20}
+"""Largest magnitude a value of each element type may reach (i32: far from
+overflow, so that no rewrite of an integer computation can wrap)."""
+
+I32_INPUT_BOUND = 10.0
+"""Largest magnitude of a drawn i32 input (the interpreter's signed set)."""
+
+INT_SCALARS = (2, 3, -1, 1, 5)
+"""Values of the i32 `coco.constant`s used as rank-0 operands."""
+
+INT_BINARY_OPS = ("add", "sub", "mul", "max", "min", "div")
+INT_UNARY_OPS = ("neg", "abs", "relu")
+
+STAGE_NAMES = ("s0", "s1")
+"""Values of the `name` attributes given to some ops, for passes' `op=NAME`."""
 
 TOLERANCES = {
     "f64": (1e-9, 1e-9),
@@ -175,7 +191,10 @@ class StageBuilder:
     def argument(self, tensor: TensorType) -> Value:
         """A fresh function argument (the interpreter draws it in [0, 1))."""
         arg = self.block.insert_arg(tensor, len(self.block.args))
-        value = Value(arg, 1.0, exact=True, floor=0.0)
+        if element_type_name(tensor.element_type) == "i32":
+            value = Value(arg, I32_INPUT_BOUND, exact=True)
+        else:
+            value = Value(arg, 1.0, exact=True, floor=0.0)
         self.values.append(value)
         return value
 
@@ -188,28 +207,40 @@ class StageBuilder:
         return value
 
     def constant(self, number: float, elt: str) -> Value:
-        op = coco.ConstantOp(number, elt)
+        op = coco.ConstantOp(int(number) if elt == "i32" else number, elt)
         return self.emit(op, abs(number), exact=True, floor=number)
 
-    def pick(self, accept: Accept, exact_only: bool = False) -> Value | None:
-        """A live float value whose type `accept`s, or None (or, by the draw,
-        None even when there is one: a fresh argument is then made)."""
+    def pick(
+        self, accept: Accept, exact_only: bool = False, elt: str | None = None
+    ) -> Value | None:
+        """A live value whose type `accept`s, or None (or, by the draw, None
+        even when there is one: a fresh argument is then made). Only floats,
+        unless `elt` names the element type wanted."""
         candidates = [
             v
             for v in self.values
-            if v.is_float and accept(v.type) and (v.exact or not exact_only)
+            if (v.elt == elt if elt is not None else v.is_float)
+            and accept(v.type)
+            and (v.exact or not exact_only)
         ]
         index = self.draw(st.integers(0, len(candidates)))
         return candidates[index] if index < len(candidates) else None
 
     def value_of_type(self, tensor: TensorType, exact_only: bool = False) -> Value:
         """A live value of exactly this type, or a fresh argument."""
-        found = self.pick(lambda t: t == tensor, exact_only)
+        elt = element_type_name(tensor.element_type)
+        found = self.pick(lambda t: t == tensor, exact_only, elt)
         return found if found is not None else self.argument(tensor)
 
-    def subject(self, accept: Accept, fresh: st.SearchStrategy[TensorType]) -> Value:
-        """The value an op applies to: a live one that fits, or a fresh one."""
-        found = self.pick(accept)
+    def subject(
+        self,
+        accept: Accept,
+        fresh: st.SearchStrategy[TensorType],
+        elt: str | None = None,
+    ) -> Value:
+        """The value an op applies to: a live one that fits (a float, unless
+        `elt` names the element type), or a fresh one."""
+        found = self.pick(accept, elt=elt)
         return found if found is not None else self.argument(self.draw(fresh))
 
     def parameter(self, tensor: TensorType) -> Value:
@@ -309,6 +340,26 @@ class StageBuilder:
             floor = 0.0
         return self.emit(UNARY_OPS[kind](a.ssa), bound, a.exact, floor)
 
+    def int_binary(self, kind: str, a: Value, b: Value) -> Value:
+        """`coco.KIND a, b` on i32: an op whose result could leave the tame
+        range becomes `max`/`min` (integers cannot be scaled down); `div`
+        divides by `abs(b) + 1`, never 0."""
+        limit = LIMITS["i32"]
+        if kind == "mul" and a.bound * b.bound > limit:
+            kind = "max"
+        if kind in ("add", "sub") and a.bound + b.bound > limit:
+            kind = "min"
+        if kind == "div":
+            b = self.unary("abs", b)
+            b = self.int_binary("add", b, self.constant(1, "i32"))
+        bound = {
+            "add": a.bound + b.bound,
+            "sub": a.bound + b.bound,
+            "mul": a.bound * b.bound,
+        }.get(kind, max(a.bound, b.bound))
+        op = BINARY_OPS[kind](a.ssa, b.ssa)
+        return self.emit(op, bound, exact=True)
+
     def compare_select(self, a: Value, b: Value, x: Value, y: Value) -> Value:
         """`select(cmp(a, b), x, y)`; `a` and `b` must be exact."""
         assert a.exact and b.exact
@@ -396,7 +447,8 @@ class StageBuilder:
     def scalar(self, elt: str, exact_only: bool = False) -> Value:
         """A rank-0 replicated operand: a constant, or a live or fresh scalar."""
         if self.draw(st.booleans()):
-            return self.constant(self.draw(st.sampled_from(SCALARS)), elt)
+            numbers = INT_SCALARS if elt == "i32" else SCALARS
+            return self.constant(self.draw(st.sampled_from(numbers)), elt)
         tensor = TensorType([], coco.ELEMENT_TYPES[elt], REPLICATED)
         return self.value_of_type(tensor, exact_only)
 
@@ -530,16 +582,48 @@ def step_unary(s: StageBuilder) -> Value:
 
 
 def step_select(s: StageBuilder) -> Value:
+    """`select(cmp(a, b), x, y)`, or (one time in two) `select(c, x, y)` with
+    an i1 argument `c`."""
     found = s.pick(lambda t: True, exact_only=True)
     a = found if found is not None else s.argument(s.draw(tensor_types(s.elt)))
+    if s.draw(st.booleans()):
+        condition = s.value_of_type(a.type.with_element_type(coco.ELEMENT_TYPES["i1"]))
+        select = coco.SelectOp(condition.ssa, a.ssa, s.partner(a).ssa)
+        return s.emit(select, a.bound, a.exact)
     b = s.partner(a, exact_only=True)
     return s.compare_select(a, b, s.partner(a), s.partner(a))
+
+
+def step_int(s: StageBuilder) -> Value:
+    """A short i32 computation: arithmetic, `cmp`/`select` and all_reduce.
+    Integers are exact in any order, so every value may be compared."""
+    a = s.subject(lambda t: True, tensor_types("i32"), elt="i32")
+    for _ in range(s.draw(st.integers(1, 3))):
+        kind = s.draw(
+            st.sampled_from(("binary", "binary", "unary", "select", "all_reduce"))
+        )
+        if kind == "binary":
+            b = s.partner(a)
+            if s.draw(st.booleans()):
+                a, b = b, a
+            a = s.int_binary(s.draw(st.sampled_from(INT_BINARY_OPS)), a, b)
+        elif kind == "unary":
+            a = s.unary(s.draw(st.sampled_from(INT_UNARY_OPS)), a)
+        elif kind == "select":
+            a = s.compare_select(a, s.partner(a), s.partner(a), s.partner(a))
+        elif not a.type.layout.is_sliced:
+            reduction = s.draw(st.sampled_from(("sum", "max", "min")))
+            if reduction == "sum" and a.bound * SLICE_MULTIPLE > LIMITS["i32"]:
+                reduction = "max"
+            bound = a.bound * SLICE_MULTIPLE if reduction == "sum" else a.bound
+            a = s.emit(coco.AllReduceOp(a.ssa, reduction), bound, exact=True)
+    return a
 
 
 def mixed_precision(s: StageBuilder, a: Value, round_trip: bool = True) -> Value:
     """`a` converted to another float type, an op there, and back (or, when
     not `round_trip`, sometimes just the conversion)."""
-    target = s.draw(st.sampled_from([e for e in ("f16", "f32", "f64") if e != a.elt]))
+    target = s.draw(st.sampled_from([e for e in FLOAT_TYPES if e != a.elt]))
     converted = s.convert(a, target)
     if not round_trip and not s.draw(st.integers(0, 3)):
         return converted
@@ -852,6 +936,7 @@ STEPS: dict[str, Step] = {
     "broadcast": step_broadcast,
     "all_to_all": step_all_to_all,
     "update": step_update,
+    "int": step_int,
 }
 """Every step by name (first = what shrinking prefers)."""
 
@@ -952,6 +1037,37 @@ def tolerances(module: ModuleOp) -> tuple[float, float]:
     return max(r for r, _ in chosen), max(a for _, a in chosen)
 
 
+NAMEABLE = (
+    coco.CollectiveOp,
+    coco.MatmulOp,
+    coco.UpdateOp,
+    coco.SendOp,
+    coco.ElementwiseBinaryOp,
+)
+"""Ops that may get a `name` attribute: what `op=NAME` targets."""
+
+
+def name_some_ops(draw: DrawFn, module: ModuleOp) -> None:
+    """Give one program in two a few named ops (`name = "s0"` or `"s1"`, a
+    name possibly shared): the targets of the passes' `op=NAME` option."""
+    if not draw(st.booleans()):
+        return
+    for op in module.walk():
+        if isinstance(op, NAMEABLE) and draw(st.integers(0, 2)) == 2:
+            op.attributes["name"] = StringAttr(draw(st.sampled_from(STAGE_NAMES)))
+
+
+def stage_names_of(module: ModuleOp) -> list[str]:
+    """The `name` attributes of the module's ops, sorted, without repeats."""
+    return sorted(
+        {
+            attr.data
+            for op in module.walk()
+            if isinstance(attr := op.attributes.get("name"), StringAttr)
+        }
+    )
+
+
 @st.composite
 def programs(draw: DrawFn, *, max_steps: int = 6, pipelines: bool = True) -> Program:
     """A verified module: one function (or, one time in five, a two-stage
@@ -964,6 +1080,7 @@ def programs(draw: DrawFn, *, max_steps: int = 6, pipelines: bool = True) -> Pro
         run_steps(stage, max_steps)
         functions = [stage.build()]
     module = ModuleOp(functions)
+    name_some_ops(draw, module)
     worlds = WORLDS
     if draw(st.integers(0, 9)) == 9:
         world = draw(st.sampled_from(WORLDS))

@@ -13,8 +13,14 @@ the pipeline to a clone, and checks that
 A failure prints the minimized program (`program=...`), the pipeline, the world
 size, the first difference and the transformed program.
 
+Targeting by name (`PASS{op=NAME}`, see coconet_ir/passes/base.py): for a name
+some op of the program carries (or, rarely, one none carries), each pass either
+succeeds (the result verifies and is equivalent, as above) or raises a
+`CocoError` and leaves the module byte-identical; any other exception is a bug.
+
 Budget: `FAST` pipelines run `scaled_examples(50)` programs each, `SLOW` ones
-(many passes) 30; HYPOTHESIS_PROFILE=thorough runs 15 times more.
+(many passes) 30, `TARGETED` ones 20; HYPOTHESIS_PROFILE=thorough runs 15
+times more.
 """
 
 from __future__ import annotations
@@ -23,14 +29,22 @@ from dataclasses import dataclass
 
 import pytest
 from hypothesis import given, settings
-from strategies import WORLDS, Program, programs, scaled_examples
+from hypothesis import strategies as st
+from strategies import (
+    STAGE_NAMES,
+    WORLDS,
+    Program,
+    programs,
+    scaled_examples,
+    stage_names_of,
+)
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
 
 from coconet_ir.dialects.coco import UpdateOp
 from coconet_ir.interpreter import equivalent
-from coconet_ir.ir import make_context, parse, to_text, verify
+from coconet_ir.ir import CocoError, make_context, parse, to_text, verify
 from coconet_ir.pipeline import available_passes, build_pipeline
 
 FAST = [
@@ -71,6 +85,12 @@ def check_preserves_semantics(pipeline: PassPipeline, program: Program) -> None:
         pipeline.apply(make_context(), transformed)
     except Exception as err:
         pytest.fail(f"{spec} raised on an untargeted program: {err}")
+    check_equivalent(spec, program, transformed)
+
+
+def check_equivalent(spec: str, program: Program, transformed: ModuleOp) -> None:
+    """`transformed` verifies and is equivalent to the program on every world
+    size of the program."""
     verify(transformed)
     for world in program.worlds:
         result = equivalent(
@@ -101,6 +121,61 @@ def test_pipeline_preserves_semantics(pipeline: PassPipeline, program: Program):
 @given(program=programs())
 def test_slow_pipeline_preserves_semantics(pipeline: PassPipeline, program: Program):
     check_preserves_semantics(pipeline, program)
+
+
+TARGETED = [
+    "coco-split-all-reduce{op=NAME}",
+    "coco-reorder{op=NAME}",
+    "coco-split-all-reduce,coco-reorder{op=NAME_ag}",
+    "coco-fuse{op=NAME}",
+    "coco-split-all-reduce,coco-fuse{op=NAME_rs}",
+    "coco-overlap{chunks=2 op=NAME}",
+    "coco-split-all-reduce,coco-fuse-send{op=NAME}",
+    "coco-slice-state{op=NAME}",
+    "coco-split-all-reduce,coco-reorder,coco-slice-state{op=NAME}",
+    "coco-dce{op=NAME}",
+]
+"""Pipelines whose last pass targets the ops named NAME, after untargeted
+passes that make its targets (coco-split-all-reduce names the halves of an
+all_reduce named N `N_rs` and `N_ag`); `scaled_examples(20)` programs each."""
+
+
+@st.composite
+def named_programs(draw: st.DrawFn) -> tuple[Program, str]:
+    """A program and a name to target: one its ops carry, or (one time in
+    eight, or when no op is named) a name no op carries."""
+    program = draw(programs())
+    present = stage_names_of(program.module)
+    if present and draw(st.integers(0, 7)) != 7:
+        return program, draw(st.sampled_from(present))
+    return program, draw(st.sampled_from(STAGE_NAMES))
+
+
+@pytest.mark.parametrize("spec", TARGETED)
+@settings(max_examples=scaled_examples(20))
+@given(drawn=named_programs())
+def test_targeted_pass_succeeds_or_refuses_cleanly(
+    spec: str, drawn: tuple[Program, str]
+):
+    program, name = drawn
+    pipeline = build_pipeline(available_passes(), spec.replace("NAME", name))
+    full_spec = spec_of(pipeline)
+    *untargeted, targeted = pipeline.passes
+    transformed = program.module.clone()
+    try:
+        PassPipeline(tuple(untargeted)).apply(make_context(), transformed)
+    except Exception as err:
+        pytest.fail(f"{full_spec}: an untargeted pass raised: {err}")
+    before = to_text(transformed)
+    try:
+        targeted.apply(make_context(), transformed)
+    except CocoError:
+        after = to_text(transformed)
+        assert after == before, f"{full_spec} refused but changed the module:\n{after}"
+        return
+    except Exception as err:
+        pytest.fail(f"{full_spec} raised {type(err).__name__}, not CocoError: {err}")
+    check_equivalent(full_spec, program, transformed)
 
 
 SGD = """

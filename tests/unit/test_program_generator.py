@@ -1,7 +1,8 @@
 """The random program generator (`strategies.programs`) itself: its modules
 verify and round-trip through text, the interpreter runs them with finite
-results, and over many draws it covers every op, layout and element type and the
-program shapes the passes target."""
+results, and over many draws it covers every op, layout and element type (data
+of each: arguments of every type, i32 arithmetic and all_reduce), the program
+shapes the passes target and the named ops their `op=NAME` option targets."""
 
 from __future__ import annotations
 
@@ -112,6 +113,18 @@ def features(program: Program) -> set[str]:
                 found.add(f"layout {t.layout.kind.data}")
                 found.add(f"rank {t.rank}")
         found |= target_shapes(op)
+    for op in ops_of(program.module):
+        for region in op.regions:
+            for block in region.blocks:
+                found |= {
+                    f"{element_type_name(a.type.element_type)} argument"
+                    for a in block.args
+                    if isinstance(a.type, TensorType)
+                }
+        if "name" in op.attributes:
+            found.add(f"named {op.name}")
+        if isinstance(op, coco.AllReduceOp) and isinstance(op.operand.type, TensorType):
+            found.add(f"{element_type_name(op.operand.type.element_type)} all_reduce")
     if len(list(program.module.ops)) == 2:
         found.add("pipeline")
     if coco.WORLD_SIZE_ATTR in program.module.attributes:
@@ -148,7 +161,17 @@ def test_generator_covers_every_op_and_target_shape():
         "f32",
         "f64",
         "f16",
+        "bf16",
+        "i32",
         "i1",
+        "bf16 argument",
+        "i32 argument",
+        "i1 argument",
+        "i32 all_reduce",
+        "named coco.all_reduce",
+        "named coco.matmul",
+        "named coco.update",
+        "named coco.all_gather",
         "layout replicated",
         "layout local",
         "layout sliced",
