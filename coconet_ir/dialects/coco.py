@@ -1582,9 +1582,6 @@ class CollectiveOp(InferredResultOp, ABC):
     def inferred_type(self) -> TensorType:
         return self.expected_result(as_tensor_type(self.operand, "operand"))
 
-    def _require_layout(self, operand: TensorType, *allowed: str) -> None:
-        require_layout(operand, *allowed)
-
 
 def require_layout(operand: TensorType, *allowed: str) -> None:
     """The operand's layout kind must be one of `allowed`."""
