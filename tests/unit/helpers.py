@@ -14,7 +14,10 @@ from xdsl.ir import Operation
 
 import coconet_ir as cc
 
-EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
+ROOT = Path(__file__).resolve().parents[2]
+"""The checkout: examples/, docs/, benchmarks/."""
+
+EXAMPLES_DIR = ROOT / "examples"
 
 
 # ---------------------------------------------------------------------------

@@ -5,6 +5,7 @@ give, and what xDSL's cse merges."""
 from pathlib import Path
 
 import pytest
+from helpers import EXAMPLES_DIR
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.traits import HasCanonicalizationPatternsTrait
 
@@ -12,7 +13,7 @@ import coconet_ir as cc
 from coconet_ir.dialects import coco
 from coconet_ir.passes import canonicalization as canon
 
-EXAMPLES = sorted(Path(__file__).parents[2].glob("examples/*.mlir"))
+EXAMPLES = sorted(EXAMPLES_DIR.glob("*.mlir"))
 
 L = "!coco.tensor<8x16xf32, local>"
 R = "!coco.tensor<8x16xf32, replicated>"

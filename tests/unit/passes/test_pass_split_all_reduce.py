@@ -4,12 +4,13 @@ equivalence on every example (2, 4 and 8 ranks)."""
 from pathlib import Path
 
 import pytest
+from helpers import EXAMPLES_DIR
 
 import coconet_ir as cc
 from coconet_ir.dialects import coco
 from coconet_ir.passes.split_all_reduce import SplitAllReduce
 
-EXAMPLES = sorted(Path(__file__).parents[2].glob("examples/*.mlir"))
+EXAMPLES = sorted(EXAMPLES_DIR.glob("*.mlir"))
 
 SGD = """
 func.func @sgd(%g: !coco.tensor<8x64xf32, local>, %w: !coco.tensor<8x64xf32, replicated>) {

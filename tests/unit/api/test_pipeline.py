@@ -1,16 +1,15 @@
 """cc.Pipeline: built from the -p syntax or from pass instances; applies in place
 or to a copy; bad specs are CocoErrors."""
 
-from pathlib import Path
-
 import pytest
+from helpers import EXAMPLES_DIR
 
 import coconet_ir as cc
 from coconet_ir.dialects import coco
 from coconet_ir.passes.reorder import Reorder
 from coconet_ir.passes.split_all_reduce import SplitAllReduce
 
-SGD = Path(__file__).parents[2] / "examples" / "sgd.mlir"
+SGD = EXAMPLES_DIR / "sgd.mlir"
 
 
 def test_string_and_instances_give_the_same_program():

@@ -2,14 +2,14 @@
 program after computes what the program before computed, on 2, 4 and 8 ranks
 (COCO_DIALECT.md §8), and still verifies."""
 
-from pathlib import Path
 
 import pytest
+from helpers import EXAMPLES_DIR
 
 import coconet_ir as cc
 from coconet_ir.universe import PASSES
 
-EXAMPLES = sorted(Path(__file__).parents[2].glob("examples/*.mlir"))
+EXAMPLES = sorted(EXAMPLES_DIR.glob("*.mlir"))
 
 PIPELINES = [
     *PASSES,  # each coco pass alone

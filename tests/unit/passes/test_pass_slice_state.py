@@ -5,7 +5,7 @@ the module untouched."""
 from pathlib import Path
 
 import pytest
-from helpers import ops_of, the_function
+from helpers import EXAMPLES_DIR, ops_of, the_function
 
 import coconet_ir as cc
 from coconet_ir.analysis import function_costs
@@ -15,7 +15,7 @@ from coconet_ir.passes.reorder import Reorder
 from coconet_ir.passes.slice_state import SliceState
 from coconet_ir.passes.split_all_reduce import SplitAllReduce
 
-EXAMPLES = sorted(Path(__file__).parents[2].glob("examples/*.mlir"))
+EXAMPLES = sorted(EXAMPLES_DIR.glob("*.mlir"))
 EXAMPLE = {path.stem: path for path in EXAMPLES}
 WORLDS = [2, 4, 8]
 ZERO = "coco-split-all-reduce,coco-reorder,coco-slice-state"

@@ -1,10 +1,8 @@
 """coco-fuse-send: the pipeline example sends slices (N times fewer bytes) and
 stays equivalent on 2, 4 and 8 ranks; refusals leave both stages untouched."""
 
-from pathlib import Path
-
 import pytest
-from helpers import stage
+from helpers import EXAMPLES_DIR, stage
 from xdsl.dialects.builtin import ModuleOp
 
 import coconet_ir as cc
@@ -12,7 +10,7 @@ from coconet_ir.analysis import bytes_sent
 from coconet_ir.dialects import coco
 from coconet_ir.passes.fuse_send import FuseSend
 
-PIPELINE = Path(__file__).parents[2] / "examples" / "pipeline.mlir"
+PIPELINE = EXAMPLES_DIR / "pipeline.mlir"
 WORLDS = [2, 4, 8]
 
 # @stage1 sends an all_reduce's result straight away; @stage2 receives it.

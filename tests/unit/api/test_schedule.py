@@ -4,14 +4,12 @@ misuse is refused and leaves the program as it was."""
 
 import importlib.util
 import sys
-from pathlib import Path
 
 import pytest
+from helpers import ROOT
 
 import coconet_ir as cc
 from coconet_ir.dialects import coco
-
-ROOT = Path(__file__).parents[2]
 
 
 def load(name: str):

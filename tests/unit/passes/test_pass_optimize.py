@@ -5,7 +5,7 @@ numbers read off the IR (docs/passes.md keeps the same table)."""
 from pathlib import Path
 
 import pytest
-from helpers import example, ops_of, stage
+from helpers import ROOT, example, ops_of, stage
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
 
@@ -13,7 +13,6 @@ import coconet_ir as cc
 from coconet_ir.analysis import bytes_sent, function_costs
 from coconet_ir.dialects import coco
 
-ROOT = Path(__file__).parents[2]
 EXAMPLES = sorted(ROOT.glob("examples/*.mlir"))
 
 

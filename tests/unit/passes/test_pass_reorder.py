@@ -5,7 +5,7 @@ operands, and refusals that leave the module untouched."""
 from pathlib import Path
 
 import pytest
-from helpers import ops_of, the_function
+from helpers import EXAMPLES_DIR, ops_of, the_function
 from xdsl.dialects.func import FuncOp
 
 import coconet_ir as cc
@@ -16,7 +16,7 @@ from coconet_ir.passes.base import stage_name
 from coconet_ir.passes.reorder import Reorder
 from coconet_ir.passes.split_all_reduce import SplitAllReduce
 
-EXAMPLES = sorted(Path(__file__).parents[2].glob("examples/*.mlir"))
+EXAMPLES = sorted(EXAMPLES_DIR.glob("*.mlir"))
 EXAMPLE = {path.stem: path for path in EXAMPLES}
 WORLDS = [2, 4, 8]
 SPLIT_REORDER = "coco-split-all-reduce,coco-reorder"

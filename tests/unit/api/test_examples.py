@@ -8,16 +8,14 @@ import importlib.util
 import subprocess
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 import pytest
+from helpers import EXAMPLES_DIR
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
 
 import coconet_ir as cc
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 NAMES = [
     "sgd",
@@ -35,7 +33,7 @@ Inputs = dict[str, np.ndarray]
 def load_example(name: str) -> ModuleType:
     """Import `examples/NAME.py` from its path."""
     spec = importlib.util.spec_from_file_location(
-        f"coconet_example_{name}", EXAMPLES / f"{name}.py"
+        f"coconet_example_{name}", EXAMPLES_DIR / f"{name}.py"
     )
     assert spec is not None and spec.loader is not None
     example = importlib.util.module_from_spec(spec)
@@ -44,7 +42,7 @@ def load_example(name: str) -> ModuleType:
 
 
 def parse_example(name: str) -> ModuleOp:
-    return cc.parse_file(str(EXAMPLES / f"{name}.mlir"))
+    return cc.parse_file(str(EXAMPLES_DIR / f"{name}.mlir"))
 
 
 # ----------------------------------------------------------------------------
@@ -53,8 +51,8 @@ def parse_example(name: str) -> ModuleOp:
 
 
 def test_every_example_is_listed() -> None:
-    assert sorted(p.stem for p in EXAMPLES.glob("*.mlir")) == sorted(NAMES)
-    assert sorted(p.stem for p in EXAMPLES.glob("*.py")) == sorted(NAMES)
+    assert sorted(p.stem for p in EXAMPLES_DIR.glob("*.mlir")) == sorted(NAMES)
+    assert sorted(p.stem for p in EXAMPLES_DIR.glob("*.py")) == sorted(NAMES)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -67,7 +65,7 @@ def test_python_builds_the_mlir_module(name: str) -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_script_prints_the_module(name: str) -> None:
     run = subprocess.run(
-        [sys.executable, str(EXAMPLES / f"{name}.py")],
+        [sys.executable, str(EXAMPLES_DIR / f"{name}.py")],
         capture_output=True,
         text=True,
         check=True,
@@ -77,7 +75,7 @@ def test_script_prints_the_module(name: str) -> None:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_mlir_header_says_what_and_how_to_run(name: str) -> None:
-    text = (EXAMPLES / f"{name}.mlir").read_text()
+    text = (EXAMPLES_DIR / f"{name}.mlir").read_text()
     header = text.split("\n\n", 1)[0]
     assert all(line.startswith("//") for line in header.splitlines())
     assert f"coconet-run examples/{name}.mlir --world 4" in header

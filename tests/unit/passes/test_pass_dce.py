@@ -4,6 +4,7 @@ the worklist for ops passed before they died, and refusals."""
 from pathlib import Path
 
 import pytest
+from helpers import EXAMPLES_DIR
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Block, Region
@@ -13,7 +14,7 @@ from coconet_ir.dialects import coco
 from coconet_ir.passes import dce
 from coconet_ir.passes.dce import CocoDCE, DeadCodeSweep
 
-EXAMPLES = sorted(Path(__file__).parents[2].glob("examples/*.mlir"))
+EXAMPLES = sorted(EXAMPLES_DIR.glob("*.mlir"))
 
 T = "!coco.tensor<8x16xf32, local>"
 
