@@ -14,7 +14,7 @@ import argparse
 from pathlib import Path
 
 import coconet_ir as cc
-from coconet_ir.analysis import Costs, module_costs
+from coconet_ir.analysis.costs import Costs, module_costs
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 WORKLOADS = (

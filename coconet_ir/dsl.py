@@ -135,7 +135,7 @@ _SLICED_SPELLING = re.compile(r"sliced<(\d+)>")
 def sliced(dim: int) -> coco.LayoutAttr:
     """`sliced<dim>`: rank `r` holds block `r` of dimension `dim`."""
     if isinstance(dim, bool) or not isinstance(dim, int) or dim < 0:
-        raise CocoError(f"error: sliced(dim) needs a dimension >= 0, got {dim!r}")
+        raise CocoError(f"sliced(dim) needs a dimension >= 0, got {dim!r}")
     return coco.LayoutAttr.sliced(dim)
 
 
@@ -144,13 +144,13 @@ def _element_type(element_type: ElementType) -> Attribute:
     if isinstance(element_type, str):
         if element_type not in coco.ELEMENT_TYPES:
             raise CocoError(
-                f"error: unknown element type '{element_type}' (expected one of "
+                f"unknown element type '{element_type}' (expected one of "
                 f"{', '.join(coco.ELEMENT_TYPES)})"
             )
         return coco.ELEMENT_TYPES[element_type]
     if element_type not in coco.ELEMENT_TYPES.values():
         raise CocoError(
-            f"error: {element_type} is not a coco element type (expected one of "
+            f"{element_type} is not a coco element type (expected one of "
             f"{', '.join(coco.ELEMENT_TYPES)})"
         )
     return element_type
@@ -167,7 +167,7 @@ def _layout(layout: LayoutLike) -> coco.LayoutAttr:
     match = _SLICED_SPELLING.fullmatch(layout) if isinstance(layout, str) else None
     if match is None:
         raise CocoError(
-            f"error: unknown layout {layout!r} (expected cc.replicated, cc.local or "
+            f"unknown layout {layout!r} (expected cc.replicated, cc.local or "
             "cc.sliced(d))"
         )
     return coco.LayoutAttr.sliced(int(match.group(1)))
@@ -183,7 +183,7 @@ def tensor(
     try:
         return coco.TensorType(list(shape), elt, _layout(layout))
     except VerifyException as err:
-        raise CocoError(f"error: {err}") from None
+        raise CocoError(str(err)) from None
 
 
 # ============================================================================
@@ -217,8 +217,9 @@ _STACK = _ScopeStack()
 def _current_scope(op_name: str) -> _Scope:
     if not _STACK.scopes:
         raise CocoError(
-            f"{_user_location_text()}: error: '{op_name}' can only be built inside "
-            "a function decorated with @cc.function"
+            f"'{op_name}' can only be built inside a function decorated with "
+            "@cc.function",
+            _user_location(),
         )
     return _STACK.scopes[-1]
 
@@ -256,18 +257,12 @@ def _user_location() -> FileLineColLoc:
     )
 
 
-def _user_location_text() -> str:
-    loc = _user_location()
-    return f"{loc.filename.data}:{loc.line.data}:{loc.column.data}"
-
-
 def _op_error(op_name: str, err: Exception) -> CocoError:
-    """`FILE:LINE:COL: error: 'coco.op' op RULE`, as `coconet_ir.ir` words it."""
-    message = str(err).removeprefix("Operation does not verify: ").strip()
-    message = message.split("\n", 1)[0]
-    for prefix in (f"'{op_name}' op ", f"'{op_name}' ", f"{op_name} "):
-        message = message.removeprefix(prefix)
-    return CocoError(f"{_user_location_text()}: error: '{op_name}' op {message}")
+    """`FILE:LINE:COL: error: 'coco.op' op RULE` at the user's line, for an
+    error raised while building or verifying `op_name`."""
+    rule = err.rule if isinstance(err, coco.LayoutError) else str(err)
+    message = " ".join(line.strip() for line in rule.strip().splitlines())
+    return CocoError(message, _user_location(), op_name=op_name)
 
 
 # ============================================================================
@@ -316,7 +311,7 @@ class Value:
 
     def __bool__(self) -> bool:
         raise CocoError(
-            "error: a coco value has no Python truth value (it is a distributed "
+            "a coco value has no Python truth value (it is a distributed "
             "tensor); use cc.select for elementwise choice"
         )
 
@@ -411,15 +406,17 @@ def _value(op_name: str, x: object, what: str = "operand") -> SSAValue:
     """The SSA value of a DSL value of the function being built."""
     if not isinstance(x, Value):
         raise CocoError(
-            f"{_user_location_text()}: error: '{op_name}' op {what} must be a coco "
-            f"value (cc.Value), got {type(x).__name__} {x!r}"
+            f"{what} must be a coco value (cc.Value), got {type(x).__name__} {x!r}",
+            _user_location(),
+            op_name=op_name,
         )
     scope = _current_scope(op_name)
     if x._scope is not scope:
         raise CocoError(
-            f"{_user_location_text()}: error: '{op_name}' op {what} belongs to "
-            f"@{x._scope.name}, not to @{scope.name} (use cc.send / cc.recv to "
-            "move values between stages)"
+            f"{what} belongs to @{x._scope.name}, not to @{scope.name} (use "
+            "cc.send / cc.recv to move values between stages)",
+            _user_location(),
+            op_name=op_name,
         )
     return x.ssa
 
@@ -432,8 +429,9 @@ def _constant(value: object, element_type: Attribute, name: str | None = None) -
     """`value`, a Python number, as a `coco.constant` of `element_type`."""
     if not isinstance(value, numbers.Real) or isinstance(value, Value):
         raise CocoError(
-            f"{_user_location_text()}: error: 'coco.constant' op value must be a "
-            f"Python number, got {value!r}"
+            f"value must be a Python number, got {value!r}",
+            _user_location(),
+            op_name="coco.constant",
         )
     real = float(value)
     problem = None
@@ -442,12 +440,12 @@ def _constant(value: object, element_type: Attribute, name: str | None = None) -
     elif element_type == i1 and value not in (0, 1):
         problem = f"an i1 constant must be 0 or 1, got {value!r}"
     if problem is not None:
-        raise CocoError(f"{_user_location_text()}: error: 'coco.constant' op {problem}")
+        raise CocoError(problem, _user_location(), op_name="coco.constant")
     number = real if coco.is_float(element_type) else int(real)
     return _result(
         _emit(
             "coco.constant",
-            lambda: coco.ConstantOp(number, element_type, name=name),
+            lambda: coco.ConstantOp(number, element_type, label=name),
             name,
         )
     )
@@ -459,8 +457,10 @@ def _promote(op_name: str, *operands: object) -> list[SSAValue]:
     values = [x for x in operands if isinstance(x, Value)]
     if not values:
         raise CocoError(
-            f"{_user_location_text()}: error: '{op_name}' op needs at least one "
-            f"coco value operand, got {', '.join(repr(x) for x in operands)}"
+            "needs at least one coco value operand, got "
+            f"{', '.join(repr(x) for x in operands)}",
+            _user_location(),
+            op_name=op_name,
         )
     element_type = values[-1].element_type
     return [
@@ -482,7 +482,7 @@ def _binary(
 ) -> Value:
     op_name = op_type.name
     a, b = _promote(op_name, lhs, rhs)
-    return _result(_emit(op_name, lambda: op_type(a, b, name=name), name))
+    return _result(_emit(op_name, lambda: op_type(a, b, label=name), name))
 
 
 def add(lhs: Operand, rhs: Operand, *, name: str | None = None) -> Value:
@@ -527,7 +527,7 @@ def cmp(
     `eq ne lt le gt ge`; the result has element type i1."""
     a, b = _promote("coco.cmp", lhs, rhs)
     return _result(
-        _emit("coco.cmp", lambda: coco.CmpOp(a, b, predicate, name=name), name)
+        _emit("coco.cmp", lambda: coco.CmpOp(a, b, predicate, label=name), name)
     )
 
 
@@ -538,13 +538,13 @@ def select(
     c = _value("coco.select", condition, "condition")
     a, b = _promote("coco.select", if_true, if_false)
     return _result(
-        _emit("coco.select", lambda: coco.SelectOp(c, a, b, name=name), name)
+        _emit("coco.select", lambda: coco.SelectOp(c, a, b, label=name), name)
     )
 
 
 def _unary(op_type: type[coco.ElementwiseUnaryOp], x: Value, name: str | None) -> Value:
     a = _value(op_type.name, x)
-    return _result(_emit(op_type.name, lambda: op_type(a, name=name), name))
+    return _result(_emit(op_type.name, lambda: op_type(a, label=name), name))
 
 
 def neg(x: Value, *, name: str | None = None) -> Value:
@@ -597,7 +597,7 @@ def convert(x: Value, element_type: ElementType, *, name: str | None = None) -> 
     a = _value("coco.convert", x)
     elt = _element_type(element_type)
     return _result(
-        _emit("coco.convert", lambda: coco.ConvertOp(a, elt, name=name), name)
+        _emit("coco.convert", lambda: coco.ConvertOp(a, elt, label=name), name)
     )
 
 
@@ -618,7 +618,7 @@ def dropout(x: Value, p: float, seed: int = 0, *, name: str | None = None) -> Va
     return _result(
         _emit(
             "coco.dropout",
-            lambda: coco.DropoutOp(a, float(p), int(seed), name=name),
+            lambda: coco.DropoutOp(a, float(p), int(seed), label=name),
             name,
         )
     )
@@ -639,7 +639,7 @@ def reduce(
         dims = [dims]
     dims = list(dims)
     return _result(
-        _emit("coco.reduce", lambda: coco.ReduceOp(a, kind, dims, name=name), name)
+        _emit("coco.reduce", lambda: coco.ReduceOp(a, kind, dims, label=name), name)
     )
 
 
@@ -647,21 +647,21 @@ def norm(x: Value, *, name: str | None = None) -> Value:
     """`coco.norm`: the L2 norm over all elements, rank 0; `x` must be
     replicated or local."""
     a = _value("coco.norm", x)
-    return _result(_emit("coco.norm", lambda: coco.NormOp(a, name=name), name))
+    return _result(_emit("coco.norm", lambda: coco.NormOp(a, label=name), name))
 
 
 def matmul(lhs: Value, rhs: Value, *, name: str | None = None) -> Value:
     """`coco.matmul`: `[..., K] x [K, M] -> [..., M]`; also `lhs @ rhs`."""
     a = _value("coco.matmul", lhs, "lhs")
     b = _value("coco.matmul", rhs, "rhs")
-    return _result(_emit("coco.matmul", lambda: coco.MatmulOp(a, b, name=name), name))
+    return _result(_emit("coco.matmul", lambda: coco.MatmulOp(a, b, label=name), name))
 
 
 def all_slice(x: Value, dim: int, *, name: str | None = None) -> Value:
     """`coco.all_slice`: replicated → sliced<dim>, no communication."""
     a = _value("coco.all_slice", x)
     return _result(
-        _emit("coco.all_slice", lambda: coco.AllSliceOp(a, dim, name=name), name)
+        _emit("coco.all_slice", lambda: coco.AllSliceOp(a, dim, label=name), name)
     )
 
 
@@ -669,7 +669,7 @@ def update(param: Value, value: Value, *, name: str | None = None) -> None:
     """`coco.update`: at function exit the parameter `param` holds `value`."""
     p = _value("coco.update", param, "parameter")
     v = _value("coco.update", value, "value")
-    _emit("coco.update", lambda: coco.UpdateOp(p, v, name=name), name)
+    _emit("coco.update", lambda: coco.UpdateOp(p, v, label=name), name)
 
 
 # ============================================================================
@@ -684,7 +684,7 @@ def all_reduce(x: Value, reduction: str = "sum", *, name: str | None = None) -> 
     return _result(
         _emit(
             "coco.all_reduce",
-            lambda: coco.AllReduceOp(a, reduction, name=name),
+            lambda: coco.AllReduceOp(a, reduction, label=name),
             name,
         )
     )
@@ -699,7 +699,7 @@ def reduce_scatter(
     return _result(
         _emit(
             "coco.reduce_scatter",
-            lambda: coco.ReduceScatterOp(a, reduction, dim, name=name),
+            lambda: coco.ReduceScatterOp(a, reduction, dim, label=name),
             name,
         )
     )
@@ -709,7 +709,7 @@ def all_gather(x: Value, *, name: str | None = None) -> Value:
     """`coco.all_gather`: sliced → replicated, the blocks concatenated."""
     a = _value("coco.all_gather", x)
     return _result(
-        _emit("coco.all_gather", lambda: coco.AllGatherOp(a, name=name), name)
+        _emit("coco.all_gather", lambda: coco.AllGatherOp(a, label=name), name)
     )
 
 
@@ -717,7 +717,7 @@ def broadcast(x: Value, root: int = 0, *, name: str | None = None) -> Value:
     """`coco.broadcast`: local → replicated, rank `root`'s value."""
     a = _value("coco.broadcast", x)
     return _result(
-        _emit("coco.broadcast", lambda: coco.BroadcastOp(a, root, name=name), name)
+        _emit("coco.broadcast", lambda: coco.BroadcastOp(a, root, label=name), name)
     )
 
 
@@ -725,7 +725,7 @@ def all_to_all(x: Value, dim: int, *, name: str | None = None) -> Value:
     """`coco.all_to_all`: sliced<D> → sliced<dim>, the same global value."""
     a = _value("coco.all_to_all", x)
     return _result(
-        _emit("coco.all_to_all", lambda: coco.AllToAllOp(a, dim, name=name), name)
+        _emit("coco.all_to_all", lambda: coco.AllToAllOp(a, dim, label=name), name)
     )
 
 
@@ -735,8 +735,9 @@ def _stage_name(op_name: str, stage: object) -> str:
         return stage.name
     if not isinstance(stage, str) or not stage.removeprefix("@"):
         raise CocoError(
-            f"{_user_location_text()}: error: '{op_name}' op the stage must be a "
-            f"function name or a cc.Function, got {stage!r}"
+            f"the stage must be a function name or a cc.Function, got {stage!r}",
+            _user_location(),
+            op_name=op_name,
         )
     return stage.removeprefix("@")
 
@@ -748,7 +749,7 @@ def send(
     (checked against the matching `recv` by `cc.module`)."""
     a = _value("coco.send", x)
     stage = _stage_name("coco.send", to)
-    _emit("coco.send", lambda: coco.SendOp(a, stage, channel, name=name), name)
+    _emit("coco.send", lambda: coco.SendOp(a, stage, channel, label=name), name)
 
 
 def recv(
@@ -761,12 +762,13 @@ def recv(
     """`coco.recv`: what rank r of stage `from_` sent on `channel`, of `type`."""
     if not isinstance(type, coco.TensorType):
         raise CocoError(
-            f"{_user_location_text()}: error: 'coco.recv' op type must be a "
-            f"cc.tensor(...), got {type!r}"
+            f"type must be a cc.tensor(...), got {type!r}",
+            _user_location(),
+            op_name="coco.recv",
         )
     stage = _stage_name("coco.recv", from_)
     return _result(
-        _emit("coco.recv", lambda: coco.RecvOp(type, stage, channel, name=name), name)
+        _emit("coco.recv", lambda: coco.RecvOp(type, stage, channel, label=name), name)
     )
 
 
@@ -787,15 +789,16 @@ def _parameter_types(fn: Callable[..., Any]) -> list[tuple[str, coco.TensorType]
         signature = inspect.signature(fn, eval_str=True, locals=scope)
     except (NameError, AttributeError, SyntaxError, TypeError) as err:
         raise CocoError(
-            f"{where}: error: cannot evaluate the annotations of {fn.__name__}: {err}"
+            f"cannot evaluate the annotations of {fn.__name__}: {err}", where
         ) from None
     params: list[tuple[str, coco.TensorType]] = []
     for param in signature.parameters.values():
         if not isinstance(param.annotation, coco.TensorType):
             raise CocoError(
-                f"{where}: error: parameter '{param.name}' of {fn.__name__} must be "
-                "annotated with its type, e.g. `x: cc.tensor([8], cc.f32, "
-                f"cc.replicated)`, got {param.annotation!r}"
+                f"parameter '{param.name}' of {fn.__name__} must be annotated "
+                "with its type, e.g. `x: cc.tensor([8], cc.f32, cc.replicated)`, "
+                f"got {param.annotation!r}",
+                where,
             )
         params.append((param.name, param.annotation))
     return params
@@ -858,7 +861,7 @@ class Function:
         for argument in self.func_op.body.block.args:
             if argument.name_hint == name:
                 return argument
-        raise CocoError(f"error: @{self.name} has no parameter '{name}'")
+        raise CocoError(f"@{self.name} has no parameter '{name}'")
 
     def __repr__(self) -> str:
         return f"<cc.Function @{self.name} : {self.func_op.function_type}>"
@@ -891,9 +894,9 @@ def module(*functions: Function, world_size: int | None = None) -> ModuleOp:
     seen: set[str] = set()
     for f in functions:
         if not isinstance(f, Function):
-            raise CocoError(f"error: cc.module takes @cc.function functions, got {f!r}")
+            raise CocoError(f"cc.module takes @cc.function functions, got {f!r}")
         if f.name in seen:
-            raise CocoError(f"error: cc.module got two functions named @{f.name}")
+            raise CocoError(f"cc.module got two functions named @{f.name}")
         seen.add(f.name)
     result = ModuleOp([f.func_op.clone() for f in functions])
     if world_size is not None:
@@ -903,8 +906,8 @@ def module(*functions: Function, world_size: int | None = None) -> ModuleOp:
             or world_size < 1
         ):
             raise CocoError(
-                f"error: world_size must be a positive integer, got {world_size!r}"
+                f"world_size must be a positive integer, got {world_size!r}"
             )
-        result.attributes["coco.world_size"] = IntegerAttr(world_size, i64)
+        result.attributes[coco.WORLD_SIZE_ATTR] = IntegerAttr(world_size, i64)
     verify_module(result)
     return result

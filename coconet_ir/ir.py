@@ -3,6 +3,8 @@
 Every entry point (coconet-opt, coconet-run, the Python API) goes through these
 helpers so that bad input always ends as a `CocoError`: one message of the form
 `FILE:LINE:COL: error: 'coco.op' op RULE`, never a Python traceback.
+`verify` is the one verifier: every op's own rules, then the rules about the
+whole module (the pipeline channels match).
 """
 
 from __future__ import annotations
@@ -15,12 +17,23 @@ from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr
 from xdsl.ir import Operation
 from xdsl.parser import Parser
 from xdsl.printer import Printer
-from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
+from xdsl.utils.exceptions import ParseError, VerifyException
 from xdsl.utils.lexer import Span
 
+from coconet_ir.diagnostics import CocoError, LocatedRuleError, location_of
 
-class CocoError(DiagnosticException):
-    """A user-facing error: bad syntax, a broken rule, a bad run request."""
+__all__ = [
+    "CocoError",
+    "LocatingParser",
+    "location_of",
+    "make_context",
+    "parse",
+    "parse_error",
+    "parse_file",
+    "source_text",
+    "to_text",
+    "verify",
+]
 
 
 def make_context(allow_unregistered: bool = False) -> Context:
@@ -70,33 +83,27 @@ class LocatingParser(Parser):
         self.raise_error(f"Operation {name} is not registered", self.op_start)
 
 
-def describe_parse_error(err: ParseError) -> str:
+def parse_error(err: ParseError) -> CocoError:
     """`FILE:LINE:COL: error: MESSAGE` followed by the source line and a caret."""
     context = err.span.print_with_context().split("\n", 1)[1].rstrip()
-    return f"{err.span.get_location()}: error: {err.msg}\n{context}"
-
-
-def location_of(op: Operation) -> str:
-    loc = op.location
-    if isinstance(loc, FileLineColLoc):
-        return f"{loc.filename.data}:{loc.line.data}:{loc.column.data}"
-    return "<unknown>"
-
-
-def op_error(op: Operation, message: str) -> CocoError:
-    """An error about one op, in mlir-opt's words."""
-    return CocoError(f"{location_of(op)}: error: '{op.name}' op {message}")
+    return CocoError(err.msg, str(err.span.get_location()), context=context)
 
 
 def verify(module: Operation) -> None:
-    """Verify every op, innermost first; raise a located CocoError on the first
-    broken rule."""
+    """Verify every op, innermost first, then the module's pipeline channels;
+    raise a located CocoError on the first broken rule."""
+    from coconet_ir.analysis.channels import PipelineChannels
+    from coconet_ir.dialects.coco import LayoutError
+
     for op in module.walk(reverse=False, region_first=True):
         try:
             op.verify(verify_nested_ops=False)
         except VerifyException as err:
-            message = str(err).removeprefix("Operation does not verify: ")
-            raise op_error(op, message) from None
+            rule = err.rule if isinstance(err, LayoutError) else str(err)
+            raise CocoError(rule, op) from None
+    if isinstance(module, ModuleOp):
+        for op, problem in PipelineChannels.of(module).problems():
+            raise CocoError(problem, op)
 
 
 def parse(
@@ -107,9 +114,9 @@ def parse(
     try:
         module = LocatingParser(ctx or make_context(), text, filename).parse_module()
     except ParseError as err:
-        raise CocoError(describe_parse_error(err)) from None
-    except VerifyException as err:  # a type rule broken while parsing
-        raise CocoError(str(err).strip()) from None
+        raise parse_error(err) from None
+    except LocatedRuleError as err:  # a type rule broken while parsing
+        raise CocoError(err.diagnostic) from None
     verify(module)
     return module
 
@@ -122,10 +129,10 @@ def source_text(source: str | bytes, filename: str, allow_empty: bool = False) -
             source = source.decode("utf-8")
         except UnicodeDecodeError as err:
             raise CocoError(
-                f"{filename}: error: input is not UTF-8 text (byte {err.start})"
+                f"input is not UTF-8 text (byte {err.start})", filename
             ) from None
     if not allow_empty and not strip_comments(source):
-        raise CocoError(f"{filename}: error: empty input, expected a module")
+        raise CocoError("empty input, expected a module", filename)
     return source
 
 
@@ -146,5 +153,5 @@ def parse_file(path: str) -> ModuleOp:
         with open(path, "rb") as f:
             source = f.read()
     except OSError as err:
-        raise CocoError(f"{path}: error: cannot read: {err.strerror}") from None
+        raise CocoError(f"cannot read: {err.strerror}", path) from None
     return parse(source, path)

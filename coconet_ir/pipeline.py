@@ -59,16 +59,16 @@ def parse_passes(available: PassRegistry, spec: str) -> tuple[ModulePass, ...]:
             passes.append(available[pass_spec.name]().from_pass_spec(pass_spec))
         except (ValueError, TypeError) as err:
             raise ir.CocoError(
-                f"error: bad options for pass '{pass_spec.name}': {err}"
+                f"bad options for pass '{pass_spec.name}': {err}"
             ) from None
     return tuple(passes)
 
 
 def unknown_pass_message(name: str, available: PassRegistry) -> str:
-    """`error: unknown pass 'x'`, with the closest registered names if any."""
+    """`unknown pass 'x'`, with the closest registered names if any."""
     close = difflib.get_close_matches(name, list(available), n=3)
     hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
-    return f"error: unknown pass '{name}'{hint} (`coconet-opt --help` lists them)"
+    return f"unknown pass '{name}'{hint} (`coconet-opt --help` lists them)"
 
 
 class Pipeline:
@@ -91,9 +91,7 @@ class Pipeline:
             try:
                 resolved.extend(parse_passes(available, item))
             except ArgSpecParseError as err:
-                raise ir.CocoError(
-                    f"error: bad pass pipeline '{item}': {err}"
-                ) from None
+                raise ir.CocoError(f"bad pass pipeline '{item}': {err}") from None
         self.passes: tuple[ModulePass, ...] = tuple(resolved)
 
     def __str__(self) -> str:

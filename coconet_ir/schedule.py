@@ -37,8 +37,9 @@ from xdsl.passes import ModulePass
 
 from coconet_ir import ir
 from coconet_ir.dialects import coco
+from coconet_ir.dialects.coco import label_of
 from coconet_ir.dsl import Function, Value, module
-from coconet_ir.passes.base import all_or_nothing, stage_name
+from coconet_ir.passes.base import all_or_nothing
 
 
 @dataclass(frozen=True)
@@ -66,12 +67,12 @@ class Schedule:
             functions = [p for p in program if isinstance(p, Function)]
             if len(functions) != len(program) or not functions:
                 raise ir.CocoError(
-                    "error: a Schedule takes one module or @cc.function programs"
+                    "a Schedule takes one module or @cc.function programs"
                 )
             self.module = module(*functions)
             self._ops, self._args = _correspondence(functions, self.module)
         self._fresh = count()
-        self._known = {n for op in self.module.walk() if (n := stage_name(op))}
+        self._known = {n for op in self.module.walk() if (n := label_of(op))}
         """Every op name the program has had (handles may outlive their op)."""
 
     # -- the transformations -------------------------------------------------
@@ -101,8 +102,7 @@ class Schedule:
         for computation in wanted:
             if self._find(computation) not in downstream:
                 raise ir.CocoError(
-                    f"error: reorder: '{computation}' does not use the all_gather "
-                    f"'{name}'"
+                    f"reorder: '{computation}' does not use the all_gather '{name}'"
                 )
 
         def moved() -> str | None:
@@ -110,7 +110,7 @@ class Schedule:
                 op = self._find(computation)
                 if any(isinstance(o.owner, coco.AllGatherOp) for o in op.operands):
                     return (
-                        f"error: reorder: '{op.name}' named '{computation}' still "
+                        f"reorder: '{op.name}' named '{computation}' still "
                         "runs after the all_gather"
                     )
             return None
@@ -180,7 +180,7 @@ class Schedule:
             problem = check() if check is not None else None
             if problem is not None:
                 raise ir.CocoError(problem)
-        self._known.update(n for op in self.module.walk() if (n := stage_name(op)))
+        self._known.update(n for op in self.module.walk() if (n := label_of(op)))
 
     def _inside_check(
         self, targets: Sequence[Target], region: type[Operation]
@@ -189,15 +189,13 @@ class Schedule:
         names = [self._name_of(t) for t in targets]
         for name in names:
             if name not in self._known:
-                raise ir.CocoError(f"error: no op named '{name}' in the program")
+                raise ir.CocoError(f"no op named '{name}' in the program")
 
         def check() -> str | None:
             for name in names:
-                op = next(
-                    (o for o in self.module.walk() if stage_name(o) == name), None
-                )
+                op = next((o for o in self.module.walk() if label_of(o) == name), None)
                 if op is not None and not _within(op, region):
-                    return f"error: '{op.name}' named '{name}' is not in the region"
+                    return f"'{op.name}' named '{name}' is not in the region"
             return None
 
         return check
@@ -206,18 +204,16 @@ class Schedule:
         if isinstance(target, Handle | str):
             return str(target)
         if not isinstance(target, Value):
-            raise ir.CocoError(f"error: {target!r} is not an op of the program")
+            raise ir.CocoError(f"{target!r} is not an op of the program")
         op = self._ops.get(id(_defining_op(target)))
         if op is None:
-            raise ir.CocoError(
-                f"error: {target!r} is not a value of the scheduled program"
-            )
+            raise ir.CocoError(f"{target!r} is not a value of the scheduled program")
         return self._ensure_name(op)
 
     def _ensure_name(self, op: Operation) -> str:
-        name = stage_name(op)
+        name = label_of(op)
         if name is None:
-            taken = {stage_name(o) for o in self.module.walk()}
+            taken = {label_of(o) for o in self.module.walk()}
             name = next(n for n in (f"s{i}" for i in self._fresh) if n not in taken)
             op.attributes["name"] = StringAttr(name)
             self._known.add(name)
@@ -235,7 +231,7 @@ class Schedule:
         ]
         if not updates:
             raise ir.CocoError(
-                f"error: slice_state: parameter %{arg.name_hint or arg.index} is "
+                f"slice_state: parameter %{arg.name_hint or arg.index} is "
                 "never updated by coco.update"
             )
         return self._ensure_name(updates[0])
@@ -251,7 +247,7 @@ class Schedule:
         ]
         if len(found) != 1:
             raise ir.CocoError(
-                f"error: slice_state: {len(found)} parameters are named '{name}'"
+                f"slice_state: {len(found)} parameters are named '{name}'"
             )
         return found[0]
 
@@ -272,13 +268,13 @@ class Schedule:
         if any(ssa is arg for arg in arguments):
             assert isinstance(ssa, BlockArgument)
             return ssa
-        raise ir.CocoError("error: slice_state takes a parameter of the program")
+        raise ir.CocoError("slice_state takes a parameter of the program")
 
     def _find(self, name: str) -> Operation:
         for op in self.module.walk():
-            if stage_name(op) == name:
+            if label_of(op) == name:
                 return op
-        raise ir.CocoError(f"error: no op named '{name}' in the scheduled program")
+        raise ir.CocoError(f"no op named '{name}' in the scheduled program")
 
 
 def _users_of(op: Operation) -> set[Operation]:

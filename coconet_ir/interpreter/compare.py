@@ -9,7 +9,8 @@ division by zero).
 Every output key is compared: global values for replicated/sliced outputs,
 per-rank values for local ones, and a replicated/sliced output against every
 rank of a local one. Floats are compared as `|b - a| <= atol + rtol * |a|` with
-per-element-type defaults; NaN equals NaN; i32 and i1 must match exactly.
+the element type's default tolerance (`coco.element_info(t).tolerance`); NaN
+equals NaN; i32 and i1 must match exactly.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
 
-from coconet_ir.dialects.coco import TensorType, element_type_name, is_float
+from coconet_ir.diagnostics import CocoError
+from coconet_ir.dialects.coco import TensorType, element_info, is_float
 from coconet_ir.interpreter.inputs import (
     draw_inputs,
     fed_shape,
@@ -29,17 +31,6 @@ from coconet_ir.interpreter.inputs import (
 )
 from coconet_ir.interpreter.runner import Output, interpret
 from coconet_ir.interpreter.stages import select_functions
-from coconet_ir.ir import CocoError
-
-DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
-    "f64": (1e-9, 1e-12),
-    "f32": (1e-5, 1e-6),
-    "f16": (1e-2, 1e-3),
-    "bf16": (2e-2, 1e-2),
-    "i32": (0.0, 0.0),
-    "i1": (0.0, 0.0),
-}
-"""`(rtol, atol)` by element type."""
 
 
 @dataclass(frozen=True)
@@ -81,9 +72,7 @@ def tolerances(
     tensor_type: TensorType, rtol: float | None, atol: float | None
 ) -> tuple[float, float]:
     """The `(rtol, atol)` for an output: the user's, else the type's default."""
-    default_rtol, default_atol = DEFAULT_TOLERANCES[
-        element_type_name(tensor_type.element_type)
-    ]
+    default_rtol, default_atol = element_info(tensor_type.element_type).tolerance
     return (
         default_rtol if rtol is None else rtol,
         default_atol if atol is None else atol,

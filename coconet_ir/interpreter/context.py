@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from xdsl.interpreter import Interpreter, InterpreterFunctions
 from xdsl.ir import SSAValue
 
-from coconet_ir.dialects.coco import ChannelEnd
+from coconet_ir.analysis.channels import Channel, PipelineChannels
 from coconet_ir.interpreter.values import DistValue
 
 
@@ -25,24 +25,25 @@ class Mailbox:
     Rank `r` of a stage sends to rank `r` of the other, so one message carries
     every rank's array at once (a `DistValue`)."""
 
-    queues: defaultdict[ChannelEnd, deque[DistValue]] = field(
+    queues: defaultdict[Channel, deque[DistValue]] = field(
         default_factory=lambda: defaultdict(deque)
     )
 
-    def put(self, end: ChannelEnd, value: DistValue) -> None:
+    def put(self, end: Channel, value: DistValue) -> None:
         self.queues[end].append(value)
 
-    def ready(self, end: ChannelEnd) -> bool:
+    def ready(self, end: Channel) -> bool:
         return bool(self.queues[end])
 
-    def take(self, end: ChannelEnd) -> DistValue:
+    def take(self, end: Channel) -> DistValue:
         return self.queues[end].popleft()
 
 
 @dataclass(frozen=True)
 class ChunkFrame:
     """The chunk of a `coco.overlap` body being run: chunk `index` of `chunks`,
-    and the dim of each body value that is cut (`coco.chunk_dims`)."""
+    and the dim of each body value that is cut
+    (`coconet_ir.analysis.chunks.chunk_dims`)."""
 
     chunks: int
     index: int
@@ -56,6 +57,8 @@ class StageContext:
     func_name: str
     world: int
     mailbox: Mailbox
+    channels: PipelineChannels
+    """The module's pipeline channels (computed once per run)."""
     updates: dict[int, DistValue] = field(default_factory=dict[int, DistValue])
     """Updated parameters by argument position (`coco.update`)."""
     chunk_frames: list[ChunkFrame] = field(default_factory=list[ChunkFrame])

@@ -25,10 +25,9 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
 
-from coconet_ir.dialects.coco import TensorType, element_type_name, is_float
+from coconet_ir.diagnostics import CocoError
+from coconet_ir.dialects.coco import ElementKind, TensorType, element_info, is_float
 from coconet_ir.interpreter.stages import select_functions
-from coconet_ir.interpreter.values import NUMPY_DTYPES, storage_dtype
-from coconet_ir.ir import CocoError
 
 I32_INPUT_RANGE = (1, 10)
 """Inclusive range of drawn i32 inputs."""
@@ -73,11 +72,11 @@ def draw_value(
 ) -> np.ndarray:
     """One input, in the shape it is fed (see `fed_shape`)."""
     shape = fed_shape(tensor_type, world)
-    dtype = storage_dtype(tensor_type.element_type)
-    name = element_type_name(tensor_type.element_type)
-    if name == "i1":
+    info = element_info(tensor_type.element_type)
+    dtype = info.storage
+    if info.kind is ElementKind.BOOL:
         return rng.integers(0, 2, size=shape).astype(dtype)
-    if name == "i32":
+    if info.kind is ElementKind.INT:
         low, high = I32_INPUT_RANGE
         magnitude = rng.integers(low, high + 1, size=shape)
         if signed:
@@ -149,7 +148,7 @@ def prepare_inputs(
 
 
 def is_float_dtype(dtype: np.dtype) -> bool:
-    return dtype.kind == "f" or dtype == NUMPY_DTYPES["bf16"]
+    return dtype.kind == "f" or dtype == element_info("bf16").storage
 
 
 def is_numeric_dtype(dtype: np.dtype) -> bool:
@@ -178,4 +177,4 @@ def checked_input(
             f"input {key!r} has floating-point values but the argument is "
             f"{tensor_type.element_type}"
         )
-    return array.astype(storage_dtype(tensor_type.element_type))
+    return array.astype(element_info(tensor_type.element_type).storage)

@@ -21,8 +21,9 @@ from xdsl.interpreter import (
 )
 from xdsl.ir import BlockArgument, Operation
 
+from coconet_ir.diagnostics import CocoError
 from coconet_ir.dialects import coco
-from coconet_ir.dialects.coco import ChannelEnd, TensorType, enclosing_function
+from coconet_ir.dialects.coco import TensorType, operand_axis
 from coconet_ir.interpreter.context import ChunkFrame, stage_context
 from coconet_ir.interpreter.philox import dropout_uniform
 from coconet_ir.interpreter.values import (
@@ -31,7 +32,6 @@ from coconet_ir.interpreter.values import (
     cut,
     storage_dtype,
 )
-from coconet_ir.ir import op_error
 
 GELU_SQRT_2_OVER_PI = 0.7978845608
 GELU_CUBIC = 0.044715
@@ -73,11 +73,11 @@ def aligned(value: DistValue, result: TensorType) -> np.ndarray:
     dimension; then leading unit dims make numpy align trailing dims."""
     data = value.data
     operand = value.type
-    pad = result.rank - operand.rank
     if result.layout.is_sliced and operand.layout.is_replicated:
-        dim = result.layout.sliced_dim - pad
-        if dim >= 0 and operand.dims[dim] != 1:
+        dim = operand_axis(operand, result, result.layout.sliced_dim)
+        if dim is not None:
             data = cut(data[0], dim, value.world)
+    pad = result.rank - operand.rank
     return data.reshape((data.shape[0], *([1] * pad), *data.shape[1:]))
 
 
@@ -164,11 +164,11 @@ def dropout_indices(
     if not frames:
         return global_indices(operand.type, operand.world)
     if len(frames) > 1:
-        raise op_error(op, "cannot keep its global index in nested coco.overlap")
+        raise CocoError("cannot keep its global index in nested coco.overlap", op)
     frame = frames[0]
     dim = frame.dims.get(op.operand)
     if dim is None:
-        raise op_error(op, "has an operand whose chunk dim is unknown in coco.overlap")
+        raise CocoError("has an operand whose chunk dim is unknown in coco.overlap", op)
     if dim < 0:
         return global_indices(operand.type, operand.world)
     sizes = operand.type.dims
@@ -177,17 +177,6 @@ def dropout_indices(
     )
     indices = np.split(global_indices(whole, operand.world), frame.chunks, dim + 1)
     return indices[frame.index]
-
-
-def channel_of(op: coco.SendOp | coco.RecvOp) -> ChannelEnd:
-    """The (from, to, channel) a send or recv uses."""
-    here = enclosing_function(op)
-    assert here is not None
-    other = op.stage.root_reference.data
-    channel = op.channel.value.data
-    if isinstance(op, coco.SendOp):
-        return ChannelEnd(here.sym_name.data, other, channel)
-    return ChannelEnd(other, here.sym_name.data, channel)
 
 
 # ============================================================================
@@ -242,7 +231,7 @@ class CocoFunctions(InterpreterFunctions):
             return elementwise(op, args, np.divide)
         target = result_type(op)
         if not np.all(aligned(args[1], target)):
-            raise op_error(op, "divides an i32 by zero")
+            raise CocoError("divides an i32 by zero", op)
         return elementwise(op, args, truncating_divide)
 
     @impl(coco.CmpOp)
@@ -343,7 +332,7 @@ class CocoFunctions(InterpreterFunctions):
     ) -> PythonValues:
         param = op.param
         if not isinstance(param, BlockArgument):
-            raise op_error(op, "parameter must be an argument of the function")
+            raise CocoError("parameter must be an argument of the function", op)
         stage_context(interpreter).updates[param.index] = args[1]
         return ()
 
@@ -383,8 +372,8 @@ class CocoFunctions(InterpreterFunctions):
         (operand,) = args
         root = op.root.value.data
         if not 0 <= root < operand.world:
-            raise op_error(
-                op, f"root {root} is not a rank of the group of {operand.world}"
+            raise CocoError(
+                f"root {root} is not a rank of the group of {operand.world}", op
             )
         return (finish(op, operand.rank(root)[np.newaxis], operand.world),)
 
@@ -400,16 +389,17 @@ class CocoFunctions(InterpreterFunctions):
     def run_send(
         self, interpreter: Interpreter, op: coco.SendOp, args: PythonValues
     ) -> PythonValues:
-        stage_context(interpreter).mailbox.put(channel_of(op), args[0])
+        context = stage_context(interpreter)
+        context.mailbox.put(context.channels.channel(op), args[0])
         return ()
 
     @impl(coco.RecvOp)
     def run_recv(
         self, interpreter: Interpreter, op: coco.RecvOp, args: PythonValues
     ) -> PythonValues:
-        mailbox = stage_context(interpreter).mailbox
-        end = channel_of(op)
-        if not mailbox.ready(end):
-            raise op_error(op, f"has nothing to receive from @{end.source}")
-        value = mailbox.take(end)
+        context = stage_context(interpreter)
+        end = context.channels.channel(op)
+        if not context.mailbox.ready(end):
+            raise CocoError(f"has nothing to receive from @{end.source}", op)
+        value = context.mailbox.take(end)
         return (value.with_data(result_type(op), value.data),)

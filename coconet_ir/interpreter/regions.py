@@ -7,8 +7,9 @@ the chunks each output yields, so the chunk arithmetic of an overlapped schedule
 is checked by the same oracle as everything else.
 
 While chunk `c` runs, the stage context holds a `ChunkFrame` (which dim of each
-body value is cut, `coco.chunk_dims`), so that a dropout in the body draws its
-mask at the element's index in the un-chunked tensor (COCO_DIALECT.md §7).
+body value is cut, by `coconet_ir.analysis.chunks`), so that a dropout in the
+body draws its mask at the element's index in the un-chunked tensor
+(COCO_DIALECT.md §7).
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ from xdsl.interpreter import (
     register_impls,
 )
 
+from coconet_ir.analysis.chunks import chunk_dims
 from coconet_ir.dialects import coco
-from coconet_ir.dialects.coco import TensorType
+from coconet_ir.dialects.coco import TensorType, chunk_type
 from coconet_ir.interpreter.context import ChunkFrame, stage_context
 from coconet_ir.interpreter.values import DistValue
 
@@ -38,9 +40,8 @@ def chunk_of(value: DistValue, dim: int, chunks: int, c: int) -> DistValue:
     way (axis `dim + 1`: axis 0 of the data is the rank)."""
     if dim < 0:
         return value
-    chunk_type = coco.chunk_type(value.type, dim, chunks)
     pieces = np.split(value.data, chunks, axis=dim + 1)
-    return value.with_data(chunk_type, pieces[c])
+    return value.with_data(chunk_type(value.type, dim, chunks), pieces[c])
 
 
 def concatenate(
@@ -68,7 +69,7 @@ class RegionFunctions(InterpreterFunctions):
     ) -> PythonValues:
         chunks = op.chunk_count
         input_dims = op.input_dims.get_values()
-        dims = coco.chunk_dims(op.block, input_dims).dims
+        dims = chunk_dims(op.block, input_dims).dims
         frames = stage_context(interpreter).chunk_frames
         per_chunk: list[PythonValues] = []
         for c in range(chunks):

@@ -19,6 +19,8 @@ from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.interpreter import Interpreter, InterpreterFunctions
 from xdsl.ir import Operation
 
+from coconet_ir.analysis.channels import PipelineChannels
+from coconet_ir.diagnostics import CocoError
 from coconet_ir.dialects import coco
 from coconet_ir.dialects.coco import TensorType
 from coconet_ir.interpreter.context import Mailbox, StageContext, set_stage_context
@@ -28,7 +30,7 @@ from coconet_ir.interpreter.inputs import (
     prepare_inputs,
     result_key,
 )
-from coconet_ir.interpreter.ops import CocoFunctions, channel_of
+from coconet_ir.interpreter.ops import CocoFunctions
 from coconet_ir.interpreter.regions import RegionFunctions
 from coconet_ir.interpreter.stages import (
     check_divisible,
@@ -38,7 +40,6 @@ from coconet_ir.interpreter.stages import (
     select_functions,
 )
 from coconet_ir.interpreter.values import DistValue
-from coconet_ir.ir import CocoError
 
 EXTRA_FUNCTIONS: list[InterpreterFunctions] = []
 """Implementations other modules add (e.g. for fusion or chunked regions)."""
@@ -114,11 +115,11 @@ class Stage:
 
     def waiting_on(self) -> list[coco.RecvOp]:
         """The receives of the next op whose message has not arrived."""
-        mailbox = self.context.mailbox
+        mailbox, channels = self.context.mailbox, self.context.channels
         return [
             op
             for op in self.current.walk()
-            if isinstance(op, coco.RecvOp) and not mailbox.ready(channel_of(op))
+            if isinstance(op, coco.RecvOp) and not mailbox.ready(channels.channel(op))
         ]
 
     def step(self) -> None:
@@ -147,12 +148,13 @@ def start_stage(
     module: ModuleOp,
     world: int,
     mailbox: Mailbox,
+    channels: PipelineChannels,
     fed: dict[str, np.ndarray],
 ) -> Stage:
     interpreter = Interpreter(module)
     for functions in all_functions():
         interpreter.register_implementations(functions)
-    context = StageContext(func.sym_name.data, world, mailbox)
+    context = StageContext(func.sym_name.data, world, mailbox, channels)
     set_stage_context(interpreter, context)
     block = func.body.block
     arguments = []
@@ -215,12 +217,13 @@ def interpret(
     or program."""
     check_world(world)
     check_world_attribute(module, world)
-    functions = select_functions(module, entry)
+    channels = PipelineChannels.of(module)
+    functions = select_functions(module, entry, channels)
     check_divisible(functions, world)
     check_rules(functions, all_rules())
     fed = prepare_inputs(functions, world, seed, inputs)
     mailbox = Mailbox()
-    stages = [start_stage(f, module, world, mailbox, fed) for f in functions]
+    stages = [start_stage(f, module, world, mailbox, channels, fed) for f in functions]
     try:
         with np.errstate(all="ignore"):
             run_stages(stages)

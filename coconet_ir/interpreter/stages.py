@@ -12,13 +12,14 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import networkx as nx
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp
+from xdsl.dialects.builtin import FileLineColLoc, ModuleOp
 from xdsl.dialects.func import FuncOp, ReturnOp
-from xdsl.ir import Attribute, Operation
+from xdsl.ir import Attribute, BlockArgument, Operation
 
+from coconet_ir.analysis.channels import PipelineChannels
+from coconet_ir.diagnostics import CocoError, location_of
 from coconet_ir.dialects import coco
-from coconet_ir.dialects.coco import TensorType
-from coconet_ir.ir import CocoError, location_of, op_error
+from coconet_ir.dialects.coco import LayoutError, TensorType, world_size
 
 
 def module_functions(module: ModuleOp) -> list[FuncOp]:
@@ -26,24 +27,16 @@ def module_functions(module: ModuleOp) -> list[FuncOp]:
     return [op for op in module.ops if isinstance(op, FuncOp)]
 
 
-def pipeline_graph(functions: Iterable[FuncOp]) -> nx.Graph:
-    """Functions as nodes (by name), an edge for every send/recv between two."""
-    graph = nx.Graph()
-    for func in functions:
-        graph.add_node(func.sym_name.data)
-        for op in func.walk():
-            if isinstance(op, coco.SendOp | coco.RecvOp):
-                graph.add_edge(func.sym_name.data, op.stage.root_reference.data)
-    return graph
-
-
-def select_functions(module: ModuleOp, entry: str | None) -> list[FuncOp]:
-    """The functions a run executes, in module order (see the module docstring)."""
+def select_functions(
+    module: ModuleOp, entry: str | None, channels: PipelineChannels | None = None
+) -> list[FuncOp]:
+    """The functions a run executes, in module order (see the module docstring);
+    `channels`, the module's pipeline channels if already known."""
     functions = module_functions(module)
     if not functions:
         raise CocoError("the module has no func.func to run")
     names = [f.sym_name.data for f in functions]
-    graph = pipeline_graph(functions)
+    graph = (channels or PipelineChannels.of(module)).stages
     if entry is not None:
         if entry not in names:
             raise CocoError(
@@ -68,10 +61,13 @@ def select_functions(module: ModuleOp, entry: str | None) -> list[FuncOp]:
 
 def check_world_attribute(module: ModuleOp, world: int) -> None:
     """A module fixed to a world size (`coco.world_size = N`) runs only on N."""
-    attr = module.attributes.get("coco.world_size")
-    if isinstance(attr, IntegerAttr) and attr.value.data != world:
+    try:
+        fixed = world_size(module)
+    except LayoutError as err:
+        raise CocoError(err.rule) from None
+    if fixed is not None and fixed != world:
         raise CocoError(
-            f"the module is fixed to coco.world_size = {attr.value.data} but is run "
+            f"the module is fixed to coco.world_size = {fixed} but is run "
             f"on {world} ranks"
         )
 
@@ -79,44 +75,67 @@ def check_world_attribute(module: ModuleOp, world: int) -> None:
 def check_runnable(func: FuncOp) -> None:
     """A function the interpreter can step through: one block, tensor arguments."""
     if not func.body.blocks:
-        raise op_error(func, f"@{func.sym_name.data} has no body to run")
+        raise CocoError(f"@{func.sym_name.data} has no body to run", func)
     if len(func.body.blocks) != 1:
-        raise op_error(
-            func, f"@{func.sym_name.data} has several blocks; only one is supported"
+        raise CocoError(
+            f"@{func.sym_name.data} has several blocks; only one is supported", func
         )
     for index, arg in enumerate(func.body.block.args):
         if not isinstance(arg.type, TensorType):
-            raise op_error(
-                func,
+            raise CocoError(
                 f"argument {index} of @{func.sym_name.data} must be a !coco.tensor, "
                 f"got {arg.type}",
+                func,
             )
 
 
 def check_divisible(functions: Iterable[FuncOp], world: int) -> None:
     """Every sliced type of the run (arguments, block arguments, op results)
-    must have its sliced dimension divisible by the world size."""
+    must have its sliced dimension divisible by the world size; the error
+    points at the argument or the op."""
     for func in functions:
         for op in func.walk():
-            types: list[Attribute] = [r.type for r in op.results]
+            for result in op.results:
+                check_type_divisible(op, result.type, world)
             for region in op.regions:
                 for block in region.blocks:
-                    types.extend(a.type for a in block.args)
-            for tensor_type in types:
-                check_type_divisible(op, tensor_type, world)
+                    for arg in block.args:
+                        check_type_divisible(arg, arg.type, world)
 
 
-def check_type_divisible(op: Operation, tensor_type: Attribute, world: int) -> None:
+def check_type_divisible(
+    where: Operation | BlockArgument, tensor_type: Attribute, world: int
+) -> None:
     if not isinstance(tensor_type, TensorType) or not tensor_type.layout.is_sliced:
         return
     dim = tensor_type.layout.sliced_dim
     size = tensor_type.dims[dim]
-    if size % world:
-        raise op_error(
-            op,
-            f"dimension {dim} of {tensor_type} (size {size}) is not divisible by "
-            f"the world size {world}",
-        )
+    if size % world == 0:
+        return
+    message = (
+        f"dimension {dim} of {tensor_type} (size {size}) is not divisible by the "
+        f"world size {world}"
+    )
+    if isinstance(where, Operation):
+        raise CocoError(message, where)
+    raise CocoError(f"{describe_argument(where)}: {message}", argument_location(where))
+
+
+def argument_location(arg: BlockArgument) -> FileLineColLoc | str | None:
+    """Where the argument is written; else where its block's op is."""
+    if isinstance(arg.location, FileLineColLoc):
+        return arg.location
+    owner = arg.block.parent_op()
+    return None if owner is None else location_of(owner)
+
+
+def describe_argument(arg: BlockArgument) -> str:
+    """`argument %x of @f` (or `#2`), for messages about a block argument."""
+    which = f"%{arg.name_hint}" if arg.name_hint else f"#{arg.index}"
+    owner = arg.block.parent_op()
+    if isinstance(owner, FuncOp):
+        return f"argument {which} of @{owner.sym_name.data}"
+    return f"block argument {which}"
 
 
 def check_rules(
@@ -128,7 +147,7 @@ def check_rules(
             if op is func or (isinstance(op, ReturnOp) and op.parent_op() is func):
                 continue
             if type(op) not in rules:
-                raise op_error(op, "has no rule in the reference interpreter")
+                raise CocoError("has no rule in the reference interpreter", op)
 
 
 def describe(op: Operation) -> str:

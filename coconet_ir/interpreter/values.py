@@ -18,40 +18,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import ml_dtypes
 import numpy as np
 from xdsl.ir import Attribute
 
-from coconet_ir.dialects.coco import TensorType, element_type_name
-
-NUMPY_DTYPES: dict[str, np.dtype] = {
-    "f16": np.dtype(np.float16),
-    "bf16": np.dtype(ml_dtypes.bfloat16),
-    "f32": np.dtype(np.float32),
-    "f64": np.dtype(np.float64),
-    "i32": np.dtype(np.int32),
-    "i1": np.dtype(np.bool_),
-}
-"""The numpy dtype that stores each coco element type."""
-
-HALF_TYPES = ("f16", "bf16")
+from coconet_ir.dialects.coco import TensorType, element_info
 
 
 def storage_dtype(element_type: Attribute) -> np.dtype:
-    """The numpy dtype of a coco element type."""
-    return NUMPY_DTYPES[element_type_name(element_type)]
+    """The numpy dtype that holds values of a coco element type."""
+    return element_info(element_type).storage
 
 
 def compute_dtype(element_type: Attribute) -> np.dtype:
     """The dtype arithmetic runs in: f32 for f16/bf16 (rounded back after each
     op, as the generated CUDA does), the storage dtype otherwise."""
-    if element_type_name(element_type) in HALF_TYPES:
-        return np.dtype(np.float32)
-    return storage_dtype(element_type)
-
-
-def is_half(element_type: Attribute) -> bool:
-    return element_type_name(element_type) in HALF_TYPES
+    return element_info(element_type).compute
 
 
 def block_size(tensor_type: TensorType, world: int) -> int:

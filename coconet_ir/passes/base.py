@@ -1,85 +1,137 @@
-"""What every coco pass shares: targeting one op by its `name`, refusing with a
-located reason, and leaving the module untouched when it refuses.
+"""What every coco pass shares: targeting ops by their label, refusing with a
+located reason before changing anything, and warning when options matched
+nothing (docs/passes.md, "Targeting an op").
 
-CoCoNet's schedules apply a transformation to one stage; here every pass has the
-option `op=NAME`. Without it the pass rewrites every op it applies to and skips
-those whose precondition fails. With it, only ops carrying `name = "NAME"` are
-considered, and one whose precondition fails stops the pass with a diagnostic
-that says which precondition; the module is then exactly as it was.
+CoCoNet's schedules apply a transformation to one named op; here every pass has
+the option `op=NAME`. Without it the pass rewrites every op it applies to and
+skips those whose precondition fails. With it, only ops labelled NAME (their
+`name` attribute) are considered, and one whose precondition fails stops the
+pass with a diagnostic that says which precondition. Preconditions are checked
+before any rewrite, so a pass that refuses leaves the module as it was.
+
+A pass declares what it works on (`candidates`), its precondition for one op
+(`problem`) and the rewrite itself (`rewrite`); its rewrite patterns check the
+same precondition and skip the ops that fail it. The driver (coconet-opt, a
+`cc.Pipeline`) verifies the module after each pass: passes do not.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriteWalker, RewritePattern
 from xdsl.utils.exceptions import PassFailedException
 
-from coconet_ir.ir import CocoError, location_of, verify
+from coconet_ir.diagnostics import CocoError, warn
+from coconet_ir.dialects.coco import label_of
 
 
 class PassRefused(CocoError, PassFailedException):
-    """A pass's precondition failed on an op it was asked to transform."""
-
-
-def stage_name(op: Operation) -> str | None:
-    name = op.attributes.get("name")
-    return name.data if isinstance(name, StringAttr) else None
-
-
-def module_world_size(module: ModuleOp) -> int | None:
-    """The world size fixed by the module's `coco.world_size` attribute."""
-    attr = module.attributes.get("coco.world_size")
-    return attr.value.data if isinstance(attr, IntegerAttr) else None
+    """A pass's precondition failed on an op it was asked to transform, or an
+    option has a value no op could satisfy."""
 
 
 @dataclass(frozen=True)
 class CocoPass(ModulePass, ABC):
-    """A module pass with the `op=NAME` option and all-or-nothing application."""
+    """A module pass with the `op=NAME` option; it refuses before rewriting."""
 
     op: str | None = None
-    """Only transform ops whose `name` attribute is this (CoCoNet's stage name)."""
+    """Only transform ops labelled this (their `name` attribute)."""
 
     def targets(self, op: Operation) -> bool:
         """Whether the pass may transform `op` under the `op=` option."""
-        return self.op is None or stage_name(op) == self.op
+        return self.op is None or label_of(op) == self.op
 
     def refuse(self, op: Operation, reason: str) -> PassRefused:
-        return PassRefused(
-            f"{location_of(op)}: error: '{op.name}' op {self.name} cannot apply: "
-            f"{reason}"
-        )
+        return PassRefused(f"{self.name} cannot apply: {reason}", op)
 
     def bad_option(self, reason: str) -> PassRefused:
         """An option value no op could satisfy: refused whatever `op=` says."""
-        return PassRefused(f"<module>: error: {self.name}: {reason}")
+        return PassRefused(f"{self.name}: {reason}")
 
-    def skip_or_refuse(self, op: Operation, reason: str) -> None:
-        """An op this pass cannot transform: an error when it was targeted by
-        name, silently left alone otherwise."""
-        if self.op is not None:
-            raise self.refuse(op, reason)
+    # -- what a pass defines -------------------------------------------------
 
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        with all_or_nothing(op):
-            found = self.transform(ctx, op)
-            if self.op is not None and not found:
-                raise PassRefused(
-                    f'<module>: error: {self.name}: no op named "{self.op}" that this '
-                    "pass applies to"
-                )
-            verify(op)
+    def check_options(self) -> None:
+        """Raise `bad_option` for an option value no op could satisfy."""
 
     @abstractmethod
-    def transform(self, ctx: Context, module: ModuleOp) -> bool:
-        """Rewrite the module; return whether any targeted op was found."""
+    def candidates(self, module: ModuleOp) -> Iterable[Operation]:
+        """The ops of the kind this pass transforms (before `op=` filtering)."""
+
+    @abstractmethod
+    def problem(self, op: Operation) -> str | None:
+        """Why the pass cannot transform the candidate `op`, or None."""
+
+    @abstractmethod
+    def rewrite(self, module: ModuleOp) -> None:
+        """Transform every targeted candidate whose precondition holds."""
+
+    def not_a_candidate(self, op: Operation) -> str | None:
+        """Why a labelled op of another kind cannot be targeted, if the pass
+        says so (else `op=` naming it only counts as naming nothing)."""
+        return None
+
+    # -- the driver ----------------------------------------------------------
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        self.check_options()
+        if self.op is not None:
+            self.check_targets(op)
+        elif self.changed():
+            self.warn_if_nothing_applies(op)
+        self.rewrite(op)
+
+    def check_targets(self, module: ModuleOp) -> None:
+        """Refuse if no candidate carries the label, or if one fails its
+        precondition; nothing has been rewritten yet."""
+        kinds = set(self.candidates(module))
+        found = False
+        for op in module.walk():
+            if label_of(op) != self.op:
+                continue
+            reason = self.problem(op) if op in kinds else self.not_a_candidate(op)
+            if reason is not None:
+                raise self.refuse(op, reason)
+            found = found or op in kinds
+        if not found:
+            raise self.bad_option(f'no op named "{self.op}" that this pass applies to')
+
+    def changed(self) -> list[str]:
+        """The options (but `op`) set to other than their default."""
+        return [
+            f.name
+            for f in fields(self)
+            if f.name != "op" and getattr(self, f.name) != f.default
+        ]
+
+    def changed_options(self) -> list[str]:
+        """`NAME=VALUE` for every option set to other than its default."""
+        return [f"{name}={getattr(self, name)}" for name in self.changed()]
+
+    def warn_if_nothing_applies(self, module: ModuleOp) -> None:
+        """Warn, naming the options, when they keep the pass from every
+        candidate although the defaults would transform one."""
+        candidates = list(self.candidates(module))
+        reasons = [self.problem(op) for op in candidates]
+        if not candidates or None in reasons:
+            return
+        defaults = replace(
+            self,
+            **{f.name: f.default for f in fields(self) if f.name in self.changed()},
+        )
+        if all(defaults.problem(op) is not None for op in candidates):
+            return
+        options = " ".join(self.changed_options())
+        warn(
+            f"{self.name} transforms no op with {options}: {reasons[0]}", candidates[0]
+        )
 
 
 def rewrite_once(module: ModuleOp, pattern: RewritePattern) -> None:
@@ -92,7 +144,8 @@ def rewrite_once(module: ModuleOp, pattern: RewritePattern) -> None:
 def all_or_nothing(module: ModuleOp) -> Iterator[None]:
     """On a CocoError inside the block, put `module` back as it was and
     re-raise (without the module dump xDSL's rewrite walker attaches: the
-    located message already says everything)."""
+    located message already says everything). For drivers that check a result
+    after the passes that made it (the Schedule API)."""
     snapshot = module.clone()
     try:
         yield

@@ -1,79 +1,31 @@
-"""coco-dce: remove coco ops whose results are unused and that have no effect.
+"""coco-dce: remove ops whose results are unused and that have no effect
+(docs/passes/coco-dce.md).
 
-Removable, once no result is used:
-- every `Pure` coco op (compute, `all_slice`, `constant`, `dropout`, ...);
-- the collectives `all_reduce`, `reduce_scatter`, `all_gather`, `broadcast`,
-  `all_to_all`: in SPMD every rank runs the same ops, so dropping a collective
-  nobody reads drops it on all ranks together, and only saves bandwidth (xDSL's
-  own `dce` keeps them: they carry no effect traits, so xDSL assumes the worst);
-- a `coco.fusion` / `coco.overlap` region whose body has no `send`, `recv` or
-  `update` (checked through nested regions).
+Untargeted, this is xDSL's own dead-code elimination (`dce`), which reads the
+effects the coco ops declare: compute ops, `all_slice`, `constant` and the
+collectives (SPMD: a collective nobody reads is dropped on every rank together)
+go once unused, and so does a `coco.fusion` / `coco.overlap` region whose body
+has no effect; `coco.send`, `coco.recv` (a channel needs both ends) and
+`coco.update` stay, as do terminators and ops of unknown effect.
 
-Never removed: `coco.send` and `coco.recv` (a channel needs both ends),
-`coco.update`, terminators, and ops of other dialects.
-
-One reverse walk per block: an op is visited after all its users in the block,
-so removing it can only make earlier ops dead, which the same walk then sees.
-Nested regions are swept when their op is visited and kept. Only when a
-removal makes dead an op the walk has already passed (possible across the
-blocks of a multi-block region) is that op revisited, from a worklist; the pass
-is linear in the size of the module.
-
-`op=NAME` removes only the ops named NAME, and refuses when one is used or has
-an effect; it does not remove what they leave dead.
+What the generic pass cannot do is `op=NAME`: remove only the ops labelled
+NAME, refusing (and changing nothing) when one is used or has an effect. What
+their removal leaves dead stays.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 
-from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Block, Operation
+from xdsl.ir import Operation
 from xdsl.rewriter import Rewriter
-from xdsl.traits import IsTerminator, Pure
+from xdsl.traits import IsTerminator, RecursiveMemoryEffect, get_effects
+from xdsl.transforms.dead_code_elimination import region_dce, would_be_trivially_dead
 
-from coconet_ir.dialects.coco import (
-    CocoOp,
-    CollectiveOp,
-    RecvOp,
-    RegionOp,
-    SendOp,
-    UpdateOp,
-)
+from coconet_ir.dialects.coco import label_of
 from coconet_ir.passes.base import CocoPass
-
-EFFECTFUL_OPS = (SendOp, RecvOp, UpdateOp)
-"""Coco ops whose effect is not their results: they are never removed."""
-
-
-def own_effect(op: Operation) -> str | None:
-    """Why `op` itself (not counting nested ops) must stay even when its results
-    are unused; None if it may go."""
-    if op.has_trait(IsTerminator):
-        return "it is a terminator"
-    if isinstance(op, EFFECTFUL_OPS):
-        return f"'{op.name}' has an effect besides its results"
-    if isinstance(op, CollectiveOp | RegionOp):
-        return None
-    if isinstance(op, CocoOp) and op.has_trait(Pure):
-        return None
-    return f"'{op.name}' is not a coco op known to have no effect"
-
-
-def effect(op: Operation) -> str | None:
-    """Why `op` must stay even when its results are unused, looking inside its
-    regions (a region may go only if nothing in it has an effect)."""
-    reason = own_effect(op)
-    if reason is not None:
-        return reason
-    for inner in op.walk():
-        if inner is op or isinstance(inner, RegionOp) or inner.has_trait(IsTerminator):
-            continue
-        reason = own_effect(inner)
-        if reason is not None:
-            return f"its region holds '{inner.name}', which has an effect"
-    return None
 
 
 def first_user(op: Operation) -> Operation | None:
@@ -84,74 +36,49 @@ def first_user(op: Operation) -> Operation | None:
     return None
 
 
-def is_dead(op: Operation) -> bool:
-    """No result of `op` is used and `op` has no effect."""
-    return op.parent is not None and first_user(op) is None and effect(op) is None
+def own_effect(op: Operation) -> str | None:
+    """Why `op` itself (not its regions) keeps it alive although unused."""
+    if op.has_trait(IsTerminator):
+        return "it is a terminator"
+    if op.has_trait(RecursiveMemoryEffect) or would_be_trivially_dead(op):
+        return None
+    if get_effects(op) is None:
+        return f"'{op.name}' may have an effect besides its results"
+    return f"'{op.name}' has an effect besides its results"
 
 
-@dataclass
-class DeadCodeSweep:
-    """One reverse walk over every block, erasing dead ops."""
-
-    revisit: list[Operation] = field(default_factory=list[Operation])
-    """Producers of erased ops' operands: dead now, maybe already passed."""
-
-    def erase(self, op: Operation) -> None:
-        self.revisit.extend(
-            value.owner for value in op.operands if isinstance(value.owner, Operation)
-        )
-        Rewriter.erase_op(op)
-
-    def sweep_block(self, block: Block) -> None:
-        op = block.last_op
-        while op is not None:
-            previous = op.prev_op
-            if is_dead(op):
-                self.erase(op)
-            else:
-                self.sweep_regions(op)
-            op = previous
-
-    def sweep_regions(self, op: Operation) -> None:
-        for region in op.regions:
-            for block in reversed(region.blocks):
-                self.sweep_block(block)
-
-    def drain(self) -> None:
-        """Erase what the walk passed before it became dead."""
-        while self.revisit:
-            op = self.revisit.pop()
-            if is_dead(op):
-                self.erase(op)
+def effect(op: Operation) -> str | None:
+    """Why `op` must stay even when its results are unused, as xDSL's effect
+    analysis decides it; a region op names the op of its body that has one."""
+    if would_be_trivially_dead(op):
+        return None
+    reason = own_effect(op)
+    if reason is not None:
+        return reason
+    for inner in op.walk():
+        if inner is not op and own_effect(inner) and not inner.has_trait(IsTerminator):
+            return f"its region holds '{inner.name}', which has an effect"
+    return f"'{op.name}' has an effect besides its results"
 
 
 @dataclass(frozen=True)
 class CocoDCE(CocoPass):
-    """Remove unused coco compute ops, collectives and effect-free regions."""
+    """Remove unused ops that have no effect; `op=NAME` removes one op."""
 
     name = "coco-dce"
 
-    def transform(self, ctx: Context, module: ModuleOp) -> bool:
-        if self.op is not None:
-            return self.remove_named(module)
-        sweep = DeadCodeSweep()
-        sweep.sweep_regions(module)
-        sweep.drain()
-        return True
+    def candidates(self, module: ModuleOp) -> Iterable[Operation]:
+        return (op for op in module.walk() if op is not module)
 
-    def remove_named(self, module: ModuleOp) -> bool:
-        """Erase the ops named by `op=`, refusing if one is used or effectful."""
-        named = [op for op in module.walk() if self.targets(op)]
-        for op in named:
-            self.check_removable(op)
-        for op in named:
-            Rewriter.erase_op(op)
-        return bool(named)
-
-    def check_removable(self, op: Operation) -> None:
+    def problem(self, op: Operation) -> str | None:
         user = first_user(op)
         if user is not None:
-            raise self.refuse(op, f"its result is used by '{user.name}'")
-        reason = effect(op)
-        if reason is not None:
-            raise self.refuse(op, reason)
+            return f"its result is used by '{user.name}'"
+        return effect(op)
+
+    def rewrite(self, module: ModuleOp) -> None:
+        if self.op is None:
+            region_dce(module.body)
+            return
+        for op in [op for op in module.walk() if label_of(op) == self.op]:
+            Rewriter.erase_op(op)

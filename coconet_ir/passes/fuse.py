@@ -34,11 +34,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Block, Operation, Region
+from xdsl.pattern_rewriter import (
+    PatternRewriter,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
 
+from coconet_ir.diagnostics import location_of
 from coconet_ir.dialects.coco import (
     ELEMENTWISE_OPS,
     AllGatherOp,
@@ -46,9 +51,10 @@ from coconet_ir.dialects.coco import (
     FusionOp,
     ReduceScatterOp,
     SendOp,
+    label_attribute,
+    label_of,
 )
-from coconet_ir.ir import location_of
-from coconet_ir.passes.base import CocoPass, stage_name
+from coconet_ir.passes.base import CocoPass, rewrite_once
 from coconet_ir.passes.regions import (
     Boundary,
     outline,
@@ -248,22 +254,72 @@ def chain_groups(block: Block) -> Grouping:
     )
 
 
-def fusion_name(ops: list[Operation]) -> str | None:
-    """`NAME_fused` after the first named reduce_scatter, else the first named
-    op."""
+def fusion_label(ops: list[Operation]) -> str | None:
+    """`LABEL_fused` after the first labelled reduce_scatter, else the first
+    labelled op."""
     ordered = sorted(ops, key=lambda op: not isinstance(op, ReduceScatterOp))
-    name = next((n for op in ordered if (n := stage_name(op)) is not None), None)
-    return None if name is None else f"{name}_fused"
+    label = next((n for op in ordered if (n := label_of(op)) is not None), None)
+    return None if label is None else f"{label}_fused"
 
 
 def build_fusion(found: Boundary, body: Block) -> FusionOp:
-    name = fusion_name(list(found.ops))
+    label = fusion_label(list(found.ops))
     return FusionOp.create(
         operands=list(found.inputs),
         result_types=[v.type for v in found.outputs],
-        attributes={} if name is None else {"name": StringAttr(name)},
+        attributes=label_attribute(label),
         regions=[Region(body)],
     )
+
+
+def group_problem(grouping: Grouping, ops: list[Operation], strict: bool) -> str | None:
+    """Why the group is not fused, if it is not. Unless `strict` (an op of it
+    was named with `op=`), a group cut short (by a cycle or a second
+    reduction) is fused as far as it goes."""
+    g = grouping.group(ops[0])
+    if strict and g in grouping.problems:
+        return grouping.problems[g]
+    if len(ops) < 2:
+        return (
+            "there is nothing to fuse it with (no elementwise op, all_gather "
+            "or send uses its result)"
+        )
+    if reorders_messages(ops, to_move(ops)):
+        return "fusing would reorder the messages of a pipeline channel"
+    return None
+
+
+def fuse_groups(
+    block: Block, grouping: Grouping, label: str | None, rewriter: PatternRewriter
+) -> None:
+    """Outline the groups that can be fused (those holding an op labelled
+    `label`, if given)."""
+    for ops in grouping.groups(positions(block)):
+        if label is not None and not any(label_of(op) == label for op in ops):
+            continue
+        if group_problem(grouping, ops, strict=label is not None) is None:
+            outline(ops, build_fusion, rewriter)
+
+
+@dataclass(frozen=True)
+class FuseFunction(RewritePattern):
+    """Fuse the groups of one function body: fused collectives first, then
+    elementwise chains (those holding an op labelled `label`, if given)."""
+
+    label: str | None = None
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, func: FuncOp, rewriter: PatternRewriter) -> None:
+        if func.is_declaration:
+            return
+        block = func.body.block
+        fuse_groups(block, collective_groups(block), self.label, rewriter)
+        fuse_groups(block, chain_groups(block), self.label, rewriter)
+
+
+def is_fusible(op: Operation) -> bool:
+    """Whether `op` may be named by `op=`: a reduce_scatter or elementwise op."""
+    return isinstance(op, (ReduceScatterOp, *ELEMENTWISE_OPS))
 
 
 @dataclass(frozen=True)
@@ -273,45 +329,20 @@ class Fuse(CocoPass):
 
     name = "coco-fuse"
 
-    def transform(self, ctx: Context, module: ModuleOp) -> bool:
-        found = False
-        for func in [op for op in module.walk() if isinstance(op, FuncOp)]:
-            block = func.body.block
-            found |= self.fuse_groups(block, collective_groups(block))
-            found |= self.fuse_groups(block, chain_groups(block))
-        return found
+    def candidates(self, module: ModuleOp) -> Iterable[Operation]:
+        for func in module.ops:
+            if isinstance(func, FuncOp) and not func.is_declaration:
+                yield from (op for op in func.body.block.ops if is_fusible(op))
 
-    def fuse_groups(self, block: Block, grouping: Grouping) -> bool:
-        """Outline the groups (the targeted one only, under `op=`); return
-        whether a targeted op was among them."""
-        found = False
-        for ops in grouping.groups(positions(block)):
-            target = next((op for op in ops if self.names(op)), None)
-            if target is None:
+    def problem(self, op: Operation) -> str | None:
+        block = op.parent_block()
+        assert block is not None
+        for grouping in (collective_groups(block), chain_groups(block)):
+            if grouping.group(op) is None:
                 continue
-            found = True
-            problem = self.group_problem(grouping, ops)
-            if problem is None:
-                outline(ops, build_fusion)
-            else:
-                self.skip_or_refuse(target, problem)
-        return found
+            (ops,) = (g for g in grouping.groups(positions(block)) if op in g)
+            return group_problem(grouping, ops, strict=True)
+        return group_problem(chain_groups(block), [op], strict=True)
 
-    def names(self, op: Operation) -> bool:
-        """Whether `op` is one this pass may be asked to fuse, by `op=`."""
-        return isinstance(op, (ReduceScatterOp, *ELEMENTWISE_OPS)) and self.targets(op)
-
-    def group_problem(self, grouping: Grouping, ops: list[Operation]) -> str | None:
-        """Why the group is not fused, if it is not. Untargeted, a group cut
-        short (by a cycle or a second reduction) is fused as far as it goes."""
-        g = grouping.group(ops[0])
-        if self.op is not None and g in grouping.problems:
-            return grouping.problems[g]
-        if len(ops) < 2:
-            return (
-                "there is nothing to fuse it with (no elementwise op, all_gather "
-                "or send uses its result)"
-            )
-        if reorders_messages(ops, to_move(ops)):
-            return "fusing would reorder the messages of a pipeline channel"
-        return None
+    def rewrite(self, module: ModuleOp) -> None:
+        rewrite_once(module, FuseFunction(self.op))

@@ -28,9 +28,9 @@ send. A named recv `NAME` is followed by an all_gather named `NAME_ag`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 
-from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import (
@@ -39,17 +39,17 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 
+from coconet_ir.analysis.channels import PipelineChannels
 from coconet_ir.dialects.coco import (
     AllGatherOp,
     AllReduceOp,
     RecvOp,
     SendOp,
     TensorType,
-    channel_of,
-    find_stage,
+    label_of,
     tensor_type,
 )
-from coconet_ir.passes.base import CocoPass, rewrite_once, stage_name
+from coconet_ir.passes.base import CocoPass, rewrite_once
 
 
 def sent_gather(send: SendOp) -> AllGatherOp | str:
@@ -71,16 +71,6 @@ def sent_gather(send: SendOp) -> AllGatherOp | str:
     return "the sent value must come from a coco.all_gather, it is a block argument"
 
 
-def matching_recv(send: SendOp) -> RecvOp:
-    """The recv of the destination stage on the send's channel (the verifier
-    guarantees there is exactly one)."""
-    channel = channel_of(send)
-    dest = find_stage(send, send.stage)
-    return next(
-        op for op in dest.walk() if isinstance(op, RecvOp) and channel_of(op) == channel
-    )
-
-
 def gather_after_recv(
     recv: RecvOp, sliced: TensorType, rewriter: PatternRewriter
 ) -> None:
@@ -92,8 +82,8 @@ def gather_after_recv(
         attributes=dict(recv.attributes),
     )
     sliced_recv.location = recv.location
-    name = stage_name(recv)
-    gather = AllGatherOp(sliced_recv, name=None if name is None else f"{name}_ag")
+    label = label_of(recv)
+    gather = AllGatherOp(sliced_recv, label=None if label is None else f"{label}_ag")
     gather.location = recv.location
     rewriter.replace(recv, [sliced_recv, gather])
 
@@ -108,21 +98,23 @@ def send_slice(send: SendOp, gather: AllGatherOp, rewriter: PatternRewriter) -> 
         rewriter.erase(gather)
 
 
-@dataclass
+@dataclass(frozen=True)
 class FuseSendPattern(RewritePattern):
-    fuse: FuseSend
-    found: list[SendOp] = field(default_factory=list[SendOp])
+    """Send the slice a send's all_gather gathers; its recv gathers instead.
+    `channels` are the module's pipeline channels (the recv of each send)."""
+
+    channels: PipelineChannels
+    label: str | None = None
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: SendOp, rewriter: PatternRewriter) -> None:
-        if not self.fuse.targets(op):
+        if self.label is not None and label_of(op) != self.label:
             return
-        self.found.append(op)
         gather = sent_gather(op)
         if isinstance(gather, str):
-            self.fuse.skip_or_refuse(op, gather)
             return
-        gather_after_recv(matching_recv(op), tensor_type(gather.operand), rewriter)
+        recv = self.channels.recv_of(op)
+        gather_after_recv(recv, tensor_type(gather.operand), rewriter)
         send_slice(op, gather, rewriter)
 
 
@@ -133,7 +125,14 @@ class FuseSend(CocoPass):
 
     name = "coco-fuse-send"
 
-    def transform(self, ctx: Context, module: ModuleOp) -> bool:
-        pattern = FuseSendPattern(self)
-        rewrite_once(module, pattern)
-        return bool(pattern.found)
+    def candidates(self, module: ModuleOp) -> Iterable[Operation]:
+        return (op for op in module.walk() if isinstance(op, SendOp))
+
+    def problem(self, op: Operation) -> str | None:
+        assert isinstance(op, SendOp)
+        gather = sent_gather(op)
+        return gather if isinstance(gather, str) else None
+
+    def rewrite(self, module: ModuleOp) -> None:
+        channels = PipelineChannels.of(module)
+        rewrite_once(module, FuseSendPattern(channels, self.op))

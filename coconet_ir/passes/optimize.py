@@ -11,7 +11,8 @@ consume it, chunk by chunk (`coco-overlap`), and drop what became dead
 `coco-optimize{overlap=false chunks=2}`.
 
 Every part applies to all ops it matches and skips the others, so the pass
-never refuses; if any part fails, the module is left as it was.
+never refuses; an option no op could satisfy (`chunks=0`) is refused before any
+part runs.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from coconet_ir.passes.base import all_or_nothing
+from coconet_ir.passes.base import CocoPass
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ class Optimize(ModulePass):
     """The world size the program will run on (default: `coco.world_size`;
     without either, splits must work on up to 8 ranks)."""
 
-    def parts(self) -> list[ModulePass]:
+    def parts(self) -> list[CocoPass]:
         from coconet_ir.passes.dce import CocoDCE
         from coconet_ir.passes.fuse import Fuse
         from coconet_ir.passes.fuse_send import FuseSend
@@ -53,7 +54,7 @@ class Optimize(ModulePass):
         from coconet_ir.passes.slice_state import SliceState
         from coconet_ir.passes.split_all_reduce import SplitAllReduce
 
-        schedule: list[tuple[bool, ModulePass]] = [
+        schedule: list[tuple[bool, CocoPass]] = [
             (self.split, SplitAllReduce(world=self.world)),
             (self.reorder, Reorder()),
             (self.slice_state, SliceState()),
@@ -67,6 +68,8 @@ class Optimize(ModulePass):
         return [p for enabled, p in schedule if enabled]
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        with all_or_nothing(op):
-            for part in self.parts():
-                part.apply(ctx, op)
+        parts = self.parts()
+        for part in parts:
+            part.check_options()
+        for part in parts:
+            part.apply(ctx, op)

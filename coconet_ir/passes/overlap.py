@@ -10,7 +10,7 @@ The region holds the matmul and
 `dim` is the dim of the matmul's result that is chunked (by default the first
 one that works): a dim of the lhs rows/batch (the lhs is chunked, the rhs
 passed whole) or the last one (the rhs is chunked along its columns). Chunk
-dims follow the values through the region (`coco.chunk_dims`); every other
+dims follow the values through the region (`coconet_ir.analysis.chunks`); every other
 input is chunked along the dim it is combined on, or passed whole when it is
 broadcast along it (a bias). A dropout inside keeps its mask: the interpreter
 draws it at the element's index in the un-chunked tensor.
@@ -24,43 +24,41 @@ the matmul (CoCoNet's `overlap(mm, fused, chunks=4)`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 
-from xdsl.context import Context
-from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, ModuleOp, StringAttr, i64
+from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, ModuleOp, i64
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Block, BlockArgument, Operation, OpResult, Region, SSAValue
+from xdsl.pattern_rewriter import (
+    PatternRewriter,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
 from xdsl.rewriter import Rewriter
 
+from coconet_ir.analysis.chunks import ChunkPlan, plan_chunks
+from coconet_ir.diagnostics import location_of
 from coconet_ir.dialects.coco import (
-    ELEMENTWISE_OPS,
     AllGatherOp,
     AllReduceOp,
-    AllSliceOp,
-    CollectiveOp,
     FusionOp,
     MatmulOp,
     OverlapOp,
     RecvOp,
     ReduceScatterOp,
     SendOp,
-    TensorType,
     UpdateOp,
-    as_tensor_type,
     chunk_type,
-    result_chunk_dim,
+    label_attribute,
+    label_of,
+    tensor_type,
 )
-from coconet_ir.ir import location_of
-from coconet_ir.passes.base import CocoPass, stage_name
+from coconet_ir.passes.base import CocoPass, rewrite_once
 from coconet_ir.passes.regions import Boundary, boundary, cycle_through, outline
 
 CONSUMERS = (AllReduceOp, ReduceScatterOp, FusionOp)
 NOT_CHUNKABLE = (SendOp, RecvOp, UpdateOp, OverlapOp)
-
-
-class ChunkConflict(Exception):
-    """A value of the region cannot be chunked consistently."""
 
 
 def region_of(matmul: MatmulOp) -> list[Operation] | str:
@@ -86,148 +84,45 @@ def region_of(matmul: MatmulOp) -> list[Operation] | str:
                     f"the consumer chain contains '{inner.name}' at "
                     f"{location_of(inner)}, which cannot run chunk by chunk"
                 )
+    through = cycle_through(ops)
+    if through is not None:
+        return (
+            f"overlapping would create a cycle through '{through.name}' at "
+            f"{location_of(through)}"
+        )
     return ops
 
 
-def aligned_dim(value: SSAValue, result: TensorType, dim: int) -> int:
-    """The dim of an operand that lines up with `dim` of an elementwise result
-    (numpy broadcasting aligns trailing dims); -1 when it is broadcast."""
-    t = as_tensor_type(value, "operand")
-    own = dim - result.rank + t.rank
-    return own if own >= 0 and t.dims[own] != 1 else -1
+def overlap_plan(
+    matmul: MatmulOp, chunks: int, dim: int | None
+) -> tuple[list[Operation], ChunkPlan] | str:
+    """The region of `matmul` and its chunk plan for the result dim `dim` (by
+    default the first that works), or why there is none."""
+    ops = region_of(matmul)
+    if isinstance(ops, str):
+        return ops
+    outputs = boundary(ops).outputs
+    rank = tensor_type(matmul.result).rank
+    if dim is not None and not 0 <= dim < rank:
+        return f"dim {dim} is out of range for the result's rank {rank}"
+    reasons: list[str] = []
+    for candidate in [dim] if dim is not None else range(rank):
+        plan = plan_chunks(ops, outputs, matmul, candidate, chunks)
+        if isinstance(plan, ChunkPlan):
+            return ops, plan
+        reasons.append(f"dim {candidate}: {plan}")
+    if dim is not None:
+        return f"cannot chunk along {reasons[0]}"
+    return "no chunkable dim (" + "; ".join(reasons) + ")"
 
 
-@dataclass
-class ChunkPlan:
-    """The chunk dim of every value of a region (and of its inputs): chunked
-    values follow the matmul result, the others are chunked where they meet
-    it (`demand`)."""
-
-    dims: dict[SSAValue, int] = field(default_factory=dict[SSAValue, int])
-
-    def demand(self, value: SSAValue, dim: int) -> None:
-        """`value` must be chunked along `dim` (-1: whole); so must what it is
-        computed from."""
-        known = self.dims.get(value)
-        if known is not None:
-            if known != dim:
-                raise ChunkConflict(
-                    f"{value.type} is needed chunked along both dim {known} and "
-                    f"dim {dim}"
-                )
-            return
-        self.dims[value] = dim
-        self.demand_sources(value, dim)
-
-    def demand_sources(self, value: SSAValue, dim: int) -> None:
-        if isinstance(value, BlockArgument):
-            owner = value.block.parent_op()
-            if isinstance(owner, FusionOp) and value.block is owner.block:
-                self.demand(owner.inputs[value.index], dim)
-            return
-        if not isinstance(value, OpResult) or value.op not in self.members:
-            return
-        op = value.op
-        if isinstance(op, FusionOp):
-            self.demand(op.yield_op.values[value.index], dim)
-        elif isinstance(op, AllSliceOp | CollectiveOp):
-            self.demand(op.operands[0], dim)
-        elif isinstance(op, ELEMENTWISE_OPS):
-            result = as_tensor_type(value, "result")
-            for operand in op.operands:
-                self.demand(
-                    operand, -1 if dim < 0 else aligned_dim(operand, result, dim)
-                )
-        elif dim >= 0:
-            raise ChunkConflict(f"'{op.name}' at {location_of(op)} cannot be chunked")
-
-    members: set[Operation] = field(default_factory=set[Operation])
-    """Every op of the region, nested ones included."""
-
-    def run(self, ops: Sequence[Operation]) -> None:
-        """Propagate chunk dims forward through `ops` (into fusion bodies)."""
-        for op in ops:
-            if isinstance(op, FusionOp):
-                for arg, value in zip(op.block.args, op.inputs):
-                    if value in self.dims:
-                        self.dims[arg] = self.dims[value]
-                self.run([o for o in op.block.ops if o is not op.yield_op])
-                for result, value in zip(op.results, op.yield_op.values):
-                    if value in self.dims:
-                        self.dims[result] = self.dims[value]
-                continue
-            self.visit(op)
-
-    def visit(self, op: Operation) -> None:
-        known = [self.dims.get(v) for v in op.operands]
-        if None in known:
-            if not isinstance(op, ELEMENTWISE_OPS):
-                return
-            result = as_tensor_type(op.results[0], "result")
-            chunked = [
-                d + result.rank - as_tensor_type(v, "operand").rank
-                for v, d in zip(op.operands, known)
-                if d is not None and d >= 0
-            ]
-            if not chunked:
-                return
-            for value, d in zip(op.operands, known):
-                if d is None:
-                    self.demand(value, aligned_dim(value, result, chunked[0]))
-            known = [self.dims[v] for v in op.operands]
-        dim = result_chunk_dim(op, [d for d in known if d is not None])
-        if isinstance(dim, str):
-            raise ChunkConflict(f"'{op.name}' at {location_of(op)}: {dim}")
-        for result in op.results:
-            self.dims[result] = dim
-
-
-def matmul_operand_dims(matmul: MatmulOp, dim: int) -> tuple[int, int]:
-    """(lhs, rhs) chunk dims that chunk the matmul's result along `dim`."""
-    last = as_tensor_type(matmul.result, "result").rank - 1
-    return (-1, 1) if dim == last else (dim, -1)
-
-
-def plan_chunks(
-    ops: Sequence[Operation], found: Boundary, matmul: MatmulOp, dim: int, chunks: int
-) -> ChunkPlan | str:
-    """Chunk dims for the region when the matmul result is chunked along `dim`,
-    or why that does not work."""
-    plan = ChunkPlan(members={inner for op in ops for inner in op.walk()})
-    try:
-        lhs_dim, rhs_dim = matmul_operand_dims(matmul, dim)
-        plan.demand(matmul.lhs, lhs_dim)
-        plan.demand(matmul.rhs, rhs_dim)
-        plan.run(ops)
-    except ChunkConflict as err:
-        return str(err)
-    for value in found.outputs:
-        if plan.dims.get(value, -1) < 0:
-            return f"its result {value.type} would not be chunked"
-    for value, d in plan.dims.items():
-        problem = chunk_problem(as_tensor_type(value, "value"), d, chunks)
-        if problem is not None:
-            return problem
-    return plan
-
-
-def chunk_problem(t: TensorType, dim: int, chunks: int) -> str | None:
-    if dim < 0:
-        return None
-    if t.layout.is_sliced and t.layout.sliced_dim == dim:
-        return f"dim {dim} is the sliced dim of {t}"
-    if t.dims[dim] % chunks:
-        return f"{chunks} chunks do not divide dim {dim} of {t}"
-    return None
-
-
-def build_overlap(plan: ChunkPlan, chunks: int, name: str | None):
+def build_overlap(plan: ChunkPlan, chunks: int, label: str | None):
     """The builder `outline` calls: chunked block arguments, chunk dims."""
 
     def build(found: Boundary, body: Block) -> OverlapOp:
         input_dims = [plan.dims.get(v, -1) for v in found.inputs]
         for arg, value, d in zip(list(body.args), found.inputs, input_dims):
-            typed = chunk_type(as_tensor_type(value, "input"), d, chunks)
+            typed = chunk_type(tensor_type(value), d, chunks)
             Rewriter.replace_value_with_new_type(arg, typed)
         return OverlapOp.create(
             operands=list(found.inputs),
@@ -239,7 +134,7 @@ def build_overlap(plan: ChunkPlan, chunks: int, name: str | None):
                     i64, [plan.dims[v] for v in found.outputs]
                 ),
             },
-            attributes={} if name is None else {"name": StringAttr(name)},
+            attributes=label_attribute(label),
             regions=[Region(body)],
         )
 
@@ -253,14 +148,34 @@ def in_body(value: SSAValue, members: set[Operation]) -> bool:
     return isinstance(value, BlockArgument) and value.block.parent_op() in members
 
 
-def retype_chunks(plan: ChunkPlan, chunks: int) -> None:
-    """Give every chunked value of the body its chunk type."""
-    for value, d in list(plan.dims.items()):
-        if d < 0 or not in_body(value, plan.members):
-            continue
-        Rewriter.replace_value_with_new_type(
-            value, chunk_type(as_tensor_type(value, "value"), d, chunks)
+@dataclass(frozen=True)
+class OverlapPattern(RewritePattern):
+    """Outline a matmul (labelled `label`, if given) with its collectives as a
+    coco.overlap of `chunks` chunks along the result dim `dim`, when it can."""
+
+    chunks: int
+    dim: int | None = None
+    label: str | None = None
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, matmul: MatmulOp, rewriter: PatternRewriter) -> None:
+        if not isinstance(matmul.parent_op(), FuncOp):
+            return
+        if self.label is not None and label_of(matmul) != self.label:
+            return
+        found = overlap_plan(matmul, self.chunks, self.dim)
+        if isinstance(found, str):
+            return
+        ops, plan = found
+        label = label_of(matmul)
+        build = build_overlap(
+            plan, self.chunks, None if label is None else f"{label}_overlap"
         )
+        outline(ops, build, rewriter)
+        for value, d in list(plan.dims.items()):
+            if d >= 0 and in_body(value, plan.members):
+                typed = chunk_type(tensor_type(value), d, self.chunks)
+                rewriter.replace_value_with_new_type(value, typed)
 
 
 @dataclass(frozen=True)
@@ -276,64 +191,23 @@ class Overlap(CocoPass):
     dim: int | None = None
     """The chunked dim of the matmul's result; by default the first that works."""
 
-    def transform(self, ctx: Context, module: ModuleOp) -> bool:
+    def check_options(self) -> None:
         if self.chunks < 1:
             raise self.bad_option(f"chunks must be >= 1, got {self.chunks}")
         if self.dim is not None and self.dim < 0:
             raise self.bad_option(f"dim must be >= 0, got {self.dim}")
-        matmuls = [
-            op
-            for op in module.walk()
-            if isinstance(op, MatmulOp)
-            and isinstance(op.parent_op(), FuncOp)
-            and self.targets(op)
-        ]
-        for matmul in matmuls:
-            self.overlap(matmul)
-        return bool(matmuls)
 
-    def overlap(self, matmul: MatmulOp) -> None:
-        if self.chunks < 1:
-            self.skip_or_refuse(matmul, f"chunks must be >= 1, got {self.chunks}")
-            return
-        ops = region_of(matmul)
-        if isinstance(ops, str):
-            self.skip_or_refuse(matmul, ops)
-            return
-        through = cycle_through(ops)
-        if through is not None:
-            self.skip_or_refuse(
-                matmul,
-                f"overlapping would create a cycle through '{through.name}' at "
-                f"{location_of(through)}",
-            )
-            return
-        plan = self.choose_plan(ops, matmul)
-        if isinstance(plan, str):
-            self.skip_or_refuse(matmul, plan)
-            return
-        name = stage_name(matmul)
-        outline(
-            ops,
-            build_overlap(
-                plan, self.chunks, None if name is None else f"{name}_overlap"
-            ),
-        )
-        retype_chunks(plan, self.chunks)
+    def candidates(self, module: ModuleOp) -> Iterable[Operation]:
+        for func in module.ops:
+            if isinstance(func, FuncOp) and not func.is_declaration:
+                yield from (
+                    op for op in func.body.block.ops if isinstance(op, MatmulOp)
+                )
 
-    def choose_plan(self, ops: list[Operation], matmul: MatmulOp) -> ChunkPlan | str:
-        """The plan for `dim`, or for the first dim that works."""
-        found = boundary(ops)
-        rank = as_tensor_type(matmul.result, "result").rank
-        if self.dim is not None and not 0 <= self.dim < rank:
-            return f"dim {self.dim} is out of range for the result's rank {rank}"
-        candidates = [self.dim] if self.dim is not None else list(range(rank))
-        reasons: list[str] = []
-        for dim in candidates:
-            plan = plan_chunks(ops, found, matmul, dim, self.chunks)
-            if isinstance(plan, ChunkPlan):
-                return plan
-            reasons.append(f"dim {dim}: {plan}")
-        if self.dim is not None:
-            return f"cannot chunk along {reasons[0]}"
-        return "no chunkable dim (" + "; ".join(reasons) + ")"
+    def problem(self, op: Operation) -> str | None:
+        assert isinstance(op, MatmulOp)
+        plan = overlap_plan(op, self.chunks, self.dim)
+        return plan if isinstance(plan, str) else None
+
+    def rewrite(self, module: ModuleOp) -> None:
+        rewrite_once(module, OverlapPattern(self.chunks, self.dim, self.op))

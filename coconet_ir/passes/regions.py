@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from xdsl.ir import Block, Operation, SSAValue
-from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.pattern_rewriter import PatternRewriter
+from xdsl.rewriter import InsertPoint
 
 from coconet_ir.dialects.coco import RecvOp, RegionOp, SendOp, YieldOp
 
@@ -129,7 +130,9 @@ RegionBuilder = Callable[[Boundary, Block], RegionOp]
 """Makes the region op from the boundary and its (still empty) body block."""
 
 
-def outline(ops: Sequence[Operation], build: RegionBuilder) -> RegionOp:
+def outline(
+    ops: Sequence[Operation], build: RegionBuilder, rewriter: PatternRewriter
+) -> RegionOp:
     """Move `ops` (in block order) into the region op `build` makes, at the
     place of the last of them; outside uses of their values use the region's
     results instead.
@@ -137,30 +140,24 @@ def outline(ops: Sequence[Operation], build: RegionBuilder) -> RegionOp:
     The caller has checked `cycle_through` (no cycle) beforehand."""
     found = boundary(ops)
     moved = to_move(found.ops)
+    group = set(found.ops)
     body = Block(arg_types=[v.type for v in found.inputs])
     region_op = build(found, body)
-    Rewriter.insert_op(region_op, InsertPoint.before(found.ops[-1]))
-    arguments = dict(zip(found.inputs, body.args))
-    for value, arg in arguments.items():
-        arg.name_hint = value.name_hint
+    rewriter.insert(region_op, InsertPoint.before(found.ops[-1]))
     for op in found.ops:
         op.detach()
-        body.add_op(op)
-        for index, value in enumerate(op.operands):
-            if value in arguments:
-                op.operands[index] = arguments[value]
+        rewriter.insert(op, InsertPoint.at_end(body))
+    for value, arg in zip(found.inputs, body.args):
+        arg.name_hint = value.name_hint
+        rewriter.replace_uses_with_if(value, arg, lambda use: use.operation in group)
     for output, result in zip(found.outputs, region_op.results):
-        output.replace_uses_with_if(
-            result, lambda use: not _inside(body, use.operation)
+        rewriter.replace_uses_with_if(
+            output, result, lambda use: use.operation not in group
         )
-    body.add_op(YieldOp(*found.outputs))
+    rewriter.insert(YieldOp(*found.outputs), InsertPoint.at_end(body))
     after: Operation = region_op
     for op in moved:
         op.detach()
-        Rewriter.insert_op(op, InsertPoint.after(after))
+        rewriter.insert(op, InsertPoint.after(after))
         after = op
     return region_op
-
-
-def _inside(body: Block, op: Operation) -> bool:
-    return body.find_ancestor_op_in_block(op) is not None

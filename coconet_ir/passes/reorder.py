@@ -46,11 +46,11 @@ move are left alone.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum, auto
 
-from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, bf16, f16, f32
+from xdsl.dialects.builtin import ModuleOp, f32
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.pattern_rewriter import (
@@ -73,28 +73,20 @@ from coconet_ir.dialects.coco import (
     ReduceOp,
     SqrtOp,
     TensorType,
+    element_info,
     infer_reduce,
+    label_of,
+    operand_axis,
+    result_axis,
     tensor_type,
 )
-from coconet_ir.passes.base import CocoPass, rewrite_once, stage_name
+from coconet_ir.passes.base import CocoPass, rewrite_once
 
 
 def suffixed(op: Operation, suffix: str) -> str | None:
-    """`NAME_suffix` for an op named NAME, None for an unnamed one."""
-    name = stage_name(op)
-    return None if name is None else f"{name}_{suffix}"
-
-
-def aligned_axis(
-    operand: TensorType, result: TensorType, result_dim: int
-) -> int | None:
-    """The dim of a broadcast `operand` that lines up with `result_dim` of the
-    elementwise `result`, or None when the operand is broadcast along it (absent,
-    or of size 1) and may stay replicated."""
-    axis = result_dim - (result.rank - operand.rank)
-    if axis < 0 or operand.dims[axis] != result.dims[result_dim]:
-        return None
-    return axis
+    """`LABEL_suffix` for an op labelled LABEL, None for an unlabelled one."""
+    label = label_of(op)
+    return None if label is None else f"{label}_{suffix}"
 
 
 class MoveKind(Enum):
@@ -169,7 +161,7 @@ class SliceRegion:
         if not result.layout.is_replicated:  # then no operand is local or sliced
             return None
         dims = {
-            t.layout.sliced_dim + result.rank - t.rank
+            result_axis(t, result.rank, t.layout.sliced_dim)
             for t in (self.sliced.get(o) for o in op.operands)
             if t is not None
         }
@@ -184,7 +176,7 @@ class SliceRegion:
         for operand in op.operands:
             if operand in self.sliced:
                 continue
-            axis = aligned_axis(tensor_type(operand), result, dim)
+            axis = operand_axis(tensor_type(operand), result, dim)
             if axis is not None:
                 self.demands.setdefault(operand, []).append(axis)
 
@@ -270,9 +262,9 @@ class RegionRewriter:
     def rebuild_partial(self, op: ReduceOp) -> None:
         kind = op.kind.data
         partial = ReduceOp(
-            self.slice_of[op.operand], kind, op.reduced_dims, name=stage_name(op)
+            self.slice_of[op.operand], kind, op.reduced_dims, label=label_of(op)
         )
-        total = AllReduceOp(partial, str(kind), name=suffixed(op, "ar"))
+        total = AllReduceOp(partial, str(kind), label=suffixed(op, "ar"))
         if op.result.name_hint is not None:
             partial.result.name_hint = f"{op.result.name_hint}_partial"
         self.replace_with(op, [partial, total])
@@ -283,16 +275,16 @@ class RegionRewriter:
         (squaring in f16 would overflow from |x| > 256)."""
         block: SSAValue = self.slice_of[op.operand]
         element_type = tensor_type(block).element_type
-        widen = element_type in (f16, bf16)
+        widen = element_info(element_type).is_half
         prologue: list[Operation] = [ConvertOp(block, f32)] if widen else []
         if prologue:
             block = prologue[0].results[0]
         square = MulOp(block, block)
         partial = ReduceOp(square, ReduceKind.SUM, range(tensor_type(block).rank))
-        total = AllReduceOp(partial, "sum", name=suffixed(op, "ar"))
-        root = SqrtOp(total, name=None if widen else stage_name(op))
+        total = AllReduceOp(partial, "sum", label=suffixed(op, "ar"))
+        root = SqrtOp(total, label=None if widen else label_of(op))
         epilogue: list[Operation] = (
-            [ConvertOp(root, element_type, name=stage_name(op))] if widen else []
+            [ConvertOp(root, element_type, label=label_of(op))] if widen else []
         )
         hint = op.result.name_hint
         if hint is not None:
@@ -316,7 +308,7 @@ class RegionRewriter:
         itself when broadcast along the sliced dim, else its all_slice."""
         if value in self.slice_of:
             return self.slice_of[value]
-        axis = aligned_axis(tensor_type(value), result, dim)
+        axis = operand_axis(tensor_type(value), result, dim)
         if axis is None:
             return value
         return self.all_slice(value, axis, user)
@@ -345,7 +337,7 @@ class RegionRewriter:
         result = op.results[0]
         if all(use.operation in moves for use in result.uses):
             return
-        gather = AllGatherOp(new.results[0], name=suffixed(op, "ag"))
+        gather = AllGatherOp(new.results[0], label=suffixed(op, "ag"))
         gather.result.name_hint = result.name_hint
         self.rewriter.insert(gather, InsertPoint.after(new))
         self.rewriter.replace_uses_with_if(
@@ -353,55 +345,41 @@ class RegionRewriter:
         )
 
 
-@dataclass
-class ReorderFunction(RewritePattern):
-    """Reorder the targeted all_gathers of one function body."""
+def gathers(block: Block, label: str | None) -> list[AllGatherOp]:
+    """The all_gathers of `block` (labelled `label`, if given)."""
+    return [
+        op
+        for op in block.ops
+        if isinstance(op, AllGatherOp) and (label is None or label_of(op) == label)
+    ]
 
-    reorder: Reorder
-    found: list[Operation] = field(default_factory=list[Operation])
+
+def slice_region(block: Block, seeds: list[AllGatherOp]) -> SliceRegion:
+    """What moves onto slices from `seeds`: seeds that move nothing dropped."""
+    region = SliceRegion(seeds)
+    region.grow(block)
+    region.pull(block)
+    region.seeds = [seed for seed in seeds if region.moves_something(seed)]
+    return region
+
+
+@dataclass(frozen=True)
+class ReorderFunction(RewritePattern):
+    """Reorder the all_gathers (labelled `label`, if given) of one function."""
+
+    label: str | None = None
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, func: FuncOp, rewriter: PatternRewriter) -> None:
         if func.is_declaration:
             return
         block = func.body.block
-        seeds = self.seeds(block)
+        seeds = gathers(block, self.label)
         if not seeds:
             return
-        region = SliceRegion(seeds)
-        region.grow(block)
-        region.pull(block)
-        region.seeds = [seed for seed in seeds if self.moves_something(region, seed)]
+        region = slice_region(block, seeds)
         if region.seeds:
             RegionRewriter(region, rewriter).rewrite(block)
-
-    def seeds(self, block: Block) -> list[AllGatherOp]:
-        """The targeted all_gathers of `block` (refusing a targeted other op)."""
-        seeds: list[AllGatherOp] = []
-        for op in block.ops:
-            if not self.reorder.targets(op):
-                continue
-            if isinstance(op, AllGatherOp):
-                self.found.append(op)
-                seeds.append(op)
-            elif self.reorder.op is not None:
-                self.found.append(op)
-                self.reorder.skip_or_refuse(
-                    op,
-                    "it is not a coco.all_gather (after coco-split-all-reduce, an "
-                    "all_reduce named N gives N_rs and N_ag)",
-                )
-        return seeds
-
-    def moves_something(self, region: SliceRegion, seed: AllGatherOp) -> bool:
-        if region.moves_something(seed):
-            return True
-        self.reorder.skip_or_refuse(
-            seed,
-            "nothing to move: no elementwise op (with replicated other operands), "
-            "norm or reduction consumes its result",
-        )
-        return False
 
 
 @dataclass(frozen=True)
@@ -411,7 +389,29 @@ class Reorder(CocoPass):
 
     name = "coco-reorder"
 
-    def transform(self, ctx: Context, module: ModuleOp) -> bool:
-        pattern = ReorderFunction(self)
-        rewrite_once(module, pattern)
-        return bool(pattern.found)
+    def candidates(self, module: ModuleOp) -> Iterable[Operation]:
+        for func in module.ops:
+            if isinstance(func, FuncOp) and not func.is_declaration:
+                yield from gathers(func.body.block, None)
+
+    def problem(self, op: Operation) -> str | None:
+        assert isinstance(op, AllGatherOp)
+        block = op.parent_block()
+        assert block is not None
+        if slice_region(block, [op]).seeds:
+            return None
+        return (
+            "nothing to move: no elementwise op (with replicated other operands), "
+            "norm or reduction consumes its result"
+        )
+
+    def not_a_candidate(self, op: Operation) -> str | None:
+        if not isinstance(op.parent_op(), FuncOp):
+            return None
+        return (
+            "it is not a coco.all_gather (after coco-split-all-reduce, an "
+            "all_reduce named N gives N_rs and N_ag)"
+        )
+
+    def rewrite(self, module: ModuleOp) -> None:
+        rewrite_once(module, ReorderFunction(self.op))

@@ -31,19 +31,25 @@ naming an update with `op=` slices its parameter whichever it is.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 
-from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
-from xdsl.ir import SSAValue
+from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import (
     PatternRewriter,
     RewritePattern,
     op_type_rewrite_pattern,
 )
 
-from coconet_ir.dialects.coco import AllGatherOp, AllSliceOp, UpdateOp, tensor_type
+from coconet_ir.dialects.coco import (
+    AllGatherOp,
+    AllSliceOp,
+    UpdateOp,
+    label_of,
+    tensor_type,
+)
 from coconet_ir.passes.base import CocoPass, rewrite_once
 
 
@@ -91,50 +97,44 @@ def new_value_is_read(update: UpdateOp) -> bool:
     return gather.operand.uses.get_length() > 1 or update.value.uses.get_length() > 1
 
 
-@dataclass
-class SliceStatePattern(RewritePattern):
-    """Keep the parameter of a `coco.update` sliced."""
+def slice_parameter(update: UpdateOp, rewriter: PatternRewriter) -> None:
+    """Make the parameter of `update` sliced like the value it stores."""
+    gather = update.value.owner
+    assert isinstance(gather, AllGatherOp)
+    block_value = gather.operand
+    old_param = update.param
+    cuts = [use.operation for use in old_param.uses if use.operation is not update]
+    param = rewriter.replace_value_with_new_type(old_param, block_value.type)
+    for cut in cuts:
+        rewriter.replace(cut, [], [param])
+    stored = UpdateOp.create(
+        operands=[param, block_value], attributes=dict(update.attributes)
+    )
+    func = update.parent_op()
+    rewriter.replace(update, stored)
+    if not gather.result.uses:
+        rewriter.erase(gather)
+    assert isinstance(func, FuncOp)
+    func.update_function_type()
 
-    slice_state: SliceState
-    found: list[UpdateOp] = field(default_factory=list[UpdateOp])
+
+@dataclass(frozen=True)
+class SliceStatePattern(RewritePattern):
+    """Keep the parameter of a `coco.update` sliced: optimizer state, weights
+    too if `weights`, or the update labelled `label` whichever it is."""
+
+    weights: bool = False
+    label: str | None = None
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, update: UpdateOp, rewriter: PatternRewriter) -> None:
-        if not self.slice_state.targets(update):
+        if self.label is not None and label_of(update) != self.label:
             return
-        self.found.append(update)
-        problem = state_problem(update)
-        if problem is not None:
-            self.slice_state.skip_or_refuse(update, problem)
+        if state_problem(update) is not None:
             return
-        if not self.chosen(update):
+        if self.label is None and not self.weights and not new_value_is_read(update):
             return
-        self.slice_parameter(update, rewriter)
-
-    def chosen(self, update: UpdateOp) -> bool:
-        """Named updates always; otherwise state, and weights if asked."""
-        options = self.slice_state
-        return options.op is not None or options.weights or new_value_is_read(update)
-
-    @staticmethod
-    def slice_parameter(update: UpdateOp, rewriter: PatternRewriter) -> None:
-        gather = update.value.owner
-        assert isinstance(gather, AllGatherOp)
-        block_value = gather.operand
-        old_param = update.param
-        cuts = [use.operation for use in old_param.uses if use.operation is not update]
-        param = rewriter.replace_value_with_new_type(old_param, block_value.type)
-        for cut in cuts:
-            rewriter.replace(cut, [], [param])
-        stored = UpdateOp.create(
-            operands=[param, block_value], attributes=dict(update.attributes)
-        )
-        func = update.parent_op()
-        rewriter.replace(update, stored)
-        if not gather.result.uses:
-            rewriter.erase(gather)
-        assert isinstance(func, FuncOp)
-        func.update_function_type()
+        slice_parameter(update, rewriter)
 
 
 @dataclass(frozen=True)
@@ -146,7 +146,12 @@ class SliceState(CocoPass):
     weights: bool = False
     """Also slice parameters whose new value is only stored (ZeRO-3)."""
 
-    def transform(self, ctx: Context, module: ModuleOp) -> bool:
-        pattern = SliceStatePattern(self)
-        rewrite_once(module, pattern)
-        return bool(pattern.found)
+    def candidates(self, module: ModuleOp) -> Iterable[Operation]:
+        return (op for op in module.walk() if isinstance(op, UpdateOp))
+
+    def problem(self, op: Operation) -> str | None:
+        assert isinstance(op, UpdateOp)
+        return state_problem(op)
+
+    def rewrite(self, module: ModuleOp) -> None:
+        rewrite_once(module, SliceStatePattern(self.weights, self.op))

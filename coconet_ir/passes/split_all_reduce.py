@@ -16,10 +16,11 @@ gives `NAME_rs` and `NAME_ag`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 
-from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
 from xdsl.pattern_rewriter import (
     PatternRewriter,
     RewritePattern,
@@ -31,14 +32,11 @@ from coconet_ir.dialects.coco import (
     AllReduceOp,
     ReduceScatterOp,
     TensorType,
+    label_of,
     tensor_type,
+    world_size,
 )
-from coconet_ir.passes.base import (
-    CocoPass,
-    module_world_size,
-    rewrite_once,
-    stage_name,
-)
+from coconet_ir.passes.base import CocoPass, rewrite_once
 
 ASSUMED_WORLD = 8
 """Without a known world size, a split must work on up to this many ranks."""
@@ -74,35 +72,41 @@ def scatter_dim(
     return f"no dimension of {tensor} is divisible by the world size {world}"
 
 
-@dataclass
+def split_dim(op: AllReduceOp, requested: int | None, world: int | None) -> int | str:
+    """The dim to split `op` along, or why it cannot be split. The world size
+    is `world`, else the module's."""
+    tensor = tensor_type(op.operand)
+    if not tensor.layout.is_local:
+        return f"the operand must be local to reduce-scatter, got {tensor.layout}"
+    return scatter_dim(
+        tensor, requested, world if world is not None else world_size(op)
+    )
+
+
+@dataclass(frozen=True)
 class SplitAllReducePattern(RewritePattern):
-    split: SplitAllReduce
-    world: int | None
-    found: list[AllReduceOp] = field(default_factory=list[AllReduceOp])
+    """all_reduce → reduce_scatter + all_gather, for every all_reduce that can
+    be split (labelled `label`, if given)."""
+
+    dim: int | None = None
+    world: int | None = None
+    label: str | None = None
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: AllReduceOp, rewriter: PatternRewriter) -> None:
-        if not self.split.targets(op):
+        if self.label is not None and label_of(op) != self.label:
             return
-        self.found.append(op)
-        tensor = tensor_type(op.operand)
-        if not tensor.layout.is_local:
-            self.split.skip_or_refuse(
-                op, f"the operand must be local to reduce-scatter, got {tensor.layout}"
-            )
-            return
-        dim = scatter_dim(tensor, self.split.dim, self.world)
+        dim = split_dim(op, self.dim, self.world)
         if isinstance(dim, str):
-            self.split.skip_or_refuse(op, dim)
             return
-        name = stage_name(op)
+        label = label_of(op)
         scatter = ReduceScatterOp(
             op.operand,
             op.reduction.data,
             dim,
-            name=None if name is None else f"{name}_rs",
+            label=None if label is None else f"{label}_rs",
         )
-        gather = AllGatherOp(scatter, name=None if name is None else f"{name}_ag")
+        gather = AllGatherOp(scatter, label=None if label is None else f"{label}_ag")
         rewriter.replace(op, [scatter, gather])
 
 
@@ -118,12 +122,19 @@ class SplitAllReduce(CocoPass):
     world: int | None = None
     """The world size the program will run on (default: `coco.world_size`)."""
 
-    def transform(self, ctx: Context, module: ModuleOp) -> bool:
+    def check_options(self) -> None:
         if self.dim is not None and self.dim < 0:
             raise self.bad_option(f"dim must be >= 0, got {self.dim}")
         if self.world is not None and self.world < 1:
             raise self.bad_option(f"world must be >= 1, got {self.world}")
-        world = self.world if self.world is not None else module_world_size(module)
-        pattern = SplitAllReducePattern(self, world)
-        rewrite_once(module, pattern)
-        return bool(pattern.found)
+
+    def candidates(self, module: ModuleOp) -> Iterable[Operation]:
+        return (op for op in module.walk() if isinstance(op, AllReduceOp))
+
+    def problem(self, op: Operation) -> str | None:
+        assert isinstance(op, AllReduceOp)
+        dim = split_dim(op, self.dim, self.world)
+        return dim if isinstance(dim, str) else None
+
+    def rewrite(self, module: ModuleOp) -> None:
+        rewrite_once(module, SplitAllReducePattern(self.dim, self.world, self.op))

@@ -23,15 +23,17 @@ import hashlib
 import math
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.utils.exceptions import ArgSpecParseError
 
 import coconet_ir.ir as ir
-from coconet_ir.tools.errors import describe, run_guarded
+from coconet_ir.dialects.coco import WORLD_SIZE_ATTR, LayoutError, world_size
+from coconet_ir.tools.errors import diagnostic_of, run_guarded
 
 if TYPE_CHECKING:
     from coconet_ir.dialects.coco import TensorType
@@ -39,7 +41,6 @@ if TYPE_CHECKING:
 
 TOOL = "coconet-run"
 BACKENDS = ("numpy", "emu")
-WORLD_SIZE_ATTR = "coco.world_size"
 STDIN = "-"
 INPUT_PREFIX = "input:"
 """Prefix of the `--save` keys that hold the inputs a run drew."""
@@ -151,26 +152,26 @@ def version() -> str:
 def check_usage(args: argparse.Namespace) -> None:
     """Reject requests argparse cannot: raise UsageError (exit 2)."""
     if args.compare is None and args.file is None:
-        raise UsageError("error: give a FILE to run, or --compare A B")
+        raise UsageError("give a FILE to run, or --compare A B")
     if args.compare is not None and args.file is not None:
-        raise UsageError("error: give either a FILE or --compare A B, not both")
+        raise UsageError("give either a FILE or --compare A B, not both")
     if args.world is not None and args.world < 1:
-        raise UsageError(f"error: --world must be at least 1, got {args.world}")
+        raise UsageError(f"--world must be at least 1, got {args.world}")
     if args.seed < 0:
-        raise UsageError(f"error: --seed must be non-negative, got {args.seed}")
+        raise UsageError(f"--seed must be non-negative, got {args.seed}")
     if args.compare is None and (args.rtol is not None or args.atol is not None):
-        raise UsageError("error: --rtol and --atol only apply with --compare")
+        raise UsageError("--rtol and --atol only apply with --compare")
     if args.compare is not None and args.compare.count(STDIN) > 1:
-        raise UsageError("error: only one of A and B can be '-' (standard input)")
+        raise UsageError("only one of A and B can be '-' (standard input)")
     if args.compare is not None and args.save is not None:
-        raise UsageError("error: --save only applies to a run, not to --compare")
+        raise UsageError("--save only applies to a run, not to --compare")
     for flag in ("rtol", "atol"):
         value = getattr(args, flag)
         if value is not None and not value >= 0:
-            raise UsageError(f"error: --{flag} must be non-negative, got {value}")
+            raise UsageError(f"--{flag} must be non-negative, got {value}")
     if args.backend == "emu":
         raise UsageError(
-            "error: the 'emu' backend (CPU emulation of the generated CUDA C) is "
+            "the 'emu' backend (CPU emulation of the generated CUDA C) is "
             "not available in this version; use --backend numpy"
         )
     if args.entry is not None:
@@ -189,7 +190,7 @@ def make_pipeline(spec: str) -> PassPipeline:
     try:
         return build_pipeline(available_passes(), spec, verify_after_pass)
     except (ir.CocoError, ArgSpecParseError) as err:
-        raise UsageError(describe(err)) from None
+        raise UsageError(diagnostic_of(err)) from None
 
 
 def verify_after_pass(
@@ -201,9 +202,8 @@ def verify_after_pass(
     try:
         ir.verify(module)
     except ir.CocoError as err:
-        raise ir.CocoError(
-            f"{err}\nnote: the IR no longer verifies after pass '{previous.name}'"
-        ) from None
+        note = f"note: the IR no longer verifies after pass '{previous.name}'"
+        raise ir.CocoError(replace(err.diagnostic, context=note)) from None
 
 
 def read_program(path: str) -> ModuleOp:
@@ -223,14 +223,10 @@ def load(path: str, pipeline: PassPipeline) -> ModuleOp:
 
 def declared_world(path: str, module: ModuleOp) -> int | None:
     """The module's `coco.world_size` attribute, if it has one."""
-    attr = module.attributes.get(WORLD_SIZE_ATTR)
-    if attr is None:
-        return None
-    if not isinstance(attr, IntegerAttr) or attr.value.data < 1:
-        raise ir.CocoError(
-            f"{path}: error: {WORLD_SIZE_ATTR} must be a positive integer, got {attr}"
-        )
-    return attr.value.data
+    try:
+        return world_size(module)
+    except LayoutError as err:
+        raise ir.CocoError(err.rule, path) from None
 
 
 def resolve_world(requested: int | None, modules: dict[str, ModuleOp]) -> int:
@@ -245,20 +241,20 @@ def resolve_world(requested: int | None, modules: dict[str, ModuleOp]) -> int:
         for path, world in declared.items():
             if world != requested:
                 raise UsageError(
-                    f"{path}: error: --world {requested} disagrees with the "
-                    f"module's {WORLD_SIZE_ATTR} = {world}"
+                    f"--world {requested} disagrees with the module's "
+                    f"{WORLD_SIZE_ATTR} = {world}",
+                    path,
                 )
         return requested
     if not declared:
         raise UsageError(
-            f"error: the world size is unknown: pass --world N or give the "
+            f"the world size is unknown: pass --world N or give the "
             f"module a {WORLD_SIZE_ATTR} attribute"
         )
     if len(set(declared.values())) > 1:
         found = ", ".join(f"{path}: {world}" for path, world in declared.items())
         raise UsageError(
-            f"error: the programs disagree on {WORLD_SIZE_ATTR} ({found}); "
-            "pass --world N"
+            f"the programs disagree on {WORLD_SIZE_ATTR} ({found}); pass --world N"
         )
     return next(iter(declared.values()))
 

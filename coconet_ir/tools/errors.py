@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from collections.abc import Callable
-from typing import NoReturn
+from typing import NoReturn, TextIO
 
 from xdsl.utils.exceptions import (
     ArgSpecParseError,
@@ -24,6 +25,8 @@ from xdsl.utils.exceptions import (
     ParseError,
     PassFailedException,
 )
+
+from coconet_ir.diagnostics import CocoError, CocoWarning, Diagnostic
 
 USER_ERRORS = (
     DiagnosticException,
@@ -40,7 +43,7 @@ USER_ERRORS = (
 xDSL, so it is listed explicitly."""
 
 
-def describe_pipeline_error(err: ArgSpecParseError) -> str:
+def pipeline_diagnostic(err: ArgSpecParseError) -> Diagnostic:
     """`pass-pipeline:1:14: error: MESSAGE` and the pipeline with a caret.
 
     xDSL words it as a header line, the location, the source line, and a caret
@@ -48,38 +51,41 @@ def describe_pipeline_error(err: ArgSpecParseError) -> str:
     """
     lines = str(err).split("\n")
     if len(lines) < 4 or not lines[1].startswith("pass-pipeline:"):
-        return f"error: bad pass pipeline: {' '.join(str(err).split())}"
+        return Diagnostic(f"bad pass pipeline: {' '.join(str(err).split())}")
     caret = lines[3].rstrip()
     message = " ".join(" ".join(lines[4:]).split()) or "malformed pipeline"
-    return f"{lines[1]}: error: bad pass pipeline: {message}\n{lines[2]}\n{caret}"
+    return Diagnostic(
+        f"bad pass pipeline: {message}", lines[1], context=f"{lines[2]}\n{caret}"
+    )
+
+
+def diagnostic_of(err: BaseException) -> Diagnostic:
+    """The diagnostic for one exception."""
+    from coconet_ir.ir import parse_error
+
+    if isinstance(err, CocoError):
+        return err.diagnostic
+    if isinstance(err, ParseError):
+        return parse_error(err).diagnostic
+    if isinstance(err, ArgSpecParseError):
+        return pipeline_diagnostic(err)
+    if isinstance(err, OSError) and err.filename is not None and err.strerror:
+        return Diagnostic(err.strerror, str(err.filename))
+    notes = [str(n).rstrip() for n in getattr(err, "__notes__", [])]
+    return Diagnostic(str(err).strip() or type(err).__name__, context="\n".join(notes))
 
 
 def describe(err: BaseException) -> str:
     """The diagnostic text for one exception, without the tool prefix."""
-    from coconet_ir.ir import describe_parse_error
-
-    if isinstance(err, ParseError):
-        return describe_parse_error(err)
-    if isinstance(err, ArgSpecParseError):
-        return describe_pipeline_error(err)
-    if isinstance(err, OSError) and err.filename is not None and err.strerror:
-        return f"{err.filename}: error: {err.strerror}"
-    message = str(err).strip() or type(err).__name__
-    notes = getattr(err, "__notes__", [])
-    if notes:
-        message += "\n" + "\n".join(str(n).rstrip() for n in notes)
-    return message
+    return str(diagnostic_of(err))
 
 
 def report(tool: str, err: BaseException, code: int) -> NoReturn:
-    """Print `err` as one diagnostic on stderr and exit with `code`."""
-    message = describe(err)
-    first_line = message.split("\n", 1)[0]
-    if first_line.startswith("error:"):
-        message = f"{tool}: {message}"
-    elif ": error:" not in first_line:
-        message = f"{tool}: error: {message}"
-    print(message, file=sys.stderr)
+    """Print `err` as one diagnostic on stderr (`TOOL: error: ...` when it has
+    no location) and exit with `code`."""
+    diagnostic = diagnostic_of(err)
+    prefix = "" if diagnostic.location else f"{tool}: "
+    print(f"{prefix}{diagnostic}", file=sys.stderr)
     sys.exit(code)
 
 
@@ -88,6 +94,23 @@ def quiet_broken_pipe() -> NoReturn:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     sys.exit(1)
+
+
+def show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    """Print a CocoWarning as the diagnostic it is (`FILE:LINE:COL: warning:
+    ...`); other warnings as Python prints them."""
+    if not issubclass(category, CocoWarning):
+        text = warnings.formatwarning(message, category, filename, lineno, line)
+        print(text, end="", file=file or sys.stderr)
+        return
+    print(message, file=file or sys.stderr)
 
 
 def run_guarded(
@@ -104,6 +127,7 @@ def run_guarded(
     """
     if internal_error_code is None:
         internal_error_code = user_error_code
+    warnings.showwarning = show_warning
     try:
         code = main()
         sys.stdout.flush()

@@ -47,7 +47,7 @@ func.func @replicated(%x: !coco.tensor<16xf32, replicated>) -> !coco.tensor<16xf
 // ODD: error: 'coco.all_reduce' op coco-split-all-reduce cannot apply: no dimension of !coco.tensor<6x12xf32, local> is divisible by every world size up to 8; give the world size (option world=N or the module's coco.world_size) or the option dim
 // WORLD-LABEL: func.func @odd
 // WORLD-NEXT:    coco.reduce_scatter %x reduction = sum dim = 0 {name = "odd_rs"}
-// NEGATIVE: <module>: error: coco-split-all-reduce: dim must be >= 0, got -1
+// NEGATIVE: coconet-opt: error: coco-split-all-reduce: dim must be >= 0, got -1
 func.func @odd(%x: !coco.tensor<6x12xf32, local>) -> !coco.tensor<6x12xf32, replicated> {
   %s = coco.all_reduce %x reduction = sum {name = "odd"} : !coco.tensor<6x12xf32, local> -> !coco.tensor<6x12xf32, replicated>
   func.return %s : !coco.tensor<6x12xf32, replicated>

@@ -16,6 +16,7 @@ from xdsl.ir import Attribute, Block, Region
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import VerifyException
 
+import coconet_ir as cc
 from coconet_ir.dialects import coco
 from coconet_ir.dialects.coco import (
     ELEMENT_TYPES,
@@ -473,9 +474,11 @@ def test_wrong_result_type_names_the_rule() -> None:
 def test_update_rules() -> None:
     w = tensor([8], "f32", REPLICATED)
     func, block = function_of(w, w.with_layout(LOCAL))
-    bad = coco.UpdateOp(block.args[0], block.args[1])
-    block.add_ops([bad, ReturnOp()])
     with pytest.raises(VerifyException, match="must equal the parameter type"):
+        coco.UpdateOp(block.args[0], block.args[1])
+    bad = coco.UpdateOp.create(operands=[block.args[0], block.args[1]])
+    block.add_ops([bad, ReturnOp()])
+    with pytest.raises(VerifyException, match="expected from variable 'T'"):
         func.verify()
     bad.detach()
     bad.erase()
@@ -505,12 +508,22 @@ PIPELINE = """
   }}"""
 
 
+def channel_error(text: str) -> str:
+    """The message of the module-level channel check (`cc.verify`) on `text`,
+    whose ops each verify on their own."""
+    module = parse_module(text)
+    module.verify()
+    with pytest.raises(cc.CocoError) as err:
+        cc.verify(module)
+    return str(err.value)
+
+
 def test_send_recv_matching() -> None:
-    parse_module(PIPELINE.format(send_channel=0, recv_channel=0, elt="f32")).verify()
-    assert "needs exactly one coco.recv from @a on channel 0" in verify_error(
+    cc.verify(parse_module(PIPELINE.format(send_channel=0, recv_channel=0, elt="f32")))
+    assert "needs exactly one coco.recv from @a on channel 0" in channel_error(
         PIPELINE.format(send_channel=0, recv_channel=1, elt="f32")
     )
-    assert "the matching coco.recv in @b receives" in verify_error(
+    assert "the matching coco.recv in @b receives" in channel_error(
         PIPELINE.format(send_channel=0, recv_channel=0, elt="f16")
     )
 
@@ -561,5 +574,5 @@ def test_constant_spellings_print_to_a_fixed_point(
 
 def test_name_attribute_survives() -> None:
     _, block = function_of(tensor([8], "f32", LOCAL))
-    op = coco.AllReduceOp(block.args[0], name="grads")
-    assert op.stage_name is not None and op.stage_name.data == "grads"
+    op = coco.AllReduceOp(block.args[0], label="grads")
+    assert op.label is not None and op.label.data == "grads"

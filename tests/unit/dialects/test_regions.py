@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 import coconet_ir as cc
+from coconet_ir.analysis.chunks import chunk_dims
 from coconet_ir.dialects import coco
 
 PLAIN = """
@@ -42,7 +43,7 @@ def test_chunk_dims_follow_the_values() -> None:
     (region,) = [
         op for op in cc.parse(CHUNKED).walk() if isinstance(op, coco.OverlapOp)
     ]
-    found = coco.chunk_dims(region.block, region.input_dims.get_values())
+    found = chunk_dims(region.block, region.input_dims.get_values())
     assert found.problem is None
     assert [found.dims[op.results[0]] for op in list(region.block.ops)[:3]] == [0, 0, 0]
 

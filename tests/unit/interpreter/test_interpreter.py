@@ -758,7 +758,7 @@ func.func @s2() {{
     with pytest.raises(CocoError) as err:
         interpret(parse(source), 2)
     message = str(err.value)
-    assert message.startswith("deadlock:")
+    assert message.startswith("error: deadlock:")
     assert "@s1 waits at 'coco.recv' from @s2 channel 0 at <input>:3:" in message
     assert "@s2 waits at 'coco.recv' from @s1 channel 1 at <input>:8:" in message
 

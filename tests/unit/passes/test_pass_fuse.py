@@ -41,8 +41,8 @@ def test_adam_is_one_fused_all_reduce() -> None:
     assert kinds[0] == "coco.reduce_scatter"
     assert kinds.count("coco.all_gather") >= 1
     assert kinds[-2] == "coco.all_gather" and kinds[-1] == "coco.yield"
-    assert fusion.stage_name is not None
-    assert fusion.stage_name.data == "grad_sum_rs_fused"
+    assert fusion.label is not None
+    assert fusion.label.data == "grad_sum_rs_fused"
 
 
 def test_split_megatron_has_fused_all_reduce_and_a_chain() -> None:

@@ -6,7 +6,7 @@ from helpers import EXAMPLES_DIR, stage
 from xdsl.dialects.builtin import ModuleOp
 
 import coconet_ir as cc
-from coconet_ir.analysis import bytes_sent
+from coconet_ir.analysis.costs import bytes_sent
 from coconet_ir.dialects import coco
 from coconet_ir.passes.fuse_send import FuseSend
 

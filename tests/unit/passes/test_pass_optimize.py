@@ -10,7 +10,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
 
 import coconet_ir as cc
-from coconet_ir.analysis import bytes_sent, function_costs
+from coconet_ir.analysis.costs import bytes_sent, function_costs
 from coconet_ir.dialects import coco
 
 EXAMPLES = sorted(ROOT.glob("examples/*.mlir"))

@@ -9,10 +9,9 @@ from helpers import EXAMPLES_DIR, ops_of, the_function
 from xdsl.dialects.func import FuncOp
 
 import coconet_ir as cc
-from coconet_ir.analysis import function_costs
+from coconet_ir.analysis.costs import function_costs
 from coconet_ir.dialects import coco
-from coconet_ir.dialects.coco import ELEMENTWISE_OPS
-from coconet_ir.passes.base import stage_name
+from coconet_ir.dialects.coco import ELEMENTWISE_OPS, label_of
 from coconet_ir.passes.reorder import Reorder
 from coconet_ir.passes.split_all_reduce import SplitAllReduce
 
@@ -63,7 +62,7 @@ def test_elementwise_work_drops_by_the_world_size(name: str, world: int):
 
 def test_lamb_norm_of_a_sliced_value_is_written_out():
     after = cc.Pipeline(SPLIT_REORDER)(cc.parse_file(str(EXAMPLE["lamb"])))
-    (root,) = (op for op in ops_of(after, coco.SqrtOp) if stage_name(op) == "r_norm")
+    (root,) = (op for op in ops_of(after, coco.SqrtOp) if label_of(op) == "r_norm")
     total = root.operand.owner
     assert isinstance(total, coco.AllReduceOp)
     assert total.reduction.data == coco.ReductionKind.SUM
@@ -124,7 +123,7 @@ def test_named_all_gather_only():
     module = cc.Pipeline([SplitAllReduce(), Reorder(op="grad_sum_ag")])(
         cc.parse_file(str(EXAMPLE["adam"]))
     )
-    names = [stage_name(op) for op in module.walk()]
+    names = [label_of(op) for op in module.walk()]
     assert "grad_sum_ag" not in names
     assert "grad_sum_rs" in names
 

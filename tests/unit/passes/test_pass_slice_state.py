@@ -8,7 +8,7 @@ import pytest
 from helpers import EXAMPLES_DIR, ops_of, the_function
 
 import coconet_ir as cc
-from coconet_ir.analysis import function_costs
+from coconet_ir.analysis.costs import function_costs
 from coconet_ir.dialects import coco
 from coconet_ir.dialects.coco import ELEMENTWISE_OPS
 from coconet_ir.passes.reorder import Reorder

@@ -427,7 +427,8 @@ func.func @all_to_all_rep(%a: !coco.tensor<8x8xf32, replicated>) {
 
 // -----
 
-// CHECK: 'coco.update' op value type !coco.tensor<8xf32, local> must equal the parameter type !coco.tensor<8xf32, replicated>
+// CHECK: 'coco.update' op operand 'value' at position 1 does not verify:
+// CHECK-NEXT: attribute !coco.tensor<8xf32, replicated> expected from variable 'T', but got !coco.tensor<8xf32, local>
 func.func @update_type(%w: !coco.tensor<8xf32, replicated>, %g: !coco.tensor<8xf32, local>) {
   "coco.update"(%w, %g) : (!coco.tensor<8xf32, replicated>, !coco.tensor<8xf32, local>) -> ()
   func.return

@@ -27,14 +27,12 @@ from xdsl.dialects.func import FuncOp
 from xdsl.ir import Attribute, Operation
 
 from coconet_ir.dialects import coco
-from coconet_ir.dialects.coco import ELEMENTWISE_OPS
-
-ELEMENT_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i32": 4, "i1": 1}
+from coconet_ir.dialects.coco import ELEMENTWISE_OPS, element_info
 
 
 def global_bytes(t: Attribute) -> int:
     assert isinstance(t, coco.TensorType)
-    return prod(t.dims) * ELEMENT_BYTES[coco.element_type_name(t.element_type)]
+    return prod(t.dims) * element_info(t.element_type).bytes
 
 
 def per_rank_elements(t: Attribute, world: int) -> int:

@@ -1,8 +1,9 @@
-"""Canonicalization patterns of the coco ops, applied by xDSL's `canonicalize`.
+"""Canonicalization patterns of the coco ops, applied by xDSL's `canonicalize`
+(docs/passes/canonicalize.md).
 
-The ops of `coconet_ir.dialects.coco` carry `HasCanonicalizationPatternsTrait`s
-whose `get_canonicalization_patterns` import the patterns from here lazily (as
-xDSL's arith dialect does), so `coconet-opt -p canonicalize` uses them:
+The ops carry `HasCanonicalizationPatternsTrait`s whose
+`get_canonicalization_patterns` import these patterns lazily, as xDSL's arith
+dialect does:
 
 - `all_slice(all_gather(x)) dim = D` → `x` when `x` is `sliced<D>`;
 - `all_gather(all_slice(x))` → `x`;
@@ -14,9 +15,9 @@ xDSL's arith dialect does), so `coconet-opt -p canonicalize` uses them:
   holds the same value);
 - `convert(x)` to `x`'s own type → `x`.
 
-A collective made unused by a pattern is erased by the pattern itself: xDSL's
-dead-code sweep after canonicalization only removes ops with known effects, and
-collectives declare none.
+A producer these rewrites leave unused (a gather, a reduce_scatter) is removed
+by the dead-code sweep `canonicalize` ends with: collectives declare that they
+have no memory effect.
 """
 
 from __future__ import annotations
@@ -29,28 +30,28 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 
-from coconet_ir.dialects.coco import (
+from coconet_ir.dialects.coco.attributes import ReductionKind
+from coconet_ir.dialects.coco.ops import (
     AllGatherOp,
     AllReduceOp,
     AllSliceOp,
     ConvertOp,
     ReduceScatterOp,
-    ReductionKind,
+    label_of,
     tensor_type,
 )
-from coconet_ir.passes.base import stage_name
 
 
-def merged_name(scatter: ReduceScatterOp, gather: AllGatherOp) -> str | None:
-    """The all_reduce's name: `NAME` for the `NAME_rs` / `NAME_ag` pair
-    coco-split-all-reduce makes, else the all_gather's name."""
-    scatter_name, gather_name = stage_name(scatter), stage_name(gather)
-    if scatter_name is None or gather_name is None:
-        return gather_name
-    base = scatter_name.removesuffix("_rs")
-    if base != scatter_name and gather_name == f"{base}_ag":
+def merged_label(scatter: ReduceScatterOp, gather: AllGatherOp) -> str | None:
+    """The all_reduce's label: `NAME` for the `NAME_rs` / `NAME_ag` pair
+    coco-split-all-reduce makes, else the all_gather's label."""
+    scatter_label, gather_label = label_of(scatter), label_of(gather)
+    if scatter_label is None or gather_label is None:
+        return gather_label
+    base = scatter_label.removesuffix("_rs")
+    if base != scatter_label and gather_label == f"{base}_ag":
         return base
-    return gather_name
+    return gather_label
 
 
 @dataclass
@@ -65,8 +66,6 @@ class SliceOfGather(RewritePattern):
         if gather.operand.type != op.result.type:
             return
         rewriter.replace(op, [], [gather.operand])
-        if not gather.result.uses:
-            rewriter.erase(gather)
 
 
 @dataclass
@@ -96,10 +95,9 @@ class GatherOfScatter(RewritePattern):
         reduce = AllReduceOp(
             scatter.operand,
             scatter.reduction.data,
-            name=merged_name(scatter, op),
+            label=merged_label(scatter, op),
         )
         rewriter.replace(op, reduce)
-        rewriter.erase(scatter)
 
 
 IDEMPOTENT_REDUCTIONS = (ReductionKind.MAX, ReductionKind.MIN)

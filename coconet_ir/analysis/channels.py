@@ -1,0 +1,130 @@
+"""Pipeline channels: which `coco.send` feeds which `coco.recv`, and the stages
+they connect (COCO_DIALECT.md §5; docs/dialect.md, "Pipelines").
+
+A channel is (source stage, destination stage, channel number): rank `r` of the
+source stage sends to rank `r` of the destination. In a valid module every
+channel in use has exactly one send and one recv, of the same type.
+`PipelineChannels.of(module)` finds every end in one walk; the verifier
+(`coconet_ir.ir.verify`) checks the matching with it, the interpreter routes
+messages and picks the stages to run with it, coco-fuse-send finds the recv of
+a send with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import networkx as nx
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.func import FuncOp
+
+from coconet_ir.dialects.coco import RecvOp, SendOp
+
+
+@dataclass(frozen=True)
+class Channel:
+    """One pipeline channel: (from stage, to stage, channel number)."""
+
+    source: str
+    dest: str
+    channel: int
+
+
+def channel_of(op: SendOp | RecvOp, stage: str) -> Channel:
+    """The channel a send or recv of the function named `stage` uses."""
+    peer = op.stage.root_reference.data
+    number = op.channel.value.data
+    if isinstance(op, SendOp):
+        return Channel(stage, peer, number)
+    return Channel(peer, stage, number)
+
+
+@dataclass
+class PipelineChannels:
+    """Every send and recv of a module, by channel, and the stage graph."""
+
+    sends: dict[Channel, list[SendOp]] = field(
+        default_factory=dict[Channel, list[SendOp]]
+    )
+    recvs: dict[Channel, list[RecvOp]] = field(
+        default_factory=dict[Channel, list[RecvOp]]
+    )
+    ends: dict[SendOp | RecvOp, Channel] = field(
+        default_factory=dict[SendOp | RecvOp, Channel]
+    )
+    """The channel of each send and recv."""
+    stages: nx.Graph = field(default_factory=nx.Graph)
+    """The functions (by name), an edge for every channel between two."""
+
+    @staticmethod
+    def of(module: ModuleOp) -> PipelineChannels:
+        """Find every send and recv of the module's functions, in one walk."""
+        found = PipelineChannels()
+        for func in module.ops:
+            if not isinstance(func, FuncOp):
+                continue
+            name = func.sym_name.data
+            found.stages.add_node(name)
+            for op in func.walk():
+                if isinstance(op, SendOp | RecvOp):
+                    found.add(op, channel_of(op, name))
+        return found
+
+    def add(self, op: SendOp | RecvOp, channel: Channel) -> None:
+        self.ends[op] = channel
+        self.stages.add_edge(channel.source, channel.dest)
+        if isinstance(op, SendOp):
+            self.sends.setdefault(channel, []).append(op)
+        else:
+            self.recvs.setdefault(channel, []).append(op)
+
+    def channel(self, op: SendOp | RecvOp) -> Channel:
+        return self.ends[op]
+
+    def recv_of(self, send: SendOp) -> RecvOp:
+        """The recv that takes what `send` sends (verified IR has one)."""
+        (recv,) = self.recvs[self.ends[send]]
+        return recv
+
+    def problems(self) -> Iterator[tuple[SendOp | RecvOp, str]]:
+        """Each send or recv whose channel does not match, with the rule it
+        breaks, in module order."""
+        for op, channel in self.ends.items():
+            problem = (
+                self.send_problem(op, channel)
+                if isinstance(op, SendOp)
+                else self.recv_problem(op, channel)
+            )
+            if problem is not None:
+                yield op, problem
+
+    def send_problem(self, send: SendOp, channel: Channel) -> str | None:
+        recvs = self.recvs.get(channel, [])
+        if len(recvs) != 1:
+            return (
+                f"needs exactly one coco.recv from @{channel.source} on channel "
+                f"{channel.channel} in stage @{channel.dest}, found {len(recvs)}"
+            )
+        received = recvs[0].result.type
+        if received != send.operand.type:
+            return (
+                f"sends {send.operand.type} but the matching coco.recv in "
+                f"@{channel.dest} receives {received}"
+            )
+        return None
+
+    def recv_problem(self, recv: RecvOp, channel: Channel) -> str | None:
+        sends = self.sends.get(channel, [])
+        if len(sends) != 1:
+            return (
+                f"needs exactly one coco.send to @{channel.dest} on channel "
+                f"{channel.channel} in stage @{channel.source}, found {len(sends)}"
+            )
+        sent = sends[0].operand.type
+        if sent != recv.result.type:
+            return (
+                f"receives {recv.result.type} but the matching coco.send in "
+                f"@{channel.source} sends {sent}"
+            )
+        return None

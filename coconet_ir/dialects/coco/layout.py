@@ -1,0 +1,236 @@
+"""Layout inference: the rules of COCO_DIALECT.md §3 that give a compute op's
+result type from its operand types (docs/dialect.md, "Layout rules").
+
+Each rule takes operand types and returns the result type, or raises a
+LayoutError whose message states the rule. The ops' `infer_result_type` call
+them: their builders to compute result types, their verifiers to check the
+declared one. Broadcasting (`operand_axis`, `result_axis`) is stated here once
+for the dialect, the passes, the analyses and the interpreter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.ir import Attribute
+
+from coconet_ir.dialects.coco.attributes import (
+    LOCAL,
+    REPLICATED,
+    LayoutAttr,
+    LayoutError,
+    LayoutKind,
+    TensorType,
+)
+
+# ============================================================================
+# Broadcasting
+# ============================================================================
+
+
+def broadcast_shapes(shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
+    """numpy broadcasting of trailing dims; raises LayoutError on a mismatch."""
+    rank = max(len(s) for s in shapes)
+    result: list[int] = []
+    for axis in range(rank):
+        sizes = {s[axis - rank + len(s)] for s in shapes if axis - rank + len(s) >= 0}
+        sizes.discard(1)
+        if len(sizes) > 1:
+            raise LayoutError(
+                f"operand shapes {' and '.join(str(list(s)) for s in shapes)} do "
+                f"not broadcast (dimension {axis} of the result has sizes "
+                f"{sorted(sizes)})"
+            )
+        result.append(sizes.pop() if sizes else 1)
+    return tuple(result)
+
+
+def result_axis(operand: TensorType, result_rank: int, dim: int) -> int:
+    """The dim of an elementwise result that dim `dim` of `operand` lines up
+    with: numpy broadcasting aligns trailing dims."""
+    return dim + result_rank - operand.rank
+
+
+def operand_axis(
+    operand: TensorType, result: TensorType, result_dim: int
+) -> int | None:
+    """The dim of `operand` that lines up with dim `result_dim` of the
+    elementwise `result`, or None when the operand is broadcast along it (the
+    dim is absent from the operand, or of size 1)."""
+    axis = result_dim - (result.rank - operand.rank)
+    if axis < 0 or operand.dims[axis] == 1:
+        return None
+    return axis
+
+
+# ============================================================================
+# Elementwise ops
+# ============================================================================
+
+
+def elementwise_layout(types: Sequence[TensorType], result_rank: int) -> LayoutAttr:
+    """The layout rule for elementwise ops.
+
+    Equal layouts keep it; `replicated` takes the layout of the other operands;
+    sliced operands must cut the same (right-aligned) result dimension; `local`
+    with `sliced` is an error.
+    """
+    sliced_dims: set[int] = set()
+    has_local = False
+    for t in types:
+        if t.layout.is_local:
+            has_local = True
+        elif t.layout.is_sliced:
+            sliced_dims.add(result_axis(t, result_rank, t.layout.sliced_dim))
+    if has_local and sliced_dims:
+        raise LayoutError(
+            "cannot combine a local operand with a sliced one (local with sliced "
+            "is an error: all_reduce the local operand or all_gather the sliced "
+            "one first)"
+        )
+    if len(sliced_dims) > 1:
+        raise LayoutError(
+            "sliced operands must cut the same dimension of the result, got "
+            f"dimensions {sorted(sliced_dims)} (use coco.all_to_all)"
+        )
+    if has_local:
+        return LOCAL
+    if not sliced_dims:
+        return REPLICATED
+    return LayoutAttr.sliced(sliced_dims.pop())
+
+
+def _check_sliced_not_broadcast(
+    types: Sequence[TensorType], shape: tuple[int, ...], layout: LayoutAttr
+) -> None:
+    """A sliced operand must have the full size along its sliced dimension."""
+    if not layout.is_sliced:
+        return
+    for t in types:
+        if (
+            t.layout.is_sliced
+            and t.dims[t.layout.sliced_dim] != shape[layout.sliced_dim]
+        ):
+            raise LayoutError(
+                f"a sliced operand cannot be broadcast along its sliced dimension "
+                f"({t} against result shape {list(shape)})"
+            )
+
+
+def infer_elementwise(
+    types: Sequence[TensorType], result_element_type: Attribute | None = None
+) -> TensorType:
+    """Shape by broadcasting, layout by `elementwise_layout`; the element type is
+    the first operand's unless `result_element_type` says otherwise."""
+    shape = broadcast_shapes([t.dims for t in types])
+    layout = elementwise_layout(types, len(shape))
+    _check_sliced_not_broadcast(types, shape, layout)
+    if result_element_type is None:
+        result_element_type = types[0].element_type
+    return TensorType(shape, result_element_type, layout)
+
+
+def check_same_element_type(types: Sequence[TensorType]) -> None:
+    """Operands of elementwise ops and matmul share one element type."""
+    kinds = {t.element_type for t in types}
+    if len(kinds) > 1:
+        raise LayoutError(
+            "operands must have the same element type (use coco.convert), got "
+            f"{', '.join(str(t.element_type) for t in types)}"
+        )
+
+
+# ============================================================================
+# Reductions, matmul, dims
+# ============================================================================
+
+
+def check_dim_in_range(what: str, dim: int, operand: TensorType) -> None:
+    if not 0 <= dim < operand.rank:
+        raise LayoutError(
+            f"{what} {dim} is out of range for an operand of rank {operand.rank}"
+        )
+
+
+def infer_reduce(operand: TensorType, dims: Sequence[int]) -> TensorType:
+    """Reductions: replicated → replicated, local → local; on sliced<D> a set of
+    dims including D gives local partials, excluding D gives sliced (renumbered)."""
+    if not dims:
+        raise LayoutError("needs at least one dimension to reduce (dims = [...])")
+    if len(set(dims)) != len(dims):
+        raise LayoutError(f"dims must be distinct, got {list(dims)}")
+    for d in dims:
+        check_dim_in_range("dim", d, operand)
+    shape = [s for axis, s in enumerate(operand.dims) if axis not in dims]
+    layout = operand.layout
+    if layout.is_sliced:
+        cut = layout.sliced_dim
+        if cut in dims:
+            layout = LOCAL
+        else:
+            layout = LayoutAttr.sliced(cut - sum(1 for d in dims if d < cut))
+    return TensorType(shape, operand.element_type, layout)
+
+
+MATMUL_RULES = (
+    "replicated x replicated -> replicated, sliced<d not last> x replicated -> "
+    "sliced<d>, replicated x sliced<1> -> sliced<last>, sliced<last> x sliced<0> "
+    "-> local, local x replicated -> local"
+)
+"""The matmul table of COCO_DIALECT.md section 3, as error messages quote it."""
+
+
+def matmul_layout(lhs: TensorType, rhs: TensorType) -> LayoutAttr | None:
+    """The result layout by the matmul table, or None when no row matches."""
+    last = lhs.rank - 1
+    a, b = lhs.layout, rhs.layout
+    if b.is_replicated:
+        if a.is_replicated:
+            return REPLICATED
+        if a.is_sliced and a.sliced_dim != last:
+            return a
+        if a.is_local:
+            return LOCAL
+        return None
+    if a.is_replicated and b.is_sliced and b.sliced_dim == 1:
+        return LayoutAttr.sliced(last)
+    if a.is_sliced and a.sliced_dim == last and b.is_sliced and b.sliced_dim == 0:
+        return LOCAL
+    return None
+
+
+def infer_matmul(lhs: TensorType, rhs: TensorType) -> TensorType:
+    """`a: [..., K]` times `b: [K, M]` gives `[..., M]`, laid out by the table."""
+    if lhs.rank < 2 or rhs.rank != 2:
+        raise LayoutError(
+            "needs a lhs of rank >= 2 and a rhs of rank 2, got ranks "
+            f"{lhs.rank} and {rhs.rank}"
+        )
+    if lhs.dims[-1] != rhs.dims[0]:
+        raise LayoutError(
+            f"contraction sizes differ: lhs {list(lhs.dims)} has K = {lhs.dims[-1]}"
+            f" but rhs {list(rhs.dims)} has K = {rhs.dims[0]}"
+        )
+    layout = matmul_layout(lhs, rhs)
+    if layout is None:
+        raise LayoutError(
+            f"has no layout rule for lhs {lhs.layout} and rhs {rhs.layout} "
+            f"(allowed: {MATMUL_RULES})"
+        )
+    shape = (*lhs.dims[:-1], rhs.dims[1])
+    return TensorType(shape, lhs.element_type, layout)
+
+
+def require_layout(operand: TensorType, *allowed: LayoutKind) -> None:
+    """The operand's layout kind must be one of `allowed` (a collective's rule)."""
+    if operand.layout.kind.data not in allowed:
+        raise LayoutError(
+            f"operand must be {' or '.join(allowed)}, got {operand.layout}"
+        )
+
+
+def chunk_type(t: TensorType, dim: int, chunks: int) -> TensorType:
+    """The type of one of `chunks` equal chunks of `t` along `dim` (-1: whole)."""
+    if dim < 0:
+        return t
+    return t.with_shape([d // chunks if i == dim else d for i, d in enumerate(t.dims)])
