@@ -3,6 +3,7 @@ transformation is checked against.
 
 - `interpret(module, world, inputs=None, seed=0, entry=None) -> RunResult`
 - `equivalent(a, b, world, seed=0, rtol=None, atol=None, entry=None) -> Comparison`
+  (raises `NotComparable`, a CocoError, when the signatures differ)
 - `draw_inputs(module, world, seed=0, entry=None)`: the inputs a run draws
 - `philox4x32_10`, `dropout_uniform`: the dropout generator (COCO_DIALECT.md §6)
 - `register_functions`, `DistValue`, `stage_context`: for modules that add the
@@ -11,7 +12,12 @@ transformation is checked against.
 See docs/interpreter.md for the semantics decisions.
 """
 
-from coconet_ir.interpreter.compare import Comparison, Difference, equivalent
+from coconet_ir.interpreter.compare import (
+    Comparison,
+    Difference,
+    NotComparable,
+    equivalent,
+)
 from coconet_ir.interpreter.context import StageContext, stage_context
 from coconet_ir.interpreter.inputs import draw_inputs
 from coconet_ir.interpreter.ops import CocoFunctions
@@ -29,6 +35,7 @@ __all__ = [
     "Comparison",
     "Difference",
     "DistValue",
+    "NotComparable",
     "Output",
     "RunResult",
     "StageContext",

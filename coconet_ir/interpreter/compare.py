@@ -11,15 +11,25 @@ per-rank values for local ones, and a replicated/sliced output against every
 rank of a local one. Floats are compared as `|b - a| <= atol + rtol * |a|` with
 the element type's default tolerance (`coco.element_info(t).tolerance`); NaN
 equals NaN; i32 and i1 must match exactly.
+
+Two programs whose signatures differ cannot be compared, and `equivalent()`
+raises `NotComparable` (a CocoError) before running either: an argument or a
+result that only one of them has, an argument fed in another shape (a layout
+may change, `local` <-> global may not), or a floating-point argument that
+becomes an integer one. Outputs of the same key that differ in shape or element
+type, or a parameter only one of them updates, are Differences: both programs
+ran on the same inputs and computed different things.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
+from xdsl.ir import Attribute
 
 from coconet_ir.diagnostics import CocoError
 from coconet_ir.dialects.coco import TensorType, element_info, is_float
@@ -27,7 +37,7 @@ from coconet_ir.interpreter.inputs import (
     draw_inputs,
     fed_shape,
     function_arguments,
-    is_float_dtype,
+    result_key,
 )
 from coconet_ir.interpreter.runner import Output, interpret
 from coconet_ir.interpreter.stages import select_functions
@@ -144,40 +154,83 @@ def where_text(index: tuple[np.intp, ...], a: TensorType, b: TensorType) -> str:
     return f"index {position}"
 
 
-def input_difference(
-    key: str, a_input: np.ndarray, b_type: TensorType, world: int
-) -> Difference | None:
-    """A reason `a`'s input cannot be fed to `b`'s argument, if any."""
-    expected = fed_shape(b_type, world)
-    if a_input.shape != expected:
-        return mismatch(
-            key,
-            f"input shape {list(a_input.shape)} in a but {b_type} "
-            f"(fed as {list(expected)}) in b",
+class NotComparable(CocoError):
+    """The two programs' signatures differ, so no input set runs both and
+    equivalence cannot be decided. `reasons` says why, one per argument or
+    result, naming its key."""
+
+    def __init__(self, reasons: list[str]):
+        self.reasons = reasons
+        super().__init__(
+            f"cannot compare a with b, their signatures differ: {'; '.join(reasons)}"
         )
-    if is_float_dtype(a_input.dtype) and not is_float(b_type.element_type):
-        return mismatch(
-            key, f"input is {a_input.dtype} in a but {b_type.element_type} in b"
-        )
-    return None
 
 
-def inputs_for_b(
-    b: ModuleOp, world: int, entry: str | None, a_inputs: dict[str, np.ndarray]
-) -> tuple[dict[str, np.ndarray], list[Difference]]:
-    """The inputs of `a` that `b` takes (by key), and any that do not fit."""
-    arguments = function_arguments(select_functions(b, entry))
-    fed: dict[str, np.ndarray] = {}
-    problems: list[Difference] = []
-    for key, b_type in arguments.items():
-        if key not in a_inputs:
+def check_comparable(
+    a_functions: list[FuncOp], b_functions: list[FuncOp], world: int
+) -> None:
+    """Raise NotComparable unless `b` takes exactly the inputs `a` is fed (by
+    key, in the shape fed) and returns results under the same keys."""
+    reasons = [
+        *argument_mismatches(
+            function_arguments(a_functions), function_arguments(b_functions), world
+        ),
+        *only_in_one(
+            "result", function_results(a_functions), function_results(b_functions)
+        ),
+    ]
+    if reasons:
+        raise NotComparable(reasons)
+
+
+def function_results(functions: list[FuncOp]) -> dict[str, Attribute]:
+    """Every returned value of the run, by key (`FUNC.resultI`)."""
+    return {
+        result_key(func, position): result_type
+        for func in functions
+        for position, result_type in enumerate(func.function_type.outputs)
+    }
+
+
+def only_in_one(
+    what: str, a_keys: Mapping[str, Attribute], b_keys: Mapping[str, Attribute]
+) -> list[str]:
+    """`argument f.arg2 (TYPE) of b is not in a`, for every key of one only."""
+    return [
+        *(
+            f"{what} {k} ({t}) of a is not in b"
+            for k, t in a_keys.items()
+            if k not in b_keys
+        ),
+        *(
+            f"{what} {k} ({t}) of b is not in a"
+            for k, t in b_keys.items()
+            if k not in a_keys
+        ),
+    ]
+
+
+def argument_mismatches(
+    a_arguments: dict[str, TensorType], b_arguments: dict[str, TensorType], world: int
+) -> list[str]:
+    """Why the inputs drawn for `a` cannot be fed to `b`, argument by argument."""
+    reasons = only_in_one("argument", a_arguments, b_arguments)
+    for key, a_type in a_arguments.items():
+        b_type = b_arguments.get(key)
+        if b_type is None:
             continue
-        problem = input_difference(key, a_inputs[key], b_type, world)
-        if problem is None:
-            fed[key] = a_inputs[key]
-        else:
-            problems.append(problem)
-    return fed, problems
+        a_shape, b_shape = fed_shape(a_type, world), fed_shape(b_type, world)
+        if a_shape != b_shape:
+            reasons.append(
+                f"argument {key} is {a_type} in a but {b_type} in b (fed as "
+                f"{list(a_shape)} and {list(b_shape)} on {world} ranks)"
+            )
+        elif is_float(a_type.element_type) and not is_float(b_type.element_type):
+            reasons.append(
+                f"argument {key} is {a_type} in a but {b_type} in b (floating-point "
+                f"inputs cannot be fed to {b_type.element_type})"
+            )
+    return reasons
 
 
 def equivalent(
@@ -191,8 +244,11 @@ def equivalent(
     entry: str | None = None,
 ) -> Comparison:
     """Whether `a` and `b` compute the same outputs on the same inputs, both
-    the default ones and the signed ones (see the module docstring)."""
+    the default ones and the signed ones (see the module docstring).
+
+    Raises NotComparable (a CocoError) when their signatures differ."""
     b = named_like(a, b, entry)
+    check_comparable(select_functions(a, entry), select_functions(b, entry), world)
     comparison = compare_on(a, b, world, seed, rtol, atol, entry, None)
     if not comparison.ok:
         return comparison
@@ -249,10 +305,7 @@ def compare_on(
             run_a = interpret(a, world, inputs=inputs, seed=seed, entry=entry)
         except CocoError as err:
             raise SkippedInputs(str(err)) from None
-    fed_b, problems = inputs_for_b(b, world, entry, run_a.inputs)
-    if problems:
-        return Comparison(False, problems[0], [], problems)
-    run_b = interpret(b, world, inputs=fed_b, seed=seed, entry=entry)
+    run_b = interpret(b, world, inputs=run_a.inputs, seed=seed, entry=entry)
     keys = [*run_a.outputs, *(k for k in run_b.outputs if k not in run_a.outputs)]
     differences: list[Difference] = []
     for key in keys:
@@ -271,8 +324,9 @@ def compare_key(
     rtol: float | None,
     atol: float | None,
 ) -> Difference | None:
+    # Results are in both (check_comparable); only updated parameters can differ.
     if key not in b_outputs:
-        return mismatch(key, "output of a is missing from b")
+        return mismatch(key, "a updates this parameter (coco.update) but b does not")
     if key not in a_outputs:
-        return mismatch(key, "output of b is missing from a")
+        return mismatch(key, "b updates this parameter (coco.update) but a does not")
     return compare_output(a_outputs[key], b_outputs[key], world, rtol, atol)

@@ -3,14 +3,20 @@
 Every xdsl-opt flag works. On bad input it prints one MLIR-style diagnostic
 (`file:line:col: error: ...`) and exits 1; it never shows a Python traceback.
 With `--split-input-file`, locations are lines of the whole file, as in mlir-opt.
+`-o FILE` is written only on success (a temporary file renamed into place), so
+a failure leaves an existing FILE as it was.
 
 """
 
 from __future__ import annotations
 
+import errno
+import os
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
+from contextlib import suppress
 from typing import IO
 
 from xdsl.dialects.builtin import ModuleOp
@@ -25,6 +31,47 @@ from coconet_ir.tools.errors import run_guarded
 from coconet_ir.universe import get_all_dialects, get_all_passes
 
 
+class AtomicOutput:
+    """An output file written only on success, as mlir-opt writes `-o`: the
+    text goes to a temporary file in the target's directory, which `commit`
+    renames over the target and `discard` removes, leaving the target as it was.
+    """
+
+    def __init__(self, path: str):
+        self.target = os.path.realpath(path)  # through a symlink, to its file
+        if os.path.isdir(self.target):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+        directory, name = os.path.split(self.target)
+        try:
+            fd, self.temporary = tempfile.mkstemp(
+                prefix=f".{name}.", suffix=".tmp", dir=directory
+            )
+        except OSError as err:  # name the file asked for, not the temporary one
+            raise OSError(err.errno, err.strerror, path) from None
+        self.stream: IO[str] = os.fdopen(fd, "w", encoding="utf-8")
+
+    def commit(self) -> None:
+        """Put the written text in place of the target."""
+        self.stream.close()
+        os.chmod(self.temporary, self.target_mode())
+        os.replace(self.temporary, self.target)
+
+    def discard(self) -> None:
+        """Drop the written text; the target is untouched."""
+        self.stream.close()
+        with suppress(FileNotFoundError):
+            os.unlink(self.temporary)
+
+    def target_mode(self) -> int:
+        """The target's permissions if it exists, else the umask's default."""
+        try:
+            return os.stat(self.target).st_mode & 0o7777
+        except FileNotFoundError:
+            umask = os.umask(0)
+            os.umask(umask)
+            return 0o666 & ~umask
+
+
 class CocoNetOptMain(xDSLOptMain):
     version_format = (
         f"coconet-opt {__version__} (coconet-ir) built on xdsl version {{xdsl_version}}"
@@ -33,8 +80,28 @@ class CocoNetOptMain(xDSLOptMain):
     chunk_line_offset: int = 0
     """Lines before the chunk being parsed (non-zero with --split-input-file)."""
 
+    output: AtomicOutput | None = None
+    """The `-o` file being written, committed only when the run succeeds."""
+
     def __init__(self, args: Sequence[str] | None = None):
         super().__init__(description="coconet-ir modular optimizer driver", args=args)
+
+    def run(self):
+        try:
+            super().run()
+        except BaseException:
+            if self.output is not None:
+                self.output.discard()
+            raise
+        if self.output is not None:
+            self.output.commit()
+
+    def prepare_output(self) -> IO[str]:
+        """stdout, or the temporary file behind `-o` (see AtomicOutput)."""
+        if self.args.output_file is None:
+            return sys.stdout
+        self.output = AtomicOutput(self.args.output_file)
+        return self.output.stream
 
     def register_all_dialects(self):
         # The xdsl.universe entry point already brings coco when the package is

@@ -12,7 +12,8 @@ describes the summary format, the `.npz` keys and the exit codes:
 - 0: the run succeeded / the programs are equivalent;
 - 1: a run failed on its input (the program does not parse, verify or run) /
   the programs are not equivalent;
-- 2: bad usage (any mode), or bad input while comparing;
+- 2: bad usage (any mode), or bad input while comparing, including two
+  programs whose signatures differ (they cannot be compared);
 - 3: an internal error (a bug in coconet-ir).
 """
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import math
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -70,7 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
         "interpreter, or check that two programs are equivalent.",
         epilog="exit codes: 0 success/equivalent; 1 the program failed to parse, "
         "verify or run / not equivalent; 2 bad usage, or bad input with "
-        "--compare; 3 internal error. See docs/cli.md.",
+        "--compare (including programs whose signatures differ); 3 internal "
+        "error. See docs/cli.md.",
     )
     parser.add_argument(
         "file", nargs="?", metavar="FILE", help="program to run ('-': stdin)"
@@ -338,6 +341,23 @@ def npz_arrays(result: RunResult) -> dict[str, np.ndarray]:
     return arrays
 
 
+def check_writable(path: str) -> None:
+    """Fail before the run, not after it, when `--save` cannot write `path`;
+    leave the file system as it was (no empty file, an existing file intact)."""
+    try:
+        if os.path.exists(path):
+            with open(path, "ab"):  # opens for writing without truncating
+                pass
+        else:
+            with open(path, "xb"):
+                pass
+            os.unlink(path)
+    except OSError as err:
+        raise UsageError(
+            f"cannot write the --save file {path}: {err.strerror or err}"
+        ) from None
+
+
 def save(path: str, result: RunResult) -> int:
     """Write the run's arrays to `path` (exactly that name); return their count."""
     arrays = npz_arrays(result)
@@ -359,6 +379,8 @@ def run(args: argparse.Namespace) -> int:
     """Run one program and print its summary."""
     from coconet_ir.interpreter import interpret
 
+    if args.save is not None:
+        check_writable(args.save)
     pipeline = make_pipeline(args.passes)
     module = load(args.file, pipeline)
     world = resolve_world(args.world, {args.file: module})
@@ -376,23 +398,30 @@ def run(args: argparse.Namespace) -> int:
 
 
 def compare(args: argparse.Namespace) -> int:
-    """Compare two programs on the same inputs; 0 when equivalent, else 1."""
-    from coconet_ir.interpreter import equivalent
+    """Compare two programs on the same inputs; 0 when equivalent, else 1.
+    Programs whose signatures differ cannot be compared: a UsageError (2)."""
+    from coconet_ir.interpreter import NotComparable, equivalent
 
     pipeline = make_pipeline(args.passes)
     path_a, path_b = args.compare
     module_a = load(path_a, pipeline)
     module_b = load(path_b, pipeline)
     world = resolve_world(args.world, {path_a: module_a, path_b: module_b})
-    comparison = equivalent(
-        module_a,
-        module_b,
-        world,
-        seed=args.seed,
-        rtol=args.rtol,
-        atol=args.atol,
-        entry=args.entry,
-    )
+    try:
+        comparison = equivalent(
+            module_a,
+            module_b,
+            world,
+            seed=args.seed,
+            rtol=args.rtol,
+            atol=args.atol,
+            entry=args.entry,
+        )
+    except NotComparable as err:
+        raise UsageError(
+            f"cannot compare {path_a} (a) with {path_b} (b), their "
+            f"signatures differ: {'; '.join(err.reasons)}"
+        ) from None
     print(comparison_report(comparison, world, args.seed))
     return EXIT_OK if comparison.ok else EXIT_FAILED
 

@@ -44,18 +44,15 @@ xDSL, so it is listed explicitly."""
 
 
 def pipeline_diagnostic(err: ArgSpecParseError) -> Diagnostic:
-    """`pass-pipeline:1:14: error: MESSAGE` and the pipeline with a caret.
+    """`pass-pipeline:1:14: error: MESSAGE` and the pipeline with a caret."""
+    from coconet_ir.pipeline import syntax_error_parts
 
-    xDSL words it as a header line, the location, the source line, and a caret
-    line followed by the message; this reorders it into MLIR's shape.
-    """
-    lines = str(err).split("\n")
-    if len(lines) < 4 or not lines[1].startswith("pass-pipeline:"):
+    parts = syntax_error_parts(err)
+    if parts is None:
         return Diagnostic(f"bad pass pipeline: {' '.join(str(err).split())}")
-    caret = lines[3].rstrip()
-    message = " ".join(" ".join(lines[4:]).split()) or "malformed pipeline"
+    location, source, caret, message = parts
     return Diagnostic(
-        f"bad pass pipeline: {message}", lines[1], context=f"{lines[2]}\n{caret}"
+        f"bad pass pipeline: {message}", location, context=f"{source}\n{caret}"
     )
 
 

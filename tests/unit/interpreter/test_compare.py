@@ -1,5 +1,6 @@
 """`equivalent()`: equal programs agree, wrong rewrites are caught with a
-Difference naming the output and the error."""
+Difference naming the output and the error, and programs whose signatures
+differ raise NotComparable naming the argument or result."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import re
 import numpy as np
 import pytest
 
-from coconet_ir.interpreter import Comparison, Difference, equivalent
+from coconet_ir.interpreter import Comparison, Difference, NotComparable, equivalent
 from coconet_ir.ir import parse
 
 WORLDS = [2, 4, 8]
@@ -153,19 +154,36 @@ func.func @f(%a: {LOC}, %b: {REP}) -> {REP} {{
     assert equivalent(parse(replicated), parse(local), 1)
 
 
-def test_missing_and_extra_outputs_are_differences():
+def test_a_result_in_one_program_only_cannot_be_compared():
     two = f"""
 func.func @f(%a: {REP}, %b: {REP}) -> ({REP}, {REP}) {{
   %r = coco.add %a, %b : ({REP}, {REP}) -> {REP}
   func.return %r, %r : {REP}, {REP}
 }}"""
-    comparison = equivalent(parse(binary("add")), parse(two), 2)
+    with pytest.raises(NotComparable) as caught:
+        equivalent(parse(binary("add")), parse(two), 2)
+    assert caught.value.reasons == [f"result f.result1 ({REP}) of b is not in a"]
+    assert str(caught.value).startswith(
+        "error: cannot compare a with b, their signatures differ: result f.result1"
+    )
+    with pytest.raises(NotComparable, match=r"result f\.result1 .* of a is not in b"):
+        equivalent(parse(two), parse(binary("add")), 2)
+
+
+def test_a_parameter_updated_by_one_program_only_is_a_difference():
+    update = f"""
+func.func @f(%a: {REP}, %b: {REP}) {{
+  %r = coco.add %a, %b : ({REP}, {REP}) -> {REP}
+  coco.update %a, %r : {REP}
+  func.return
+}}"""
+    no_update = update.replace(f"  coco.update %a, %r : {REP}\n", "")
+    comparison = equivalent(parse(update), parse(no_update), 2)
     assert not comparison
-    assert comparison.first_difference.key == "f.result1"
-    assert "missing from a" in comparison.first_difference.message
-    assert comparison.compared == ["f.result0", "f.result1"]
-    reverse = equivalent(parse(two), parse(binary("add")), 2)
-    assert "missing from b" in reverse.first_difference.message
+    assert comparison.first_difference.key == "f.arg0"
+    assert "a updates this parameter" in comparison.first_difference.message
+    reverse = equivalent(parse(no_update), parse(update), 2)
+    assert "b updates this parameter" in reverse.first_difference.message
 
 
 def test_shape_mismatch_is_a_difference_not_a_crash():
@@ -223,12 +241,53 @@ func.func @f(%a: {t}) -> {t} {{
     assert comparison.first_difference.max_abs_error == float("inf")
 
 
-def test_input_of_a_different_shape_is_a_difference():
+def test_an_argument_of_another_shape_cannot_be_compared():
     wide = binary("add", T("8x32xf32"), T("8x32xf32"), T("8x32xf32"))
-    comparison = equivalent(parse(binary("add")), parse(wide), 2)
-    assert not comparison
-    assert comparison.first_difference.key == "f.arg0"
-    assert comparison.compared == []
+    with pytest.raises(NotComparable) as caught:
+        equivalent(parse(binary("add")), parse(wide), 2)
+    assert caught.value.reasons[0] == (
+        f"argument f.arg0 is {REP} in a but {T('8x32xf32')} in b "
+        "(fed as [8, 16] and [8, 32] on 2 ranks)"
+    )
+    assert len(caught.value.reasons) == 2  # and f.arg1
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_local_and_global_arguments_cannot_be_compared(world):
+    with pytest.raises(NotComparable, match=r"argument f\.arg0 is .*local.* in a"):
+        equivalent(parse(binary("add", LOC, REP, LOC)), parse(binary("add")), world)
+
+
+def test_an_argument_added_or_removed_cannot_be_compared():
+    one = f"""
+func.func @f(%a: {REP}) -> {REP} {{
+  %r = coco.add %a, %a : ({REP}, {REP}) -> {REP}
+  func.return %r : {REP}
+}}"""
+    with pytest.raises(NotComparable) as caught:
+        equivalent(parse(one), parse(binary("add")), 2)
+    assert caught.value.reasons == [f"argument f.arg1 ({REP}) of b is not in a"]
+    with pytest.raises(NotComparable, match=r"argument f\.arg1 .* of a is not in b"):
+        equivalent(parse(binary("add")), parse(one), 2)
+
+
+def test_a_float_argument_that_becomes_an_integer_cannot_be_compared():
+    t, i = T("16xf32"), T("16xi32")
+    as_int = f"""
+func.func @f(%a: {i}, %b: {t}) -> {t} {{
+  %c = coco.convert %a : ({i}) -> {t}
+  %r = coco.add %c, %b : ({t}, {t}) -> {t}
+  func.return %r : {t}
+}}"""
+    with pytest.raises(NotComparable, match="floating-point inputs cannot be fed"):
+        equivalent(parse(binary("add", t, t, t)), parse(as_int), 2)
+
+
+def test_signatures_are_checked_before_running():
+    """A program that would fail to run is not run: the signatures decide."""
+    wide = binary("add", T("8x32xf32"), T("8x32xf32"), T("8x32xf32"))
+    with pytest.raises(NotComparable):
+        equivalent(parse(binary("add", S1, S1, S1)), parse(wide), 3)
 
 
 def test_updated_parameters_are_compared():

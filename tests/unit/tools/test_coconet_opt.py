@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import assert_clean_error, write
+from helpers import EXAMPLES_DIR, assert_clean_error, write
 
 T = "!coco.tensor<16x4xf32, {}>"
 LOCAL, REPL = T.format("local"), T.format("replicated")
@@ -89,7 +89,18 @@ def test_garbage_on_stdin():
         ("canonicalise", "did you mean 'canonicalize'"),
         ("cse,,", "pass-pipeline:1:5: error: bad pass pipeline"),
         ("canonicalize{", "pass-pipeline:1:14: error: bad pass pipeline"),
-        ("canonicalize{foo=1}", "bad options for pass 'canonicalize'"),
+        ("canonicalize{foo=1}", "error: pass 'canonicalize' has no option 'foo'"),
+        (
+            "coco-overlap{chunks=abc}",
+            "coconet-opt: error: pass 'coco-overlap': option 'chunks' expects an "
+            "integer, got 'abc'",
+        ),
+        (
+            "coco-fuse{foo=1}",
+            "coconet-opt: error: pass 'coco-fuse' has no option 'foo' (its options: "
+            "op)",
+        ),
+        ("coco-nope", "(`coconet-opt --help` lists them)"),
     ],
 )
 def test_bad_pipeline(tmp_path: Path, pipeline: str, message: str):
@@ -118,6 +129,51 @@ def test_round_trip_and_output_file(tmp_path: Path):
     assert again.returncode == 0, again.stderr
     assert again.stdout == out.read_text()
     assert "coco.all_reduce %g reduction = sum" in again.stdout
+
+
+SGD = EXAMPLES_DIR / "sgd.mlir"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-p", "coco-reorder{op=nope}"], 'no op named "nope"'),
+        (["-p", "coco-overlap{chunks=abc}"], "option 'chunks' expects an integer"),
+        (["--print-op-generic", "-p", "canonicalize,coco-fuse{op=nope}"], "nope"),
+    ],
+)
+def test_output_file_is_kept_when_the_run_fails(
+    tmp_path: Path, args: list[str], message: str
+):
+    out = write(tmp_path, "out.mlir", "// the previous output\n")
+    proc = coconet_opt(SGD, *args, "-o", out)
+    assert_clean_error(proc, message)
+    assert out.read_text() == "// the previous output\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.mlir"]
+
+
+def test_output_file_is_kept_on_bad_input(tmp_path: Path):
+    out = write(tmp_path, "out.mlir", "// the previous output\n")
+    proc = coconet_opt(write(tmp_path, "bad.mlir", VERIFY_ERROR), "-o", out)
+    assert_clean_error(proc, "by the layout rules")
+    assert out.read_text() == "// the previous output\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.mlir", "out.mlir"]
+
+
+def test_output_file_is_replaced_on_success(tmp_path: Path):
+    out = write(tmp_path, "out.mlir", "// the previous output\n")
+    out.chmod(0o640)
+    proc = coconet_opt(SGD, "-p", "coco-split-all-reduce", "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    assert "coco.reduce_scatter" in out.read_text()
+    assert "previous" not in out.read_text()
+    assert out.stat().st_mode & 0o777 == 0o640
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.mlir"]
+
+
+def test_output_file_that_is_a_directory(tmp_path: Path):
+    proc = coconet_opt(SGD, "-o", tmp_path)
+    assert_clean_error(proc, f"{tmp_path}: error: Is a directory")
 
 
 def test_print_op_generic(tmp_path: Path):

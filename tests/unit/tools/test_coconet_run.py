@@ -234,7 +234,12 @@ def test_comparing_bad_input_exits_2(tmp_path: Path, kind: str):
         (["-p", "nope"], "unknown pass 'nope'"),
         (["-p", "canonicalise"], "did you mean 'canonicalize'"),
         (["-p", "cse{"], "pass-pipeline:1:5: error: bad pass pipeline"),
-        (["-p", "canonicalize{foo=1}"], "bad options for pass 'canonicalize'"),
+        (["-p", "canonicalize{foo=1}"], "pass 'canonicalize' has no option 'foo'"),
+        (
+            ["-p", "coco-overlap{chunks=abc}"],
+            "coconet-run: error: pass 'coco-overlap': option 'chunks' expects an "
+            "integer, got 'abc'",
+        ),
         (["--backend", "emu"], "not available in this version"),
         (["--seed", "-1"], "--seed must be non-negative"),
         (["--rtol", "0.1"], "--rtol and --atol only apply with --compare"),
@@ -284,7 +289,34 @@ def test_unwritable_save_path(tmp_path: Path):
     path = write(tmp_path, "p.mlir", ALL_REDUCE_ADD)
     out = tmp_path / "no" / "such" / "dir" / "out.npz"
     proc = coconet_run(path, "--world", "2", "--save", out)
-    assert_clean_error(proc, "No such file or directory", code=1)
+    assert_clean_error(
+        proc,
+        f"coconet-run: error: cannot write the --save file {out}: No such file or "
+        "directory",
+        code=2,
+    )
+    assert proc.stdout == ""
+
+
+@pytest.mark.parametrize("where", ["missing dir", "a directory"])
+def test_unwritable_save_path_is_found_before_running(tmp_path: Path, where: str):
+    """A program that would fail to run: the --save path is reported first."""
+    path = write(tmp_path, "p.mlir", SPLIT_ADD)  # 16 rows do not divide on 3 ranks
+    out = tmp_path / "no" / "out.npz" if where == "missing dir" else tmp_path
+    proc = coconet_run(path, "--world", "3", "--save", out)
+    assert_clean_error(proc, f"cannot write the --save file {out}: ", code=2)
+    assert "divisible" not in proc.stderr
+
+
+def test_a_failed_run_leaves_no_save_file_behind(tmp_path: Path):
+    path = write(tmp_path, "p.mlir", SPLIT_ADD)
+    new, old = tmp_path / "new.npz", write(tmp_path, "old.npz", "old contents")
+    for out in (new, old):
+        proc = coconet_run(path, "--world", "3", "--save", out)
+        assert proc.returncode == 1, proc.stderr
+        assert "divisible" in proc.stderr or "divide" in proc.stderr
+    assert not new.exists()
+    assert old.read_text() == "old contents"
 
 
 # ---------------------------------------------------------------------------
@@ -352,3 +384,72 @@ def test_compare_missing_entry_exits_2(tmp_path: Path):
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
     assert "nope" in proc.stderr
+
+
+# ---------------------------------------------------------------------------
+# Programs whose signatures differ cannot be compared
+# ---------------------------------------------------------------------------
+
+EXTRA_ARGUMENT = ALL_REDUCE_ADD.replace(
+    f"%b: {REPL})", f"%b: {REPL}, %c: {REPL})"
+).replace("coco.add %s, %b", "coco.add %s, %c")
+
+ROW = "!coco.tensor<4xf32, replicated>"
+ROW_ARGUMENT = ALL_REDUCE_ADD.replace(f"%b: {REPL}", f"%b: {ROW}").replace(
+    f"({REPL}, {REPL}) -> {REPL}", f"({REPL}, {ROW}) -> {REPL}"
+)
+
+TWO_RESULTS = ALL_REDUCE_ADD.replace(
+    f") -> {REPL} {{", f") -> ({REPL}, {REPL}) {{"
+).replace(f"func.return %r : {REPL}", f"func.return %r, %s : {REPL}, {REPL}")
+
+SIGNATURE_CHANGES: dict[str, tuple[str, str]] = {
+    # change: (program b, the reason, with a = ALL_REDUCE_ADD)
+    "argument added": (EXTRA_ARGUMENT, f"argument f.arg2 ({REPL}) of b is not in a"),
+    "argument shape": (
+        ROW_ARGUMENT,
+        f"argument f.arg1 is {REPL} in a but {ROW} in b (fed as [16, 4] and [4]",
+    ),
+    "result added": (TWO_RESULTS, f"result f.result1 ({REPL}) of b is not in a"),
+}
+
+
+@pytest.mark.parametrize("change", SIGNATURE_CHANGES)
+@pytest.mark.parametrize("world", WORLDS)
+def test_programs_with_other_signatures_cannot_be_compared(
+    tmp_path: Path, change: str, world: int
+):
+    program, reason = SIGNATURE_CHANGES[change]
+    a = write(tmp_path, "a.mlir", ALL_REDUCE_ADD)
+    b = write(tmp_path, "b.mlir", program)
+    proc = coconet_run("--compare", a, b, "--world", str(world))
+    assert_clean_error(
+        proc,
+        f"coconet-run: error: cannot compare {a} (a) with {b} (b), their "
+        f"signatures differ: {reason}",
+        code=2,
+    )
+    assert proc.stdout == ""
+
+
+def test_an_argument_removed_cannot_be_compared(tmp_path: Path):
+    a = write(tmp_path, "a.mlir", EXTRA_ARGUMENT)
+    b = write(tmp_path, "b.mlir", ALL_REDUCE_ADD)
+    proc = coconet_run("--compare", a, b, "--world", "2")
+    assert_clean_error(proc, f"argument f.arg2 ({REPL}) of a is not in b", code=2)
+
+
+def test_a_result_of_another_shape_is_not_equivalent(tmp_path: Path):
+    """The same inputs run both; a result of another shape is another value."""
+    narrow = T.format("replicated").replace("16x4", "16")
+    reduced = ALL_REDUCE_ADD.replace(f") -> {REPL} {{", f") -> {narrow} {{").replace(
+        f"func.return %r : {REPL}",
+        f"%n = coco.reduce %r kind = sum dims = [1] : ({REPL}) -> {narrow}\n"
+        f"  func.return %n : {narrow}",
+    )
+    a = write(tmp_path, "a.mlir", ALL_REDUCE_ADD)
+    b = write(tmp_path, "b.mlir", reduced)
+    proc = coconet_run("--compare", a, b, "--world", "2")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("not equivalent: f.result0 differs on 2 ranks")
+    assert "shape [16, 4] in a but [16] in b" in proc.stdout
