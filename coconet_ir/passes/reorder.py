@@ -398,7 +398,9 @@ class Reorder(CocoPass):
         assert isinstance(op, AllGatherOp)
         block = op.parent_block()
         assert block is not None
-        if slice_region(block, [op]).seeds:
+        # The region the rewrite grows: from every gather the pass targets.
+        seeds = gathers(block, self.op) if self.op is not None else [op]
+        if op in slice_region(block, seeds).seeds:
             return None
         return (
             "nothing to move: no elementwise op (with replicated other operands), "

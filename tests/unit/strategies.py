@@ -11,8 +11,10 @@ Programs mix random ops with the shapes the passes target (CoCoNet, ASPLOS'22):
 an all_reduce of a local gradient feeding an optimizer (SGD, momentum, Adam,
 LAMB with norms) that ends in `coco.update`, Megatron's row-parallel layer
 (matmul sliced<last> x sliced<0> -> all_reduce -> bias, dropout, residual),
-all_gather -> matmul, matmul -> reduce_scatter, norms and reductions, and
-pipelines whose first stage ends by sending an all_reduce or all_gather result.
+all_gather -> matmul, matmul -> reduce_scatter, norms and reductions, values
+gathered along different dims then combined elementwise (which coco-reorder
+must leave on whole values), and pipelines whose first stage ends by sending an
+all_reduce or all_gather result.
 
 Numerics stay tame so that a program and its transformed form agree within a
 tolerance that still catches real bugs: every value carries an upper bound on
@@ -913,6 +915,28 @@ def motif_norms(s: StageBuilder) -> None:
         finish(s, s.reduce(x, s.draw(st.sampled_from(("sum", "max"))), dims))
 
 
+def motif_cross_gather(s: StageBuilder) -> None:
+    """Two values gathered along different dims, each through a short chain,
+    then combined elementwise: no dim of the result lines up with both gathers,
+    so coco-reorder cannot move the combination onto either's slices. The
+    second value may have fewer dims (a trailing part of the shape, broadcast)."""
+    elt = coco.ELEMENT_TYPES[s.elt]
+    shape = s.draw(st.sampled_from([*SHAPES[2], *SHAPES[3]]))
+    rank = len(shape)
+    first, second = s.draw(st.permutations(range(rank)))[:2]  # dims of the result
+    kept = s.draw(st.integers(rank - second, rank))  # the second keeps `second`
+    a = s.value_of_type(TensorType(shape, elt, LayoutAttr.sliced(first)))
+    b = s.value_of_type(
+        TensorType(shape[rank - kept :], elt, LayoutAttr.sliced(second - rank + kept))
+    )
+    a = chain(s, s.all_gather(a), max_length=1)
+    b = chain(s, s.all_gather(b), max_length=1)
+    if s.draw(st.booleans()):
+        a, b = b, a
+    out = s.binary(s.draw(st.sampled_from(tuple(BINARY_OPS))), a, b)
+    finish(s, chain(s, out, max_length=1))
+
+
 Step = Callable[[StageBuilder], object]
 
 STEPS: dict[str, Step] = {
@@ -922,6 +946,7 @@ STEPS: dict[str, Step] = {
     "gather_matmul": motif_gather_matmul,
     "matmul_scatter": motif_matmul_scatter,
     "norms": motif_norms,
+    "cross_gather": motif_cross_gather,
     "unary": step_unary,
     "select": step_select,
     "convert": step_convert,
@@ -940,7 +965,14 @@ STEPS: dict[str, Step] = {
 }
 """Every step by name (first = what shrinking prefers)."""
 
-MOTIFS = ("optimizer", "row_parallel", "gather_matmul", "matmul_scatter", "norms")
+MOTIFS = (
+    "optimizer",
+    "row_parallel",
+    "gather_matmul",
+    "matmul_scatter",
+    "norms",
+    "cross_gather",
+)
 
 MOTIF_WEIGHTS = ("optimizer", "optimizer", *MOTIFS)
 """Motifs as drawn: the optimizer, the first target of the passes, is likelier."""

@@ -14,6 +14,15 @@
 // RUN: coconet-run --compare %s %t --world 2 --entry megatron && coconet-run --compare %s %t --world 4 --entry megatron && coconet-run --compare %s %t --world 8 --entry megatron
 // RUN: coconet-run --compare %s %t --world 2 --entry mask && coconet-run --compare %s %t --world 4 --entry mask && coconet-run --compare %s %t --world 8 --entry mask
 // RUN: coconet-run --compare %s %t --world 2 --entry stays && coconet-run --compare %s %t --world 4 --entry stays && coconet-run --compare %s %t --world 8 --entry stays
+// RUN: coconet-run --compare %s %t --world 2 --entry cross && coconet-run --compare %s %t --world 4 --entry cross && coconet-run --compare %s %t --world 8 --entry cross
+// RUN: coconet-run --compare %s %t --world 2 --entry cross_chains && coconet-run --compare %s %t --world 4 --entry cross_chains && coconet-run --compare %s %t --world 8 --entry cross_chains
+// RUN: coconet-run --compare %s %t --world 2 --entry aligned && coconet-run --compare %s %t --world 4 --entry aligned && coconet-run --compare %s %t --world 8 --entry aligned
+// Targeting one of two all_gathers combined along different dims.
+// RUN: coconet-opt %s -p 'coco-reorder{op=xrows}' -o %t.xrows
+// RUN: filecheck %s --check-prefix=XROWS < %t.xrows
+// RUN: coconet-run --compare %s %t.xrows --world 2 --entry cross && coconet-run --compare %s %t.xrows --world 4 --entry cross && coconet-run --compare %s %t.xrows --world 8 --entry cross
+// RUN: sed -e 's/"xcols"/"xrows"/' %s > %t.xboth.mlir
+// RUN: not coconet-opt %t.xboth.mlir -p 'coco-reorder{op=xrows}' 2>&1 | filecheck %s --check-prefix=XBOTH
 
 // A refusal prints the reason and no module (the module is left as it was).
 // NOT-GATHER:     error: 'coco.reduce_scatter' op coco-reorder cannot apply: it is not a coco.all_gather (after coco-split-all-reduce, an all_reduce named N gives N_rs and N_ag)
@@ -22,6 +31,8 @@
 // NOTHING-NOT:    coco.
 // NONE:           error: coco-reorder: no op named "nothing" that this pass applies to
 // NONE-NOT:       coco.
+// XBOTH:          xboth.mlir:{{[0-9]+}}:3: error: 'coco.all_gather' op coco-reorder cannot apply: nothing to move: no elementwise op (with replicated other operands), norm or reduction consumes its result
+// XBOTH-NOT:      coco.
 
 // SGD after the split: the update runs on the slices; the all_gather of the
 // gradient is gone and one all_gather brings the new weights back for the update.
@@ -189,4 +200,59 @@ func.func @stays(%x: !coco.tensor<32x32xf32, sliced<0>>, %l: !coco.tensor<32x32x
   %a = coco.add %xg, %l : (!coco.tensor<32x32xf32, replicated>, !coco.tensor<32x32xf32, local>) -> !coco.tensor<32x32xf32, local>
   %y = coco.matmul %xg, %w : (!coco.tensor<32x32xf32, replicated>, !coco.tensor<32x32xf32, replicated>) -> !coco.tensor<32x32xf32, replicated>
   func.return %a, %y : !coco.tensor<32x32xf32, local>, !coco.tensor<32x32xf32, replicated>
+}
+
+// An add of a value gathered along dim 0 and one gathered along dim 1: no dim
+// of the result lines up with both, so nothing moves and both all_gathers stay.
+// Targeting one all_gather (`op=xrows`) moves the add onto its slices: the
+// other gathered value is then a replicated operand, cut by all_slice. Naming
+// both (the sed run XBOTH) is refused.
+// CHECK-LABEL: func.func @cross(
+// CHECK-NEXT:    %[[AG:.*]] = coco.all_gather %a {name = "xrows"}
+// CHECK-NEXT:    %[[BG:.*]] = coco.all_gather %b {name = "xcols"}
+// CHECK-NEXT:    %{{.*}} = coco.add %[[AG]], %[[BG]] {name = "xsum"} : (!coco.tensor<8x16xf32, replicated>, !coco.tensor<8x16xf32, replicated>) -> !coco.tensor<8x16xf32, replicated>
+// XROWS-LABEL: func.func @cross(
+// XROWS-NEXT:    %[[BG:.*]] = coco.all_gather %b {name = "xcols"}
+// XROWS-NEXT:    %[[BS:.*]] = coco.all_slice %[[BG]] dim = 0 : (!coco.tensor<8x16xf32, replicated>) -> !coco.tensor<8x16xf32, sliced<0>>
+// XROWS-NEXT:    %[[S:.*]] = coco.add %a, %[[BS]] {name = "xsum"} : (!coco.tensor<8x16xf32, sliced<0>>, !coco.tensor<8x16xf32, sliced<0>>) -> !coco.tensor<8x16xf32, sliced<0>>
+// XROWS-NEXT:    %[[SG:.*]] = coco.all_gather %[[S]] {name = "xsum_ag"}
+// XROWS-NEXT:    func.return %[[SG]]
+func.func @cross(%a: !coco.tensor<8x16xf32, sliced<0>>, %b: !coco.tensor<8x16xf32, sliced<1>>) -> !coco.tensor<8x16xf32, replicated> {
+  %ag = coco.all_gather %a {name = "xrows"} : !coco.tensor<8x16xf32, sliced<0>> -> !coco.tensor<8x16xf32, replicated>
+  %bg = coco.all_gather %b {name = "xcols"} : !coco.tensor<8x16xf32, sliced<1>> -> !coco.tensor<8x16xf32, replicated>
+  %s = coco.add %ag, %bg {name = "xsum"} : (!coco.tensor<8x16xf32, replicated>, !coco.tensor<8x16xf32, replicated>) -> !coco.tensor<8x16xf32, replicated>
+  func.return %s : !coco.tensor<8x16xf32, replicated>
+}
+
+// The ops on each gathered value move onto its own slices and are gathered
+// back; the add of the two (and the relu after it) stays on whole values.
+// CHECK-LABEL: func.func @cross_chains
+// CHECK-NEXT:    %[[E:.*]] = coco.exp %a : (!coco.tensor<8x16xf32, sliced<0>>) -> !coco.tensor<8x16xf32, sliced<0>>
+// CHECK-NEXT:    %[[EG:.*]] = coco.all_gather %[[E]] : !coco.tensor<8x16xf32, sliced<0>> -> !coco.tensor<8x16xf32, replicated>
+// CHECK-NEXT:    %[[M:.*]] = coco.mul %b, %c : ({{.*}}) -> !coco.tensor<8x16xf32, sliced<1>>
+// CHECK-NEXT:    %[[MG:.*]] = coco.all_gather %[[M]] : !coco.tensor<8x16xf32, sliced<1>> -> !coco.tensor<8x16xf32, replicated>
+// CHECK-NEXT:    %[[S:.*]] = coco.add %[[EG]], %[[MG]] : ({{.*}}) -> !coco.tensor<8x16xf32, replicated>
+// CHECK-NEXT:    %[[R:.*]] = coco.relu %[[S]] : (!coco.tensor<8x16xf32, replicated>) -> !coco.tensor<8x16xf32, replicated>
+// CHECK-NEXT:    func.return %[[R]]
+func.func @cross_chains(%a: !coco.tensor<8x16xf32, sliced<0>>, %b: !coco.tensor<8x16xf32, sliced<1>>, %c: !coco.tensor<f32, replicated>) -> !coco.tensor<8x16xf32, replicated> {
+  %ag = coco.all_gather %a : !coco.tensor<8x16xf32, sliced<0>> -> !coco.tensor<8x16xf32, replicated>
+  %bg = coco.all_gather %b : !coco.tensor<8x16xf32, sliced<1>> -> !coco.tensor<8x16xf32, replicated>
+  %e = coco.exp %ag : (!coco.tensor<8x16xf32, replicated>) -> !coco.tensor<8x16xf32, replicated>
+  %m = coco.mul %bg, %c : (!coco.tensor<8x16xf32, replicated>, !coco.tensor<f32, replicated>) -> !coco.tensor<8x16xf32, replicated>
+  %s = coco.add %e, %m : (!coco.tensor<8x16xf32, replicated>, !coco.tensor<8x16xf32, replicated>) -> !coco.tensor<8x16xf32, replicated>
+  %r = coco.relu %s : (!coco.tensor<8x16xf32, replicated>) -> !coco.tensor<8x16xf32, replicated>
+  func.return %r : !coco.tensor<8x16xf32, replicated>
+}
+
+// Gathered along different dims of the operands that line up in the result
+// (dims align from the right): both cut the result's dim 1, so the add moves.
+// CHECK-LABEL: func.func @aligned
+// CHECK-NEXT:    %[[S:.*]] = coco.add %x, %v : (!coco.tensor<8x16xf32, sliced<1>>, !coco.tensor<16xf32, sliced<0>>) -> !coco.tensor<8x16xf32, sliced<1>>
+// CHECK-NEXT:    %[[SG:.*]] = coco.all_gather %[[S]] : !coco.tensor<8x16xf32, sliced<1>> -> !coco.tensor<8x16xf32, replicated>
+// CHECK-NEXT:    func.return %[[SG]]
+func.func @aligned(%x: !coco.tensor<8x16xf32, sliced<1>>, %v: !coco.tensor<16xf32, sliced<0>>) -> !coco.tensor<8x16xf32, replicated> {
+  %xg = coco.all_gather %x : !coco.tensor<8x16xf32, sliced<1>> -> !coco.tensor<8x16xf32, replicated>
+  %vg = coco.all_gather %v : !coco.tensor<16xf32, sliced<0>> -> !coco.tensor<16xf32, replicated>
+  %s = coco.add %xg, %vg : (!coco.tensor<8x16xf32, replicated>, !coco.tensor<16xf32, replicated>) -> !coco.tensor<8x16xf32, replicated>
+  func.return %s : !coco.tensor<8x16xf32, replicated>
 }

@@ -1,6 +1,7 @@
 """`equivalent()`: equal programs agree, wrong rewrites are caught with a
-Difference naming the output and the error, and programs whose signatures
-differ raise NotComparable naming the argument or result."""
+Difference naming the output and the error, also those wrong only for negative
+values (caught by the signed-input run), and programs whose signatures differ
+raise NotComparable naming the argument or result."""
 
 from __future__ import annotations
 
@@ -9,7 +10,13 @@ import re
 import numpy as np
 import pytest
 
-from coconet_ir.interpreter import Comparison, Difference, NotComparable, equivalent
+from coconet_ir.interpreter import (
+    Comparison,
+    Difference,
+    NotComparable,
+    equivalent,
+    interpret,
+)
 from coconet_ir.ir import parse
 
 WORLDS = [2, 4, 8]
@@ -312,3 +319,63 @@ def test_single_functions_are_matched_by_position_not_name():
     assert equivalent(parse(add), parse(renamed), 2)
     wrong = binary("sub", t, t, t).replace("@f(", "@g(")
     assert not equivalent(parse(add), parse(wrong), 2)
+
+
+# ---------------------------------------------------------------------------
+# Rewrites wrong only for negative values: the signed-input run
+# ---------------------------------------------------------------------------
+
+SCALAR = T("f32")
+
+
+def sgd(magnitude: bool) -> str:
+    """An SGD step; with `magnitude`, the buggy rewrite that steps along
+    `abs(gradient)`: the same on the default (non-negative) inputs."""
+    gradient = "%mag" if magnitude else "%sum"
+    abs_line = f"\n  %mag = coco.abs %sum : ({REP}) -> {REP}" if magnitude else ""
+    return f"""
+func.func @sgd(%g: {LOC}, %w: {REP}, %lr: {SCALAR}) {{
+  %sum = coco.all_reduce %g reduction = sum : {LOC} -> {REP}{abs_line}
+  %step = coco.mul %lr, {gradient} : ({SCALAR}, {REP}) -> {REP}
+  %w1 = coco.sub %w, %step : ({REP}, {REP}) -> {REP}
+  coco.update %w, %w1 : {REP}
+  func.return
+}}"""
+
+
+def layer(relu: bool) -> str:
+    """A row-parallel layer's epilogue: all_reduce, bias, relu; without
+    `relu`, the buggy rewrite that dropped it."""
+    bias = T("16xf32")
+    out = "%y" if relu else "%r"
+    relu_line = f"\n  %y = coco.relu %r : ({REP}) -> {REP}" if relu else ""
+    return f"""
+func.func @layer(%p: {LOC}, %b: {bias}) -> {REP} {{
+  %s = coco.all_reduce %p reduction = sum : {LOC} -> {REP}
+  %r = coco.add %s, %b : ({REP}, {bias}) -> {REP}{relu_line}
+  func.return {out} : {REP}
+}}"""
+
+
+@pytest.mark.parametrize("world", WORLDS)
+@pytest.mark.parametrize(
+    ("original", "rewritten", "key"),
+    [
+        (sgd(magnitude=False), sgd(magnitude=True), "sgd.arg1"),
+        (layer(relu=True), layer(relu=False), "layer.result0"),
+    ],
+    ids=["abs-before-update", "dropped-relu"],
+)
+def test_rewrite_wrong_only_for_negative_values_is_caught(
+    original: str, rewritten: str, key: str, world: int
+):
+    a, b = parse(original), parse(rewritten)
+    run_a, run_b = interpret(a, world), interpret(b, world)  # default inputs
+    assert list(run_a.outputs) == [key]
+    np.testing.assert_array_equal(run_a[key], run_b[key])
+    comparison = equivalent(a, b, world)
+    assert not comparison
+    difference = comparison.first_difference
+    assert difference is not None and difference.key == key
+    assert difference.message.startswith(f"with signed inputs: {key}: max abs error")
+    assert [d.key for d in comparison.differences] == [key]

@@ -1,11 +1,13 @@
 """coco-reorder: equivalence on every example (2, 4 and 8 ranks), the structure
 and per-rank work of the reordered programs, broadcasting of replicated
-operands, and refusals that leave the module untouched."""
+operands, values gathered along different dims, and refusals that leave the
+module untouched."""
 
 from pathlib import Path
 
 import pytest
 from helpers import EXAMPLES_DIR, ops_of, the_function
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
 
 import coconet_ir as cc
@@ -170,3 +172,125 @@ func.func @f(%g: !coco.tensor<64xf16, local>) -> !coco.tensor<f16, replicated> {
     expected = cc.interpret(before, 4, inputs=large)["f.result0"]
     got = cc.interpret(after, 4, inputs=large)["f.result0"]
     assert np.isfinite(expected) and got == expected
+
+
+# ---------------------------------------------------------------------------
+# Values gathered along different dims
+# ---------------------------------------------------------------------------
+
+S0 = "!coco.tensor<8x16xf32, sliced<0>>"
+S1 = "!coco.tensor<8x16xf32, sliced<1>>"
+REP = "!coco.tensor<8x16xf32, replicated>"
+SCALAR = "!coco.tensor<f32, replicated>"
+VECTOR = "!coco.tensor<16xf32, sliced<0>>"
+VECTOR_REP = "!coco.tensor<16xf32, replicated>"
+
+CROSS = f"""
+func.func @cross(%a: {S0}, %b: {S1}) -> {REP} {{
+  %ag = coco.all_gather %a {{name = "rows"}} : {S0} -> {REP}
+  %bg = coco.all_gather %b {{name = "cols"}} : {S1} -> {REP}
+  %s = coco.add %ag, %bg {{name = "sum"}} : ({REP}, {REP}) -> {REP}
+  func.return %s : {REP}
+}}
+"""
+"""An add of a value gathered along dim 0 and one gathered along dim 1: no
+dim of the result lines up with both, so the add cannot run on slices of both."""
+
+CROSS_CHAINS = f"""
+func.func @cross(%a: {S0}, %b: {S1}, %c: {SCALAR}) -> {REP} {{
+  %ag = coco.all_gather %a {{name = "rows"}} : {S0} -> {REP}
+  %bg = coco.all_gather %b {{name = "cols"}} : {S1} -> {REP}
+  %e = coco.exp %ag : ({REP}) -> {REP}
+  %m = coco.mul %bg, %c : ({REP}, {SCALAR}) -> {REP}
+  %s = coco.add %e, %m {{name = "sum"}} : ({REP}, {REP}) -> {REP}
+  %r = coco.relu %s : ({REP}) -> {REP}
+  func.return %r : {REP}
+}}
+"""
+"""The same after an elementwise op on each gathered value: those move onto
+their own slices; the add (and what follows) stays on whole values."""
+
+
+def the_add(module: ModuleOp) -> coco.AddOp:
+    (add,) = ops_of(module, coco.AddOp)
+    return add
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_values_gathered_along_different_dims_are_added_whole(world: int):
+    before = cc.parse(CROSS)
+    after = cc.Pipeline([Reorder()])(before)
+    assert cc.to_text(after) == cc.to_text(before)
+    assert cc.equivalent(before, after, world).ok
+
+
+ALIGNED = f"""
+func.func @aligned(%x: {S1}, %v: {VECTOR}) -> {REP} {{
+  %xg = coco.all_gather %x : {S1} -> {REP}
+  %vg = coco.all_gather %v : {VECTOR} -> {VECTOR_REP}
+  %s = coco.add %xg, %vg : ({REP}, {VECTOR_REP}) -> {REP}
+  func.return %s : {REP}
+}}
+"""
+"""Gathered along different dims of the operands, which line up in the result
+(broadcasting aligns dims from the right): both cut the result's dim 1."""
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_values_gathered_along_dims_that_line_up_are_added_on_slices(world: int):
+    before = cc.parse(ALIGNED)
+    after = cc.Pipeline([Reorder()])(before)
+    add = the_add(after)
+    assert str(add.result.type.layout) == "sliced<1>"
+    assert list(add.operands) == list(the_function(after).args)
+    (gather,) = ops_of(after, coco.AllGatherOp)
+    assert gather.operand is add.result
+    assert cc.equivalent(before, after, world).ok
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_ops_before_a_combination_of_different_dims_still_move(world: int):
+    before = cc.parse(CROSS_CHAINS)
+    after = cc.Pipeline([Reorder()])(before)
+    (exp,) = ops_of(after, coco.ExpOp)
+    (mul,) = ops_of(after, coco.MulOp)
+    assert str(exp.result.type.layout) == "sliced<0>"
+    assert str(mul.result.type.layout) == "sliced<1>"
+    add = the_add(after)
+    assert add.result.type.layout.is_replicated
+    for operand, moved in ((add.lhs, exp), (add.rhs, mul)):
+        assert isinstance(operand.owner, coco.AllGatherOp)
+        assert operand.owner.operand is moved.result
+    (relu,) = ops_of(after, coco.ReluOp)
+    assert relu.operand is add.result and relu.result.type.layout.is_replicated
+    assert cc.equivalent(before, after, world).ok
+
+
+@pytest.mark.parametrize(("target", "dim"), [("rows", 0), ("cols", 1)])
+@pytest.mark.parametrize("world", WORLDS)
+def test_targeted_reorder_cuts_the_value_gathered_along_the_other_dim(
+    target: str, dim: int, world: int
+):
+    """Only the named all_gather is reordered: the other gathered value is a
+    replicated operand like any other, cut by all_slice along `dim`."""
+    before = cc.parse(CROSS)
+    after = cc.Pipeline([Reorder(op=target)])(before)
+    add = the_add(after)
+    assert str(add.result.type.layout) == f"sliced<{dim}>"
+    sliced, cut = (add.lhs, add.rhs) if dim == 0 else (add.rhs, add.lhs)
+    assert sliced is the_function(after).args[dim]  # %a: sliced<0>, %b: sliced<1>
+    assert isinstance(cut.owner, coco.AllSliceOp) and cut.owner.dim.value.data == dim
+    kept = cut.owner.operand.owner
+    assert isinstance(kept, coco.AllGatherOp)
+    assert label_of(kept) == ("cols" if target == "rows" else "rows")
+    (use,) = add.result.uses
+    assert isinstance(use.operation, coco.AllGatherOp)
+    assert cc.equivalent(before, after, world).ok
+
+
+def test_targeting_both_gathers_of_a_combination_of_different_dims_refuses():
+    module = cc.parse(CROSS.replace('"cols"', '"rows"'))
+    text = cc.to_text(module)
+    with pytest.raises(cc.CocoError, match="nothing to move"):
+        Reorder(op="rows").apply(cc.make_context(), module)
+    assert cc.to_text(module) == text

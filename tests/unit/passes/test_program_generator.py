@@ -132,6 +132,43 @@ def features(program: Program) -> set[str]:
     return found
 
 
+def gathered_dims(value: SSAValue, rank: int) -> set[int]:
+    """The dims of a rank-`rank` elementwise result that the all_gathers
+    `value` comes from (through elementwise ops) gathered along: dims align
+    from the right, as broadcasting does."""
+    found: set[int] = set()
+    pending, seen = [value], set[Operation]()
+    while pending:
+        owner = pending.pop().owner
+        if not isinstance(owner, Operation) or owner in seen:
+            continue
+        seen.add(owner)
+        if isinstance(owner, coco.AllGatherOp):
+            gathered = owner.operand.type
+            assert isinstance(gathered, TensorType)
+            found.add(gathered.layout.sliced_dim + rank - gathered.rank)
+        elif isinstance(owner, ELEMENTWISE):
+            pending.extend(owner.operands)
+    return found
+
+
+def combines_different_gathers(op: Operation) -> bool:
+    """Whether the elementwise `op` combines values gathered along dims that do
+    not line up in its result (coco-reorder cannot move it onto the slices)."""
+    if not isinstance(op, ELEMENTWISE) or len(op.operands) < 2:
+        return False
+    result = op.results[0].type
+    assert isinstance(result, TensorType)
+    per_operand = [gathered_dims(operand, result.rank) for operand in op.operands]
+    return any(
+        a != b
+        for i, dims in enumerate(per_operand)
+        for others in per_operand[i + 1 :]
+        for a in dims
+        for b in others
+    )
+
+
 def target_shapes(op: Operation) -> set[str]:
     """The pass targets `op` completes."""
     found: set[str] = set()
@@ -150,6 +187,8 @@ def target_shapes(op: Operation) -> set[str]:
     if isinstance(op, coco.SendOp):
         if upstream(op.operand) & {"coco.all_reduce", "coco.all_gather"}:
             found.add("collective -> send")
+    if combines_different_gathers(op):
+        found.add("all_gathers along different dims -> elementwise")
     return found
 
 
@@ -188,6 +227,7 @@ def test_generator_covers_every_op_and_target_shape():
         "matmul -> reduce_scatter",
         "all_gather -> matmul",
         "collective -> send",
+        "all_gathers along different dims -> elementwise",
     ]
     rare = {t: counts[t] for t in targets if counts[t] < COVERAGE_DRAWS // 20}
     assert not rare, f"pass targets drawn too rarely: {rare}"

@@ -1,8 +1,9 @@
 """coconet-run as users run it: a subprocess, its exit code, stdout and stderr.
 
 Covers the summary, `--save` (keys and values), `--compare` (equivalent,
-not equivalent, bad usage or input) on 2, 4 and 8 ranks, the world size from
-the module, and the clean-error guarantee (no traceback) for every bad input.
+not equivalent, also only on signed inputs, bad usage or input) on 2, 4 and 8
+ranks, the world size from the module, and the clean-error guarantee (no
+traceback) for every bad input.
 """
 
 from __future__ import annotations
@@ -38,6 +39,24 @@ func.func @f(%g: {LOCAL}, %b: {REPL}) -> {REPL} {{
 """
 
 ALL_REDUCE_SUB = ALL_REDUCE_ADD.replace("coco.add", "coco.sub")
+
+SCALAR = "!coco.tensor<f32, replicated>"
+
+SGD = f"""
+func.func @sgd(%g: {LOCAL}, %w: {REPL}, %lr: {SCALAR}) {{
+  %sum = coco.all_reduce %g reduction = sum : {LOCAL} -> {REPL}
+  %step = coco.mul %lr, %sum : ({SCALAR}, {REPL}) -> {REPL}
+  %w1 = coco.sub %w, %step : ({REPL}, {REPL}) -> {REPL}
+  coco.update %w, %w1 : {REPL}
+  func.return
+}}
+"""
+
+SGD_ABS = SGD.replace(
+    "%step = coco.mul %lr, %sum",
+    f"%mag = coco.abs %sum : ({REPL}) -> {REPL}\n  %step = coco.mul %lr, %mag",
+)
+"""A wrong rewrite of SGD that agrees with it on non-negative inputs only."""
 
 STEP = f"""
 func.func @step(%g: {LOCAL}, %w: {REPL}) -> ({SLICED}, {LOCAL}) {{
@@ -352,6 +371,17 @@ def test_a_wrong_rewrite_is_not_equivalent(tmp_path: Path, world: int):
     first = proc.stdout.splitlines()[0]
     assert first.startswith(f"not equivalent: f.result0 differs on {world} ranks")
     assert "max abs error" in first and "max rel error" in first
+
+
+def test_a_rewrite_wrong_only_for_negative_values_is_not_equivalent(tmp_path: Path):
+    a = write(tmp_path, "a.mlir", SGD)
+    b = write(tmp_path, "b.mlir", SGD_ABS)
+    proc = coconet_run("--compare", a, b, "--world", "4")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    first, second = proc.stdout.splitlines()
+    assert first.startswith("not equivalent: sgd.arg1 differs on 4 ranks (seed 0)")
+    assert second.startswith("  with signed inputs: sgd.arg1: max abs error")
 
 
 def test_tolerances_decide(tmp_path: Path):
