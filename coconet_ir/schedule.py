@@ -19,8 +19,8 @@ print(cc.to_text(sched.module))
 
 A schedule owns a copy of the program. Each call runs one targeted pass
 (`op=NAME`) on it, so a step whose precondition fails raises a CocoError saying
-which, and leaves the program as it was. Ops are named by their `name` attribute
-(CoCoNet's stage names); a DSL value without one gets a generated name the first
+which, and leaves the program as it was. Ops are addressed by their label (the
+`name` attribute); a DSL value without one gets a generated label the first
 time a schedule needs it. Every call returns `Handle`s to the ops it created.
 """
 

@@ -1,4 +1,4 @@
-"""Data-parallel SGD, the program of COCO_DIALECT.md section 1 (CoCoNet's
+"""Data-parallel SGD, the program of docs/dialect.md, "Programs" (CoCoNet's
 running example): sum the per-rank gradients with an all_reduce, then
 `w <- w - lr * sum`. The same module as `sgd.mlir`.
 

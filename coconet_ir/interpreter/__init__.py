@@ -5,7 +5,8 @@ transformation is checked against.
 - `equivalent(a, b, world, seed=0, rtol=None, atol=None, entry=None) -> Comparison`
   (raises `NotComparable`, a CocoError, when the signatures differ)
 - `draw_inputs(module, world, seed=0, entry=None)`: the inputs a run draws
-- `philox4x32_10`, `dropout_uniform`: the dropout generator (COCO_DIALECT.md §6)
+- `philox4x32_10`, `dropout_uniform`: the dropout generator
+  (docs/interpreter.md, "Dropout")
 - `register_functions`, `DistValue`, `stage_context`: for modules that add the
   rules of their own ops (fusion and chunked regions).
 

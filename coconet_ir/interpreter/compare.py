@@ -1,4 +1,4 @@
-"""Semantic equivalence of two programs (COCO_DIALECT.md section 8): `equivalent()`.
+"""Semantic equivalence of two programs (docs/interpreter.md, "Equivalence").
 
 Both programs run on the same inputs (drawn for `a`, fed to `b` by key: function
 name and argument position, as global values, so an argument may change layout),

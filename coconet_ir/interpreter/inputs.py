@@ -1,4 +1,4 @@
-"""Input generation and validation (COCO_DIALECT.md section 8).
+"""Input generation and validation (docs/interpreter.md, "Inputs").
 
 Every argument of every function a run executes is drawn once as a GLOBAL value
 from a numpy `Generator` seeded by `(seed, crc32(function name), argument

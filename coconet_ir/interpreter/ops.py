@@ -160,7 +160,8 @@ def dropout_indices(
     op: coco.DropoutOp, operand: DistValue, frames: list[ChunkFrame]
 ) -> np.ndarray:
     """The global linear index of every element of a dropout's operand; inside
-    an overlap chunk, its index in the un-chunked tensor (COCO_DIALECT.md §7)."""
+    an overlap chunk, its index in the un-chunked tensor (docs/dialect.md,
+    "Regions")."""
     if not frames:
         return global_indices(operand.type, operand.world)
     if len(frames) > 1:
@@ -205,7 +206,7 @@ def _rsqrt(x: np.ndarray) -> np.ndarray:
 
 @register_impls
 class CocoFunctions(InterpreterFunctions):
-    """The reference semantics of the coco dialect (COCO_DIALECT.md)."""
+    """The reference semantics of the coco dialect (docs/interpreter.md)."""
 
     run_add = impl(coco.AddOp)(_elementwise_rule(np.add))
     run_sub = impl(coco.SubOp)(_elementwise_rule(np.subtract))

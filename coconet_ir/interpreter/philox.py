@@ -1,6 +1,6 @@
 """Philox4x32-10 (Salmon et al., SC'11, as in Random123) and the dropout uniform.
 
-COCO_DIALECT.md section 6: `u(seed, i)` is Philox4x32-10 with counter
+docs/interpreter.md, "Dropout": `u(seed, i)` is Philox4x32-10 with counter
 `(i mod 2^32, i div 2^32, 0, 0)` and key `(seed mod 2^32, seed div 2^32)`, and
 `u = (out[0] >> 8) * 2^-24`. Everything here is vectorized over leading axes so
 that a whole tensor's mask is one numpy computation.

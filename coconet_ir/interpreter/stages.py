@@ -1,6 +1,6 @@
 """Which functions a run executes, and the checks that need the world size.
 
-COCO_DIALECT.md section 5: functions that exchange tensors with `coco.send` /
+docs/dialect.md, "Pipelines": functions that exchange tensors with `coco.send` /
 `coco.recv` form a pipeline, one stage per function. A run executes one
 connected group of functions: the only function of a module, the whole pipeline
 when all functions are connected, or the group of an explicit `entry`.

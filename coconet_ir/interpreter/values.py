@@ -1,6 +1,7 @@
 """Distributed values: what an SSA value of type `!coco.tensor` holds on N ranks.
 
-A distributed value is, formally (COCO_DIALECT.md section 2), a map from rank to
+A distributed value is, formally (docs/dialect.md, "The distributed tensor
+type"), a map from rank to
 a numpy array: the full array for `replicated`/`local`, the rank's block for
 `sliced<D>`. `DistValue` stores it as one stacked array whose leading axis is the
 rank, so that an op on all ranks is one numpy call:

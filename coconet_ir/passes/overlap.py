@@ -1,6 +1,6 @@
 """coco-overlap{chunks=K dim=D}: a matmul and the collective it feeds (or that
 feeds it) become one `coco.overlap` region that runs chunk by chunk, so that
-chunk `c+1`'s matmul overlaps chunk `c`'s communication (COCO_DIALECT.md §7).
+chunk `c+1`'s matmul overlaps chunk `c`'s communication (docs/passes/coco-overlap.md).
 
 The region holds the matmul and
 - its only user when that is an `all_reduce`, a `reduce_scatter` or a

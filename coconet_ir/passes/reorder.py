@@ -6,31 +6,31 @@ CoCoNet's reorder. After `coco-split-all-reduce`, `all_reduce(g)` reads
 runs, redundantly, on the whole tensor on every rank. This pass makes each rank
 compute on its own block instead:
 
-- The *region* of `%ag = coco.all_gather %s` (`%s: sliced<D>`) is the forward
+- The *slice set* of `%ag = coco.all_gather %s` (`%s: sliced<D>`) is the forward
   closure of elementwise ops (binary, unary, cmp, select, convert, dropout) whose
-  operands are `%ag`, values of the region, or replicated values. Each such op is
+  operands are `%ag`, values of the slice set, or replicated values. Each such op is
   rebuilt where it stands, on slices: its result is sliced along the dimension
   that lines up with `D` (broadcasting aligns dims from the right).
 - A replicated operand broadcast along that dimension (absent or of size 1: a
   rank-0 `lr`, a bias `[H]` against `[B, H]` sliced<0>) is used as it is; another
   one is cut by `coco.all_slice` (a bias `[H]` against `[B, H]` sliced<1>: dim 0),
   one all_slice per value and dimension. Replicated elementwise ops whose result
-  is only used cut, on one dimension, by the region are computed on slices too
+  is only used cut, on one dimension, by the slice set are computed on slices too
   (`b1 * m` becomes `b1 * all_slice(m)`: Adam's state is then only read through its
   slice, which `coco-slice-state` exploits); the all_slice of an all_gather along
   its own dimension is the all_gather's operand.
-- `coco.norm(v)` of a region value becomes `sqrt(all_reduce(reduce(v*v, sum,
+- `coco.norm(v)` of a slice-set value becomes `sqrt(all_reduce(reduce(v*v, sum,
   all dims), sum))`; `coco.reduce(v, K, dims)` over dims that include the sliced
   one becomes the reduction of the block (local partials) and an `all_reduce`
-  with `K`; over dims that exclude it, the reduction joins the region (its result
+  with `K`; over dims that exclude it, the reduction joins the slice set (its result
   is sliced, the dimension renumbered).
-- A region value also used whole (by `coco.update`, `func.return`, `coco.send`,
-  `coco.matmul`, any op outside the region) gets one `coco.all_gather` right after
+- A slice-set value also used whole (by `coco.update`, `func.return`, `coco.send`,
+  `coco.matmul`, any op outside the slice set) gets one `coco.all_gather` right after
   its sliced definition. The original all_gather is erased once unused.
-- Dropout keeps its meaning: its mask is drawn at global indices (COCO_DIALECT.md
-  section 6), so it commutes with slicing.
+- Dropout keeps its meaning: its mask is drawn at global indices
+  (docs/interpreter.md, "Dropout"), so it commutes with slicing.
 
-Every replaced result keeps its type, so the ops outside the region are
+Every replaced result keeps its type, so the ops outside the slice set are
 untouched. Names: a rebuilt op keeps its `name`; the all_gather of a value whose
 producer is named `X` is `X_ag`, the all_reduce finishing a reduction or norm `X`
 is `X_ar` (the norm's `sqrt` keeps `X`).
@@ -39,7 +39,7 @@ Preconditions, checked when the pass is targeted with `op=NAME` (the all_gather'
 name; after `coco-split-all-reduce` an all_reduce `N` gives `N_rs` and `N_ag`):
 the op is a `coco.all_gather` directly in a function body, and something consumes
 its result that can move: an elementwise op whose other operands are replicated
-(a local operand stops the region: local with sliced is an error), a norm or a
+(a local operand stops the slice set: local with sliced is an error), a norm or a
 reduction. Without `op=`, every all_gather is reordered and those with nothing to
 move are left alone.
 """
@@ -100,7 +100,7 @@ class MoveKind(Enum):
 
 @dataclass(frozen=True)
 class Move:
-    """How one op of the region is rebuilt."""
+    """How one op of the slice set is rebuilt."""
 
     kind: MoveKind
     sliced_type: TensorType | None = None
@@ -108,21 +108,21 @@ class Move:
 
 
 @dataclass
-class SliceRegion:
+class SliceSet:
     """The ops of one block that move onto slices, found in two linear sweeps:
     forward from the all_gathers (`grow`), then backward over replicated
-    producers whose result the region only uses cut (`pull`)."""
+    producers whose result the slice set only uses cut (`pull`)."""
 
     seeds: list[AllGatherOp]
     sliced: dict[SSAValue, TensorType] = field(
         default_factory=dict[SSAValue, TensorType]
     )
-    """Values of the region (replicated in the program) → their type on slices."""
+    """Values of the slice set (replicated in the program) → their type on slices."""
     moves: dict[Operation, Move] = field(default_factory=dict[Operation, Move])
     demands: dict[SSAValue, list[int]] = field(
         default_factory=dict[SSAValue, list[int]]
     )
-    """Replicated value → the dim each of its region uses cuts it along."""
+    """Replicated value → the dim each of its uses in the slice set cuts it along."""
 
     def grow(self, block: Block) -> None:
         seeds = set(self.seeds)
@@ -185,7 +185,7 @@ class SliceRegion:
             if op in self.moves or not isinstance(op, ELEMENTWISE_OPS):
                 continue
             if any(operand in self.sliced for operand in op.operands):
-                continue  # its region operands cut other dims than its result
+                continue  # its slice-set operands cut other dims than its result
             result = op.results[0]
             axis = self.sole_demand(result)
             if axis is None:
@@ -197,7 +197,7 @@ class SliceRegion:
 
     def sole_demand(self, value: SSAValue) -> int | None:
         """The dim every use of `value` cuts it along, when all its uses are in
-        the region and agree."""
+        the slice set and agree."""
         axes = self.demands.get(value)
         if not axes or len(set(axes)) != 1 or len(axes) != value.uses.get_length():
             return None
@@ -208,11 +208,11 @@ class SliceRegion:
 
 
 @dataclass
-class RegionRewriter:
-    """Rebuilds the region's ops on slices, in program order, then erases the
+class SliceSetRewriter:
+    """Rebuilds the slice set's ops on slices, in program order, then erases the
     originals."""
 
-    region: SliceRegion
+    moving: SliceSet
     rewriter: PatternRewriter
     slice_of: dict[SSAValue, SSAValue] = field(default_factory=dict[SSAValue, SSAValue])
     """Original value → its slice."""
@@ -222,14 +222,14 @@ class RegionRewriter:
     """(replicated value, dim) → its all_slice."""
 
     def rewrite(self, block: Block) -> None:
-        for seed in self.region.seeds:
+        for seed in self.moving.seeds:
             self.slice_of[seed.result] = seed.operand
-        moved = [op for op in block.ops if op in self.region.moves]
+        moved = [op for op in block.ops if op in self.moving.moves]
         for op in moved:
-            self.rebuild(op, self.region.moves[op])
+            self.rebuild(op, self.moving.moves[op])
         for op in reversed(moved):
             self.rewriter.erase(op)
-        for seed in self.region.seeds:
+        for seed in self.moving.seeds:
             if not seed.result.uses:
                 self.rewriter.erase(seed)
 
@@ -304,7 +304,7 @@ class RegionRewriter:
     def cut(
         self, value: SSAValue, result: TensorType, dim: int, user: Operation
     ) -> SSAValue:
-        """The operand `value` of `user` on slices: its slice for a region value,
+        """The operand `value` of `user` on slices: its slice for a slice-set value,
         itself when broadcast along the sliced dim, else its all_slice."""
         if value in self.slice_of:
             return self.slice_of[value]
@@ -332,8 +332,8 @@ class RegionRewriter:
 
     def gather_for_outside_uses(self, op: Operation, new: Operation) -> None:
         """One all_gather of `new`'s result for the uses of `op`'s result that
-        stay outside the region."""
-        moves = self.region.moves
+        stay outside the slice set."""
+        moves = self.moving.moves
         result = op.results[0]
         if all(use.operation in moves for use in result.uses):
             return
@@ -354,13 +354,13 @@ def gathers(block: Block, label: str | None) -> list[AllGatherOp]:
     ]
 
 
-def slice_region(block: Block, seeds: list[AllGatherOp]) -> SliceRegion:
+def slice_set(block: Block, seeds: list[AllGatherOp]) -> SliceSet:
     """What moves onto slices from `seeds`: seeds that move nothing dropped."""
-    region = SliceRegion(seeds)
-    region.grow(block)
-    region.pull(block)
-    region.seeds = [seed for seed in seeds if region.moves_something(seed)]
-    return region
+    moving = SliceSet(seeds)
+    moving.grow(block)
+    moving.pull(block)
+    moving.seeds = [seed for seed in seeds if moving.moves_something(seed)]
+    return moving
 
 
 @dataclass(frozen=True)
@@ -377,9 +377,9 @@ class ReorderFunction(RewritePattern):
         seeds = gathers(block, self.label)
         if not seeds:
             return
-        region = slice_region(block, seeds)
-        if region.seeds:
-            RegionRewriter(region, rewriter).rewrite(block)
+        moving = slice_set(block, seeds)
+        if moving.seeds:
+            SliceSetRewriter(moving, rewriter).rewrite(block)
 
 
 @dataclass(frozen=True)
@@ -398,9 +398,9 @@ class Reorder(CocoPass):
         assert isinstance(op, AllGatherOp)
         block = op.parent_block()
         assert block is not None
-        # The region the rewrite grows: from every gather the pass targets.
+        # The slice set the rewrite grows: from every gather the pass targets.
         seeds = gathers(block, self.op) if self.op is not None else [op]
-        if op in slice_region(block, seeds).seeds:
+        if op in slice_set(block, seeds).seeds:
             return None
         return (
             "nothing to move: no elementwise op (with replicated other operands), "

@@ -13,9 +13,9 @@ block. This pass changes the argument's layout to `sliced<D>` in the function's
 signature: the all_slices of the parameter become the parameter itself, the
 update stores the slice (`coco.update %m, %m1`) and the all_gather that fed it
 is erased when nothing else uses it. The global value of the parameter, before
-and after, is unchanged (COCO_DIALECT.md section 8 compares global values), so the
-program is equivalent; each rank now holds 1/N of the state and the all_gather
-is gone.
+and after, is unchanged (equivalence compares global values: docs/interpreter.md,
+"Equivalence"), so the program is equivalent; each rank now holds 1/N of the
+state and the all_gather is gone.
 
 Preconditions, for `coco.update %p, %v` (checked when the pass is targeted with
 `op=NAME`, the update's name): `%p` is replicated; `%v` is produced by a

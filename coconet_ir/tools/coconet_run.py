@@ -6,7 +6,7 @@
                 [--atol A] [--entry F] [-p PIPELINE]
 
 A run prints one summary line per output (result or updated parameter); a
-comparison decides equivalence as COCO_DIALECT.md §8 defines it. docs/cli.md
+comparison decides equivalence (docs/interpreter.md, "Equivalence"). docs/cli.md
 describes the summary format, the `.npz` keys and the exit codes:
 
 - 0: the run succeeded / the programs are equivalent;

@@ -1,6 +1,6 @@
 """The `coco` dialect: distributed tensors, compute ops and collectives.
 
-COCO_DIALECT.md made executable (docs/dialect.md is its user reference). A
+The dialect's contract made executable; docs/dialect.md is its reference. A
 `!coco.tensor<SHAPE x ELT, LAYOUT>` carries its distribution in its type; every
 compute op infers its result type from its operands by the layout rules, and
 its verifier rejects a result type that disagrees. Collectives are the only ops

@@ -1,4 +1,4 @@
-"""Layout inference: the rules of COCO_DIALECT.md §3 that give a compute op's
+"""Layout inference: the rules (docs/dialect.md, "Compute ops") that give a compute op's
 result type from its operand types (docs/dialect.md, "Layout rules").
 
 Each rule takes operand types and returns the result type, or raises a
@@ -177,7 +177,7 @@ MATMUL_RULES = (
     "sliced<d>, replicated x sliced<1> -> sliced<last>, sliced<last> x sliced<0> "
     "-> local, local x replicated -> local"
 )
-"""The matmul table of COCO_DIALECT.md section 3, as error messages quote it."""
+"""The matmul table (docs/dialect.md, "Ops"), as error messages quote it."""
 
 
 def matmul_layout(lhs: TensorType, rhs: TensorType) -> LayoutAttr | None:

@@ -1338,7 +1338,7 @@ class RecvOp(CocoOp):
 
 
 # ============================================================================
-# Regions created by transformations (COCO_DIALECT.md section 7)
+# Regions created by transformations (docs/dialect.md, "Regions")
 # ============================================================================
 
 
