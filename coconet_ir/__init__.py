@@ -24,6 +24,7 @@ __version__ = "0.1.0"
 
 _SUBMODULES = {
     "analysis",
+    "diagnostics",
     "dialects",
     "dsl",
     "interpreter",
@@ -46,6 +47,8 @@ _HOMES = {
     ),
     "Pipeline": "pipeline",
     "Schedule": "schedule",
+    "Handle": "schedule",
+    "CocoWarning": "diagnostics",
 }
 """Public names and the submodule each lives in; the rest come from the DSL."""
 

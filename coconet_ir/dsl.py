@@ -312,7 +312,8 @@ class Value:
     def __bool__(self) -> bool:
         raise CocoError(
             "a coco value has no Python truth value (it is a distributed "
-            "tensor); use cc.select for elementwise choice"
+            "tensor); use cc.select for elementwise choice",
+            _user_location(),
         )
 
     def __add__(self, other: Operand) -> Value:
@@ -794,10 +795,15 @@ def _parameter_types(fn: Callable[..., Any]) -> list[tuple[str, coco.TensorType]
     params: list[tuple[str, coco.TensorType]] = []
     for param in signature.parameters.values():
         if not isinstance(param.annotation, coco.TensorType):
+            got = (
+                "it has none"
+                if param.annotation is inspect.Parameter.empty
+                else f"got {param.annotation!r}"
+            )
             raise CocoError(
                 f"parameter '{param.name}' of {fn.__name__} must be annotated "
-                "with its type, e.g. `x: cc.tensor([8], cc.f32, cc.replicated)`, "
-                f"got {param.annotation!r}",
+                "with its type, e.g. `x: cc.tensor([8], cc.f32, cc.replicated)`; "
+                f"{got}",
                 where,
             )
         params.append((param.name, param.annotation))

@@ -9,6 +9,7 @@ whole module (the pipeline channels match).
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from io import StringIO
 
@@ -147,8 +148,9 @@ def to_text(module: Operation, generic: bool = False) -> str:
     return out.getvalue()
 
 
-def parse_file(path: str) -> ModuleOp:
+def parse_file(path: str | os.PathLike[str]) -> ModuleOp:
     """Read, parse and verify a `.mlir` file; raise CocoError on any problem."""
+    path = os.fspath(path)
     try:
         with open(path, "rb") as f:
             source = f.read()

@@ -337,14 +337,19 @@ class Pipeline:
     """
 
     def __init__(self, passes: str | Sequence[ModulePass | str]):
-        if isinstance(passes, str):
-            passes = [passes]
+        if isinstance(passes, str) or not isinstance(passes, Sequence):
+            passes = [passes]  # a wrong type is reported below
         available = available_passes()
         resolved: list[ModulePass] = []
         for item in passes:
             if isinstance(item, ModulePass):
                 resolved.append(item)
                 continue
+            if not isinstance(item, str):
+                raise ir.CocoError(
+                    f"{API_CONTEXT}: expected a pass pipeline string or pass "
+                    f"instances, got {item!r}"
+                )
             try:
                 resolved.extend(parse_passes(available, item))
             except PassSpecError as err:

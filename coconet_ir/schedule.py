@@ -9,13 +9,15 @@ def adam(g: ..., w: ..., m: ..., v: ..., lr: ...):
     ...
 
 sched = cc.Schedule(adam)
-rs, ag = sched.split(avg)            # all_reduce -> reduce_scatter + all_gather
+rs, ag = sched.split("avg")          # all_reduce -> reduce_scatter + all_gather
 sched.reorder(ag)                    # the update runs on slices
-sched.slice_state(m)                 # m and v stay sliced (ZeRO)
-sched.slice_state(v)
+sched.slice_state("m")               # m and v stay sliced (ZeRO)
+sched.slice_state(adam.arg("v"))
 fused = sched.fuse(rs)               # one kernel: rs + update + ag
 print(cc.to_text(sched.module))
 ```
+
+(docs/python-api.md, "Schedules", has it whole and runnable.)
 
 A schedule owns a copy of the program. Each call runs one targeted pass
 (`op=NAME`) on it, so a step whose precondition fails raises a CocoError saying
@@ -26,7 +28,8 @@ time a schedule needs it. Every call returns `Handle`s to the ops it created.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import count
 
@@ -39,7 +42,7 @@ from coconet_ir import ir
 from coconet_ir.dialects import coco
 from coconet_ir.dialects.coco import label_of
 from coconet_ir.dsl import Function, Value, module
-from coconet_ir.passes.base import all_or_nothing
+from coconet_ir.passes.base import move_contents
 
 
 @dataclass(frozen=True)
@@ -83,8 +86,9 @@ class Schedule:
         """all_reduce → reduce_scatter + all_gather; returns both."""
         from coconet_ir.passes.split_all_reduce import SplitAllReduce
 
-        name = self._name_of(all_reduce)
-        self._run(SplitAllReduce(op=name, dim=dim))
+        with self._step():
+            name = self._name_of(all_reduce)
+            self._apply(SplitAllReduce(op=name, dim=dim))
         return Handle(f"{name}_rs"), Handle(f"{name}_ag")
 
     def reorder(
@@ -96,26 +100,23 @@ class Schedule:
         sliced values)."""
         from coconet_ir.passes.reorder import Reorder
 
-        name = self._name_of(all_gather)
-        wanted = [self._name_of(c) for c in computations or []]
-        downstream = _users_of(self._find(name))
-        for computation in wanted:
-            if self._find(computation) not in downstream:
-                raise ir.CocoError(
-                    f"reorder: '{computation}' does not use the all_gather '{name}'"
-                )
-
-        def moved() -> str | None:
+        with self._step():
+            name = self._name_of(all_gather)
+            wanted = [self._name_of(c) for c in computations or []]
+            downstream = _users_of(self._find(name))
+            for computation in wanted:
+                if self._find(computation) not in downstream:
+                    raise ir.CocoError(
+                        f"reorder: '{computation}' does not use the all_gather '{name}'"
+                    )
+            self._apply(Reorder(op=name))
             for computation in wanted:
                 op = self._find(computation)
                 if any(isinstance(o.owner, coco.AllGatherOp) for o in op.operands):
-                    return (
-                        f"reorder: '{op.name}' named '{computation}' still "
-                        "runs after the all_gather"
+                    raise ir.CocoError(
+                        f"reorder: '{op.name}' named '{computation}' still runs "
+                        "after the all_gather"
                     )
-            return None
-
-        self._run(Reorder(op=name), moved)
         return Handle(name)
 
     def slice_state(self, param: Value | BlockArgument | Handle | str) -> None:
@@ -123,7 +124,8 @@ class Schedule:
         is the parameter: its name, its DSL value or `Function.arg(name)`."""
         from coconet_ir.passes.slice_state import SliceState
 
-        self._run(SliceState(op=self._update_name(param)))
+        with self._step():
+            self._apply(SliceState(op=self._update_name(param)))
 
     def fuse(self, reduce_scatter: Target, *ops: Target) -> Handle:
         """Fuse reduce_scatter + the computations on its slices + all_gather (or
@@ -134,8 +136,11 @@ class Schedule:
         moved, has nothing left to check)."""
         from coconet_ir.passes.fuse import Fuse
 
-        name = self._name_of(reduce_scatter)
-        self._run(Fuse(op=name), self._inside_check(ops, coco.FusionOp))
+        with self._step():
+            name = self._name_of(reduce_scatter)
+            inside = self._names_in_program(ops)
+            self._apply(Fuse(op=name))
+            self._check_inside(inside, coco.FusionOp)
         return Handle(f"{name}_fused")
 
     def overlap(
@@ -149,56 +154,71 @@ class Schedule:
         must end up in the region) chunk by chunk."""
         from coconet_ir.passes.overlap import Overlap
 
-        name = self._name_of(matmul)
-        check = self._inside_check(consumers, coco.OverlapOp)
-        self._run(Overlap(op=name, chunks=chunks, dim=dim), check)
+        with self._step():
+            name = self._name_of(matmul)
+            inside = self._names_in_program(consumers)
+            self._apply(Overlap(op=name, chunks=chunks, dim=dim))
+            self._check_inside(inside, coco.OverlapOp)
         return Handle(f"{name}_overlap")
 
     def fuse_send(self, send: Target) -> None:
         """Send the slice instead of the gathered tensor; the receiver gathers."""
         from coconet_ir.passes.fuse_send import FuseSend
 
-        self._run(FuseSend(op=self._name_of(send)))
+        with self._step():
+            self._apply(FuseSend(op=self._name_of(send)))
 
     def apply(self, pipeline: str | list[ModulePass | str]) -> None:
         """Run any pass pipeline on the scheduled program."""
         from coconet_ir.pipeline import Pipeline
 
-        Pipeline(pipeline).apply(self.module)
+        with self._step():
+            Pipeline(pipeline).apply(self.module)
 
     # -- naming ----------------------------------------------------------------
 
-    def _run(
-        self,
-        transformation: ModulePass,
-        check: Callable[[], str | None] | None = None,
-    ) -> None:
-        """Apply one targeted pass; if `check` then finds a problem, put the
-        program back as it was and raise it."""
-        with all_or_nothing(self.module):
-            transformation.apply(ir.make_context(), self.module)
-            problem = check() if check is not None else None
-            if problem is not None:
-                raise ir.CocoError(problem)
+    @contextmanager
+    def _step(self) -> Iterator[None]:
+        """Run one step (naming the ops it targets, its pass, its checks) on a
+        copy of the program, and keep the copy only if the step succeeds: a
+        step that raises leaves the program, and the labels it holds, as they
+        were. The copy's ops move into `self.module`, which stays the same
+        object."""
+        program, ops = self.module, self._ops
+        trial = program.clone()
+        copies = dict(zip(program.walk(), trial.walk(), strict=True))
+        self.module = trial
+        self._ops = {key: copies[op] for key, op in ops.items() if op in copies}
+        try:
+            yield
+            ir.verify(trial)
+        except BaseException as err:
+            self.module, self._ops = program, ops
+            if isinstance(err, ir.CocoError) and hasattr(err, "__notes__"):
+                del err.__notes__  # xDSL appends a dump of the whole module
+            raise
+        move_contents(program, trial)
+        self.module = program
         self._known.update(n for op in self.module.walk() if (n := label_of(op)))
 
-    def _inside_check(
-        self, targets: Sequence[Target], region: type[Operation]
-    ) -> Callable[[], str | None]:
-        """A check that every target still in the program sits in a `region`."""
+    def _apply(self, transformation: ModulePass) -> None:
+        transformation.apply(ir.make_context(), self.module)
+
+    def _names_in_program(self, targets: Sequence[Target]) -> list[str]:
+        """The labels of `targets`; each must be one the program has had."""
         names = [self._name_of(t) for t in targets]
         for name in names:
             if name not in self._known:
                 raise ir.CocoError(f"no op named '{name}' in the program")
+        return names
 
-        def check() -> str | None:
-            for name in names:
-                op = next((o for o in self.module.walk() if label_of(o) == name), None)
-                if op is not None and not _within(op, region):
-                    return f"'{op.name}' named '{name}' is not in the region"
-            return None
-
-        return check
+    def _check_inside(self, names: Sequence[str], region: type[Operation]) -> None:
+        """Every op labelled one of `names` still in the program sits in a
+        `region`."""
+        for name in names:
+            op = next((o for o in self.module.walk() if label_of(o) == name), None)
+            if op is not None and not _within(op, region):
+                raise ir.CocoError(f"'{op.name}' named '{name}' is not in the region")
 
     def _name_of(self, target: Target) -> str:
         if isinstance(target, Handle | str):

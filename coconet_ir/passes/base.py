@@ -18,8 +18,7 @@ same precondition and skip the ops that fail it. The driver (coconet-opt, a
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import dataclass, fields, replace
 
 from xdsl.context import Context
@@ -140,27 +139,11 @@ def rewrite_once(module: ModuleOp, pattern: RewritePattern) -> None:
     PatternRewriteWalker(pattern, apply_recursively=False).rewrite_module(module)
 
 
-@contextmanager
-def all_or_nothing(module: ModuleOp) -> Iterator[None]:
-    """On a CocoError inside the block, put `module` back as it was and
-    re-raise (without the module dump xDSL's rewrite walker attaches: the
-    located message already says everything). For drivers that check a result
-    after the passes that made it (the Schedule API)."""
-    snapshot = module.clone()
-    try:
-        yield
-    except CocoError as err:
-        restore(module, snapshot)
-        if hasattr(err, "__notes__"):
-            del err.__notes__
-        raise
-
-
-def restore(module: ModuleOp, snapshot: ModuleOp) -> None:
-    """Put the contents and attributes of `snapshot` back into `module`."""
+def move_contents(module: ModuleOp, source: ModuleOp) -> None:
+    """Make `module` hold `source`'s ops (moved, not copied) and attributes."""
     for old in list(module.body.block.ops):
         old.detach()
-    for new in list(snapshot.body.block.ops):
+    for new in list(source.body.block.ops):
         new.detach()
         module.body.block.add_op(new)
-    module.attributes = dict(snapshot.attributes)
+    module.attributes = dict(source.attributes)

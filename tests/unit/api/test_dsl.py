@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
+from helpers import EXAMPLES_DIR
 from xdsl.dialects.builtin import IntegerAttr, StringAttr, i64
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Operation
@@ -723,3 +724,24 @@ def test_send_and_recv_types_must_agree() -> None:
         CocoError, match=r"'coco.send' op .*sends !coco.tensor<8x16xf32, replicated>"
     ):
         cc.module(stage1, stage2)
+
+
+def test_parse_file_takes_a_path_and_locates_in_it() -> None:
+    module = cc.parse_file(EXAMPLES_DIR / "sgd.mlir")
+    op = next(op for op in module.walk() if isinstance(op, coco.AllReduceOp))
+    assert cc.diagnostics.location_text(op).startswith(str(EXAMPLES_DIR / "sgd.mlir"))
+
+
+def test_truth_value_and_missing_annotation_errors_point_at_the_user() -> None:
+    with pytest.raises(CocoError, match=rf"^{__file__}:\d+:\d+: error: a coco value"):
+
+        @cc.function
+        def f(x: cc.tensor([8], cc.f32, cc.replicated)):
+            if x:
+                pass
+
+    with pytest.raises(CocoError, match=r"must be annotated .*; it has none"):
+
+        @cc.function
+        def g(x):
+            pass

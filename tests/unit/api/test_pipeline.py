@@ -191,3 +191,9 @@ def parse_value(text: str) -> tuple:
     """A pass option value as the `-p` syntax reads it."""
     (spec,) = parse_pipeline(f"p{{x={text}}}")
     return spec.parameters["x"]
+
+
+@pytest.mark.parametrize("passes", [3, ["coco-dce", 3]])
+def test_a_pipeline_of_something_else_is_a_coco_error(passes):
+    with pytest.raises(cc.CocoError, match="expected a pass pipeline string"):
+        cc.Pipeline(passes)

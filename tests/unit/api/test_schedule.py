@@ -97,6 +97,24 @@ def test_refused_step_names_the_precondition_and_changes_nothing():
     assert cc.to_text(sched.module) == before
 
 
+def test_a_refused_step_keeps_no_label_it_generated():
+    """slice_state before split and reorder is refused; the label it gave the
+    unlabelled update of w must not stay, and the next steps still find the
+    ops the user's values name."""
+    adam = load("adam").adam
+    sched = cc.Schedule(adam)
+    before = cc.to_text(sched.module)
+    with pytest.raises(cc.CocoError, match=r"not produced by a coco\.all_gather"):
+        sched.slice_state(adam.arg("w"))
+    assert cc.to_text(sched.module) == before
+    module = sched.module
+    _, ag = sched.split("grad_sum")
+    sched.reorder(ag)
+    sched.slice_state(adam.arg("m"))
+    assert sched.module is module
+    assert_equivalent(adam.module, sched.module)
+
+
 def test_schedule_needs_a_program():
     with pytest.raises(cc.CocoError, match="takes one module"):
         cc.Schedule()
