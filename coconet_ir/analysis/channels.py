@@ -12,12 +12,13 @@ a send with it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import networkx as nx
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
+from xdsl.ir import Attribute
 
 from coconet_ir.dialects.coco import RecvOp, SendOp
 
@@ -91,40 +92,35 @@ class PipelineChannels:
         """Each send or recv whose channel does not match, with the rule it
         breaks, in module order."""
         for op, channel in self.ends.items():
-            problem = (
-                self.send_problem(op, channel)
-                if isinstance(op, SendOp)
-                else self.recv_problem(op, channel)
-            )
+            problem = self.problem(op, channel)
             if problem is not None:
                 yield op, problem
 
-    def send_problem(self, send: SendOp, channel: Channel) -> str | None:
-        recvs = self.recvs.get(channel, [])
-        if len(recvs) != 1:
+    def problem(self, op: SendOp | RecvOp, channel: Channel) -> str | None:
+        """Why `op`'s channel does not match: its stage at the other end must
+        hold exactly one peer (a recv for a send, a send for a recv) of the
+        same type."""
+        if isinstance(op, SendOp):
+            peers: Sequence[SendOp | RecvOp] = self.recvs.get(channel, [])
+            peer, other, at = "coco.recv", f"from @{channel.source}", channel.dest
+            does, peer_does = "sends", "receives"
+        else:
+            peers = self.sends.get(channel, [])
+            peer, other, at = "coco.send", f"to @{channel.dest}", channel.source
+            does, peer_does = "receives", "sends"
+        if len(peers) != 1:
             return (
-                f"needs exactly one coco.recv from @{channel.source} on channel "
-                f"{channel.channel} in stage @{channel.dest}, found {len(recvs)}"
+                f"needs exactly one {peer} {other} on channel {channel.channel} in "
+                f"stage @{at}, found {len(peers)}"
             )
-        received = recvs[0].result.type
-        if received != send.operand.type:
+        mine, theirs = message_type(op), message_type(peers[0])
+        if mine != theirs:
             return (
-                f"sends {send.operand.type} but the matching coco.recv in "
-                f"@{channel.dest} receives {received}"
+                f"{does} {mine} but the matching {peer} in @{at} {peer_does} {theirs}"
             )
         return None
 
-    def recv_problem(self, recv: RecvOp, channel: Channel) -> str | None:
-        sends = self.sends.get(channel, [])
-        if len(sends) != 1:
-            return (
-                f"needs exactly one coco.send to @{channel.dest} on channel "
-                f"{channel.channel} in stage @{channel.source}, found {len(sends)}"
-            )
-        sent = sends[0].operand.type
-        if sent != recv.result.type:
-            return (
-                f"receives {recv.result.type} but the matching coco.send in "
-                f"@{channel.source} sends {sent}"
-            )
-        return None
+
+def message_type(op: SendOp | RecvOp) -> Attribute:
+    """The type of what `op` sends or receives."""
+    return op.operand.type if isinstance(op, SendOp) else op.result.type

@@ -18,11 +18,12 @@ same precondition and skip the ops that fail it. The driver (coconet-opt, a
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, fields, replace
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.func import FuncOp
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriteWalker, RewritePattern
@@ -54,6 +55,12 @@ class CocoPass(ModulePass, ABC):
     def bad_option(self, reason: str) -> PassRefused:
         """An option value no op could satisfy: refused whatever `op=` says."""
         return PassRefused(f"{self.name}: {reason}")
+
+    def require_at_least(self, option: str, minimum: int) -> None:
+        """Refuse an integer option (when given) below `minimum`."""
+        value = getattr(self, option)
+        if value is not None and value < minimum:
+            raise self.bad_option(f"{option} must be >= {minimum}, got {value}")
 
     # -- what a pass defines -------------------------------------------------
 
@@ -131,6 +138,13 @@ class CocoPass(ModulePass, ABC):
         warn(
             f"{self.name} transforms no op with {options}: {reasons[0]}", candidates[0]
         )
+
+
+def function_body_ops(module: ModuleOp) -> Iterator[Operation]:
+    """The ops directly in the bodies of the module's functions, in order."""
+    for func in module.ops:
+        if isinstance(func, FuncOp) and not func.is_declaration:
+            yield from func.body.block.ops
 
 
 def rewrite_once(module: ModuleOp, pattern: RewritePattern) -> None:

@@ -54,7 +54,7 @@ from coconet_ir.dialects.coco import (
     label_attribute,
     label_of,
 )
-from coconet_ir.passes.base import CocoPass, rewrite_once
+from coconet_ir.passes.base import CocoPass, function_body_ops, rewrite_once
 from coconet_ir.passes.regions import (
     Boundary,
     outline,
@@ -330,9 +330,7 @@ class Fuse(CocoPass):
     name = "coco-fuse"
 
     def candidates(self, module: ModuleOp) -> Iterable[Operation]:
-        for func in module.ops:
-            if isinstance(func, FuncOp) and not func.is_declaration:
-                yield from (op for op in func.body.block.ops if is_fusible(op))
+        return (op for op in function_body_ops(module) if is_fusible(op))
 
     def problem(self, op: Operation) -> str | None:
         block = op.parent_block()

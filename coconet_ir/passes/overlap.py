@@ -54,7 +54,7 @@ from coconet_ir.dialects.coco import (
     label_of,
     tensor_type,
 )
-from coconet_ir.passes.base import CocoPass, rewrite_once
+from coconet_ir.passes.base import CocoPass, function_body_ops, rewrite_once
 from coconet_ir.passes.regions import Boundary, boundary, cycle_through, outline
 
 CONSUMERS = (AllReduceOp, ReduceScatterOp, FusionOp)
@@ -192,17 +192,11 @@ class Overlap(CocoPass):
     """The chunked dim of the matmul's result; by default the first that works."""
 
     def check_options(self) -> None:
-        if self.chunks < 1:
-            raise self.bad_option(f"chunks must be >= 1, got {self.chunks}")
-        if self.dim is not None and self.dim < 0:
-            raise self.bad_option(f"dim must be >= 0, got {self.dim}")
+        self.require_at_least("chunks", 1)
+        self.require_at_least("dim", 0)
 
     def candidates(self, module: ModuleOp) -> Iterable[Operation]:
-        for func in module.ops:
-            if isinstance(func, FuncOp) and not func.is_declaration:
-                yield from (
-                    op for op in func.body.block.ops if isinstance(op, MatmulOp)
-                )
+        return (op for op in function_body_ops(module) if isinstance(op, MatmulOp))
 
     def problem(self, op: Operation) -> str | None:
         assert isinstance(op, MatmulOp)

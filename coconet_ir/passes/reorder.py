@@ -80,7 +80,7 @@ from coconet_ir.dialects.coco import (
     result_axis,
     tensor_type,
 )
-from coconet_ir.passes.base import CocoPass, rewrite_once
+from coconet_ir.passes.base import CocoPass, function_body_ops, rewrite_once
 
 
 def suffixed(op: Operation, suffix: str) -> str | None:
@@ -390,9 +390,7 @@ class Reorder(CocoPass):
     name = "coco-reorder"
 
     def candidates(self, module: ModuleOp) -> Iterable[Operation]:
-        for func in module.ops:
-            if isinstance(func, FuncOp) and not func.is_declaration:
-                yield from gathers(func.body.block, None)
+        return (op for op in function_body_ops(module) if isinstance(op, AllGatherOp))
 
     def problem(self, op: Operation) -> str | None:
         assert isinstance(op, AllGatherOp)

@@ -123,10 +123,8 @@ class SplitAllReduce(CocoPass):
     """The world size the program will run on (default: `coco.world_size`)."""
 
     def check_options(self) -> None:
-        if self.dim is not None and self.dim < 0:
-            raise self.bad_option(f"dim must be >= 0, got {self.dim}")
-        if self.world is not None and self.world < 1:
-            raise self.bad_option(f"world must be >= 1, got {self.world}")
+        self.require_at_least("dim", 0)
+        self.require_at_least("world", 1)
 
     def candidates(self, module: ModuleOp) -> Iterable[Operation]:
         return (op for op in module.walk() if isinstance(op, AllReduceOp))
