@@ -57,10 +57,10 @@ from coconet_ir.dialects.coco import (
 from coconet_ir.passes.base import CocoPass, function_body_ops, rewrite_once
 from coconet_ir.passes.regions import (
     Boundary,
+    descendants,
     outline,
     positions,
     reorders_messages,
-    to_move,
 )
 
 Joins = Callable[[Operation, Operation], bool]
@@ -284,7 +284,7 @@ def group_problem(grouping: Grouping, ops: list[Operation], strict: bool) -> str
             "there is nothing to fuse it with (no elementwise op, all_gather "
             "or send uses its result)"
         )
-    if reorders_messages(ops, to_move(ops)):
+    if reorders_messages(ops, descendants(ops)):
         return "fusing would reorder the messages of a pipeline channel"
     return None
 

@@ -73,7 +73,8 @@ def span(group: Sequence[Operation]) -> list[Operation]:
 
 def descendants(group: Sequence[Operation]) -> list[Operation]:
     """Ops outside the group, before its last op, that depend on a group value
-    (transitively), in block order: SSA order is topological."""
+    (transitively), in block order (SSA order is topological): outlining moves
+    them after the region op."""
     members = set(group)
     reached: dict[Operation, None] = {}
     for op in span(group):
@@ -120,12 +121,6 @@ def reorders_messages(group: Sequence[Operation], moved: Sequence[Operation]) ->
     return False
 
 
-def to_move(group: Sequence[Operation]) -> list[Operation]:
-    """The outside ops before the group's last op that depend on the group:
-    they must follow the region op."""
-    return descendants(group)
-
-
 RegionBuilder = Callable[[Boundary, Block], RegionOp]
 """Makes the region op from the boundary and its (still empty) body block."""
 
@@ -139,7 +134,7 @@ def outline(
 
     The caller has checked `cycle_through` (no cycle) beforehand."""
     found = boundary(ops)
-    moved = to_move(found.ops)
+    moved = descendants(found.ops)
     group = set(found.ops)
     body = Block(arg_types=[v.type for v in found.inputs])
     region_op = build(found, body)
