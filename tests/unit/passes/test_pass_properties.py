@@ -175,6 +175,10 @@ def test_targeted_pass_succeeds_or_refuses_cleanly(
         return
     except Exception as err:
         pytest.fail(f"{full_spec} raised {type(err).__name__}, not CocoError: {err}")
+    try:  # what a driver does after each pass: a refusal is not a broken result
+        verify(transformed)
+    except CocoError as err:
+        pytest.fail(f"{full_spec} produced IR that does not verify: {err}")
     check_equivalent(full_spec, program, transformed)
 
 
