@@ -770,9 +770,10 @@ class DropoutOp(InferredResultOp):
     `keep = u(seed, i) >= p` at the element's global linear index `i`.
 
     `p` is an f64 property in [0, 1) (an integer literal such as `p = 0` is
-    accepted); `seed` a non-negative i64. The custom syntax is hand-written so
-    that `p` reads and prints as a bare number (the declarative format would
-    print `p = 1.000000e-01 : f64`)."""
+    accepted); `seed` a non-negative i64. The syntax is hand-written because
+    the declarative format would print the same text but reject `p = 0`, which
+    the dialect's reference accepts (docs/dialect.md, "coco.dropout
+    spellings")."""
 
     name = "coco.dropout"
 
