@@ -10,16 +10,21 @@ whole module (the pipeline channels match).
 from __future__ import annotations
 
 import os
+import re
+from bisect import bisect_right
 from dataclasses import replace
+from functools import cached_property
 from io import StringIO
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr
-from xdsl.ir import Operation
-from xdsl.parser import Parser
+from xdsl.ir import AttributeInvT, Operation, SSAValue
+from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.printer import Printer
+from xdsl.traits import NoTerminator
 from xdsl.utils.exceptions import ParseError, VerifyException
-from xdsl.utils.lexer import Span
+from xdsl.utils.lexer import Position, Span
+from xdsl.utils.mlir_lexer import MLIRTokenKind
 
 from coconet_ir.diagnostics import CocoError, LocatedRuleError, location_of
 
@@ -56,32 +61,86 @@ class LocatingParser(Parser):
     that verifier errors can point at the source as mlir-opt does.
 
     `line_offset` shifts the reported lines (a `--split-input-file` chunk counts
-    lines from the start of the whole file); an unknown op is reported where the
-    op starts (xDSL points at the token after its name).
+    lines from the start of the whole file). An unknown op is reported where the
+    op starts (xDSL points at the token after its name); a value used but never
+    defined, where it is first used (xDSL reports it at the end of the input).
+
+    A location costs a bisection of a table of line starts built once (xDSL's
+    `Span.get_location` counts the newlines from the start of the input, which
+    made parsing quadratic).
     """
 
     def __init__(self, ctx: Context, text: str, name: str, line_offset: int = 0):
         super().__init__(ctx, text, name)
         self.line_offset = line_offset
-        self.op_start: Span | None = None
+        self.op_start: Position = 0
+        """Where the op being parsed starts (at its results, if any)."""
+        self._filename = StringAttr(name)
+        self._depth = 0
+        """How many ops enclose the parser's position (0: at the top level)."""
+        self._first_uses: dict[str, Span] = {}
+        """Where each forward-referenced value name was first used."""
+
+    @cached_property
+    def _line_starts(self) -> list[Position]:
+        """The position where each line of the input starts."""
+        text = self.lexer.input.content
+        return [0, *(newline.end() for newline in re.finditer("\n", text))]
+
+    def location_at(self, pos: Position) -> FileLineColLoc:
+        """The `file:line:col` location of a position in the input."""
+        line = bisect_right(self._line_starts, pos)
+        column = pos - self._line_starts[line - 1] + 1
+        return FileLineColLoc(
+            self._filename, IntAttr(line + self.line_offset), IntAttr(column)
+        )
 
     def parse_operation(self) -> Operation:
-        start = replace(self._current_token.span, line_offset=self.line_offset)
-        self.op_start = start
-        op = super().parse_operation()
+        start = self.op_start = self._current_token.span.start
+        self._depth += 1
+        try:
+            op = super().parse_operation()
+        finally:
+            self._depth -= 1
         if not isinstance(op.location, FileLineColLoc):
-            where = start.get_location()
-            op.location = FileLineColLoc(
-                StringAttr(where.file), IntAttr(where.line), IntAttr(where.col)
-            )
+            op.location = self.location_at(start)
+        self._check_values_defined_at_end()
         return op
+
+    def _parse_file_metadata_dictionary(self) -> None:
+        """`{-# ... #-}` (MLIR prints it last)."""
+        super()._parse_file_metadata_dictionary()
+        self._check_values_defined_at_end()
+
+    def resolve_operand(
+        self, operand: UnresolvedOperand, type: AttributeInvT
+    ) -> SSAValue[AttributeInvT]:
+        name = operand.operand_name
+        if name not in self.ssa_values and name not in self.forward_ssa_references:
+            self._first_uses[name] = operand.span
+        return super().resolve_operand(operand, type)
+
+    def _check_values_defined_at_end(self) -> None:
+        """At the end of the input, every value used must be defined; report the
+        first use of one that is not (mlir-opt: "use of undeclared SSA value
+        name"). xDSL's `parse_module` checks this next, but without a location."""
+        at_end = self._depth == 0 and self._current_token.kind == MLIRTokenKind.EOF
+        if not at_end or not self.forward_ssa_references:
+            return
+        use = min(
+            (self._first_uses[name] for name in self.forward_ssa_references),
+            key=lambda span: span.start,
+        )
+        use = replace(use, line_offset=self.line_offset)
+        self.raise_error(f"use of undefined value '{use.text}'", use)
 
     def _get_op_by_name(self, name: str) -> type[Operation]:
         if self.ctx.get_optional_op(
             name, dialect_stack=self._parser_state.dialect_stack
         ):
             return super()._get_op_by_name(name)
-        self.raise_error(f"Operation {name} is not registered", self.op_start)
+        start = Span(self.op_start, self.op_start, self.lexer.input, self.line_offset)
+        self.raise_error(f"Operation {name} is not registered", start)
 
 
 def parse_error(err: ParseError) -> CocoError:
@@ -99,12 +158,26 @@ def verify(module: Operation) -> None:
     for op in module.walk(reverse=False, region_first=True):
         try:
             op.verify(verify_nested_ops=False)
+            verify_blocks(op)
         except VerifyException as err:
             rule = err.rule if isinstance(err, LayoutError) else str(err)
             raise CocoError(rule, op) from None
     if isinstance(module, ModuleOp):
         for op, problem in PipelineChannels.of(module).problems():
             raise CocoError(problem, op)
+
+
+def verify_blocks(op: Operation) -> None:
+    """What xDSL's `Block.verify` checks besides the ops, which
+    `verify_nested_ops=False` skips: the one block of a region must hold at least
+    a terminator, unless the op has no terminators."""
+    for region in op.regions:
+        if (
+            len(region.blocks) == 1
+            and region.block.first_op is None
+            and not op.has_trait(NoTerminator)
+        ):
+            raise VerifyException("empty block: expect at least a terminator")
 
 
 def parse(
@@ -132,13 +205,19 @@ def source_text(source: str | bytes, filename: str, allow_empty: bool = False) -
             raise CocoError(
                 f"input is not UTF-8 text (byte {err.start})", filename
             ) from None
-    if not allow_empty and not strip_comments(source):
+    if not allow_empty and not has_code(source):
         raise CocoError("empty input, expected a module", filename)
     return source
 
 
-def strip_comments(source: str) -> str:
-    return "".join(line.split("//", 1)[0] for line in source.splitlines()).strip()
+_CODE_LINE = re.compile(r"^[ \t]*(?!//)\S", re.MULTILINE)
+"""A line with something other than blanks and a `//` comment."""
+
+
+def has_code(source: str) -> bool:
+    """Whether `source` holds more than blanks and comments (it reads up to the
+    first line that does, not the whole file)."""
+    return _CODE_LINE.search(source) is not None
 
 
 def to_text(module: Operation, generic: bool = False) -> str:

@@ -30,6 +30,14 @@ func.func @f(%g: {LOCAL}) -> {LOCAL} {{
 }}
 """
 
+UNDEFINED_VALUE = f"""
+func.func @f(%g: {REPL}) -> {REPL} {{
+  %s = coco.add %g, %zz : ({REPL}, {REPL}) -> {REPL}
+  %t = coco.add %zz, %s : ({REPL}, {REPL}) -> {REPL}
+  func.return %t : {REPL}
+}}
+"""
+
 BAD_INPUTS: dict[str, tuple[bytes | None, str]] = {
     # kind: (file contents, None for a missing file; expected message part)
     "syntax": (b"func.func @f( {\n", "bad.mlir:1:15: error: Expected argument"),
@@ -43,6 +51,10 @@ BAD_INPUTS: dict[str, tuple[bytes | None, str]] = {
     ),
     "garbage": (bytes(range(256)) * 4, "bad.mlir: error: input is not UTF-8"),
     "truncated": (ALL_REDUCE.encode()[:120], "bad.mlir:3:"),
+    "undefined-value": (
+        UNDEFINED_VALUE.encode(),
+        "bad.mlir:3:21: error: use of undefined value '%zz'",
+    ),
     "empty": (b"", "bad.mlir: error: empty input"),
     "missing": (None, "bad.mlir: error: No such file or directory"),
 }
@@ -203,6 +215,37 @@ def test_split_input_file_locates_errors_in_the_whole_file(tmp_path: Path):
     assert diag.returncode == 0, diag.stderr
     assert f"split.mlir:{line}:3: error: 'coco.all_reduce' op" in diag.stdout
     assert "func.func @f" in diag.stdout
+
+
+def test_undefined_value_is_located_at_its_first_use(tmp_path: Path):
+    """At the use (not at the end of the file), in the whole file's lines, with
+    the source line and a caret under the name."""
+    text = f"{ALL_REDUCE}\n// -----\n{UNDEFINED_VALUE}"
+    path = write(tmp_path, "split.mlir", text)
+    line = text.splitlines().index(UNDEFINED_VALUE.splitlines()[2]) + 1
+    message = f"split.mlir:{line}:21: error: use of undefined value '%zz'"
+    for args in ([], ["--split-input-file"]):
+        proc = coconet_opt(path, *args)
+        assert_clean_error(proc, message)
+        assert proc.stderr.splitlines()[1:] == [
+            UNDEFINED_VALUE.splitlines()[2],
+            " " * 20 + "^^^",
+        ]
+
+
+def test_value_of_an_inner_region_is_undefined_outside(tmp_path: Path):
+    text = f"""
+func.func @f(%g: {REPL}) -> {REPL} {{
+  %r = coco.fusion (%g) : ({REPL}) -> ({REPL}) {{
+  ^bb0(%x: {REPL}):
+    %y = coco.neg %x : ({REPL}) -> {REPL}
+    coco.yield %y : {REPL}
+  }}
+  func.return %y : {REPL}
+}}
+"""
+    proc = coconet_opt(write(tmp_path, "bad.mlir", text))
+    assert_clean_error(proc, "bad.mlir:8:15: error: use of undefined value '%y'")
 
 
 def test_broken_pipe_is_quiet():
