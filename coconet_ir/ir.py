@@ -12,13 +12,15 @@ from __future__ import annotations
 import os
 import re
 from bisect import bisect_right
+from collections.abc import Iterable
 from dataclasses import replace
 from functools import cached_property
 from io import StringIO
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr
-from xdsl.ir import AttributeInvT, Operation, SSAValue
+from xdsl.dialects.func import FuncOp
+from xdsl.ir import AttributeInvT, BlockArgument, Operation, Region, SSAValue
 from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.printer import Printer
 from xdsl.traits import NoTerminator
@@ -107,6 +109,19 @@ class LocatingParser(Parser):
         self._check_values_defined_at_end()
         return op
 
+    def parse_optional_region(
+        self, arguments: Iterable[Parser.Argument] | None = None
+    ) -> Region | None:
+        """As xDSL's, and the entry block's arguments (a function's parameters)
+        get the locations where they are written."""
+        arguments = None if arguments is None else list(arguments)
+        region = super().parse_optional_region(arguments)
+        if region is not None and arguments and region.blocks:
+            for arg, written in zip(region.blocks[0].args, arguments):
+                if not isinstance(arg.location, FileLineColLoc):
+                    arg.location = self.location_at(written.name.start)
+        return region
+
     def _parse_file_metadata_dictionary(self) -> None:
         """`{-# ... #-}` (MLIR prints it last)."""
         super()._parse_file_metadata_dictionary()
@@ -163,8 +178,49 @@ def verify(module: Operation) -> None:
             rule = err.rule if isinstance(err, LayoutError) else str(err)
             raise CocoError(rule, op) from None
     if isinstance(module, ModuleOp):
+        try:
+            check_arguments_divisible(module)
+        except LayoutError as err:  # a malformed coco.world_size
+            raise CocoError(err.rule, module) from None
         for op, problem in PipelineChannels.of(module).problems():
             raise CocoError(problem, op)
+
+
+def argument_location(arg: BlockArgument) -> FileLineColLoc | str | None:
+    """Where the argument is written; else where its block's op is."""
+    if isinstance(arg.location, FileLineColLoc):
+        return arg.location
+    owner = arg.block.parent_op()
+    return None if owner is None else location_of(owner)
+
+
+def describe_argument(arg: BlockArgument) -> str:
+    """`argument %x of @f` (or `#2`), for messages about a block argument."""
+    which = f"%{arg.name_hint}" if arg.name_hint else f"#{arg.index}"
+    owner = arg.block.parent_op()
+    if isinstance(owner, FuncOp):
+        return f"argument {which} of @{owner.sym_name.data}"
+    return f"block argument {which}"
+
+
+def check_arguments_divisible(module: ModuleOp) -> None:
+    """With a known world size, every sliced function argument's sliced dim
+    must be divisible by it (the ops check their own operands and results)."""
+    from coconet_ir.dialects.coco import divisibility_problem, world_size
+
+    world = world_size(module)
+    if world is None:
+        return
+    for func in module.ops:
+        if not isinstance(func, FuncOp) or func.is_declaration:
+            continue
+        for arg in func.body.block.args:
+            problem = divisibility_problem(arg.type, world)
+            if problem is not None:
+                raise CocoError(
+                    f"{describe_argument(arg)}: {problem} (coco.world_size)",
+                    argument_location(arg),
+                )
 
 
 def verify_blocks(op: Operation) -> None:

@@ -12,14 +12,20 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import networkx as nx
-from xdsl.dialects.builtin import FileLineColLoc, ModuleOp
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Attribute, BlockArgument, Operation
 
 from coconet_ir.analysis.channels import PipelineChannels
 from coconet_ir.diagnostics import CocoError, location_of
 from coconet_ir.dialects import coco
-from coconet_ir.dialects.coco import LayoutError, TensorType, world_size
+from coconet_ir.dialects.coco import (
+    LayoutError,
+    TensorType,
+    divisibility_problem,
+    world_size,
+)
+from coconet_ir.ir import argument_location, describe_argument
 
 
 def module_functions(module: ModuleOp) -> list[FuncOp]:
@@ -106,36 +112,12 @@ def check_divisible(functions: Iterable[FuncOp], world: int) -> None:
 def check_type_divisible(
     where: Operation | BlockArgument, tensor_type: Attribute, world: int
 ) -> None:
-    if not isinstance(tensor_type, TensorType) or not tensor_type.layout.is_sliced:
+    problem = divisibility_problem(tensor_type, world)
+    if problem is None:
         return
-    dim = tensor_type.layout.sliced_dim
-    size = tensor_type.dims[dim]
-    if size % world == 0:
-        return
-    message = (
-        f"dimension {dim} of {tensor_type} (size {size}) is not divisible by the "
-        f"world size {world}"
-    )
     if isinstance(where, Operation):
-        raise CocoError(message, where)
-    raise CocoError(f"{describe_argument(where)}: {message}", argument_location(where))
-
-
-def argument_location(arg: BlockArgument) -> FileLineColLoc | str | None:
-    """Where the argument is written; else where its block's op is."""
-    if isinstance(arg.location, FileLineColLoc):
-        return arg.location
-    owner = arg.block.parent_op()
-    return None if owner is None else location_of(owner)
-
-
-def describe_argument(arg: BlockArgument) -> str:
-    """`argument %x of @f` (or `#2`), for messages about a block argument."""
-    which = f"%{arg.name_hint}" if arg.name_hint else f"#{arg.index}"
-    owner = arg.block.parent_op()
-    if isinstance(owner, FuncOp):
-        return f"argument {which} of @{owner.sym_name.data}"
-    return f"block argument {which}"
+        raise CocoError(problem, where)
+    raise CocoError(f"{describe_argument(where)}: {problem}", argument_location(where))
 
 
 def check_rules(

@@ -110,20 +110,29 @@ from coconet_ir.dialects.coco.layout import (
 # ============================================================================
 
 
+def divisibility_problem(t: Attribute, world: int) -> str | None:
+    """Why a value of type `t` cannot live on `world` ranks (its sliced dim is
+    not divisible by `world`), or None."""
+    if not isinstance(t, TensorType) or not t.layout.is_sliced:
+        return None
+    size = t.dims[t.layout.sliced_dim]
+    if size % world == 0:
+        return None
+    return (
+        f"dimension {t.layout.sliced_dim} of {t} (size {size}) is not divisible "
+        f"by the world size {world}"
+    )
+
+
 def check_divisible(op: Operation, types: Sequence[Attribute]) -> None:
     """With a known world size N, every sliced dim must be divisible by N."""
     world = world_size(op)
     if world is None:
         return
     for t in types:
-        if not isinstance(t, TensorType) or not t.layout.is_sliced:
-            continue
-        size = t.dims[t.layout.sliced_dim]
-        if size % world:
-            raise LayoutError(
-                f"dimension {t.layout.sliced_dim} of {t} (size {size}) is not "
-                f"divisible by the world size {world} (coco.world_size)"
-            )
+        problem = divisibility_problem(t, world)
+        if problem is not None:
+            raise LayoutError(f"{problem} (coco.world_size)")
 
 
 def as_tensor_type(value: SSAValue, what: str = "operand") -> TensorType:

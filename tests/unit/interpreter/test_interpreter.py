@@ -774,7 +774,8 @@ def test_not_divisible_names_the_op_and_the_world():
     )
     with pytest.raises(
         CocoError,
-        match=r"dimension 1 of .* \(size 6\) is not divisible by the world size 4",
+        match=r"^<input>:2:\d+: error: argument %a0 of @f: dimension 1 of .* "
+        r"\(size 6\) is not divisible by the world size 4",
     ):
         interpret(parse(source), 4)
     interpret(parse(source), 3)

@@ -47,6 +47,17 @@ func.func @not_divisible(%a: !coco.tensor<6x4xf32, replicated>) {
 
 // -----
 
+// A function argument is located where it is written.
+// CHECK: invalid.mlir:[[# @LINE + 3]]:28: error: argument %b of @unused_argument: dimension 0 of !coco.tensor<6xf32, sliced<0>> (size 6) is not divisible by the world size 4 (coco.world_size)
+builtin.module attributes {coco.world_size = 4 : i64} {
+func.func @unused_argument(%a: !coco.tensor<8xf32, replicated>,
+                           %b: !coco.tensor<6xf32, sliced<0>>) {
+  func.return
+}
+}
+
+// -----
+
 // CHECK: 'coco.neg' op coco.world_size must be a positive integer (e.g. coco.world_size = 4 : i64), got 0 : i64
 builtin.module attributes {coco.world_size = 0 : i64} {
 func.func @bad_world(%a: !coco.tensor<4xf32, sliced<0>>) {
