@@ -15,8 +15,8 @@ coconet-opt / xdsl-opt. Both tools must stay linear in the size of the file (the
 µs/op flat) and coconet-opt within 1.3x of xdsl-opt. The time is the CPU time
 (user + sys) of the subprocess, which other load on the machine disturbs less
 than wall-clock time (`--clock wall` for that); with `--repeat`, the best run.
-The default sizes take about 10 minutes on 2 cores; 1M ops takes about 15
-minutes and 10 GB per tool and shape.
+The default sizes take about 4 minutes on 2 cores; 1M ops takes about 8 minutes
+and 2.5 GB of memory per tool and shape.
 
     python benchmarks/parse_time.py [--sizes 1000 10000 100000 1000000]
         [--shapes chain sgd] [--repeat 1] [--clock cpu|wall]
