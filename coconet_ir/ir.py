@@ -26,7 +26,6 @@ from xdsl.printer import Printer
 from xdsl.traits import NoTerminator
 from xdsl.utils.exceptions import ParseError, VerifyException
 from xdsl.utils.lexer import Position, Span
-from xdsl.utils.mlir_lexer import MLIRTokenKind
 
 from coconet_ir.diagnostics import CocoError, LocatedRuleError, location_of
 
@@ -78,8 +77,6 @@ class LocatingParser(Parser):
         self.op_start: Position = 0
         """Where the op being parsed starts (at its results, if any)."""
         self._filename = StringAttr(name)
-        self._depth = 0
-        """How many ops enclose the parser's position (0: at the top level)."""
         self._first_uses: dict[str, Span] = {}
         """Where each forward-referenced value name was first used."""
 
@@ -97,16 +94,27 @@ class LocatingParser(Parser):
             self._filename, IntAttr(line + self.line_offset), IntAttr(column)
         )
 
-    def parse_operation(self) -> Operation:
-        start = self.op_start = self._current_token.span.start
-        self._depth += 1
+    def parse_module(self, allow_implicit_module: bool = True) -> ModuleOp:
+        """As xDSL's; a value used but never defined is reported where it is
+        first used (mlir-opt: "use of undeclared SSA value name"), where xDSL
+        reports the list of such values at the end of the input."""
         try:
-            op = super().parse_operation()
-        finally:
-            self._depth -= 1
+            return super().parse_module(allow_implicit_module)
+        except ParseError as err:
+            if not err.msg.startswith(UNDEFINED_VALUES) or not self._first_uses:
+                raise
+            use = min(
+                (self._first_uses[name] for name in self.forward_ssa_references),
+                key=lambda span: span.start,
+            )
+            use = replace(use, line_offset=self.line_offset)
+            self.raise_error(f"use of undefined value '{use.text}'", use)
+
+    def parse_operation(self) -> Operation:
+        start = self.op_start = self.pos
+        op = super().parse_operation()
         if not isinstance(op.location, FileLineColLoc):
             op.location = self.location_at(start)
-        self._check_values_defined_at_end()
         return op
 
     def parse_optional_region(
@@ -122,11 +130,6 @@ class LocatingParser(Parser):
                     arg.location = self.location_at(written.name.start)
         return region
 
-    def _parse_file_metadata_dictionary(self) -> None:
-        """`{-# ... #-}` (MLIR prints it last)."""
-        super()._parse_file_metadata_dictionary()
-        self._check_values_defined_at_end()
-
     def resolve_operand(
         self, operand: UnresolvedOperand, type: AttributeInvT
     ) -> SSAValue[AttributeInvT]:
@@ -135,27 +138,18 @@ class LocatingParser(Parser):
             self._first_uses[name] = operand.span
         return super().resolve_operand(operand, type)
 
-    def _check_values_defined_at_end(self) -> None:
-        """At the end of the input, every value used must be defined; report the
-        first use of one that is not (mlir-opt: "use of undeclared SSA value
-        name"). xDSL's `parse_module` checks this next, but without a location."""
-        at_end = self._depth == 0 and self._current_token.kind == MLIRTokenKind.EOF
-        if not at_end or not self.forward_ssa_references:
-            return
-        use = min(
-            (self._first_uses[name] for name in self.forward_ssa_references),
-            key=lambda span: span.start,
-        )
-        use = replace(use, line_offset=self.line_offset)
-        self.raise_error(f"use of undefined value '{use.text}'", use)
-
     def _get_op_by_name(self, name: str) -> type[Operation]:
-        if self.ctx.get_optional_op(
-            name, dialect_stack=self._parser_state.dialect_stack
-        ):
+        """As xDSL's, but an unknown op is reported where the op starts (xDSL
+        has no public hook for it)."""
+        try:
             return super()._get_op_by_name(name)
-        start = Span(self.op_start, self.op_start, self.lexer.input, self.line_offset)
-        self.raise_error(f"Operation {name} is not registered", start)
+        except ParseError as err:
+            at = Span(self.op_start, self.op_start, self.lexer.input, self.line_offset)
+            self.raise_error(err.msg, at)
+
+
+UNDEFINED_VALUES = "values used but not defined"
+"""How xDSL's parser begins its end-of-input error for undefined values."""
 
 
 def parse_error(err: ParseError) -> CocoError:
