@@ -142,9 +142,13 @@ def outline(
     for op in found.ops:
         op.detach()
         rewriter.insert(op, InsertPoint.at_end(body))
-    for value, arg in zip(found.inputs, body.args):
+    arguments = dict(zip(found.inputs, body.args))
+    for value, arg in arguments.items():
         arg.name_hint = value.name_hint
-        rewriter.replace_uses_with_if(value, arg, lambda use: use.operation in group)
+    for op in found.ops:  # the group's uses only: an input may have many others
+        if any(value in arguments for value in op.operands):
+            op.operands = [arguments.get(value, value) for value in op.operands]
+            rewriter.notify_op_modified(op)
     for output, result in zip(found.outputs, region_op.results):
         rewriter.replace_uses_with_if(
             output, result, lambda use: use.operation not in group

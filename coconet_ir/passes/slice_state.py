@@ -98,7 +98,8 @@ def new_value_is_read(update: UpdateOp) -> bool:
 
 
 def slice_parameter(update: UpdateOp, rewriter: PatternRewriter) -> None:
-    """Make the parameter of `update` sliced like the value it stores."""
+    """Make the parameter of `update` sliced like the value it stores (the
+    function's type is the caller's to update)."""
     gather = update.value.owner
     assert isinstance(gather, AllGatherOp)
     block_value = gather.operand
@@ -110,31 +111,41 @@ def slice_parameter(update: UpdateOp, rewriter: PatternRewriter) -> None:
     stored = UpdateOp.create(
         operands=[param, block_value], attributes=dict(update.attributes)
     )
-    func = update.parent_op()
     rewriter.replace(update, stored)
     if not gather.result.uses:
         rewriter.erase(gather)
-    assert isinstance(func, FuncOp)
-    func.update_function_type()
 
 
 @dataclass(frozen=True)
 class SliceStatePattern(RewritePattern):
-    """Keep the parameter of a `coco.update` sliced: optimizer state, weights
-    too if `weights`, or the update labelled `label` whichever it is."""
+    """Keep the parameters of a function's `coco.update`s sliced: optimizer
+    state, weights too if `weights`, or the update labelled `label` whichever
+    it is; then give the function its new type, once."""
 
     weights: bool = False
     label: str | None = None
 
     @op_type_rewrite_pattern
-    def match_and_rewrite(self, update: UpdateOp, rewriter: PatternRewriter) -> None:
+    def match_and_rewrite(self, func: FuncOp, rewriter: PatternRewriter) -> None:
+        if func.is_declaration:
+            return
+        chosen = [
+            op
+            for op in func.body.block.ops
+            if isinstance(op, UpdateOp) and self.chosen(op)
+        ]
+        for update in chosen:
+            slice_parameter(update, rewriter)
+        if chosen:
+            func.update_function_type()
+            rewriter.notify_op_modified(func)
+
+    def chosen(self, update: UpdateOp) -> bool:
         if self.label is not None and label_of(update) != self.label:
-            return
+            return False
         if state_problem(update) is not None:
-            return
-        if self.label is None and not self.weights and not new_value_is_read(update):
-            return
-        slice_parameter(update, rewriter)
+            return False
+        return self.label is not None or self.weights or new_value_is_read(update)
 
 
 @dataclass(frozen=True)
