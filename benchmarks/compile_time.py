@@ -5,12 +5,13 @@ and five elementwise ops, one update), parses and verifies them, runs every pass
 and `coco-optimize`, and prints the time per op. Passes must stay linear in
 program size: the microseconds per op should not grow with L.
 
-    python benchmarks/compile_time.py [--sizes 50 100 200 400] [--repeat 3]
+    python benchmarks/compile_time.py [--sizes 50 100 200 400] [--repeat 3] [--no-gc]
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import time
 
 import coconet_ir as cc
@@ -66,7 +67,15 @@ def main() -> None:
     parser.add_argument(
         "--repeat", type=int, default=3, help="runs per cell, the best is shown"
     )
+    parser.add_argument(
+        "--no-gc",
+        action="store_true",
+        help="turn Python's cyclic garbage collector off while timing (its "
+        "passes over a large heap are the one cost that grows with the module)",
+    )
     args = parser.parse_args()
+    if args.no_gc:
+        gc.disable()
     print("| step | " + " | ".join(f"L={n} (µs/op)" for n in args.sizes) + " |")
     print("| --- |" + " --- |" * len(args.sizes))
     texts = {n: program(n) for n in args.sizes}

@@ -14,13 +14,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import networkx as nx
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Attribute
 
 from coconet_ir.dialects.coco import RecvOp, SendOp
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 
 @dataclass(frozen=True)
@@ -55,8 +58,8 @@ class PipelineChannels:
         default_factory=dict[SendOp | RecvOp, Channel]
     )
     """The channel of each send and recv."""
-    stages: nx.Graph = field(default_factory=nx.Graph)
-    """The functions (by name), an edge for every channel between two."""
+    functions: list[str] = field(default_factory=list[str])
+    """The module's functions, by name, in order."""
 
     @staticmethod
     def of(module: ModuleOp) -> PipelineChannels:
@@ -66,7 +69,7 @@ class PipelineChannels:
             if not isinstance(func, FuncOp):
                 continue
             name = func.sym_name.data
-            found.stages.add_node(name)
+            found.functions.append(name)
             for op in func.walk():
                 if isinstance(op, SendOp | RecvOp):
                     found.add(op, channel_of(op, name))
@@ -74,11 +77,20 @@ class PipelineChannels:
 
     def add(self, op: SendOp | RecvOp, channel: Channel) -> None:
         self.ends[op] = channel
-        self.stages.add_edge(channel.source, channel.dest)
         if isinstance(op, SendOp):
             self.sends.setdefault(channel, []).append(op)
         else:
             self.recvs.setdefault(channel, []).append(op)
+
+    def stages(self) -> nx.Graph:
+        """The functions (by name) as nodes, an edge for every channel between
+        two: a pipeline's stages are a connected group."""
+        from networkx import Graph  # imported here: start-up stays cheap
+
+        graph = Graph()
+        graph.add_nodes_from(self.functions)
+        graph.add_edges_from((c.source, c.dest) for c in self.ends.values())
+        return graph
 
     def channel(self, op: SendOp | RecvOp) -> Channel:
         return self.ends[op]

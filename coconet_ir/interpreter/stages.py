@@ -42,7 +42,7 @@ def select_functions(
     if not functions:
         raise CocoError("the module has no func.func to run")
     names = [f.sym_name.data for f in functions]
-    graph = (channels or PipelineChannels.of(module)).stages
+    graph = (channels or PipelineChannels.of(module)).stages()
     if entry is not None:
         if entry not in names:
             raise CocoError(

@@ -13,19 +13,23 @@ lowering read (docs/dialect.md, "Element types").
 
 Half-precision arithmetic runs in f32 and is rounded back after each op, as the
 generated CUDA does. `tolerance` is the `(rtol, atol)` an equivalence check uses
-by default for values of the type.
+by default for values of the type. numpy (and ml_dtypes, for bf16) is imported
+only when a numpy dtype is asked for, so that loading the dialect stays cheap.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import auto
+from functools import cache
+from typing import TYPE_CHECKING
 
-import numpy as np
-from ml_dtypes import bfloat16
 from xdsl.dialects.builtin import bf16, f16, f32, f64, i1, i32
 from xdsl.ir import Attribute
 from xdsl.utils.str_enum import StrEnum
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class ElementKind(StrEnum):
@@ -45,8 +49,10 @@ class ElementType:
     """The MLIR spelling, as in `!coco.tensor<4xf32, local>`."""
     ir_type: Attribute
     kind: ElementKind
-    storage: np.dtype
-    """The numpy dtype that holds a value."""
+    numpy_name: str
+    """The numpy dtype that holds a value, by name (`storage` is the dtype)."""
+    bytes: int
+    """The size of a value in memory."""
     cuda: str
     """The CUDA C type of a value."""
     tolerance: tuple[float, float]
@@ -61,25 +67,42 @@ class ElementType:
         return self.kind is ElementKind.HALF
 
     @property
-    def compute(self) -> np.dtype:
-        """The numpy dtype arithmetic runs in."""
-        return np.dtype(np.float32) if self.is_half else self.storage
+    def storage(self) -> np.dtype:
+        """The numpy dtype that holds a value."""
+        return numpy_dtype(self.numpy_name)
 
     @property
-    def bytes(self) -> int:
-        return self.storage.itemsize
+    def compute(self) -> np.dtype:
+        """The numpy dtype arithmetic runs in."""
+        return numpy_dtype("float32") if self.is_half else self.storage
 
     def from_bits(self, bits: int) -> float:
         """The float whose bit pattern is `bits` (MLIR's meaning of a
         hexadecimal float literal)."""
+        import numpy as np
+
         pattern = np.array([bits], dtype=f"<u{self.bytes}")
         return float(pattern.view(self.storage)[0])
 
     def bits(self, value: float) -> str:
         """`0x...`: the bit pattern of `value`, as MLIR prints non-finite
         floats."""
+        import numpy as np
+
         pattern = np.array([value]).astype(self.storage).view(f"<u{self.bytes}")
         return f"0x{int(pattern[0]):0{2 * self.bytes}X}"
+
+
+@cache
+def numpy_dtype(name: str) -> np.dtype:
+    """A numpy dtype by name (`bfloat16` from ml_dtypes), imported on first use."""
+    import numpy as np
+
+    if name == "bfloat16":
+        from ml_dtypes import bfloat16
+
+        return np.dtype(bfloat16)
+    return np.dtype(name)
 
 
 _HALF, _FLOAT, _INT, _BOOL = (
@@ -89,12 +112,12 @@ _HALF, _FLOAT, _INT, _BOOL = (
     ElementKind.BOOL,
 )
 ELEMENT_TABLE: tuple[ElementType, ...] = (
-    ElementType("f16", f16, _HALF, np.dtype("float16"), "__half", (1e-2, 1e-3)),
-    ElementType("bf16", bf16, _HALF, np.dtype(bfloat16), "__nv_bfloat16", (2e-2, 1e-2)),
-    ElementType("f32", f32, _FLOAT, np.dtype("float32"), "float", (1e-5, 1e-6)),
-    ElementType("f64", f64, _FLOAT, np.dtype("float64"), "double", (1e-9, 1e-12)),
-    ElementType("i32", i32, _INT, np.dtype("int32"), "int32_t", (0.0, 0.0)),
-    ElementType("i1", i1, _BOOL, np.dtype("bool"), "bool", (0.0, 0.0)),
+    ElementType("f16", f16, _HALF, "float16", 2, "__half", (1e-2, 1e-3)),
+    ElementType("bf16", bf16, _HALF, "bfloat16", 2, "__nv_bfloat16", (2e-2, 1e-2)),
+    ElementType("f32", f32, _FLOAT, "float32", 4, "float", (1e-5, 1e-6)),
+    ElementType("f64", f64, _FLOAT, "float64", 8, "double", (1e-9, 1e-12)),
+    ElementType("i32", i32, _INT, "int32", 4, "int32_t", (0.0, 0.0)),
+    ElementType("i1", i1, _BOOL, "bool", 1, "bool", (0.0, 0.0)),
 )
 
 ELEMENT_TYPES: dict[str, Attribute] = {e.name: e.ir_type for e in ELEMENT_TABLE}
