@@ -17,7 +17,7 @@ fused = sched.fuse(rs)               # one kernel: rs + update + ag
 print(cc.to_text(sched.module))
 ```
 
-(docs/python-api.md, "Schedules", has it whole and runnable.)
+(docs/python-api.md, "Schedules: cc.Schedule", has it whole and runnable.)
 
 A schedule owns a copy of the program. Each call runs one targeted pass
 (`op=NAME`) on it, so a step whose precondition fails raises a CocoError saying

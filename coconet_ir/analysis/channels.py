@@ -1,5 +1,5 @@
 """Pipeline channels: which `coco.send` feeds which `coco.recv`, and the stages
-they connect (docs/dialect.md, "Pipelines").
+they connect (docs/dialect.md, "Pipelines: send and recv").
 
 A channel is (source stage, destination stage, channel number): rank `r` of the
 source stage sends to rank `r` of the destination. In a valid module every

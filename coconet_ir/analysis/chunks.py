@@ -1,5 +1,5 @@
 """Chunk dims: which dim of each value of a chunked computation is cut
-(docs/dialect.md, "Regions"; docs/passes/coco-overlap.md).
+(docs/dialect.md, "Regions created by transformations"; docs/passes/coco-overlap.md).
 
 A `coco.overlap` region runs its body chunk by chunk; each value of the body is
 a chunk of the un-chunked value along one dim, or the whole value (-1). The

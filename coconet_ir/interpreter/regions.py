@@ -1,4 +1,5 @@
-"""The meaning of the regions transformations create (docs/dialect.md, "Regions").
+"""The meaning of the regions transformations create (docs/dialect.md,
+"Regions created by transformations").
 
 `coco.fusion` runs its body once: fusing changes how the lowering schedules the
 work, never the values. `coco.overlap` runs its body literally chunk by chunk —
@@ -9,7 +10,7 @@ is checked by the same oracle as everything else.
 While chunk `c` runs, the stage context holds a `ChunkFrame` (which dim of each
 body value is cut, by `coconet_ir.analysis.chunks`), so that a dropout in the
 body draws its mask at the element's index in the un-chunked tensor
-(docs/dialect.md, "Regions").
+(docs/dialect.md, "Regions created by transformations").
 """
 
 from __future__ import annotations

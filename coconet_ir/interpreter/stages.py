@@ -1,9 +1,10 @@
 """Which functions a run executes, and the checks that need the world size.
 
-docs/dialect.md, "Pipelines": functions that exchange tensors with `coco.send` /
-`coco.recv` form a pipeline, one stage per function. A run executes one
-connected group of functions: the only function of a module, the whole pipeline
-when all functions are connected, or the group of an explicit `entry`.
+docs/dialect.md, "Pipelines: send and recv": functions that exchange tensors
+with `coco.send` / `coco.recv` form a pipeline, one stage per function. A run
+executes one connected group of functions: the only function of a module, the
+whole pipeline when all functions are connected, or the group of an explicit
+`entry`.
 """
 
 from __future__ import annotations

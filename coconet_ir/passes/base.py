@@ -1,6 +1,6 @@
 """What every coco pass shares: targeting ops by their label, refusing with a
 located reason before changing anything, and warning when options matched
-nothing (docs/passes.md, "Targeting an op").
+nothing (docs/passes.md, "Targeting and refusal").
 
 CoCoNet's schedules apply a transformation to one named op; here every pass has
 the option `op=NAME`. Without it the pass rewrites every op it applies to and

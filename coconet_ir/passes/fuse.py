@@ -1,5 +1,6 @@
 """coco-fuse: group collectives and the compute on their slices into
-`coco.fusion` regions (docs/dialect.md, "Regions"), each one kernel for the lowering.
+`coco.fusion` regions (docs/dialect.md, "Regions created by transformations"),
+each one kernel for the lowering.
 
 Two kinds of group, formed in this order in every function:
 

@@ -1,6 +1,6 @@
 """The attributes and types of the coco dialect: layouts, `!coco.tensor`, the
 enumerated properties of the ops, and the module's world size
-(docs/dialect.md, "Types" and "The world size").
+(docs/dialect.md, "The distributed tensor type" and "The world size").
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Layout inference: the rules (docs/dialect.md, "Compute ops") that give a compute op's
-result type from its operand types (docs/dialect.md, "Layout rules").
+result type from its operand types (docs/dialect.md, "Elementwise layout rules").
 
 Each rule takes operand types and returns the result type, or raises a
 LayoutError whose message states the rule. The ops' `infer_result_type` call

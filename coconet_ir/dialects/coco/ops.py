@@ -1264,7 +1264,7 @@ class NamesOtherStage(SymbolUserOpInterface):
 
     That the two ends of every channel match (one recv per send, of the sent
     type) is a rule about the whole module, checked once per module by
-    `coconet_ir.analysis.channels` (docs/dialect.md, "Pipelines")."""
+    `coconet_ir.analysis.channels` (docs/dialect.md, "Pipelines: send and recv")."""
 
     def verify(self, op: Operation) -> None:
         assert isinstance(op, SendOp | RecvOp)
@@ -1348,7 +1348,7 @@ class RecvOp(CocoOp):
 
 
 # ============================================================================
-# Regions created by transformations (docs/dialect.md, "Regions")
+# Regions created by transformations (docs/dialect.md, same title)
 # ============================================================================
 
 
