@@ -41,6 +41,11 @@ def assert_equivalent(name: str, pipeline: str) -> ModuleOp:
     return rewritten
 
 
+def T(spec: str, layout: str = "replicated") -> str:
+    """`!coco.tensor<SPEC, LAYOUT>`, for writing test programs."""
+    return f"!coco.tensor<{spec}, {layout}>"
+
+
 # ---------------------------------------------------------------------------
 # Finding ops and functions
 # ---------------------------------------------------------------------------

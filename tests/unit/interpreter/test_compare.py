@@ -9,6 +9,7 @@ import re
 
 import numpy as np
 import pytest
+from helpers import T
 
 from coconet_ir.interpreter import (
     Comparison,
@@ -22,11 +23,13 @@ from coconet_ir.ir import parse
 WORLDS = [2, 4, 8]
 
 
-def T(spec: str, layout: str = "replicated") -> str:
-    return f"!coco.tensor<{spec}, {layout}>"
-
-
 LOC, REP = T("8x16xf32", "local"), T("8x16xf32")
+UPDATE = f"""
+func.func @f(%a: {REP}, %b: {REP}) {{
+  %r = coco.add %a, %b : ({REP}, {REP}) -> {REP}
+  coco.update %a, %r : {REP}
+  func.return
+}}"""
 S0, S1 = T("8x16xf32", "sliced<0>"), T("8x16xf32", "sliced<1>")
 
 ALL_REDUCE = f"""
@@ -178,12 +181,7 @@ func.func @f(%a: {REP}, %b: {REP}) -> ({REP}, {REP}) {{
 
 
 def test_a_parameter_updated_by_one_program_only_is_a_difference():
-    update = f"""
-func.func @f(%a: {REP}, %b: {REP}) {{
-  %r = coco.add %a, %b : ({REP}, {REP}) -> {REP}
-  coco.update %a, %r : {REP}
-  func.return
-}}"""
+    update = UPDATE
     no_update = update.replace(f"  coco.update %a, %r : {REP}\n", "")
     comparison = equivalent(parse(update), parse(no_update), 2)
     assert not comparison
@@ -298,12 +296,7 @@ def test_signatures_are_checked_before_running():
 
 
 def test_updated_parameters_are_compared():
-    update = f"""
-func.func @f(%a: {REP}, %b: {REP}) {{
-  %r = coco.add %a, %b : ({REP}, {REP}) -> {REP}
-  coco.update %a, %r : {REP}
-  func.return
-}}"""
+    update = UPDATE
     assert equivalent(parse(update), parse(update), 2).compared == ["f.arg0"]
     wrong = update.replace("coco.add", "coco.min")
     comparison = equivalent(parse(update), parse(wrong), 2)

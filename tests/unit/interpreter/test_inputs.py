@@ -8,13 +8,10 @@ import zlib
 import ml_dtypes
 import numpy as np
 import pytest
+from helpers import T
 
 from coconet_ir.interpreter import draw_inputs, interpret
 from coconet_ir.ir import CocoError, parse
-
-
-def T(spec: str, layout: str = "replicated") -> str:
-    return f"!coco.tensor<{spec}, {layout}>"
 
 
 def identity(name: str, *arg_types: str) -> str:

@@ -9,6 +9,7 @@ import time
 import ml_dtypes
 import numpy as np
 import pytest
+from helpers import T
 from xdsl.interpreter import InterpreterFunctions, impl, register_impls
 from xdsl.irdl import (
     IRDLOperation,
@@ -29,11 +30,6 @@ from coconet_ir.interpreter.runner import EXTRA_FUNCTIONS
 from coconet_ir.ir import CocoError, make_context, parse
 
 WORLDS = [2, 4, 8]
-
-
-def T(spec: str, layout: str = "replicated") -> str:
-    """`!coco.tensor<SPEC, LAYOUT>`."""
-    return f"!coco.tensor<{spec}, {layout}>"
 
 
 def compute(op: str, arg_types: list[str], result_type: str) -> str:
