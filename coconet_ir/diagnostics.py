@@ -15,11 +15,11 @@ docs/cli.md, "Diagnostics".
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import auto
 
 from xdsl.dialects.builtin import FileLineColLoc
-from xdsl.ir import Operation
+from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.utils.exceptions import DiagnosticException, VerifyException
 from xdsl.utils.str_enum import StrEnum
 
@@ -40,6 +40,14 @@ def location_text(where: Where) -> str | None:
     if isinstance(location, FileLineColLoc):
         return f"{location.filename.data}:{location.line.data}:{location.column.data}"
     return location if isinstance(location, str) else None
+
+
+def value_name(value: SSAValue) -> str:
+    """`%x` for a value with a name, else `#N` for a block argument (its
+    position) or `%?`, for messages about a value."""
+    if value.name_hint:
+        return f"%{value.name_hint}"
+    return f"#{value.index}" if isinstance(value, BlockArgument) else "%?"
 
 
 def location_of(op: Operation) -> str:
@@ -79,10 +87,6 @@ class Diagnostic:
         subject = f"'{self.op_name}' op " if self.op_name else ""
         text = f"{where}{self.severity}: {subject}{self.message}"
         return f"{text}\n{self.context}" if self.context else text
-
-    def relocated(self, at: Where) -> Diagnostic:
-        """The same message, about another place (the DSL's Python line)."""
-        return replace(self, location=location_text(at))
 
 
 class CocoError(DiagnosticException):

@@ -27,7 +27,12 @@ from xdsl.traits import NoTerminator
 from xdsl.utils.exceptions import ParseError, VerifyException
 from xdsl.utils.lexer import Position, Span
 
-from coconet_ir.diagnostics import CocoError, LocatedRuleError, location_of
+from coconet_ir.diagnostics import (
+    CocoError,
+    LocatedRuleError,
+    location_of,
+    value_name,
+)
 
 __all__ = [
     "CocoError",
@@ -190,11 +195,10 @@ def argument_location(arg: BlockArgument) -> FileLineColLoc | str | None:
 
 def describe_argument(arg: BlockArgument) -> str:
     """`argument %x of @f` (or `#2`), for messages about a block argument."""
-    which = f"%{arg.name_hint}" if arg.name_hint else f"#{arg.index}"
     owner = arg.block.parent_op()
     if isinstance(owner, FuncOp):
-        return f"argument {which} of @{owner.sym_name.data}"
-    return f"block argument {which}"
+        return f"argument {value_name(arg)} of @{owner.sym_name.data}"
+    return f"block argument {value_name(arg)}"
 
 
 def check_arguments_divisible(module: ModuleOp) -> None:

@@ -72,11 +72,6 @@ def diagnostic_of(err: BaseException) -> Diagnostic:
     return Diagnostic(str(err).strip() or type(err).__name__, context="\n".join(notes))
 
 
-def describe(err: BaseException) -> str:
-    """The diagnostic text for one exception, without the tool prefix."""
-    return str(diagnostic_of(err))
-
-
 def report(tool: str, err: BaseException, code: int) -> NoReturn:
     """Print `err` as one diagnostic on stderr (`TOOL: error: ...` when it has
     no location) and exit with `code`."""

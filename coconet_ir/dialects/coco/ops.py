@@ -76,6 +76,7 @@ from xdsl.traits import (
 )
 from xdsl.utils.lexer import Position
 
+from coconet_ir.diagnostics import value_name
 from coconet_ir.dialects.coco.attributes import (
     REPLICATED,
     ComparePredicate,
@@ -1040,10 +1041,9 @@ class UpdateOp(CocoOp):
             if isinstance(use.operation, UpdateOp) and use.index == 0
         ]
         if len(updates) > 1:
-            which = f"%{param.name_hint}" if param.name_hint else f"#{param.index}"
             raise LayoutError(
-                f"parameter {which} is updated {len(updates)} times; a parameter "
-                "may be updated by at most one coco.update"
+                f"parameter {value_name(param)} is updated {len(updates)} times; a "
+                "parameter may be updated by at most one coco.update"
             )
 
 
