@@ -37,6 +37,7 @@ from coconet_ir.diagnostics import (
 __all__ = [
     "CocoError",
     "LocatingParser",
+    "declared_world_size",
     "location_of",
     "make_context",
     "parse",
@@ -177,10 +178,7 @@ def verify(module: Operation) -> None:
             rule = err.rule if isinstance(err, LayoutError) else str(err)
             raise CocoError(rule, op) from None
     if isinstance(module, ModuleOp):
-        try:
-            check_arguments_divisible(module)
-        except LayoutError as err:  # a malformed coco.world_size
-            raise CocoError(err.rule, module) from None
+        check_arguments_divisible(module)
         for op, problem in PipelineChannels.of(module).problems():
             raise CocoError(problem, op)
 
@@ -201,12 +199,23 @@ def describe_argument(arg: BlockArgument) -> str:
     return f"block argument {value_name(arg)}"
 
 
+def declared_world_size(module: ModuleOp, at: str | None = None) -> int | None:
+    """The module's `coco.world_size`, if it has one; a CocoError (at `at`, a
+    file name) if it is not a positive integer."""
+    from coconet_ir.dialects.coco import LayoutError, world_size
+
+    try:
+        return world_size(module)
+    except LayoutError as err:
+        raise CocoError(err.rule, at) from None
+
+
 def check_arguments_divisible(module: ModuleOp) -> None:
     """With a known world size, every sliced function argument's sliced dim
     must be divisible by it (the ops check their own operands and results)."""
-    from coconet_ir.dialects.coco import divisibility_problem, world_size
+    from coconet_ir.dialects.coco import divisibility_problem
 
-    world = world_size(module)
+    world = declared_world_size(module)
     if world is None:
         return
     for func in module.ops:

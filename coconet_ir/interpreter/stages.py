@@ -21,12 +21,10 @@ from coconet_ir.analysis.channels import PipelineChannels
 from coconet_ir.diagnostics import CocoError, location_of
 from coconet_ir.dialects import coco
 from coconet_ir.dialects.coco import (
-    LayoutError,
     TensorType,
     divisibility_problem,
-    world_size,
 )
-from coconet_ir.ir import argument_location, describe_argument
+from coconet_ir.ir import argument_location, declared_world_size, describe_argument
 
 
 def module_functions(module: ModuleOp) -> list[FuncOp]:
@@ -68,10 +66,7 @@ def select_functions(
 
 def check_world_attribute(module: ModuleOp, world: int) -> None:
     """A module fixed to a world size (`coco.world_size = N`) runs only on N."""
-    try:
-        fixed = world_size(module)
-    except LayoutError as err:
-        raise CocoError(err.rule) from None
+    fixed = declared_world_size(module)
     if fixed is not None and fixed != world:
         raise CocoError(
             f"the module is fixed to coco.world_size = {fixed} but is run "

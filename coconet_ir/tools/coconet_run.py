@@ -34,7 +34,7 @@ from xdsl.passes import ModulePass, PassPipeline
 from xdsl.utils.exceptions import ArgSpecParseError
 
 import coconet_ir.ir as ir
-from coconet_ir.dialects.coco import WORLD_SIZE_ATTR, LayoutError, world_size
+from coconet_ir.dialects.coco import WORLD_SIZE_ATTR
 from coconet_ir.tools.errors import diagnostic_of, run_guarded
 
 if TYPE_CHECKING:
@@ -224,21 +224,13 @@ def load(path: str, pipeline: PassPipeline) -> ModuleOp:
     return module
 
 
-def declared_world(path: str, module: ModuleOp) -> int | None:
-    """The module's `coco.world_size` attribute, if it has one."""
-    try:
-        return world_size(module)
-    except LayoutError as err:
-        raise ir.CocoError(err.rule, path) from None
-
-
 def resolve_world(requested: int | None, modules: dict[str, ModuleOp]) -> int:
     """The world size: `--world`, else the modules' `coco.world_size`; all that
     are given must agree."""
     declared = {
         path: world
         for path, module in modules.items()
-        if (world := declared_world(path, module)) is not None
+        if (world := ir.declared_world_size(module, path)) is not None
     }
     if requested is not None:
         for path, world in declared.items():
