@@ -20,7 +20,14 @@ from io import StringIO
 from xdsl.context import Context
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr
 from xdsl.dialects.func import FuncOp
-from xdsl.ir import AttributeInvT, BlockArgument, Operation, Region, SSAValue
+from xdsl.ir import (
+    AttributeInvT,
+    BlockArgument,
+    Dialect,
+    Operation,
+    Region,
+    SSAValue,
+)
 from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.printer import Printer
 from xdsl.traits import NoTerminator
@@ -50,7 +57,9 @@ __all__ = [
 
 
 def make_context(allow_unregistered: bool = False) -> Context:
-    """A context that knows builtin, func, arith and coco."""
+    """A context that knows builtin, func, arith and coco, and (loaded when
+    first used) the device level's gpu, memref, scf, math and coco_gpu."""
+    from xdsl.dialects import get_all_dialects
     from xdsl.dialects.arith import Arith
     from xdsl.dialects.builtin import Builtin
     from xdsl.dialects.func import Func
@@ -60,7 +69,17 @@ def make_context(allow_unregistered: bool = False) -> Context:
     ctx = Context(allow_unregistered=allow_unregistered)
     for dialect in (Builtin, Func, Arith, Coco):
         ctx.load_dialect(dialect)
+    upstream = get_all_dialects()
+    for name in ("gpu", "memref", "scf", "math"):
+        ctx.register_dialect(name, upstream[name])
+    ctx.register_dialect("coco_gpu", _coco_gpu)
     return ctx
+
+
+def _coco_gpu() -> Dialect:
+    from coconet_ir.dialects.coco_gpu import CocoGpu
+
+    return CocoGpu
 
 
 class LocatingParser(Parser):

@@ -32,8 +32,14 @@ def get_coco() -> Dialect:
     return Coco
 
 
+def get_coco_gpu() -> Dialect:
+    from coconet_ir.dialects.coco_gpu import CocoGpu
+
+    return CocoGpu
+
+
 def get_all_dialects() -> dict[str, Callable[[], Dialect]]:
-    return {"coco": get_coco}
+    return {"coco": get_coco, "coco_gpu": get_coco_gpu}
 
 
 def _pass_getter(module: str, cls: str) -> Callable[[], type[ModulePass]]:

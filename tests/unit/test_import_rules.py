@@ -20,6 +20,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "passes": (*LOWER, "passes"),
     "interpreter": (*LOWER, "interpreter"),
     "lowering": (*LOWER, "passes", "lowering"),
+    "backend": (*LOWER, "backend"),
 }
 """Package → the packages it may import; the API and tools layers (universe,
 pipeline, dsl, schedule, tools, the package itself) may import anything."""

@@ -1,0 +1,462 @@
+"""The `coco_gpu` dialect: what MLIR's upstream `gpu` dialect lacks for coco.
+
+The device level of docs/gpu.md §1. Kernels and launches are upstream
+(`gpu.module`, `gpu.func`, `gpu.launch_func`, `memref`, `arith`, `scf`,
+`math`); this dialect adds only the collective-communication library calls
+(NCCL), the matmul library call (cuBLAS), cross-stream events, launch sizing,
+and the peer-to-peer machinery of fused collective kernels: symmetric buffers
+that peers can address, signal pads with monotonic epochs. It plays the part
+xDSL's `mpi` dialect plays for MPI.
+
+Which stream a device op runs on is the discardable integer attribute
+`coco_gpu.stream` (default 0), on these ops and on `gpu.launch_func` alike, so
+real MLIR accepts it on upstream ops.
+
+The dialect imports no pass, analysis or lowering (docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from xdsl.dialects.builtin import (
+    I64,
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    SymbolRefAttr,
+    UnitAttr,
+    i64,
+)
+from xdsl.ir import Attribute, Dialect, Operation, ParametrizedAttribute, SSAValue
+from xdsl.irdl import (
+    IRDLOperation,
+    VarConstraint,
+    base,
+    irdl_attr_definition,
+    irdl_op_definition,
+    operand_def,
+    opt_prop_def,
+    prop_def,
+    result_def,
+    traits_def,
+)
+from xdsl.traits import Pure
+
+from coconet_ir.dialects.coco.attributes import ReductionKindAttr
+
+STREAM_ATTR = "coco_gpu.stream"
+"""The discardable attribute that says which of the context's streams a device
+op (or a `gpu.launch_func`) runs on; absent means stream 0."""
+
+ENTRY_ATTR = "coco_gpu.entry"
+"""On a host `func.func`: the coco function type it was converted from (so the
+host driver knows each buffer's layout and which arguments are updated)."""
+
+
+def stream_of(op: Operation) -> int:
+    """The stream `op` runs on (docs/gpu.md §1)."""
+    attr = op.attributes.get(STREAM_ATTR)
+    return attr.value.data if isinstance(attr, IntegerAttr) else 0
+
+
+def set_stream(op: Operation, stream: int) -> None:
+    if stream:
+        op.attributes[STREAM_ATTR] = IntegerAttr(stream, i64)
+    else:
+        op.attributes.pop(STREAM_ATTR, None)
+
+
+# ============================================================================
+# Types
+# ============================================================================
+
+
+@irdl_attr_definition
+class EventType(ParametrizedAttribute):
+    """`!coco_gpu.event`: a point in a stream's work that other streams wait for."""
+
+    name = "coco_gpu.event"
+
+
+@irdl_attr_definition
+class PeersType(ParametrizedAttribute):
+    """`!coco_gpu.peers`: the table a fused kernel needs to reach its peers —
+    every rank's symmetric-workspace base and signal pad, and this rank's
+    index (the runtime's `coco_peers`, passed to kernels by value)."""
+
+    name = "coco_gpu.peers"
+
+
+# ============================================================================
+# Library calls (host side, enqueued on a stream)
+# ============================================================================
+
+
+class NcclCollectiveOp(IRDLOperation):
+    """A NCCL collective from `input` into `output` on the stage's
+    communicator (docs/gpu.md §2)."""
+
+    input = operand_def(MemRefType)
+    output = operand_def(MemRefType)
+
+    def __init__(
+        self,
+        input: SSAValue | Operation,
+        output: SSAValue | Operation,
+        properties: dict[str, Attribute] | None = None,
+    ):
+        super().__init__(operands=[input, output], properties=properties or {})
+
+
+@irdl_op_definition
+class NcclAllReduceOp(NcclCollectiveOp):
+    """`ncclAllReduce`: `output` = the reduction of every rank's `input`."""
+
+    name = "coco_gpu.nccl_all_reduce"
+    reduction = prop_def(ReductionKindAttr)
+    assembly_format = (
+        "$input `,` $output `reduction` `=` $reduction attr-dict `:` "
+        "type($input) `,` type($output)"
+    )
+
+    def __init__(self, input, output, reduction: ReductionKindAttr):
+        super().__init__(input, output, {"reduction": reduction})
+
+
+@irdl_op_definition
+class NcclReduceScatterOp(NcclCollectiveOp):
+    """`ncclReduceScatter`: `output` = block `rank` (contiguous, of
+    `size(input) / N` elements) of the reduction of every rank's `input`."""
+
+    name = "coco_gpu.nccl_reduce_scatter"
+    reduction = prop_def(ReductionKindAttr)
+    assembly_format = (
+        "$input `,` $output `reduction` `=` $reduction attr-dict `:` "
+        "type($input) `,` type($output)"
+    )
+
+    def __init__(self, input, output, reduction: ReductionKindAttr):
+        super().__init__(input, output, {"reduction": reduction})
+
+
+@irdl_op_definition
+class NcclAllGatherOp(NcclCollectiveOp):
+    """`ncclAllGather`: `output` = every rank's `input`, concatenated in rank
+    order (contiguous blocks)."""
+
+    name = "coco_gpu.nccl_all_gather"
+    assembly_format = "$input `,` $output attr-dict `:` type($input) `,` type($output)"
+
+
+@irdl_op_definition
+class NcclBroadcastOp(NcclCollectiveOp):
+    """`ncclBroadcast`: `output` = rank `root`'s `input`."""
+
+    name = "coco_gpu.nccl_broadcast"
+    root = prop_def(IntegerAttr[I64])
+    assembly_format = (
+        "$input `,` $output `root` `=` $root attr-dict `:` type($input) `,` "
+        "type($output)"
+    )
+
+    def __init__(self, input, output, root: int):
+        super().__init__(input, output, {"root": IntegerAttr(root, i64)})
+
+
+@irdl_op_definition
+class NcclAllToAllOp(NcclCollectiveOp):
+    """All-to-all of contiguous blocks (grouped `ncclSend`/`ncclRecv`): block
+    `p` of `input` goes to rank `p`, which stores it as block `rank` of its
+    `output`."""
+
+    name = "coco_gpu.nccl_all_to_all"
+    assembly_format = "$input `,` $output attr-dict `:` type($input) `,` type($output)"
+
+
+@irdl_op_definition
+class NcclSendOp(IRDLOperation):
+    """`ncclSend` of `input` to rank `rank` of stage `stage` (a pipeline's
+    communicator spans every stage)."""
+
+    name = "coco_gpu.nccl_send"
+    input = operand_def(MemRefType)
+    stage = prop_def(SymbolRefAttr)
+    channel = prop_def(IntegerAttr[I64])
+    assembly_format = (
+        "$input `to` $stage `channel` `=` $channel attr-dict `:` type($input)"
+    )
+
+    def __init__(self, input: SSAValue | Operation, stage: str, channel: int):
+        super().__init__(
+            operands=[input],
+            properties={
+                "stage": SymbolRefAttr(stage),
+                "channel": IntegerAttr(channel, i64),
+            },
+        )
+
+
+@irdl_op_definition
+class NcclRecvOp(IRDLOperation):
+    """`ncclRecv` into `output` from rank `rank` of stage `stage`."""
+
+    name = "coco_gpu.nccl_recv"
+    output = operand_def(MemRefType)
+    stage = prop_def(SymbolRefAttr)
+    channel = prop_def(IntegerAttr[I64])
+    assembly_format = (
+        "$output `from` $stage `channel` `=` $channel attr-dict `:` type($output)"
+    )
+
+    def __init__(self, output: SSAValue | Operation, stage: str, channel: int):
+        super().__init__(
+            operands=[output],
+            properties={
+                "stage": SymbolRefAttr(stage),
+                "channel": IntegerAttr(channel, i64),
+            },
+        )
+
+
+@irdl_op_definition
+class GemmOp(IRDLOperation):
+    """A cuBLAS matmul, row-major: `c[..., M] = a[..., K] @ b[K, M]`, f32
+    accumulation (`cublasGemmEx`; the leading dims of `a` and `c` are rows).
+    With `accumulate`, `c += a @ b`."""
+
+    name = "coco_gpu.gemm"
+    a = operand_def(MemRefType)
+    b = operand_def(MemRefType)
+    c = operand_def(MemRefType)
+    accumulate = opt_prop_def(UnitAttr)
+    assembly_format = (
+        "$a `,` $b `,` $c (`accumulate` $accumulate^)? attr-dict `:` type($a) `,` "
+        "type($b) `,` type($c)"
+    )
+
+    def __init__(self, a, b, c, *, accumulate: bool = False):
+        super().__init__(
+            operands=[a, b, c],
+            properties={"accumulate": UnitAttr()} if accumulate else {},
+        )
+
+
+# ============================================================================
+# Streams, events, launch sizes
+# ============================================================================
+
+
+@irdl_op_definition
+class RecordEventOp(IRDLOperation):
+    """`cudaEventRecord` on the op's stream: a point later work can wait for."""
+
+    name = "coco_gpu.record_event"
+    event = result_def(EventType)
+    assembly_format = "attr-dict"
+
+    def __init__(self, stream: int = 0):
+        super().__init__(result_types=[EventType()])
+        set_stream(self, stream)
+
+
+@irdl_op_definition
+class WaitEventOp(IRDLOperation):
+    """`cudaStreamWaitEvent`: the op's stream waits for `event`."""
+
+    name = "coco_gpu.wait_event"
+    event = operand_def(EventType)
+    assembly_format = "$event attr-dict"
+
+    def __init__(self, event: SSAValue | Operation, stream: int = 0):
+        super().__init__(operands=[event])
+        set_stream(self, stream)
+
+
+@irdl_op_definition
+class GridBlocksOp(IRDLOperation):
+    """The number of blocks of a grid-stride launch over `count` items with
+    `threads` threads per block: enough to cover them, capped to fill the
+    device (`coco::grid_blocks`). Kernels are correct for any grid size."""
+
+    name = "coco_gpu.grid_blocks"
+    traits = traits_def(Pure())
+    count = operand_def(IndexType)
+    threads = operand_def(IndexType)
+    result = result_def(IndexType)
+    assembly_format = "$count `,` $threads attr-dict"
+
+    def __init__(self, count: SSAValue | Operation, threads: SSAValue | Operation):
+        super().__init__(operands=[count, threads], result_types=[IndexType()])
+
+
+@irdl_op_definition
+class RankOp(IRDLOperation):
+    """This rank's index within its stage (`ctx->rank`), on the host; kernels
+    that need it take it as an argument."""
+
+    name = "coco_gpu.rank"
+    traits = traits_def(Pure())
+    result = result_def(IndexType)
+    assembly_format = "attr-dict"
+
+    def __init__(self):
+        super().__init__(result_types=[IndexType()])
+
+
+# ============================================================================
+# Symmetric memory and signals (fused collective kernels)
+# ============================================================================
+
+
+@irdl_op_definition
+class SymmetricBufferOp(IRDLOperation):
+    """This rank's view of the symmetric workspace at byte `offset`: the same
+    offset on every rank, so a kernel reaches a peer's copy with
+    `coco_gpu.peer_view`. The conversion lays the buffers out; the module's
+    total is `coco_symmetric_bytes()`."""
+
+    name = "coco_gpu.symmetric_buffer"
+    traits = traits_def(Pure())
+    offset = prop_def(IntegerAttr[I64])
+    result = result_def(MemRefType)
+    assembly_format = "`offset` `=` $offset attr-dict `:` type($result)"
+
+    def __init__(self, offset: int, type: MemRefType):
+        super().__init__(
+            properties={"offset": IntegerAttr(offset, i64)}, result_types=[type]
+        )
+
+
+@irdl_op_definition
+class PeersOp(IRDLOperation):
+    """The context's peer table (host side), to pass to a fused kernel."""
+
+    name = "coco_gpu.peers"
+    traits = traits_def(Pure())
+    result = result_def(PeersType)
+    assembly_format = "attr-dict"
+
+    def __init__(self):
+        super().__init__(result_types=[PeersType()])
+
+
+@irdl_op_definition
+class NextEpochOp(IRDLOperation):
+    """The next value of this rank's epoch counter (host side). Epochs only
+    grow, so a signal slot never needs resetting: a launch waits for
+    `slot >= its epoch`."""
+
+    name = "coco_gpu.next_epoch"
+    result = result_def(i64)
+    assembly_format = "attr-dict"
+
+    def __init__(self):
+        super().__init__(result_types=[i64])
+
+
+@irdl_op_definition
+class PeerViewOp(IRDLOperation):
+    """In a kernel: rank `peer`'s copy of the symmetric buffer `buffer`."""
+
+    name = "coco_gpu.peer_view"
+    traits = traits_def(Pure())
+    T: ClassVar = VarConstraint("T", base(MemRefType))
+    peers = operand_def(PeersType)
+    buffer = operand_def(T)
+    peer = operand_def(IndexType)
+    result = result_def(T)
+    assembly_format = "$peers `,` $buffer `,` $peer attr-dict `:` type($buffer)"
+
+    def __init__(self, peers, buffer: SSAValue | Operation, peer):
+        buffer_value = SSAValue.get(buffer)
+        super().__init__(
+            operands=[peers, buffer_value, peer], result_types=[buffer_value.type]
+        )
+
+
+@irdl_op_definition
+class SignalOp(IRDLOperation):
+    """In a kernel: make this block's earlier writes visible system-wide, then
+    store `value` into slot `slot` of rank `peer`'s signal pad (release, system
+    scope). Issued by one thread after a barrier."""
+
+    name = "coco_gpu.signal"
+    peers = operand_def(PeersType)
+    peer = operand_def(IndexType)
+    slot = operand_def(IndexType)
+    value = operand_def(i64)
+    assembly_format = "$peers `,` $peer `,` $slot `,` $value attr-dict"
+
+    def __init__(self, peers, peer, slot, value):
+        super().__init__(operands=[peers, peer, slot, value])
+
+
+@irdl_op_definition
+class WaitSignalOp(IRDLOperation):
+    """In a kernel: poll slot `slot` of this rank's signal pad until it holds
+    at least `value` (acquire, system scope). Issued by one thread, followed by
+    a barrier."""
+
+    name = "coco_gpu.wait_signal"
+    peers = operand_def(PeersType)
+    slot = operand_def(IndexType)
+    value = operand_def(i64)
+    assembly_format = "$peers `,` $slot `,` $value attr-dict"
+
+    def __init__(self, peers, slot, value):
+        super().__init__(operands=[peers, slot, value])
+
+
+COCO_GPU_OPS = [
+    NcclAllReduceOp,
+    NcclReduceScatterOp,
+    NcclAllGatherOp,
+    NcclBroadcastOp,
+    NcclAllToAllOp,
+    NcclSendOp,
+    NcclRecvOp,
+    GemmOp,
+    RecordEventOp,
+    WaitEventOp,
+    GridBlocksOp,
+    RankOp,
+    SymmetricBufferOp,
+    PeersOp,
+    NextEpochOp,
+    PeerViewOp,
+    SignalOp,
+    WaitSignalOp,
+]
+
+CocoGpu = Dialect("coco_gpu", COCO_GPU_OPS, [EventType, PeersType])
+
+__all__ = [
+    "COCO_GPU_OPS",
+    "ENTRY_ATTR",
+    "STREAM_ATTR",
+    "CocoGpu",
+    "EventType",
+    "GemmOp",
+    "GridBlocksOp",
+    "NcclAllGatherOp",
+    "NcclAllReduceOp",
+    "NcclAllToAllOp",
+    "NcclBroadcastOp",
+    "NcclCollectiveOp",
+    "NcclRecvOp",
+    "NcclReduceScatterOp",
+    "NcclSendOp",
+    "NextEpochOp",
+    "PeerViewOp",
+    "PeersOp",
+    "PeersType",
+    "RankOp",
+    "RecordEventOp",
+    "SignalOp",
+    "SymmetricBufferOp",
+    "WaitEventOp",
+    "WaitSignalOp",
+    "set_stream",
+    "stream_of",
+]
