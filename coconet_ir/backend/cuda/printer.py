@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import singledispatchmethod
 
+import numpy
 from xdsl.dialects import arith, func, gpu, memref, scf
 from xdsl.dialects import math as mathd
 from xdsl.dialects.builtin import (
@@ -63,7 +64,8 @@ C_RESERVED = frozenset(
     signed sizeof static struct switch typedef union unsigned void volatile while
     class delete new this template typename namespace operator private public
     true false nullptr ctx dim3 threadIdx blockIdx blockDim gridDim warpSize
-    coco std main""".split()
+    coco std main half nv_bfloat16 float2 float4 int2 int4 uint2 uint4 size_t
+    int32_t int64_t uint32_t uint64_t""".split()
 )
 
 VIEW_OPS = (
@@ -131,14 +133,14 @@ class Expr:
 
 def float_literal(value: float, t: Attribute) -> Expr:
     """A float constant of type `t`."""
-    is_double = t == IntegerType(64) or c_type(t) == "double"
+    is_double = c_type(t) == "double"
     suffix = "" if is_double else "f"
     if math.isnan(value):
         text = "NAN"
     elif math.isinf(value):
         text = "INFINITY" if value > 0 else "-INFINITY"
     else:
-        text = repr(value)
+        text = repr(value) if is_double else str(numpy.float32(value))
         if "e" not in text and "." not in text:
             text += ".0"
         text += suffix
@@ -555,11 +557,14 @@ class CudaPrinter(BasePrinter):
         else:
             raise CocoError("the CUDA target prints only scalar constants", op)
 
-    def float_operands(self, op: Operation) -> list[str]:
-        """The operands of a float op, widened to float if they are halves."""
+    def float_operands(self, op: Operation, *, call: bool = False) -> list[str]:
+        """The operands of a float op, widened to float if they are halves;
+        parenthesized as operands of an operator unless `call` (arguments)."""
         t = op.operands[0].type
         if is_half(t):
             return [f"{to_float(t)}({self.text(v)})" for v in op.operands]
+        if call:
+            return [self.text(v) for v in op.operands]
         return [self.operand(v) for v in op.operands]
 
     def float_result(self, op: Operation, expr: str, atomic: bool = False) -> None:
@@ -587,7 +592,7 @@ class CudaPrinter(BasePrinter):
     @print.register(arith.MinimumfOp)
     @print.register(arith.MinnumfOp)
     def _(self, op: arith.MaximumfOp) -> None:
-        lhs, rhs = self.float_operands(op)
+        lhs, rhs = self.float_operands(op, call=True)
         function = self.math_name(FLOAT_MIN_MAX[type(op)], op)
         self.float_result(op, f"{function}({lhs}, {rhs})", True)
 
@@ -769,7 +774,7 @@ class CudaPrinter(BasePrinter):
         t = op.results[0].type
         if not is_float(t):
             raise CocoError("the CUDA target prints math on floats only", op)
-        args = self.float_operands(op)
+        args = self.float_operands(op, call=True)
         function = self.math_name(MATH_FUNCTIONS[type(op)], op)
         self.float_result(op, f"{function}({', '.join(args)})", True)
 
@@ -975,12 +980,10 @@ class CudaPrinter(BasePrinter):
     def _(self, op: gpu.LaunchFuncOp) -> None:
         kernel = sanitize(op.kernel.nested_references.data[-1].data, "kernel")
         grid = ", ".join(
-            f"(unsigned){self.operand(v)}"
-            for v in (op.gridSizeX, op.gridSizeY, op.gridSizeZ)
+            self.launch_size(v) for v in (op.gridSizeX, op.gridSizeY, op.gridSizeZ)
         )
         block = ", ".join(
-            f"(unsigned){self.operand(v)}"
-            for v in (op.blockSizeX, op.blockSizeY, op.blockSizeZ)
+            self.launch_size(v) for v in (op.blockSizeX, op.blockSizeY, op.blockSizeZ)
         )
         shared = (
             self.text(op.dynamicSharedMemorySize)
@@ -993,12 +996,19 @@ class CudaPrinter(BasePrinter):
             f"{self.on_stream(op)}{args});"
         )
 
+    def launch_size(self, value: SSAValue) -> str:
+        """A dim3 component: `256u` for a constant, else a cast."""
+        owner = value.owner
+        if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
+            return f"{owner.value.value.data}u"
+        return f"(unsigned){self.operand(value)}"
+
     @print.register
     def _(self, op: coco_gpu.GridBlocksOp) -> None:
         self.bind(
             op.result,
             Expr(
-                f"(int64_t)coco::grid_blocks(ctx, {self.text(op.count)}, "
+                f"coco::grid_blocks(ctx, {self.text(op.count)}, "
                 f"{self.text(op.threads)})",
                 True,
             ),
