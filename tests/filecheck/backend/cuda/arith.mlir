@@ -39,7 +39,8 @@ builtin.module attributes {gpu.container_module} {
       %lo, %hi = arith.mului_extended %v, %k : i32
       %x1 = arith.xori %hi, %v : i32
       %s1 = arith.addi %x1, %lo : i32
-      %sh = arith.shrui %s1, %k : i32
+      %c16 = arith.constant 16 : i32
+      %sh = arith.shrui %s1, %c16 : i32
       memref.store %sh, %x[%i] : memref<4xi32>
       %f = arith.uitofp %s1 : i32 to f32
       %p = arith.constant 2.3283064e-10 : f32
@@ -75,7 +76,7 @@ builtin.module attributes {gpu.container_module} {
 // CHECK-NEXT:    const int64_t i = (int64_t)threadIdx.x;
 // CHECK-NEXT:    const int32_t v = x[i];
 // CHECK-NEXT:    const int32_t s1 = (int32_t)((uint32_t)((int32_t)__umulhi((uint32_t)v, (uint32_t)(-766435501)) ^ v) + (uint32_t)(int32_t)((uint32_t)v * (uint32_t)(-766435501)));
-// CHECK-NEXT:    x[i] = (int32_t)((uint32_t)s1 >> (uint32_t)(-766435501));
+// CHECK-NEXT:    x[i] = (int32_t)((uint32_t)s1 >> (uint32_t)16);
 // CHECK-NEXT:    const float u = (float)(uint32_t)s1 * 2.3283064e-10f;
 // CHECK-NEXT:    y[i] = (u >= 2.3283064e-10f) ? u : 0.0f;
 // CHECK-NEXT:    mask[i] = (uint64_t)i < (uint64_t)2;
