@@ -144,8 +144,8 @@ def float_literal(value: float, t: Attribute) -> Expr:
         if "e" not in text and "." not in text:
             text += ".0"
         text += suffix
-    if (is_double and text.endswith("INFINITY")) or text == "NAN":
-        text = f"{'(double)' if is_double else '(float)'}{text}"
+    if is_double and text in ("NAN", "INFINITY", "-INFINITY"):
+        text = f"(double){text}"
     if is_half(t):
         return Expr(f"{from_float(t)}({text})", True)
     return Expr(text, not text.startswith("-"))

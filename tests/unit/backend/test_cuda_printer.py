@@ -108,7 +108,7 @@ def test_constants_by_type():
     assert float_literal(0.1, f32).text == "0.1f"
     assert float_literal(2.0, f64).text == "2.0"
     assert float_literal(float("inf"), f32).text == "INFINITY"
-    assert float_literal(float("-inf"), f64).text == "-(double)INFINITY"
+    assert float_literal(float("-inf"), f64).text == "(double)-INFINITY"
     assert float_literal(1.0, f16).text == "__float2half(1.0f)"
     assert float_literal(1.0, bf16).text == "__float2bfloat16(1.0f)"
     assert int_literal(1, i1).text == "true"
