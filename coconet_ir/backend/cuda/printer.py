@@ -372,7 +372,9 @@ class CudaPrinter(BasePrinter):
         if not value.uses:
             self.line(f"(void){expr.operand()};")
             return
-        name = self.name_value(value)
+        owner = value.owner
+        fallback = owner.name.split(".")[-1] if isinstance(owner, Operation) else "v"
+        name = self.name_value(value, fallback)
         if isinstance(value.type, MemRefType):
             self.line(f"auto *const {name} = {expr.text};")
         else:
