@@ -37,7 +37,8 @@ def cuda_toolkit():
         roots.append(os.path.dirname(os.path.dirname(os.path.realpath(ptxas_path))))
     roots += sorted(glob.glob("/usr/local/cuda*"), reverse=True)
     for root in roots:
-        if root and os.path.exists(os.path.join(root, "nvvm/libdevice/libdevice.10.bc")):
+        libdevice = os.path.join(root or "", "nvvm/libdevice/libdevice.10.bc")
+        if root and os.path.exists(libdevice):
             return root
     return None
 
