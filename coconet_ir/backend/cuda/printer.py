@@ -503,7 +503,11 @@ class CudaPrinter(BasePrinter):
                 params.append(f"{self.ctype(arg.type, op)} {pname}")
         if is_kernel(op):
             threads = self.known_block_size(op)
-            bounds = f"__launch_bounds__({threads}) " if threads else ""
+            bounds = (
+                f"__launch_bounds__({threads}, {min_blocks(threads)}) "
+                if threads
+                else ""
+            )
             head = f'extern "C" __global__ void {bounds}{name}'
         else:
             outputs = op.function_type.outputs.data
@@ -1212,6 +1216,14 @@ class CudaPrinter(BasePrinter):
 
 for _math_op in MATH_FUNCTIONS:
     CudaPrinter.print.register(_math_op)(CudaPrinter.print_math)
+
+
+def min_blocks(threads: int) -> int:
+    """The blocks per SM a kernel's registers must allow (`__launch_bounds__`'s
+    second argument): 1024 threads' worth, so ptxas may use up to 64 registers
+    a thread rather than squeezing to full occupancy (and spilling around
+    libdevice's slow paths)."""
+    return max(1, 1024 // threads)
 
 
 def launch_threads(op: gpu.LaunchFuncOp) -> int | None:

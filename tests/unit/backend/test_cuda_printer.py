@@ -86,7 +86,7 @@ def test_multi_use_values_are_named_single_use_values_fold():
     # blockDim.x is used twice: named; the thread index once: folded.
     assert "const int64_t bdim = (int64_t)blockDim.x;" in text
     assert "const int64_t tid" not in text
-    assert "+ (int64_t)threadIdx.x; i < n;" in text
+    assert "start = ((int64_t)blockIdx.x * bdim) + (int64_t)threadIdx.x;" in text
 
 
 def test_names_are_sanitized_and_unique():
