@@ -385,8 +385,14 @@ class CudaPrinter(BasePrinter):
             return c_type(t)
         except UnsupportedType as err:
             op = at.owner if isinstance(at, SSAValue) else at
+            hint = (
+                " (the CUDA target prints the device level: run "
+                "convert-coco-to-gpu first)"
+                if t.name.startswith("coco.")
+                else ""
+            )
             raise CocoError(
-                f"the CUDA target cannot print this: {err}",
+                f"the CUDA target cannot print this: {err}{hint}",
                 op if isinstance(op, Operation) else None,
             ) from None
 
@@ -406,6 +412,12 @@ class CudaPrinter(BasePrinter):
 
     @singledispatchmethod
     def print(self, op: Operation) -> None:
+        if op.name.startswith("coco."):
+            raise CocoError(
+                "is tensor-level: the CUDA target prints the device level "
+                "(run convert-coco-to-gpu first)",
+                op,
+            )
         raise CocoError(
             f"the CUDA target does not know '{op.name}' "
             f"({'in a kernel' if self.in_kernel else 'on the host'})",
