@@ -92,6 +92,19 @@ class PipelineChannels:
         graph.add_edges_from((c.source, c.dest) for c in self.ends.values())
         return graph
 
+    def stage_indices(self) -> dict[str, int]:
+        """Each function's stage number within its pipeline: its position, in
+        module order, among the functions connected to it (0 for a function
+        that is a pipeline of its own). Rank `r` of stage `s` is global rank
+        `s * N + r` of a pipeline's communicator (docs/gpu.md §2)."""
+        from networkx import connected_components
+
+        indices: dict[str, int] = {}
+        for group in connected_components(self.stages()):
+            for index, name in enumerate(f for f in self.functions if f in group):
+                indices[name] = index
+        return indices
+
     def channel(self, op: SendOp | RecvOp) -> Channel:
         return self.ends[op]
 
