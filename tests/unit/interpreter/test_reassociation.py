@@ -274,3 +274,15 @@ def test_reduction_tolerance_scales_with_length_and_magnitude():
     per_element = reduction_tolerance("f32", 8, np.array([1.0, 2.0]))
     assert isinstance(per_element, np.ndarray)
     assert per_element[1] == pytest.approx(2 * per_element[0])
+
+
+def test_an_infinite_reduction_bound_still_catches_nan_and_infinity():
+    # K u >= 1 makes the worst-case bound infinite; a NaN or an infinity
+    # against a number is still a difference, NaN against NaN is not.
+    reference = np.array([1.0, np.nan, np.inf])
+    assert compare_outputs(reference, reference, "f32", reduction_length=2**24) is None
+    for actual in ([np.nan, np.nan, np.inf], [1.0, 2.0, np.inf], [1.0, np.nan, 3.0]):
+        difference = compare_outputs(
+            reference, np.array(actual), "f32", reduction_length=2**24
+        )
+        assert difference is not None
