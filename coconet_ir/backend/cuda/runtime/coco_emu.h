@@ -988,13 +988,16 @@ inline void run_nccl_ops(const std::vector<nccl_op> &ops) {
 }
 
 inline thread_local int group_depth = 0;
-inline thread_local std::vector<nccl_op> group_ops;
+// Heap-held: a thread_local with a destructor races with the TLS teardown of
+// threads the harness does not join (ThreadSanitizer reports it).
+inline thread_local std::vector<nccl_op> *group_ops = nullptr;
 
 inline void submit(nccl_op op) {
   coco_emu_world *w = op.stream->world;
   if (w) w->nccl_calls[(size_t)op.stream->global * COCO_EMU_STREAMS + op.stream->index].fetch_add(1);
   if (group_depth > 0) {
-    group_ops.push_back(std::move(op));
+    if (!group_ops) group_ops = new std::vector<nccl_op>();
+    group_ops->push_back(std::move(op));
     return;
   }
   CUstream_st *s = op.stream;
@@ -1319,7 +1322,11 @@ inline ncclResult_t ncclGroupEnd() {
   if (coco_emu::group_depth <= 0) return ncclInvalidUsage;
   if (--coco_emu::group_depth > 0) return ncclSuccess;
   std::vector<coco_emu::nccl_op> ops;
-  ops.swap(coco_emu::group_ops);
+  if (coco_emu::group_ops) {
+    ops.swap(*coco_emu::group_ops);
+    delete coco_emu::group_ops;
+    coco_emu::group_ops = nullptr;
+  }
   std::vector<CUstream_st *> order;  // one task per stream, in issue order
   for (auto &op : ops)
     if (std::find(order.begin(), order.end(), op.stream) == order.end()) order.push_back(op.stream);
