@@ -112,7 +112,8 @@ def main(directory: Path) -> int:
     for _, _, args, outputs in calls:
         for output, index in outputs.items():
             for rank in range(world):
-                saved[f"{output}/{rank}"] = args[rank][index]
+                # raw bytes: npz would lose extension dtypes (bfloat16)
+                saved[f"{output}/{rank}"] = args[rank][index].reshape(-1).view(np.uint8)
     np.savez(directory / "outputs.npz", **saved)
     (directory / "result.json").write_text(json.dumps({"stats": stats}))
     return 0

@@ -101,7 +101,7 @@ def run_emulated(
     statistics (docs/gpu.md §3). `watchdog` sets COCO_EMU_TIMEOUT (seconds)
     in the child; `timeout` bounds the whole run."""
     library = Path(library)
-    names: set[str] = set()
+    names: dict[str, list[np.ndarray]] = {}  # output -> rank's argument
     for call in calls:
         if not 0 <= call.stage < num_stages:
             raise CocoError(f"{call.entry}: stage {call.stage} out of range (0..{num_stages - 1})")
@@ -109,10 +109,13 @@ def run_emulated(
             raise CocoError(
                 f"{call.entry}: arguments for {len(call.args)} ranks, world has {world}"
             )
-        for name in call.outputs:
+        for name, index in call.outputs.items():
             if name in names:
                 raise CocoError(f"output '{name}' named twice")
-            names.add(name)
+            arrays = [args[index] for args in call.args]
+            if not all(isinstance(a, np.ndarray) for a in arrays):
+                raise CocoError(f"output '{name}' of {call.entry} is not an array")
+            names[name] = arrays
     request = {
         "library": str(library),
         "world": world,
@@ -164,6 +167,9 @@ def run_emulated(
         report = json.loads((work / "result.json").read_text())
         with np.load(work / "outputs.npz") as saved:
             outputs: dict[str, list[np.ndarray]] = {}
-            for name in names:
-                outputs[name] = [saved[f"{name}/{r}"] for r in range(world)]
+            for name, arrays in names.items():
+                outputs[name] = [
+                    saved[f"{name}/{r}"].view(a.dtype).reshape(a.shape)
+                    for r, a in enumerate(arrays)
+                ]
     return outputs, report["stats"]

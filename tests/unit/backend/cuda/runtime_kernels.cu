@@ -300,4 +300,16 @@ extern "C" int coco_bad_launch(coco_context *ctx, float *y) {
   return 0;
 }
 
+// a data race on purpose (two streams, no event): ThreadSanitizer must see it
+__global__ void bump(int *counter) {
+  if (threadIdx.x == 0) *counter += 1;
+}
+
+extern "C" int coco_racy(coco_context *ctx, int *counter) {
+  COCO_LAUNCH(bump, 1, 1, 0, ctx->streams[0], counter);
+  COCO_LAUNCH(bump, 1, 1, 0, ctx->streams[1], counter);
+  COCO_CHECK_CUDA(cudaGetLastError());
+  return 0;
+}
+
 extern "C" size_t coco_symmetric_bytes(void) { return 1 << 16; }
