@@ -169,6 +169,40 @@ def test_shared_memory_block_reduction(lib):
     assert outputs["total"][0][0] == x.sum()
 
 
+def test_dynamic_shared_atomics_umulhi_dtype_helpers(lib):
+    n = 2
+    xs = [np.arange(32, dtype=np.float32) + r for r in range(n)]
+    outputs, _ = run_emulated(
+        lib,
+        n,
+        [
+            EntryCall(
+                "coco_odds_and_ends",
+                [
+                    [
+                        xs[r],
+                        np.zeros(32, np.float32),
+                        np.full(1, 5, np.int32),
+                        np.zeros(1, np.float64),
+                        np.zeros(32, np.uint32),
+                        np.zeros(32, np.float32),
+                    ]
+                    for r in range(n)
+                ],
+                outputs={"reversed": 1, "count": 2, "sum": 3, "high": 4, "ar": 5},
+            )
+        ],
+    )
+    t = np.arange(32, dtype=np.uint64)
+    high = ((0x80000000 + t) * (0xFFFFFFFF - t)) >> np.uint64(32)
+    for r in range(n):
+        np.testing.assert_array_equal(outputs["reversed"][r], xs[r][::-1])
+        assert outputs["count"][r][0] == 5 + 32
+        assert outputs["sum"][r][0] == xs[r].sum()
+        np.testing.assert_array_equal(outputs["high"][r], high.astype(np.uint32))
+        np.testing.assert_array_equal(outputs["ar"][r], xs[0] + xs[1])
+
+
 # ---------------------------------------------------------------------------
 # (b) flags: blocks, streams and ranks spin on each other concurrently
 # ---------------------------------------------------------------------------

@@ -73,9 +73,16 @@ inline thread_local uint3 blockIdx{0, 0, 0};
 inline thread_local dim3 blockDim{1, 1, 1};
 inline thread_local dim3 gridDim{1, 1, 1};
 
+#if defined(__SANITIZE_THREAD__)
+// ThreadSanitizer ignores fences: model one as an RMW on a shared atomic,
+// which orders (for tsan) what every fenced thread did before and after.
+inline std::atomic<unsigned> coco_emu_fence_{0};
+inline void __threadfence() { coco_emu_fence_.fetch_add(1, std::memory_order_acq_rel); }
+#else
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
-inline void __threadfence_block() { std::atomic_thread_fence(std::memory_order_seq_cst); }
-inline void __threadfence_system() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+#endif
+inline void __threadfence_block() { __threadfence(); }
+inline void __threadfence_system() { __threadfence(); }
 
 inline unsigned int __umulhi(unsigned int a, unsigned int b) {
   return (unsigned int)(((unsigned long long)a * b) >> 32);
@@ -85,7 +92,9 @@ inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b)
 }
 
 template <class T> inline T coco_emu_atomic_add(T *address, T value) {
-  return std::atomic_ref<T>(*address).fetch_add(value, std::memory_order_relaxed);
+  // CUDA's atomicAdd is relaxed; seq_cst here lets ThreadSanitizer see the
+  // "__threadfence(), then atomicAdd a counter" pattern as synchronization.
+  return std::atomic_ref<T>(*address).fetch_add(value, std::memory_order_seq_cst);
 }
 inline float atomicAdd(float *a, float v) { return coco_emu_atomic_add(a, v); }
 inline double atomicAdd(double *a, double v) { return coco_emu_atomic_add(a, v); }

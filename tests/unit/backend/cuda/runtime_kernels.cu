@@ -267,6 +267,30 @@ extern "C" int coco_twice_via_temp(coco_context *ctx, const float *x, float *y, 
   return 0;
 }
 
+// the rest of the list: dynamic shared memory, atomicAdd on int and double,
+// __umulhi, the dtype helpers
+__global__ void odds_and_ends(const float *x, float *reversed, int *count, double *sum,
+                              unsigned int *high) {
+  COCO_SHARED_DYNAMIC(float, tile);
+  tile[threadIdx.x] = x[threadIdx.x];
+  __syncthreads();
+  reversed[threadIdx.x] = tile[blockDim.x - 1 - threadIdx.x];
+  atomicAdd(count, 1);
+  atomicAdd(sum, (double)x[threadIdx.x]);
+  high[threadIdx.x] = __umulhi(0x80000000u + threadIdx.x, 0xFFFFFFFFu - threadIdx.x);
+}
+
+extern "C" int coco_odds_and_ends(coco_context *ctx, const float *x, float *reversed, int *count,
+                                  double *sum, unsigned int *high, float *all_reduced) {
+  COCO_LAUNCH(odds_and_ends, 1, 32, 32 * sizeof(float), ctx->streams[0], x, reversed, count, sum,
+              high);
+  COCO_CHECK_CUDA(cudaGetLastError());
+  static_assert(coco::cuda_type<__nv_bfloat16>() == CUDA_R_16BF, "dtype table");
+  COCO_CHECK_NCCL(ncclAllReduce(x, all_reduced, 32, coco::nccl_type<float>(), ncclSum, ctx->comm,
+                                ctx->streams[0]));
+  return 0;
+}
+
 // (f) the dropout generator
 __global__ void philox(unsigned long long seed, unsigned long long first, float *u, long long n) {
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
