@@ -182,7 +182,7 @@ def test_dynamic_shared_atomics_umulhi_dtype_helpers(lib):
                     [
                         xs[r],
                         np.zeros(32, np.float32),
-                        np.full(1, 5, np.int32),
+                        np.array([5, 0], np.int32),
                         np.zeros(1, np.float64),
                         np.zeros(32, np.uint32),
                         np.zeros(32, np.float32),
@@ -192,12 +192,13 @@ def test_dynamic_shared_atomics_umulhi_dtype_helpers(lib):
                 outputs={"reversed": 1, "count": 2, "sum": 3, "high": 4, "ar": 5},
             )
         ],
+        symmetric_bytes=SYMMETRIC_BYTES,
     )
     t = np.arange(32, dtype=np.uint64)
     high = ((0x80000000 + t) * (0xFFFFFFFF - t)) >> np.uint64(32)
     for r in range(n):
         np.testing.assert_array_equal(outputs["reversed"][r], xs[r][::-1])
-        assert outputs["count"][r][0] == 5 + 32
+        assert outputs["count"][r].tolist() == [5 + 32, 15]
         assert outputs["sum"][r][0] == xs[r].sum()
         np.testing.assert_array_equal(outputs["high"][r], high.astype(np.uint32))
         np.testing.assert_array_equal(outputs["ar"][r], xs[0] + xs[1])
@@ -665,8 +666,16 @@ def test_compile_error_is_a_coco_error():
     assert isinstance(caught.value, CocoError)
 
 
-def test_builds_are_cached_by_content(lib):
-    again = compile_emulated(kernels_source())
-    assert again == lib
-    other = compile_emulated(kernels_source() + "\n// another build\n")
-    assert other != lib
+def test_builds_are_cached_by_content(lib, tmp_path, monkeypatch):
+    assert compile_emulated(kernels_source()) == lib
+    monkeypatch.setenv("COCONET_CACHE", str(tmp_path))
+    tiny = (
+        '#include "coco_runtime.h"\n'
+        'extern "C" int coco_nothing(coco_context *) { return 0; }\n'
+    )
+    first = compile_emulated(tiny)
+    assert first.parent == tmp_path / "emu"
+    built = first.stat().st_mtime_ns
+    assert compile_emulated(tiny) == first
+    assert first.stat().st_mtime_ns == built
+    assert first.name != lib.name

@@ -54,6 +54,7 @@
 #define __forceinline__ inline __attribute__((always_inline))
 #define __noinline__ __attribute__((noinline))
 #define __align__(n) __attribute__((aligned(n)))
+#define __launch_bounds__(...)
 // A `__shared__` variable would be per thread here: use COCO_SHARED.
 #define __shared__ [[deprecated("the emulation has no __shared__ storage: use COCO_SHARED")]]
 
@@ -90,6 +91,24 @@ inline unsigned int __umulhi(unsigned int a, unsigned int b) {
 inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
   return (unsigned long long)(((unsigned __int128)a * b) >> 64);
 }
+
+inline int __mulhi(int a, int b) { return (int)(((long long)a * b) >> 32); }
+inline long long __mul64hi(long long a, long long b) {
+  return (long long)(((__int128)a * b) >> 64);
+}
+
+template <class To, class From> inline To coco_emu_bit_cast(From from) {
+  static_assert(sizeof(To) == sizeof(From), "same size");
+  To to;
+  std::memcpy(&to, &from, sizeof to);
+  return to;
+}
+inline float __int_as_float(int x) { return coco_emu_bit_cast<float>(x); }
+inline int __float_as_int(float x) { return coco_emu_bit_cast<int>(x); }
+inline float __uint_as_float(unsigned int x) { return coco_emu_bit_cast<float>(x); }
+inline unsigned int __float_as_uint(float x) { return coco_emu_bit_cast<unsigned int>(x); }
+inline double __longlong_as_double(long long x) { return coco_emu_bit_cast<double>(x); }
+inline long long __double_as_longlong(double x) { return coco_emu_bit_cast<long long>(x); }
 
 template <class T> inline T coco_emu_atomic_add(T *address, T value) {
   // CUDA's atomicAdd is relaxed; seq_cst here lets ThreadSanitizer see the

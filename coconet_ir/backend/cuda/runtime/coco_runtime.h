@@ -23,6 +23,7 @@
 #endif
 
 #define COCO_MAX_STREAMS 4
+#define COCO_MAX_EVENTS 64
 #define COCO_MAX_RANKS 16
 #define COCO_ERROR_TEXT 512
 #ifndef COCO_BLOCKS_PER_SM
@@ -50,6 +51,7 @@ struct coco_context {
   ncclComm_t pipeline_comm;  // every rank of every stage: stage s rank r is s*world+r
   cublasHandle_t cublas;
   cudaStream_t streams[COCO_MAX_STREAMS];
+  cudaEvent_t events[COCO_MAX_EVENTS];  // created with the context, for cross-stream joins
   char *symmetric[COCO_MAX_RANKS];  // each rank's symmetric workspace (this stage)
   size_t symmetric_bytes;           // per rank
   uint64_t *signals[COCO_MAX_RANKS];  // each rank's signal pad (this stage)
@@ -93,6 +95,11 @@ inline coco_peers peers_of(const coco_context *ctx) {
     peers.signals[p] = p < ctx->world ? ctx->signals[p] : nullptr;
   }
   return peers;
+}
+
+// This rank's view of the symmetric workspace at byte `offset`.
+template <class T> inline T *symmetric_buffer(coco_context *ctx, size_t offset) {
+  return reinterpret_cast<T *>(ctx->symmetric[ctx->rank] + offset);
 }
 
 // The next value of the rank's monotonic epoch counter: a launch that signals

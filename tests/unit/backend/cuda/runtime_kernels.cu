@@ -269,7 +269,7 @@ extern "C" int coco_twice_via_temp(coco_context *ctx, const float *x, float *y, 
 
 // the rest of the list: dynamic shared memory, atomicAdd on int and double,
 // __umulhi, the dtype helpers
-__global__ void odds_and_ends(const float *x, float *reversed, int *count, double *sum,
+__global__ void __launch_bounds__(32) odds_and_ends(const float *x, float *reversed, int *count, double *sum,
                               unsigned int *high) {
   COCO_SHARED_DYNAMIC(float, tile);
   tile[threadIdx.x] = x[threadIdx.x];
@@ -278,13 +278,26 @@ __global__ void odds_and_ends(const float *x, float *reversed, int *count, doubl
   atomicAdd(count, 1);
   atomicAdd(sum, (double)x[threadIdx.x]);
   high[threadIdx.x] = __umulhi(0x80000000u + threadIdx.x, 0xFFFFFFFFu - threadIdx.x);
+  if (threadIdx.x == 0) {  // the printer's bit casts and signed high products
+    int bits = __float_as_int(__int_as_float(0x3f800000));
+    long long wide = __double_as_longlong(__longlong_as_double(0x3ff0000000000000LL));
+    count[1] = (bits == 0x3f800000) + 2 * (wide == 0x3ff0000000000000LL) +
+               4 * (__mulhi(-2, 0x40000000) == -1) +
+               8 * (__mul64hi(-2LL, 0x4000000000000000LL) == -1LL);
+  }
 }
 
 extern "C" int coco_odds_and_ends(coco_context *ctx, const float *x, float *reversed, int *count,
                                   double *sum, unsigned int *high, float *all_reduced) {
-  COCO_LAUNCH(odds_and_ends, 1, 32, 32 * sizeof(float), ctx->streams[0], x, reversed, count, sum,
+  COCO_LAUNCH(odds_and_ends, 1, 32, 32 * sizeof(float), ctx->streams[1], x, reversed, count, sum,
               high);
   COCO_CHECK_CUDA(cudaGetLastError());
+  COCO_CHECK_CUDA(cudaEventRecord(ctx->events[3], ctx->streams[1]));
+  COCO_CHECK_CUDA(cudaStreamWaitEvent(ctx->streams[0], ctx->events[3], 0));
+  float *workspace = coco::symmetric_buffer<float>(ctx, 256);
+  COCO_CHECK_CUDA(cudaMemcpyAsync(workspace, x, 32 * sizeof(float), cudaMemcpyDeviceToDevice,
+                                  ctx->streams[0]));
+  x = workspace;
   static_assert(coco::cuda_type<__nv_bfloat16>() == CUDA_R_16BF, "dtype table");
   COCO_CHECK_NCCL(ncclAllReduce(x, all_reduced, 32, coco::nccl_type<float>(), ncclSum, ctx->comm,
                                 ctx->streams[0]));
