@@ -69,6 +69,23 @@ struct dim3 {
 };
 typedef dim3 uint3;
 
+// CUDA's vector types (their alignment is what makes vector loads legal).
+struct __attribute__((aligned(8))) float2 { float x, y; };
+struct __attribute__((aligned(16))) float4 { float x, y, z, w; };
+struct __attribute__((aligned(8))) int2 { int x, y; };
+struct __attribute__((aligned(16))) int4 { int x, y, z, w; };
+struct __attribute__((aligned(8))) uint2 { unsigned int x, y; };
+struct __attribute__((aligned(16))) uint4 { unsigned int x, y, z, w; };
+struct __attribute__((aligned(16))) double2 { double x, y; };
+inline float2 make_float2(float x, float y) { return {x, y}; }
+inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+inline int2 make_int2(int x, int y) { return {x, y}; }
+inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
+inline uint2 make_uint2(unsigned int x, unsigned int y) { return {x, y}; }
+inline uint4 make_uint4(unsigned int x, unsigned int y, unsigned int z, unsigned int w) {
+  return {x, y, z, w};
+}
+
 inline thread_local uint3 threadIdx{0, 0, 0};
 inline thread_local uint3 blockIdx{0, 0, 0};
 inline thread_local dim3 blockDim{1, 1, 1};

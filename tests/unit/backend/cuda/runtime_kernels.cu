@@ -275,6 +275,16 @@ __global__ void __launch_bounds__(32) odds_and_ends(const float *x, float *rever
   tile[threadIdx.x] = x[threadIdx.x];
   __syncthreads();
   reversed[threadIdx.x] = tile[blockDim.x - 1 - threadIdx.x];
+  __syncthreads();
+  if (threadIdx.x < 8) {  // vector loads and stores, as the printer vectorizes
+    float4 v = reinterpret_cast<const float4 *>(reversed)[threadIdx.x];
+    v = make_float4(v.x, v.y, v.z, v.w);
+    reinterpret_cast<float4 *>(tile)[threadIdx.x] = v;
+    uint4 u = reinterpret_cast<const uint4 *>(tile)[threadIdx.x];
+    reinterpret_cast<uint4 *>(tile)[threadIdx.x] = u;
+  }
+  __syncthreads();
+  reversed[threadIdx.x] = tile[threadIdx.x];
   atomicAdd(count, 1);
   atomicAdd(sum, (double)x[threadIdx.x]);
   high[threadIdx.x] = __umulhi(0x80000000u + threadIdx.x, 0xFFFFFFFFu - threadIdx.x);
