@@ -653,7 +653,7 @@ def test_failing_entry_reports_the_call(lib):
     with pytest.raises(
         EmulationError,
         match=r"coco_bad_launch on rank 0 of stage 0 returned status 1: "
-        r".*cudaGetLastError\(\) failed: invalid configuration",
+        r".*COCO_LAUNCH\(twice\) failed: invalid configuration",
     ):
         run_emulated(
             lib, 1, [EntryCall("coco_bad_launch", [[np.zeros(1, np.float32)]])]

@@ -265,17 +265,31 @@ template <class T> constexpr cudaDataType_t cuda_type() { return dtype_of<T>::cu
 // Launches, shared memory, error checks
 // ---------------------------------------------------------------------------
 
+// A kernel launch; a bad launch returns COCO_ERR_CUDA from the entry (whose
+// context is `ctx`), recording "COCO_LAUNCH(kernel) failed: reason".
 #ifdef __CUDACC__
-#define COCO_LAUNCH(kernel, grid, block, shared_bytes, stream, ...) \
+#define COCO_LAUNCH_RAW(kernel, grid, block, shared_bytes, stream, ...) \
   kernel<<<(grid), (block), (shared_bytes), (stream)>>>(__VA_ARGS__)
+#else
+#define COCO_LAUNCH_RAW(kernel, grid, block, shared_bytes, stream, ...)          \
+  coco_emu::launch(#kernel, kernel, (grid), (block), (shared_bytes), (stream) \
+                   __VA_OPT__(, ) __VA_ARGS__)
+#endif
+#define COCO_LAUNCH(kernel, grid, block, shared_bytes, stream, ...)                              \
+  do {                                                                                           \
+    COCO_LAUNCH_RAW(kernel, grid, block, shared_bytes, stream, __VA_ARGS__);                     \
+    cudaError_t coco_launch_err_ = cudaGetLastError();                                           \
+    if (coco_launch_err_ != cudaSuccess)                                                         \
+      return coco::fail(ctx, COCO_ERR_CUDA, "COCO_LAUNCH(" #kernel ")",                          \
+                        cudaGetErrorString(coco_launch_err_), __FILE__, __LINE__);               \
+  } while (0)
+
+#ifdef __CUDACC__
 #define COCO_SHARED(T, name, count) __shared__ T name[count]
 #define COCO_SHARED_DYNAMIC(T, name)                                  \
   extern __shared__ __align__(16) unsigned char coco_dynamic_shared_[]; \
   T *name = reinterpret_cast<T *>(coco_dynamic_shared_)
 #else
-#define COCO_LAUNCH(kernel, grid, block, shared_bytes, stream, ...)              \
-  coco_emu::launch(#kernel, kernel, (grid), (block), (shared_bytes), (stream) \
-                   __VA_OPT__(, ) __VA_ARGS__)
 #define COCO_SHARED(T, name, count)                                                 \
   static char coco_shared_tag_##name;                                              \
   T *name = static_cast<T *>(coco_emu::block_shared(&coco_shared_tag_##name,       \
