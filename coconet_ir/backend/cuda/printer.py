@@ -1090,10 +1090,10 @@ class CudaPrinter(BasePrinter):
         block = self.scope.fresh("block", "block")
         p = self.scope.fresh("peer", "peer")
         self.line(
-            f"const size_t {block} = {element_count(source)} / (size_t)ctx->world_size;"
+            f"const size_t {block} = {element_count(source)} / (size_t)ctx->world;"
         )
         self.line("COCO_CHECK_NCCL(ncclGroupStart());")
-        self.line(f"for (int {p} = 0; {p} < ctx->world_size; ++{p}) {{")
+        self.line(f"for (int {p} = 0; {p} < ctx->world; ++{p}) {{")
         with self.indented():
             self.line(
                 f"COCO_CHECK_NCCL(ncclSend({self.operand(op.input)} + {p} * {block}, "
@@ -1116,7 +1116,7 @@ class CudaPrinter(BasePrinter):
         self.nccl(
             op,
             f"{function}({self.text(buffer)}, {element_count(t)}, "
-            f"{self.nccl_type(t, op)}, {stage} * ctx->world_size + ctx->rank, "
+            f"{self.nccl_type(t, op)}, {stage} * ctx->world + ctx->rank, "
             f"ctx->pipeline_comm, {self.on_stream(op)})",
         )
 
@@ -1186,7 +1186,7 @@ class CudaPrinter(BasePrinter):
 
     @print.register
     def _(self, op: coco_gpu.PeersOp) -> None:
-        self.bind(op.result, Expr("coco::peers(ctx)", True))
+        self.bind(op.result, Expr("coco::peers_of(ctx)", True))
 
     @print.register
     def _(self, op: coco_gpu.NextEpochOp) -> None:

@@ -4,16 +4,14 @@ compile with nvcc for sm_90 and sm_80 without a warning, and no kernel spills.
 The FileCheck inputs under tests/filecheck/backend/cuda/ are the op families;
 nvcc compiles all of them in one call per architecture (nvcc is slow). The
 compile tests skip, with the reason, where nvcc or the NCCL/cuBLAS header
-wheels are missing. They include the package's `coco_runtime.h` when it
-exists, else the stub next to this file (the names of docs/gpu.md §2 only).
+wheels are missing; they compile against the package's `coco_runtime.h`
+with `toolchain`'s flags and include path.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -23,11 +21,10 @@ from xdsl.dialects import arith
 from xdsl.dialects.builtin import ModuleOp
 
 import coconet_ir as cc
-from coconet_ir.backend.cuda import CudaPrinter, CudaTarget, print_cuda
+from coconet_ir.backend.cuda import CudaPrinter, CudaTarget, print_cuda, toolchain
 from coconet_ir.diagnostics import CocoError
 
 FAMILIES = ROOT / "tests" / "filecheck" / "backend" / "cuda"
-STUB = Path(__file__).parent / "stub"
 ARCHES = ("sm_90", "sm_80")
 
 
@@ -122,42 +119,15 @@ def test_constants_by_type():
 # ---------------------------------------------------------------------------
 
 
-def cuda_include_dirs() -> list[Path] | str:
-    """The NCCL and cuBLAS include dirs of the `nvidia` wheels, or why not."""
-    spec = importlib.util.find_spec("nvidia")
-    if spec is None or not spec.submodule_search_locations:
-        return "the nvidia-* wheels (NCCL, cuBLAS headers) are not installed"
-    found: dict[str, Path] = {}
-    for base in map(Path, spec.submodule_search_locations):
-        for header in ("nccl.h", "cublas_v2.h"):
-            for candidate in sorted(base.glob(f"*/include/{header}")):
-                found.setdefault(header, candidate.parent)
-    missing = {"nccl.h", "cublas_v2.h"} - found.keys()
-    if missing:
-        return f"no {', '.join(sorted(missing))} in the nvidia wheels"
-    return sorted(set(found.values()))
-
-
-def runtime_include_dir() -> Path:
-    """The package's runtime header dir when it ships one, else the stub."""
-    import coconet_ir.backend.cuda as cuda
-
-    runtime_dir = getattr(cuda, "runtime_dir", None)
-    if runtime_dir is not None:
-        path = Path(runtime_dir())
-        if (path / "coco_runtime.h").exists():
-            return path
-    return STUB
-
-
 def nvcc_or_skip() -> tuple[str, list[Path]]:
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
+    """nvcc and the include path of an emitted `.cu` (the runtime header, the
+    NCCL and cuBLAS wheels: `toolchain`), or skip saying which is missing."""
+    compiler = toolchain.nvcc()
+    if compiler is None:
         pytest.skip("nvcc is not installed")
-    includes = cuda_include_dirs()
-    if isinstance(includes, str):
-        pytest.skip(includes)
-    return nvcc, includes
+    if not toolchain.nccl_include_dirs() or not toolchain.cublas_include_dirs():
+        pytest.skip("the nvidia-nccl-cu13 / nvidia-cublas wheels are not installed")
+    return str(compiler), toolchain.cuda_include_dirs()
 
 
 SPILL = re.compile(
@@ -179,8 +149,8 @@ def compile_all(
         path = workdir / f"{name}.cu"
         path.write_text(text)
         files.append(path.name)
-    flags = ["-std=c++17", "-Werror", "all-warnings", "-Xptxas", "-v", "-c"]
-    include_flags = [f"-I{p}" for p in [runtime_include_dir(), *includes]]
+    flags = [*toolchain.NVCC_FLAGS, "-Xptxas", "-v", "-c"]
+    include_flags = [f"-I{p}" for p in includes]
     reports: dict[str, str] = {}
     for arch in arches:
         proc = subprocess.run(

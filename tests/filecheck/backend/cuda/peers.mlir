@@ -57,7 +57,7 @@ builtin.module attributes {gpu.container_module, coco.world_size = 2 : i64} {
 // CHECK:       extern "C" size_t coco_symmetric_bytes(void) { return 2048; }
 // CHECK-LABEL: extern "C" int coco_fused(coco_context *ctx, float *x) {
 // CHECK-NEXT:    const int64_t epoch = (int64_t)coco::next_epoch(ctx);
-// CHECK-NEXT:    COCO_LAUNCH(push, dim3(1u, 1u, 1u), dim3(256u, 1u, 1u), 0, ctx->streams[0], coco::peers(ctx), coco::symmetric_buffer<float>(ctx, 1024), x, (int64_t)ctx->rank, epoch);
+// CHECK-NEXT:    COCO_LAUNCH(push, dim3(1u, 1u, 1u), dim3(256u, 1u, 1u), 0, ctx->streams[0], coco::peers_of(ctx), coco::symmetric_buffer<float>(ctx, 1024), x, (int64_t)ctx->rank, epoch);
 // CHECK-NEXT:    auto *const half_ = x + 2 * 64;
 // CHECK-NEXT:    auto *const cast = x + 64;
 // CHECK-NEXT:    COCO_CHECK_NCCL(ncclAllReduce(half_, half_, 128, ncclFloat, ncclSum, ctx->comm, ctx->streams[0]));
