@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from xdsl.builder import Builder
 from xdsl.context import Context
-from xdsl.dialects import arith, func, memref
+from xdsl.dialects import arith, func, gpu, memref
 from xdsl.dialects.builtin import (
     DenseArrayBase,
     FunctionType,
@@ -57,7 +57,7 @@ from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import PassFailedException
 
 from coconet_ir.analysis.chunks import chunk_dims
-from coconet_ir.diagnostics import CocoError
+from coconet_ir.diagnostics import CocoError, value_name
 from coconet_ir.dialects import coco
 from coconet_ir.dialects.coco import (
     ELEMENTWISE_OPS,
@@ -1249,9 +1249,11 @@ class ConvertCocoToGpu(ModulePass):
     @staticmethod
     def problem(op: Operation, world: int) -> str | None:
         """Why `op` cannot be converted on `world` ranks, or None."""
-        values = [*op.operands, *op.results]
-        values += [a for r in op.regions for b in r.blocks for a in b.args]
-        for value in values:
+        for arg in (a for r in op.regions for b in r.blocks for a in b.args):
+            problem = divisibility_problem(arg.type, world)
+            if problem is not None:
+                return f"argument {value_name(arg)}: {problem}"
+        for value in (*op.operands, *op.results):
             problem = divisibility_problem(value.type, world)
             if problem is not None:
                 return problem
@@ -1297,6 +1299,15 @@ class ConvertCocoToGpu(ModulePass):
         for function in functions:
             fold_casts(list(function.walk()))
             insert_deallocs(function)
+        kernels.renumber([o for o in op.walk() if isinstance(o, gpu.LaunchFuncOp)])
         op.body.block.insert_op_before(kernels.module, op.body.block.first_op)  # type: ignore[arg-type]
-        op.attributes["gpu.container_module"] = UnitAttr()
-        op.attributes[WORLD_SIZE_ATTR] = IntegerAttr(world, i64)
+        others = {
+            k: v
+            for k, v in op.attributes.items()
+            if k not in ("gpu.container_module", WORLD_SIZE_ATTR)
+        }
+        op.attributes = {
+            "gpu.container_module": UnitAttr(),
+            WORLD_SIZE_ATTR: IntegerAttr(world, i64),
+            **others,
+        }
