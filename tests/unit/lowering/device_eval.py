@@ -358,15 +358,21 @@ def gather(t: TensorType, ranks: Sequence[np.ndarray]) -> np.ndarray:
 
 
 def run_device(
-    module: ModuleOp, world: int, inputs: dict[str, np.ndarray]
+    module: ModuleOp,
+    world: int,
+    inputs: dict[str, np.ndarray],
+    only: set[str] | None = None,
 ) -> dict[str, np.ndarray]:
-    """Run every function (stages in module order) on `world` ranks from the
+    """Run every function (or those named in `only`; stages in module order)
+    on `world` ranks from the
     interpreter's inputs (`FUNC.argI` → global value); returns every argument
     after the run (`FUNC.argI`) and every result (`FUNC.resultI`)."""
     kernels = {k.sym_name.data: k for k in module.walk() if isinstance(k, gpu.FuncOp)}
     mailbox: dict[tuple[str, str, int], list[np.ndarray]] = {}
     outputs: dict[str, np.ndarray] = {}
     for function in (f for f in module.ops if isinstance(f, func.FuncOp)):
+        if only is not None and function.sym_name.data not in only:
+            continue
         entry = function.attributes[coco_gpu.ENTRY_ATTR]
         assert isinstance(entry, FunctionType)
         name = function.sym_name.data

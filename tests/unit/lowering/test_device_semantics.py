@@ -32,3 +32,40 @@ def test_lowered_example_matches_the_interpreter(name: str, optimize: bool, worl
         np.testing.assert_allclose(
             actual, output.value.astype(np.float64), rtol=rtol, atol=atol, err_msg=key
         )
+
+
+SUITE = EXAMPLES_DIR.parent / "tests" / "filecheck" / "lowering" / "convert-coco-to-gpu"
+PROGRAMS = ["bufferize", "elementwise", "compute", "collectives", "regions"]
+
+
+def function_groups(module) -> list[list[str]]:
+    """The functions of a module, by pipeline (one group per entry)."""
+    from coconet_ir.analysis.channels import PipelineChannels
+
+    graph = PipelineChannels.of(module).stages()
+    import networkx as nx
+
+    return [sorted(group) for group in nx.connected_components(graph)]
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_lowering_tests_match_the_interpreter(name: str):
+    """Every function of the FileCheck suite's programs (every op, layouts,
+    halves, i32, in-place updates, parallel updates) on its world size."""
+    text = (SUITE / f"{name}.mlir").read_text()
+    module = cc.parse(text)
+    world_attr = module.attributes["coco.world_size"]
+    world = world_attr.value.data  # type: ignore[attr-defined]
+    lowered = cc.Pipeline("convert-coco-to-gpu")(cc.parse(text))
+    for group in function_groups(module):
+        expected = cc.interpret(module, world, seed=1, entry=group[0])
+        got = run_device(lowered, world, expected.inputs, only=set(group))
+        for key, output in expected.outputs.items():
+            rtol, atol = element_info(output.type.element_type).tolerance
+            np.testing.assert_allclose(
+                got[key].astype(np.float64),
+                output.value.astype(np.float64),
+                rtol=rtol,
+                atol=atol,
+                err_msg=f"{name}: {key}",
+            )

@@ -31,6 +31,25 @@
 // CHECK-NEXT:    memref.dealloc %w1 : memref<16xf32>
 // CHECK-NEXT:    func.return
 
+// Updates are a parallel assignment at the end of the function: ops after an
+// update (and the out-parameters) still read the old %p; %q gets the old %p.
+// CHECK-LABEL: func.func @late_read(%p: memref<8xf32>, %q: memref<8xf32>, %result0: memref<8xf32>, %result1: memref<8xf32>)
+// CHECK:         "gpu.launch_func"({{.*}}, %p, %v, %result0) <{kernel = @kernels::@late_read_add_0
+// CHECK-NEXT:    "memref.copy"(%p, %result1) : (memref<8xf32>, memref<8xf32>) -> ()
+// CHECK-NEXT:    "memref.copy"(%p, %q) : (memref<8xf32>, memref<8xf32>) -> ()
+// CHECK-NEXT:    "memref.copy"(%v, %p) : (memref<8xf32>, memref<8xf32>) -> ()
+// CHECK-NEXT:    memref.dealloc %v : memref<8xf32>
+// CHECK-NEXT:    func.return
+
+// A swap goes through a temporary.
+// CHECK-LABEL: func.func @swap(%a: memref<4xf32>, %b: memref<4xf32>)
+// CHECK-NEXT:    %a_old = memref.alloc() : memref<4xf32>
+// CHECK-NEXT:    "memref.copy"(%a, %a_old) : (memref<4xf32>, memref<4xf32>) -> ()
+// CHECK-NEXT:    "memref.copy"(%b, %a) : (memref<4xf32>, memref<4xf32>) -> ()
+// CHECK-NEXT:    "memref.copy"(%a_old, %b) : (memref<4xf32>, memref<4xf32>) -> ()
+// CHECK-NEXT:    memref.dealloc %a_old : memref<4xf32>
+// CHECK-NEXT:    func.return
+
 module attributes {coco.world_size = 4 : i64} {
   func.func @signature(%s: !coco.tensor<8x8xf32, sliced<0>>, %l: !coco.tensor<8xf16, local>, %c: !coco.tensor<f32, replicated>) -> (!coco.tensor<8x8xf32, sliced<1>>, !coco.tensor<f32, replicated>) {
     %t = coco.all_to_all %s dim = 1 : !coco.tensor<8x8xf32, sliced<0>> -> !coco.tensor<8x8xf32, sliced<1>>
@@ -47,5 +66,17 @@ module attributes {coco.world_size = 4 : i64} {
     %x = coco.add %w, %w1 : (!coco.tensor<16xf32, replicated>, !coco.tensor<16xf32, replicated>) -> !coco.tensor<16xf32, replicated>
     coco.update %w, %w1 : !coco.tensor<16xf32, replicated>
     func.return %x : !coco.tensor<16xf32, replicated>
+  }
+  func.func @late_read(%p: !coco.tensor<8xf32, replicated>, %q: !coco.tensor<8xf32, replicated>) -> (!coco.tensor<8xf32, replicated>, !coco.tensor<8xf32, replicated>) {
+    %v = coco.neg %q : (!coco.tensor<8xf32, replicated>) -> !coco.tensor<8xf32, replicated>
+    coco.update %p, %v : !coco.tensor<8xf32, replicated>
+    %w = coco.add %p, %v : (!coco.tensor<8xf32, replicated>, !coco.tensor<8xf32, replicated>) -> !coco.tensor<8xf32, replicated>
+    coco.update %q, %p : !coco.tensor<8xf32, replicated>
+    func.return %w, %p : !coco.tensor<8xf32, replicated>, !coco.tensor<8xf32, replicated>
+  }
+  func.func @swap(%a: !coco.tensor<4xf32, local>, %b: !coco.tensor<4xf32, local>) {
+    coco.update %a, %b : !coco.tensor<4xf32, local>
+    coco.update %b, %a : !coco.tensor<4xf32, local>
+    func.return
   }
 }
