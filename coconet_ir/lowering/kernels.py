@@ -728,7 +728,7 @@ def reduce_kernel(
     for position, d in enumerate(dims):
         offset_digits[d] = inner.digit(position)
     at = ib.insert(arith.AddiOp(base, linear(ib, offset_digits, shape))).result
-    x = to_compute(ib, ib.insert(memref.LoadOp.get(src_arg, [at])).res)
+    x = to_compute(ib, ib.insert(memref.LoadOp.get(src_arg, [at] if shape else [])).res)
     if square:
         x = ib.insert(arith.MulfOp(x, x)).result
     ib.insert(scf.YieldOp(_combine(ib, kind, acc, x)))
