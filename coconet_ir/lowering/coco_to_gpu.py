@@ -153,8 +153,6 @@ class Lowering:
     )
     """coco value → the buffer its final value must be in (an updated
     parameter's or an out-parameter)."""
-    written: set[SSAValue] = field(default_factory=set[SSAValue])
-    """coco values whose producer wrote them straight into their destination."""
     out_params: dict[func.FuncOp, list[BlockArgument]] = field(
         default_factory=dict[func.FuncOp, list[BlockArgument]]
     )
@@ -192,7 +190,6 @@ class Lowering:
         if destination is not None and self.may_overwrite(
             producer, destination, reads_in_place
         ):
-            self.written.add(value)
             return [], destination
         assert isinstance(value.type, TensorType)
         alloc = memref.AllocOp.get(
@@ -317,22 +314,17 @@ class Lowering:
             digit: SSAValue | int = (
                 0 if axis.digit is None else indexer.digit(axis.digit)
             )
-            if axis.rank_stride or (
-                value.layout.is_sliced and value.layout.sliced_dim == a
-            ):
+            sliced_here = value.layout.is_sliced and value.layout.sliced_dim == a
+            if axis.rank_stride or sliced_here:
+                # a replicated value read at the domain's block, or the rank's
+                # own block of a sliced value
                 assert rank is not None
-                offset = b.insert(
-                    arith.MuliOp(rank, index_constant(b, shape[a]))
-                ).result
+                block = axis.rank_stride or shape[a]
+                offset = b.insert(arith.MuliOp(rank, index_constant(b, block)))
                 digit = (
-                    offset
-                    if digit == 0
-                    else b.insert(
-                        arith.AddiOp(
-                            index_constant(b, 0) if isinstance(digit, int) else digit,
-                            offset,
-                        )
-                    ).result
+                    offset.result
+                    if isinstance(digit, int)
+                    else b.insert(arith.AddiOp(digit, offset.result)).result
                 )
             if chunk is not None and chunk[0] == a:
                 global_shape[a] *= chunk[2]

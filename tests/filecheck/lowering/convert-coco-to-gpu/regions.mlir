@@ -78,6 +78,12 @@
 // CHECK:         "gpu.launch_func"({{.*}}) <{kernel = @kernels::@overlap_dropout_1
 // CHECK:         "gpu.launch_func"({{.*}}) <{kernel = @kernels::@overlap_mm_unchunk_0
 
+// A replicated dropout inside a sliced fusion: the bias element i % 4 + rank * 4
+// has global index i % 4 + rank * 4 too.
+// CHECK-LABEL: func.func @replicated_dropout(
+// CHECK:         "gpu.launch_func"({{.*}}, %n, %rank, %x_flat, %b, %result0_flat) <{kernel = @kernels::@replicated_dropout_fusion_0
+
+
 module attributes {coco.world_size = 2 : i64} {
   func.func @chain(%x: !coco.tensor<4x8xf16, sliced<0>>, %b: !coco.tensor<8xf16, replicated>, %w: !coco.tensor<4x8xf16, sliced<0>>) -> !coco.tensor<4x8xf16, sliced<0>> {
     %y, %z = coco.fusion (%x, %b, %w) {name = "chain"} : (!coco.tensor<4x8xf16, sliced<0>>, !coco.tensor<8xf16, replicated>, !coco.tensor<4x8xf16, sliced<0>>) -> (!coco.tensor<4x8xf16, sliced<0>>, !coco.tensor<4x8xf16, sliced<0>>) {
@@ -112,5 +118,14 @@ module attributes {coco.world_size = 2 : i64} {
       coco.yield %r : !coco.tensor<2x8xf32, replicated>
     }
     func.return %o : !coco.tensor<4x8xf32, replicated>
+  }
+  func.func @replicated_dropout(%x: !coco.tensor<4x8xf32, sliced<1>>, %b: !coco.tensor<8xf32, replicated>) -> !coco.tensor<4x8xf32, sliced<1>> {
+    %y = coco.fusion (%x, %b) : (!coco.tensor<4x8xf32, sliced<1>>, !coco.tensor<8xf32, replicated>) -> !coco.tensor<4x8xf32, sliced<1>> {
+    ^bb0(%x1: !coco.tensor<4x8xf32, sliced<1>>, %b1: !coco.tensor<8xf32, replicated>):
+      %d = coco.dropout %b1 p = 5.000000e-01 seed = 11 : (!coco.tensor<8xf32, replicated>) -> !coco.tensor<8xf32, replicated>
+      %s = coco.add %x1, %d : (!coco.tensor<4x8xf32, sliced<1>>, !coco.tensor<8xf32, replicated>) -> !coco.tensor<4x8xf32, sliced<1>>
+      coco.yield %s : !coco.tensor<4x8xf32, sliced<1>>
+    }
+    func.return %y : !coco.tensor<4x8xf32, sliced<1>>
   }
 }
