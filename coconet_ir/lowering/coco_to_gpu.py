@@ -1333,7 +1333,9 @@ class ConvertCocoToGpu(ModulePass):
             finish_updates(function, lowering.updates.get(function, []))
             fold_casts(list(function.walk()))
             insert_deallocs(function)
-        kernels.renumber([o for o in op.walk() if isinstance(o, gpu.LaunchFuncOp)])
+        launches = [o for o in op.walk() if isinstance(o, gpu.LaunchFuncOp)]
+        kernels.deduplicate(launches)
+        kernels.renumber(launches)
         op.body.block.insert_op_before(kernels.module, op.body.block.first_op)  # type: ignore[arg-type]
         others = {
             k: v

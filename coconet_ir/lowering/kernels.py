@@ -110,6 +110,41 @@ class KernelModule:
         self.bases[found] = name
         return found
 
+    def deduplicate(self, launches: Sequence[gpu.LaunchFuncOp]) -> None:
+        """Launch one kernel for every set of kernels asked for under the same
+        name and built identically (e.g. an op cloned into every chunk of an
+        overlap), and drop the copies."""
+        from io import StringIO
+
+        from xdsl.printer import Printer
+
+        first: dict[tuple[str, str], str] = {}
+        replaced: dict[str, str] = {}
+        for kernel in list(self.module.body.block.ops):
+            if not isinstance(kernel, gpu.FuncOp):
+                continue
+            name = kernel.sym_name.data
+            text = StringIO()
+            Printer(stream=text).print_region(kernel.body)
+            key = (
+                self.bases.get(name, name),
+                f"{kernel.function_type}{text.getvalue()}",
+            )
+            if key in first:
+                replaced[name] = first[key]
+                kernel.detach()
+                kernel.erase()
+            else:
+                first[key] = name
+        for call in launches:
+            name = call.kernel.nested_references.data[-1].data
+            if name in replaced:
+                call.kernel = SymbolRefAttr(self.symbol, [StringAttr(replaced[name])])
+        for name in replaced:
+            self.names.discard(name)
+            self.bases.pop(name, None)
+        self.cache = {k: v for k, v in self.cache.items() if v.parent is not None}
+
     def renumber(self, launches: Sequence[gpu.LaunchFuncOp]) -> None:
         """Number the kernels `<name>_0, _1, ...` and order them by their
         first launch in `launches` (program order), whatever order the
