@@ -104,6 +104,7 @@ from coconet_ir.lowering.kernels import (
     rank_major,
     reduce_kernel,
 )
+from coconet_ir.passes.base import move_contents
 
 __all__ = [
     "CHUNK_ATTR",
@@ -1322,6 +1323,13 @@ class ConvertCocoToGpu(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         world = self.resolve_world(op)
         self.check(op, world)
+        converted = op.clone()
+        self.convert(converted, world)
+        move_contents(op, converted)
+
+    def convert(self, op: ModuleOp, world: int) -> None:
+        """Convert `op` (a copy of the module: whatever goes wrong, the
+        module is left as it was)."""
         kernels = KernelModule.create(KERNELS_MODULE)
         lowering = Lowering(world, self.threads, kernels)
         functions = [
