@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from xdsl.builder import Builder
 from xdsl.context import Context
-from xdsl.dialects import arith, func, gpu, memref
+from xdsl.dialects import arith, func, memref
 from xdsl.dialects.builtin import (
     DenseArrayBase,
     FunctionType,
@@ -60,7 +60,10 @@ from xdsl.utils.exceptions import PassFailedException
 from coconet_ir.analysis.channels import PipelineChannels, channel_of
 from coconet_ir.analysis.chunks import chunk_dims
 from coconet_ir.diagnostics import CocoError, value_name
-from coconet_ir.dialects import coco
+from coconet_ir.dialects import (
+    coco,
+    gpu,  # xDSL's gpu, in MLIR's syntax
+)
 from coconet_ir.dialects.coco import (
     ELEMENTWISE_OPS,
     WORLD_SIZE_ATTR,
