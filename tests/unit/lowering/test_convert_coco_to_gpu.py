@@ -60,7 +60,7 @@ def test_kernels_are_upstream_only(name: str, optimize: bool):
     module = lower(example(name), 4, optimize)
     bodies = [k for k in module.walk() if isinstance(k, gpu.FuncOp)]
     for kernel in bodies:
-        assert "gpu.kernel" in kernel.attributes  # MLIR's marker (coconet_ir.dialects.gpu)
+        assert "gpu.kernel" in kernel.attributes  # MLIR's marker
         for op in kernel.walk():
             if op is not kernel:
                 assert op.name.startswith(UPSTREAM), (kernel.sym_name.data, op.name)
