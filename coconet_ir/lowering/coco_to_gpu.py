@@ -108,9 +108,17 @@ from coconet_ir.passes.base import move_contents
 
 __all__ = [
     "CHUNK_ATTR",
+    "KERNELS_MODULE",
+    "CocoLoweringPattern",
     "ConversionRefused",
     "ConvertCocoToGpu",
+    "ElementContext",
     "Lowering",
+    "lower_fused_elementwise",
+    "lower_fusion_with_collectives",
+    "lower_overlap",
+    "patterns",
+    "replace_with_buffers",
 ]
 
 index = IndexType()
