@@ -220,7 +220,12 @@ class Lowering:
         if any(buffer is arg for arg in self.out_params.get(function, [])):
             return True
         top = function.body.block
-        at = top.get_operation_index(top_level(producer, top))
+        here = top_level(producer, top)
+        later: set[Operation] = set()
+        following = here.next_op
+        while following is not None:
+            later.add(following)
+            following = following.next_op
         uses = list(buffer.uses)
         for use in list(buffer.uses):
             if isinstance(use.operation, UnrealizedConversionCastOp):
@@ -231,8 +236,8 @@ class Lowering:
                 isinstance(reader, coco.UpdateOp) and use.index == 0
             ):
                 continue  # a cast, or the update of this very parameter
-            where = top.get_operation_index(top_level(reader, top))
-            if where > at or (where == at and not reads_in_place):
+            where = top_level(reader, top)
+            if where in later or (where is here and not reads_in_place):
                 return False
         return True
 
