@@ -1,0 +1,1378 @@
+"""convert-coco-to-gpu: coco programs to the device level (docs/gpu.md §1).
+
+Every function becomes a host `func.func` on per-rank buffers
+(`coconet_ir.lowering.bufferize`): its coco arguments become memrefs, its
+results trailing out-parameters, `coco.update` a write into the parameter's
+buffer. Every coco op becomes host ops: `gpu.launch_func` of a kernel built in
+the module's `gpu.module @kernels` (elementwise ops, fused elementwise chains,
+reductions, norms, slicing and the pack/unpack of collectives along a dim
+other than 0), a `coco_gpu` library call (NCCL collectives, send/recv, cuBLAS
+gemm), or `memref.copy`.
+
+The conversion runs one rewrite pattern per coco op (elementwise ops share
+one), as xDSL's `lower_mpi.py` does, over a shared base holding the
+conversion's state (`Lowering`). A coco value and its buffer meet through
+`builtin.unrealized_conversion_cast` until every coco op is gone.
+
+Two lowerings are fallbacks meant to be replaced, each in one place:
+`lower_fusion_with_collectives` (a `coco.fusion` holding collectives is
+inlined and lowered op by op) and `lower_overlap` (a `coco.overlap` runs its
+chunks one after the other on stream 0).
+
+Preconditions: the world size is known (option `world`, or the module's
+`coco.world_size`; both given, they must agree) and divides every sliced dim.
+A refusal leaves the module unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from xdsl.builder import Builder
+from xdsl.context import Context
+from xdsl.dialects import arith, func, gpu, memref
+from xdsl.dialects.builtin import (
+    DenseArrayBase,
+    FunctionType,
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    ModuleOp,
+    UnitAttr,
+    UnrealizedConversionCastOp,
+    i64,
+)
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, OpResult, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+from xdsl.rewriter import InsertPoint
+from xdsl.utils.exceptions import PassFailedException
+
+from coconet_ir.analysis.channels import PipelineChannels, channel_of
+from coconet_ir.analysis.chunks import chunk_dims
+from coconet_ir.diagnostics import CocoError, value_name
+from coconet_ir.dialects import coco
+from coconet_ir.dialects.coco import (
+    ELEMENTWISE_OPS,
+    WORLD_SIZE_ATTR,
+    TensorType,
+    divisibility_problem,
+    label_of,
+)
+from coconet_ir.dialects.coco_gpu import (
+    ENTRY_ATTR,
+    GemmOp,
+    NcclAllGatherOp,
+    NcclAllReduceOp,
+    NcclAllToAllOp,
+    NcclBroadcastOp,
+    NcclRecvOp,
+    NcclReduceScatterOp,
+    NcclSendOp,
+    RankOp,
+)
+from coconet_ir.ir import declared_world_size
+from coconet_ir.lowering.bufferize import (
+    as_tensor,
+    buffer_of,
+    buffer_type,
+    collapse,
+    element_count,
+    fold_casts,
+    local_shape,
+)
+from coconet_ir.lowering.kernels import (
+    Indexer,
+    KernelModule,
+    as_i64,
+    copy_block,
+    emit_elementwise,
+    grid_stride_loop,
+    index_constant,
+    launch,
+    linear,
+    memref_shape,
+    rank_major,
+    reduce_kernel,
+)
+from coconet_ir.passes.base import move_contents
+
+__all__ = [
+    "CHUNK_ATTR",
+    "KERNELS_MODULE",
+    "CocoLoweringPattern",
+    "ConversionRefused",
+    "ConvertCocoToGpu",
+    "ElementContext",
+    "Lowering",
+    "lower_fused_elementwise",
+    "lower_fusion_with_collectives",
+    "lower_overlap",
+    "patterns",
+    "replace_with_buffers",
+]
+
+index = IndexType()
+
+CHUNK_ATTR = "coco_gpu.chunk"
+"""On a dropout cloned into one chunk of a `coco.overlap` (the fallback
+lowering): `array<i64: DIM, INDEX, CHUNKS>` — its operand is chunk INDEX of
+CHUNKS along DIM of the un-chunked value, so its global index is kept."""
+
+KERNELS_MODULE = "kernels"
+"""The name of the `gpu.module` holding every kernel."""
+
+
+class ConversionRefused(CocoError, PassFailedException):
+    """convert-coco-to-gpu cannot convert this module; nothing was changed."""
+
+
+# ============================================================================
+# The state of one conversion
+# ============================================================================
+
+
+@dataclass(frozen=True)
+class Axis:
+    """How one axis of a value's buffer is indexed from a kernel's domain: the
+    domain digit `digit` (None: always 0) plus `rank * rank_stride`."""
+
+    digit: int | None
+    rank_stride: int = 0
+
+
+@dataclass
+class Lowering:
+    """What the patterns of one conversion share: the world size, the launch
+    width, the kernel module, and where each value's buffer must be."""
+
+    world: int
+    threads: int
+    kernels: KernelModule
+    destinations: dict[SSAValue, SSAValue] = field(
+        default_factory=dict[SSAValue, SSAValue]
+    )
+    """coco value → the buffer its final value must be in (an updated
+    parameter's or an out-parameter)."""
+    out_params: dict[func.FuncOp, list[BlockArgument]] = field(
+        default_factory=dict[func.FuncOp, list[BlockArgument]]
+    )
+    updates: dict[func.FuncOp, list[tuple[SSAValue, SSAValue]]] = field(
+        default_factory=dict[func.FuncOp, list[tuple[SSAValue, SSAValue]]]
+    )
+    """The (value, parameter) buffer copies the updates of each function
+    still need (emitted together by `finish_updates`)."""
+
+    # -- buffers -------------------------------------------------------------
+
+    def buffer(self, value: SSAValue) -> tuple[list[Operation], SSAValue]:
+        """The buffer of the coco value `value` (see `buffer_of`)."""
+        return buffer_of(value, self.world)
+
+    def buffers(
+        self, values: Sequence[SSAValue]
+    ) -> tuple[list[Operation], list[SSAValue]]:
+        ops: list[Operation] = []
+        found: list[SSAValue] = []
+        for value in values:
+            more, buffer = self.buffer(value)
+            ops += more
+            found.append(buffer)
+        return ops, found
+
+    def result_buffer(
+        self, producer: Operation, value: SSAValue, reads_in_place: bool = False
+    ) -> tuple[list[Operation], SSAValue]:
+        """The buffer `producer` writes `value` into: its destination when the
+        producer may write there (the parameter's old value is dead by then;
+        `reads_in_place`: the producer may itself read it, element by element
+        at the index it writes), else a new `memref.alloc`."""
+        destination = self.destinations.get(value)
+        if destination is not None and self.may_overwrite(
+            producer, destination, reads_in_place
+        ):
+            return [], destination
+        assert isinstance(value.type, TensorType)
+        alloc = memref.AllocOp.get(
+            value.type.element_type, shape=local_shape(value.type, self.world)
+        )
+        if value.name_hint:
+            alloc.memref.name_hint = value.name_hint
+        return [alloc], alloc.memref
+
+    def may_overwrite(
+        self, producer: Operation, buffer: SSAValue, reads_in_place: bool
+    ) -> bool:
+        """Whether nothing after `producer` (nor `producer` itself, unless it
+        reads in place) reads the old contents of `buffer`."""
+        function = enclosing(producer)
+        if function is None:
+            return False
+        if any(buffer is arg for arg in self.out_params.get(function, [])):
+            return True
+        top = function.body.block
+        here = top_level(producer, top)
+        later: set[Operation] = set()
+        following = here.next_op
+        while following is not None:
+            later.add(following)
+            following = following.next_op
+        uses = list(buffer.uses)
+        for use in list(buffer.uses):
+            if isinstance(use.operation, UnrealizedConversionCastOp):
+                uses += [u for r in use.operation.results for u in r.uses]
+        for use in uses:
+            reader = use.operation
+            if isinstance(reader, UnrealizedConversionCastOp) or (
+                isinstance(reader, coco.UpdateOp) and use.index == 0
+            ):
+                continue  # a cast, or the update of this very parameter
+            where = top_level(reader, top)
+            if where in later or (where is here and not reads_in_place):
+                return False
+        return True
+
+    # -- kernels -------------------------------------------------------------
+
+    def kernel_name(self, op: Operation, kind: str | None = None) -> str:
+        """`<function>_<label or kind>` (KernelModule adds `_<n>`)."""
+        function = enclosing(op)
+        prefix = function.sym_name.data if function is not None else "kernel"
+        label = label_of(op) or kind or op.name.removeprefix("coco.")
+        return f"{prefix}_{label}"
+
+    def plan(self, value: TensorType, domain: TensorType) -> list[Axis]:
+        """How each axis of a buffer of type `value` is indexed from a kernel
+        over the elements of `domain` (broadcasting from the right; a
+        replicated operand of a sliced domain is read at the rank's block)."""
+        values, domains = (
+            local_shape(value, self.world),
+            local_shape(domain, self.world),
+        )
+        pad = len(domains) - len(values)
+        axes: list[Axis] = []
+        for a, size in enumerate(values):
+            j = a + pad
+            if size == 1:
+                axes.append(Axis(None))
+            elif size == domains[j]:
+                axes.append(Axis(j))
+            elif size == domains[j] * self.world:
+                axes.append(Axis(j, domains[j]))
+            else:
+                raise CocoError(f"cannot index {value} from a kernel over {domain}")
+        return axes
+
+    def needs_rank(self, value: TensorType, domain: TensorType) -> bool:
+        return any(axis.rank_stride for axis in self.plan(value, domain))
+
+    def is_identity(self, value: TensorType, domain: TensorType) -> bool:
+        """Whether a buffer of `value` is indexed by the domain's flat index."""
+        return local_shape(value, self.world) == local_shape(domain, self.world)
+
+    def element_index(
+        self,
+        b: Builder,
+        indexer: Indexer,
+        value: TensorType,
+        domain: TensorType,
+        rank: SSAValue | None,
+    ) -> SSAValue | None:
+        """The flat index into a buffer of `value` of the domain's element
+        `indexer.flat` (None for a rank-0 buffer)."""
+        if value.rank == 0:
+            return None
+        if self.is_identity(value, domain):
+            return indexer.flat
+        digits: list[SSAValue | int] = []
+        for axis in self.plan(value, domain):
+            if axis.digit is None:
+                digits.append(0)
+                continue
+            digit = indexer.digit(axis.digit)
+            if axis.rank_stride:
+                assert rank is not None
+                offset = b.insert(
+                    arith.MuliOp(rank, index_constant(b, axis.rank_stride))
+                ).result
+                digit = b.insert(arith.AddiOp(digit, offset)).result
+            digits.append(digit)
+        return linear(b, digits, local_shape(value, self.world))
+
+    def global_index(
+        self,
+        b: Builder,
+        indexer: Indexer,
+        value: TensorType,
+        domain: TensorType,
+        rank: SSAValue | None,
+        chunk: tuple[int, int, int] | None,
+    ) -> SSAValue:
+        """The global linear index (an i64) of the element of `value` the
+        domain's element `indexer.flat` reads: its block offset when sliced,
+        its chunk offset inside an overlap chunk (`chunk` = dim, index,
+        chunks)."""
+        shape = local_shape(value, self.world)
+        global_shape = list(value.dims)
+        digits: list[SSAValue | int] = []
+        plan = self.plan(value, domain)
+        for a, axis in enumerate(plan):
+            digit: SSAValue | int = (
+                0 if axis.digit is None else indexer.digit(axis.digit)
+            )
+            sliced_here = value.layout.is_sliced and value.layout.sliced_dim == a
+            if axis.rank_stride or sliced_here:
+                # a replicated value read at the domain's block, or the rank's
+                # own block of a sliced value
+                assert rank is not None
+                block = axis.rank_stride or shape[a]
+                offset = b.insert(arith.MuliOp(rank, index_constant(b, block)))
+                digit = (
+                    offset.result
+                    if isinstance(digit, int)
+                    else b.insert(arith.AddiOp(digit, offset.result)).result
+                )
+            if chunk is not None and chunk[0] == a:
+                global_shape[a] *= chunk[2]
+                start = chunk[1] * value.dims[a]
+                if isinstance(digit, int):
+                    digit += start
+                elif start:
+                    digit = b.insert(
+                        arith.AddiOp(digit, index_constant(b, start))
+                    ).result
+            digits.append(digit)
+        return as_i64(b, linear(b, digits, global_shape))
+
+    def map_kernel(
+        self,
+        name: str,
+        domain: TensorType,
+        inputs: Sequence[tuple[SSAValue, TensorType]],
+        outputs: Sequence[tuple[SSAValue, TensorType]],
+        body: Callable[
+            [Builder, Callable[[int], SSAValue], ElementContext], list[SSAValue]
+        ],
+        needs_rank: bool = False,
+    ) -> list[Operation]:
+        """Host ops launching a grid-stride kernel over the elements of
+        `domain`: input `k` (a buffer and its coco type) is loaded when `body`
+        asks for it (`load(k)`, at the element its broadcast reads), `body`
+        computes the outputs' scalars, stored at each output's element."""
+        needs_rank = needs_rank or any(
+            self.needs_rank(t, domain) for _, t in (*inputs, *outputs)
+        )
+        host: list[Operation] = []
+        args: list[SSAValue] = []
+        arg_specs: list[tuple[str, Attribute]] = [("n", index)]
+        if needs_rank:
+            rank_op = RankOp()
+            rank_op.result.name_hint = "rank"
+            host.append(rank_op)
+            args.append(rank_op.result)
+            arg_specs.append(("rank", index))
+        for k, (buffer, _) in enumerate((*inputs, *outputs)):
+            ops, flat = collapse(buffer)
+            host += ops
+            args.append(flat)
+            hint = buffer.name_hint or ("in" if k < len(inputs) else "out")
+            arg_specs.append((hint, flat.type))
+        kernel, b = self.kernels.kernel(name, arg_specs)
+        kernel_args = list(kernel.body.block.args)
+        rank = kernel_args[1] if needs_rank else None
+        buffers = kernel_args[2 if needs_rank else 1 :]
+        loop, i = grid_stride_loop(b, kernel_args[0])
+        indexer = Indexer(loop, i, local_shape(domain, self.world))
+        loaded: dict[int, SSAValue] = {}
+
+        def load(k: int) -> SSAValue:
+            if k not in loaded:
+                at = self.element_index(loop, indexer, inputs[k][1], domain, rank)
+                loaded[k] = loop.insert(
+                    memref.LoadOp.get(buffers[k], [] if at is None else [at])
+                ).res
+            return loaded[k]
+
+        context = ElementContext(self, loop, indexer, domain, rank)
+        results = body(loop, load, context)
+        for (_, t), result, buffer in zip(outputs, results, buffers[len(inputs) :]):
+            at = self.element_index(loop, indexer, t, domain, rank)
+            loop.insert(memref.StoreOp.get(result, buffer, [] if at is None else [at]))
+        host += launch(
+            self.kernels, kernel, element_count(domain, self.world), args, self.threads
+        )
+        return host
+
+
+@dataclass
+class ElementContext:
+    """Where a map kernel's body is: what `global_index` needs."""
+
+    lowering: Lowering
+    b: Builder
+    indexer: Indexer
+    domain: TensorType
+    rank: SSAValue | None
+
+    def global_index(
+        self, value: TensorType, chunk: tuple[int, int, int] | None = None
+    ) -> SSAValue:
+        return self.lowering.global_index(
+            self.b, self.indexer, value, self.domain, self.rank, chunk
+        )
+
+
+def chunk_of(op: Operation) -> tuple[int, int, int] | None:
+    """The `coco_gpu.chunk` frame of a dropout cloned into an overlap chunk."""
+    attr = op.attributes.get(CHUNK_ATTR)
+    if not isinstance(attr, DenseArrayBase):
+        return None
+    dim, chunk, chunks = attr.get_values()
+    return int(dim), int(chunk), int(chunks)
+
+
+def needs_rank_for_dropout(op: Operation) -> bool:
+    """A dropout of a sliced value needs the rank for its global index."""
+    return isinstance(op, coco.DropoutOp) and tensor_of(op.result).layout.is_sliced
+
+
+def enclosing(op: Operation) -> func.FuncOp | None:
+    parent = op.parent_op()
+    while parent is not None and not isinstance(parent, func.FuncOp):
+        parent = parent.parent_op()
+    return parent
+
+
+def top_level(op: Operation, block: Block) -> Operation:
+    """The ancestor of `op` (or `op`) directly in `block`."""
+    while op.parent_block() is not block:
+        parent = op.parent_op()
+        assert parent is not None
+        op = parent
+    return op
+
+
+# ============================================================================
+# Patterns
+# ============================================================================
+
+
+@dataclass
+class CocoLoweringPattern(RewritePattern, ABC):
+    """A pattern of the conversion: it shares the conversion's `Lowering`."""
+
+    lowering: Lowering
+
+    @property
+    def world(self) -> int:
+        return self.lowering.world
+
+
+def tensor_of(value: SSAValue) -> TensorType:
+    assert isinstance(value.type, TensorType)
+    return value.type
+
+
+def ready(op: Operation) -> bool:
+    """Whether every operand's producer is lowered already: patterns wait for
+    them, so that producers are lowered first (and write in place first)."""
+    return not any(
+        isinstance(v.owner, Operation) and v.owner.dialect_name() == "coco"
+        for v in op.operands
+    )
+
+
+def result_type(op: Operation, index: int = 0) -> TensorType:
+    t = op.results[index].type
+    assert isinstance(t, TensorType)
+    return t
+
+
+def replace_with_buffers(
+    rewriter: PatternRewriter,
+    op: Operation,
+    host: list[Operation],
+    results: Sequence[SSAValue],
+) -> None:
+    """Replace `op` by the host ops; its results by (casts of) `results`."""
+    casts = [as_tensor(buffer, r.type) for buffer, r in zip(results, op.results)]
+    rewriter.replace(op, [*host, *casts], [c.results[0] for c in casts])
+
+
+@dataclass
+class LowerElementwise(CocoLoweringPattern):
+    """Every elementwise op (and `coco.constant`): one grid-stride kernel over
+    the result's local elements, loading each operand at the element its
+    broadcast reads."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, (*ELEMENTWISE_OPS, coco.ConstantOp)) or not ready(op):
+            return
+        lowering = self.lowering
+        result = result_type(op)
+        host, buffers = lowering.buffers(op.operands)
+        more, out = lowering.result_buffer(op, op.results[0], reads_in_place=True)
+        host += more
+        inputs = [(b, v.type) for b, v in zip(buffers, op.operands)]
+        chunk = chunk_of(op)
+
+        def body(
+            b: Builder, load: Callable[[int], SSAValue], where: ElementContext
+        ) -> list[SSAValue]:
+            scalars = [load(k) for k in range(len(inputs))]
+            return [
+                emit_elementwise(
+                    b, op, scalars, lambda: where.global_index(result, chunk)
+                )
+            ]
+
+        host += lowering.map_kernel(
+            lowering.kernel_name(op),
+            result,
+            inputs,  # type: ignore[arg-type]
+            [(out, result)],
+            body,
+            needs_rank=needs_rank_for_dropout(op),
+        )
+        replace_with_buffers(rewriter, op, host, [out])
+
+
+@dataclass
+class LowerUpdate(CocoLoweringPattern):
+    """`coco.update %p, %v` → nothing when `%v`'s producer wrote `%p`'s
+    buffer, else a copy of `%v` into `%p` at the end of the function (ops after
+    the update still read the parameter's old value); `finish_updates` emits
+    the copies."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: coco.UpdateOp, rewriter: PatternRewriter) -> None:
+        function = enclosing(op)
+        if function is None or not ready(op):
+            return
+        host, target = self.lowering.buffer(op.param)
+        more, source = self.lowering.buffer(op.value)
+        if source is not target:
+            rewriter.insert([*host, *more])
+            pending = self.lowering.updates.setdefault(function, [])
+            pending.append((source, target))
+        rewriter.erase(op)
+
+
+def finish_updates(function: func.FuncOp, copies: list[tuple[SSAValue, SSAValue]]):
+    """The updates' copies, before `func.return`: all at once, as a parallel
+    assignment (`update %q, %p` with `%p` updated too copies the old `%p`),
+    so a copy out of a buffer comes before the copy into it; a cycle goes
+    through a temporary buffer."""
+    terminator = function.body.block.last_op
+    assert terminator is not None
+    ops: list[Operation] = []
+    pending = list(copies)
+    while pending:
+        sources = {id(s) for s, _ in pending}
+        free = next((c for c in pending if id(c[1]) not in sources), None)
+        if free is None:  # a cycle: save one target's old value first
+            _, target = pending[0]
+            assert isinstance(target.type, MemRefType)
+            saved = memref.AllocOp.get(
+                target.type.element_type, shape=target.type.get_shape()
+            )
+            saved.memref.name_hint = f"{target.name_hint or 'param'}_old"
+            ops += [saved, memref.CopyOp(target, saved.memref)]
+            pending = [(saved.memref if s is target else s, t) for s, t in pending]
+            continue
+        pending.remove(free)
+        ops.append(memref.CopyOp(*free))
+    function.body.block.insert_ops_before(ops, terminator)
+
+
+@dataclass
+class LowerReturn(CocoLoweringPattern):
+    """`func.return %v...` of a converted function → copies of the results
+    not written in place into the out-parameters, then `func.return`."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: func.ReturnOp, rewriter: PatternRewriter) -> None:
+        function = op.parent_op()
+        if not isinstance(function, func.FuncOp):
+            return
+        params = self.lowering.out_params.get(function)
+        if params is None or not op.arguments or not ready(op):
+            return
+        host: list[Operation] = []
+        for value, param in zip(op.arguments, params):
+            more, source = self.lowering.buffer(value)
+            if source is param:
+                continue
+            host += [*more, memref.CopyOp(source, param)]
+        rewriter.replace(op, [*host, func.ReturnOp()], [])
+
+
+# ============================================================================
+# The pass
+# ============================================================================
+
+
+@dataclass
+class LowerMatmul(CocoLoweringPattern):
+    """`coco.matmul` → `coco_gpu.gemm` of the per-rank buffers: every layout
+    case of the dialect is a local matmul of what each rank holds."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: coco.MatmulOp, rewriter: PatternRewriter) -> None:
+        if not ready(op):
+            return
+        host, (a, b) = self.lowering.buffers([op.lhs, op.rhs])
+        more, out = self.lowering.result_buffer(op, op.result)
+        replace_with_buffers(rewriter, op, [*host, *more, GemmOp(a, b, out)], [out])
+
+
+@dataclass
+class LowerReduce(CocoLoweringPattern):
+    """`coco.reduce` → a kernel, one thread per output element."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: coco.ReduceOp, rewriter: PatternRewriter) -> None:
+        if not ready(op):
+            return
+        lowering = self.lowering
+        host, source = lowering.buffer(op.operand)
+        more, out = lowering.result_buffer(op, op.result)
+        shape = local_shape(tensor_of(op.operand), self.world)
+        host += more
+        host += reduce_kernel(
+            lowering.kernels,
+            lowering.threads,
+            lowering.kernel_name(op),
+            source,
+            out,
+            shape,
+            sorted(op.reduced_dims),
+            str(op.kind.data),
+        )
+        replace_with_buffers(rewriter, op, host, [out])
+
+
+@dataclass
+class LowerNorm(CocoLoweringPattern):
+    """`coco.norm` → a kernel summing squares, then the square root."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: coco.NormOp, rewriter: PatternRewriter) -> None:
+        if not ready(op):
+            return
+        lowering = self.lowering
+        host, source = lowering.buffer(op.operand)
+        more, out = lowering.result_buffer(op, op.result)
+        shape = local_shape(tensor_of(op.operand), self.world)
+        host += more
+        host += reduce_kernel(
+            lowering.kernels,
+            lowering.threads,
+            lowering.kernel_name(op),
+            source,
+            out,
+            shape,
+            list(range(len(shape))),
+            "sum",
+            square=True,
+            root=True,
+        )
+        replace_with_buffers(rewriter, op, host, [out])
+
+
+def rank_offset(block: int) -> tuple[list[Operation], SSAValue]:
+    """Host ops computing `rank * block` (where this rank's block starts)."""
+    rank = RankOp()
+    rank.result.name_hint = "rank"
+    size = arith.ConstantOp(IntegerAttr(block, index))
+    size.result.name_hint = "block"
+    start = arith.MuliOp(rank, size)
+    start.result.name_hint = "offset"
+    return [rank, size, start], start.result
+
+
+@dataclass
+class LowerAllSlice(CocoLoweringPattern):
+    """`coco.all_slice %a dim = D` → a kernel copying block `rank` along D."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: coco.AllSliceOp, rewriter: PatternRewriter) -> None:
+        if not ready(op):
+            return
+        lowering = self.lowering
+        dim = op.dim.value.data
+        host, source = lowering.buffer(op.operand)
+        more, out = lowering.result_buffer(op, op.result)
+        block = local_shape(result_type(op), self.world)[dim]
+        offset_ops, offset = rank_offset(block)
+        host += [*more, *offset_ops]
+        host += copy_block(
+            lowering.kernels,
+            lowering.threads,
+            lowering.kernel_name(op),
+            source,
+            out,
+            tensor_of(op.operand).dims,
+            dim,
+            block,
+            offset,
+            extract=True,
+        )
+        replace_with_buffers(rewriter, op, host, [out])
+
+
+def scratch(t: TensorType, world: int) -> memref.AllocOp:
+    """A flat scratch buffer of the size of a rank's buffer of `t`."""
+    return memref.AllocOp.get(t.element_type, shape=[element_count(t, world)])
+
+
+@dataclass
+class LowerAllReduce(CocoLoweringPattern):
+    """`coco.all_reduce` → `coco_gpu.nccl_all_reduce`."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(
+        self, op: coco.AllReduceOp, rewriter: PatternRewriter
+    ) -> None:
+        if not ready(op):
+            return
+        host, source = self.lowering.buffer(op.operand)
+        more, out = self.lowering.result_buffer(op, op.result)
+        call = NcclAllReduceOp(source, out, op.reduction)
+        replace_with_buffers(rewriter, op, [*host, *more, call], [out])
+
+
+@dataclass
+class LowerReduceScatter(CocoLoweringPattern):
+    """`coco.reduce_scatter dim = D` → `coco_gpu.nccl_reduce_scatter`, after
+    a pack kernel into rank-major blocks when D is not the outermost dim
+    (NCCL scatters contiguous blocks of the flat buffer)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(
+        self, op: coco.ReduceScatterOp, rewriter: PatternRewriter
+    ) -> None:
+        if not ready(op):
+            return
+        lowering = self.lowering
+        dim = op.dim.value.data
+        operand = tensor_of(op.operand)
+        host, source = lowering.buffer(op.operand)
+        more, out = lowering.result_buffer(op, op.result)
+        host += more
+        if math.prod(operand.dims[:dim]) > 1:
+            packed = scratch(operand, self.world)
+            packed.memref.name_hint = "packed"
+            host.append(packed)
+            host += rank_major(
+                lowering.kernels,
+                lowering.threads,
+                lowering.kernel_name(op, "pack"),
+                source,
+                packed.memref,
+                operand.dims,
+                dim,
+                self.world,
+                pack=True,
+            )
+            source = packed.memref
+        host.append(NcclReduceScatterOp(source, out, op.reduction))
+        replace_with_buffers(rewriter, op, host, [out])
+
+
+@dataclass
+class LowerAllGather(CocoLoweringPattern):
+    """`coco.all_gather` of `sliced<D>` → `coco_gpu.nccl_all_gather`, then an
+    unpack kernel from rank-major blocks when D is not the outermost dim."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(
+        self, op: coco.AllGatherOp, rewriter: PatternRewriter
+    ) -> None:
+        if not ready(op):
+            return
+        lowering = self.lowering
+        result = result_type(op)
+        dim = tensor_of(op.operand).layout.sliced_dim
+        host, source = lowering.buffer(op.operand)
+        more, out = lowering.result_buffer(op, op.result)
+        host += more
+        if math.prod(result.dims[:dim]) == 1:
+            host.append(NcclAllGatherOp(source, out))
+            replace_with_buffers(rewriter, op, host, [out])
+            return
+        gathered = scratch(result, self.world)
+        gathered.memref.name_hint = "gathered"
+        host += [gathered, NcclAllGatherOp(source, gathered.memref)]
+        host += rank_major(
+            lowering.kernels,
+            lowering.threads,
+            lowering.kernel_name(op, "unpack"),
+            gathered.memref,
+            out,
+            result.dims,
+            dim,
+            self.world,
+            pack=False,
+        )
+        replace_with_buffers(rewriter, op, host, [out])
+
+
+@dataclass
+class LowerBroadcast(CocoLoweringPattern):
+    """`coco.broadcast root = K` → `coco_gpu.nccl_broadcast`."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(
+        self, op: coco.BroadcastOp, rewriter: PatternRewriter
+    ) -> None:
+        if not ready(op):
+            return
+        host, source = self.lowering.buffer(op.operand)
+        more, out = self.lowering.result_buffer(op, op.result)
+        call = NcclBroadcastOp(source, out, op.root.value.data)
+        replace_with_buffers(rewriter, op, [*host, *more, call], [out])
+
+
+@dataclass
+class LowerAllToAll(CocoLoweringPattern):
+    """`coco.all_to_all` `sliced<D>` → `sliced<E>`: pack the rank's block
+    into rank-major blocks along E, `coco_gpu.nccl_all_to_all`, unpack the
+    received blocks along D (each step skipped when its dim is outermost);
+    D = E is a copy."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: coco.AllToAllOp, rewriter: PatternRewriter) -> None:
+        if not ready(op):
+            return
+        lowering = self.lowering
+        world = self.world
+        operand, result = tensor_of(op.operand), result_type(op)
+        source_dim, dim = operand.layout.sliced_dim, op.dim.value.data
+        host, source = lowering.buffer(op.operand)
+        more, out = lowering.result_buffer(op, op.result)
+        host += more
+        if source_dim == dim:
+            host.append(memref.CopyOp(source, out))
+            replace_with_buffers(rewriter, op, host, [out])
+            return
+        in_shape = local_shape(operand, world)
+        if math.prod(in_shape[:dim]) > 1:
+            packed = scratch(operand, world)
+            packed.memref.name_hint = "packed"
+            host.append(packed)
+            host += rank_major(
+                lowering.kernels,
+                lowering.threads,
+                lowering.kernel_name(op, "pack"),
+                source,
+                packed.memref,
+                in_shape,
+                dim,
+                world,
+                pack=True,
+            )
+            source = packed.memref
+        out_shape = local_shape(result, world)
+        if math.prod(out_shape[:source_dim]) == 1:
+            host.append(NcclAllToAllOp(source, out))
+            replace_with_buffers(rewriter, op, host, [out])
+            return
+        received = scratch(result, world)
+        received.memref.name_hint = "received"
+        host += [received, NcclAllToAllOp(source, received.memref)]
+        host += rank_major(
+            lowering.kernels,
+            lowering.threads,
+            lowering.kernel_name(op, "unpack"),
+            received.memref,
+            out,
+            out_shape,
+            source_dim,
+            world,
+            pack=False,
+        )
+        replace_with_buffers(rewriter, op, host, [out])
+
+
+@dataclass
+class LowerSend(CocoLoweringPattern):
+    """`coco.send %a to @S channel = C` → `coco_gpu.nccl_send` to rank `r` of
+    stage @S on the channel (coconet_ir.analysis.channels)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: coco.SendOp, rewriter: PatternRewriter) -> None:
+        function = enclosing(op)
+        if function is None or not ready(op):
+            return
+        host, source = self.lowering.buffer(op.operand)
+        channel = channel_of(op, function.sym_name.data)
+        call = NcclSendOp(source, channel.dest, channel.channel)
+        rewriter.replace(op, [*host, call], [])
+
+
+@dataclass
+class LowerRecv(CocoLoweringPattern):
+    """`coco.recv from @S channel = C` → a buffer and `coco_gpu.nccl_recv`
+    from rank `r` of stage @S."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: coco.RecvOp, rewriter: PatternRewriter) -> None:
+        function = enclosing(op)
+        if function is None:
+            return
+        host, out = self.lowering.result_buffer(op, op.result)
+        channel = channel_of(op, function.sym_name.data)
+        call = NcclRecvOp(out, channel.source, channel.channel)
+        replace_with_buffers(rewriter, op, [*host, call], [out])
+
+
+# ----------------------------------------------------------------------------
+# Regions
+# ----------------------------------------------------------------------------
+
+
+FUSIBLE = (*ELEMENTWISE_OPS, coco.ConstantOp, coco.AllSliceOp)
+"""What one fused elementwise kernel computes (an all_slice only of a region
+input: it reads the input at the rank's block)."""
+
+
+def fused_domain(lowering: Lowering, op: coco.FusionOp) -> TensorType | None:
+    """The type whose elements one kernel computing the whole elementwise
+    region runs over (its largest output), or None when the region is not an
+    elementwise chain every value of which that kernel can index."""
+    body = [o for o in op.block.ops if not isinstance(o, coco.YieldOp)]
+    for inner in body:
+        if not isinstance(inner, FUSIBLE):
+            return None
+        if isinstance(inner, coco.AllSliceOp) and not isinstance(
+            inner.operand, BlockArgument
+        ):
+            return None
+    outputs = [tensor_of(v) for v in op.yield_op.arguments]
+    if not outputs:
+        return None
+    domain = max(outputs, key=lambda t: element_count(t, lowering.world))
+    values = [*op.block.args, *(r for o in body for r in o.results)]
+    try:
+        for value in values:
+            if value.uses:
+                lowering.plan(tensor_of(value), domain)
+    except CocoError:
+        return None
+    return domain
+
+
+def lower_fused_elementwise(
+    lowering: Lowering,
+    op: coco.FusionOp,
+    domain: TensorType,
+    rewriter: PatternRewriter,
+) -> None:
+    """A `coco.fusion` of elementwise ops → ONE kernel computing the chain at
+    each element of `domain` (every output, rounded after each op)."""
+    used = [a for a in op.block.args if a.uses]
+    host, buffers = lowering.buffers([op.inputs[a.index] for a in used])
+    slot = {a: k for k, a in enumerate(used)}
+    outputs: list[tuple[SSAValue, TensorType]] = []
+    for result in op.results:
+        t = tensor_of(result)
+        more, out = lowering.result_buffer(
+            op, result, reads_in_place=lowering.is_identity(t, domain)
+        )
+        host += more
+        outputs.append((out, t))
+    body_ops = [o for o in op.block.ops if not isinstance(o, coco.YieldOp)]
+    needs_rank = any(needs_rank_for_dropout(o) for o in body_ops) or any(
+        lowering.needs_rank(tensor_of(r), domain) for o in body_ops for r in o.results
+    )
+
+    def body(
+        b: Builder, load: Callable[[int], SSAValue], where: ElementContext
+    ) -> list[SSAValue]:
+        scalars: dict[SSAValue, SSAValue] = {}
+
+        def value_at(value: SSAValue) -> SSAValue:
+            if value in scalars:
+                return scalars[value]
+            if isinstance(value, BlockArgument):
+                found = load(slot[value])
+            else:
+                inner = value.owner
+                assert isinstance(inner, Operation)
+                if isinstance(inner, coco.AllSliceOp):
+                    found = value_at(inner.operand)
+                else:
+                    operands = [value_at(v) for v in inner.operands]
+                    t = tensor_of(value)
+                    chunk = chunk_of(inner)
+                    found = emit_elementwise(
+                        b, inner, operands, lambda: where.global_index(t, chunk)
+                    )
+            scalars[value] = found
+            return found
+
+        return [value_at(v) for v in op.yield_op.arguments]
+
+    inputs = [(buf, tensor_of(a)) for buf, a in zip(buffers, used)]
+    host += lowering.map_kernel(
+        lowering.kernel_name(op, "fusion"),
+        domain,
+        inputs,
+        outputs,
+        body,
+        needs_rank=needs_rank,
+    )
+    replace_with_buffers(rewriter, op, host, [out for out, _ in outputs])
+
+
+def lower_fusion_with_collectives(
+    lowering: Lowering, op: coco.FusionOp, rewriter: PatternRewriter
+) -> None:
+    """FALLBACK for a `coco.fusion` holding collectives (reduce_scatter,
+    all_gather, send): its body is inlined and lowered op by op (NCCL calls
+    and kernels on stream 0). The fused collective kernel (peer pointers and
+    signals) replaces this function."""
+    for result, value in zip(op.results, op.yield_op.arguments):
+        destination = lowering.destinations.pop(result, None)
+        if destination is not None and isinstance(value, OpResult):
+            lowering.destinations.setdefault(value, destination)
+    terminator = op.yield_op
+    rewriter.inline_block(op.block, InsertPoint.before(op), list(op.inputs))
+    yielded = list(terminator.arguments)  # the inputs, where an argument was
+    rewriter.erase(terminator)
+    rewriter.replace(op, [], yielded)
+
+
+@dataclass
+class LowerFusion(CocoLoweringPattern):
+    """`coco.fusion`: an elementwise region → one kernel; a region with
+    collectives → `lower_fusion_with_collectives`."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: coco.FusionOp, rewriter: PatternRewriter) -> None:
+        if not ready(op):
+            return
+        domain = fused_domain(self.lowering, op)
+        if domain is not None:
+            lower_fused_elementwise(self.lowering, op, domain, rewriter)
+        else:
+            lower_fusion_with_collectives(self.lowering, op, rewriter)
+
+
+def lower_overlap(
+    lowering: Lowering, op: coco.OverlapOp, rewriter: PatternRewriter
+) -> None:
+    """FALLBACK for `coco.overlap`: the chunks run one after the other, on
+    stream 0. For chunk `c`, each chunked input is copied out of its buffer
+    (a block kernel), the body is cloned on those chunks, and each output
+    chunk is copied into the output buffer. A dropout in the body keeps its
+    global index (`coco_gpu.chunk`). The two-stream overlap replaces this
+    function."""
+    world = lowering.world
+    chunks = op.chunk_count
+    input_dims = list(op.input_dims.get_values())
+    output_dims = list(op.output_dims.get_values())
+    dims = chunk_dims(op.block, input_dims).dims
+    host: list[Operation] = []
+    outputs: list[SSAValue] = []
+    for result in op.results:
+        more, out = lowering.result_buffer(op, result)
+        host += more
+        outputs.append(out)
+    body = [o for o in op.block.ops if not isinstance(o, coco.YieldOp)]
+    name = lowering.kernel_name(op, "overlap")
+    for chunk in range(chunks):
+        mapping: dict[SSAValue, SSAValue] = {}
+        for value, arg, dim in zip(op.inputs, op.block.args, input_dims):
+            if dim < 0:
+                mapping[arg] = value
+                continue
+            more, source = lowering.buffer(value)
+            piece = memref.AllocOp.get(
+                tensor_of(arg).element_type, shape=local_shape(tensor_of(arg), world)
+            )
+            piece.memref.name_hint = f"{arg.name_hint or 'in'}_chunk"
+            block = local_shape(tensor_of(arg), world)[dim]
+            start = arith.ConstantOp(IntegerAttr(chunk * block, index))
+            start.result.name_hint = "chunk_start"
+            host += [*more, piece, start]
+            host += copy_block(
+                lowering.kernels,
+                lowering.threads,
+                f"{name}_chunk",
+                source,
+                piece.memref,
+                local_shape(tensor_of(value), world),
+                dim,
+                block,
+                start.result,
+                extract=True,
+            )
+            cast = as_tensor(piece.memref, arg.type)
+            host.append(cast)
+            mapping[arg] = cast.results[0]
+        for inner in body:
+            clone = inner.clone(mapping)
+            for original, copied in zip(inner.walk(), clone.walk()):
+                if isinstance(original, coco.DropoutOp):
+                    dim = dims.get(original.operand, -1)
+                    if dim >= 0:
+                        copied.attributes[CHUNK_ATTR] = DenseArrayBase.from_list(
+                            i64, [dim, chunk, chunks]
+                        )
+            for old, new in zip(inner.results, clone.results):
+                mapping[old] = new
+            host.append(clone)
+        for value, out, dim in zip(op.yield_op.arguments, outputs, output_dims):
+            more, piece = lowering.buffer(mapping.get(value, value))
+            block = local_shape(tensor_of(value), world)[dim]
+            start = arith.ConstantOp(IntegerAttr(chunk * block, index))
+            start.result.name_hint = "chunk_start"
+            host += [*more, start]
+            host += copy_block(
+                lowering.kernels,
+                lowering.threads,
+                f"{name}_unchunk",
+                piece,
+                out,
+                memref_shape(out.type),
+                dim,
+                block,
+                start.result,
+                extract=False,
+            )
+    replace_with_buffers(rewriter, op, host, outputs)
+
+
+@dataclass
+class LowerOverlap(CocoLoweringPattern):
+    """`coco.overlap` → `lower_overlap`."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: coco.OverlapOp, rewriter: PatternRewriter) -> None:
+        if not ready(op):
+            return
+        lower_overlap(self.lowering, op, rewriter)
+
+
+def patterns(lowering: Lowering) -> list[RewritePattern]:
+    """The conversion's patterns, sharing `lowering`."""
+    kinds: list[type[CocoLoweringPattern]] = [
+        LowerElementwise,
+        LowerMatmul,
+        LowerReduce,
+        LowerNorm,
+        LowerAllSlice,
+        LowerAllReduce,
+        LowerReduceScatter,
+        LowerAllGather,
+        LowerBroadcast,
+        LowerAllToAll,
+        LowerSend,
+        LowerRecv,
+        LowerFusion,
+        LowerOverlap,
+        LowerUpdate,
+        LowerReturn,
+    ]
+    return [kind(lowering) for kind in kinds]
+
+
+def bufferize_function(lowering: Lowering, function: func.FuncOp) -> None:
+    """Arguments become buffers (cast back to coco values for the ops still to
+    be lowered), results trailing out-parameters; the coco signature stays as
+    the `coco_gpu.entry` attribute."""
+    block = function.body.block
+    original = function.function_type
+    entry: list[Operation] = []
+    for old in list(block.args):
+        if not isinstance(old.type, TensorType):
+            continue
+        new = block.insert_arg(buffer_type(old.type, lowering.world), len(block.args))
+        new.name_hint = old.name_hint
+        cast = as_tensor(new, old.type)
+        old.replace_all_uses_with(cast.results[0])
+        entry.append(cast)
+    for old in [a for a in block.args if isinstance(a.type, TensorType)]:
+        block.erase_arg(old)
+    outs: list[BlockArgument] = []
+    for k, t in enumerate(original.outputs.data):
+        assert isinstance(t, TensorType)
+        arg = block.insert_arg(buffer_type(t, lowering.world), len(block.args))
+        arg.name_hint = f"result{k}"
+        outs.append(arg)
+    lowering.out_params[function] = outs
+    if entry:
+        block.insert_ops_before(entry, block.first_op)  # type: ignore[arg-type]
+    function.function_type = FunctionType.from_lists([a.type for a in block.args], [])
+    function.attributes[ENTRY_ATTR] = original
+    find_destinations(lowering, function)
+
+
+def find_destinations(lowering: Lowering, function: func.FuncOp) -> None:
+    """The buffer each updated or returned value should end in."""
+    for op in function.body.block.ops:
+        if isinstance(op, coco.UpdateOp):
+            param = op.param.owner
+            if isinstance(param, UnrealizedConversionCastOp) and isinstance(
+                op.value, OpResult
+            ):
+                lowering.destinations.setdefault(op.value, param.inputs[0])
+        elif isinstance(op, func.ReturnOp):
+            for value, out in zip(op.arguments, lowering.out_params[function]):
+                if isinstance(value, OpResult) and not isinstance(
+                    value.owner, UnrealizedConversionCastOp
+                ):
+                    lowering.destinations.setdefault(value, out)
+
+
+def insert_deallocs(function: func.FuncOp) -> None:
+    """Free every buffer the function allocated, before it returns."""
+    block = function.body.block
+    allocs = [op for op in block.ops if isinstance(op, memref.AllocOp)]
+    ret = block.last_op
+    assert ret is not None
+    for alloc in allocs:
+        block.insert_op_before(memref.DeallocOp.get(alloc.memref), ret)
+
+
+def remaining_coco(module: ModuleOp) -> Iterator[Operation]:
+    for op in module.walk():
+        if op.dialect_name() == "coco":
+            yield op
+
+
+@dataclass(frozen=True)
+class ConvertCocoToGpu(ModulePass):
+    """Lower a coco module to per-rank buffers, kernels in a `gpu.module`,
+    NCCL and cuBLAS calls (docs/gpu.md §1)."""
+
+    name = "convert-coco-to-gpu"
+
+    world: int | None = None
+    """The world size (default: the module's `coco.world_size`)."""
+
+    threads: int = 256
+    """Threads per block of every kernel launch."""
+
+    def resolve_world(self, module: ModuleOp) -> int:
+        declared = declared_world_size(module)
+        if self.world is not None and self.world < 1:
+            raise ConversionRefused(
+                f"{self.name}: world must be >= 1, got {self.world}"
+            )
+        if self.world is None and declared is None:
+            raise ConversionRefused(
+                f"{self.name} needs the world size: give the option world=N or "
+                f"the module attribute {WORLD_SIZE_ATTR}",
+                module,
+            )
+        if self.world is not None and declared is not None and self.world != declared:
+            raise ConversionRefused(
+                f"{self.name}: the option world={self.world} disagrees with the "
+                f"module's {WORLD_SIZE_ATTR} = {declared}; they must be equal",
+                module,
+            )
+        world = self.world if self.world is not None else declared
+        assert world is not None
+        return world
+
+    def check(self, module: ModuleOp, world: int) -> None:
+        """Refuse before changing anything."""
+        if self.threads < 1:
+            raise ConversionRefused(
+                f"{self.name}: threads must be >= 1, got {self.threads}"
+            )
+        for op in module.walk():
+            reason = self.problem(op, world)
+            if reason is not None:
+                raise ConversionRefused(f"{self.name} cannot convert: {reason}", op)
+        for op, reason in PipelineChannels.of(module).problems():
+            raise ConversionRefused(f"{self.name} cannot convert: {reason}", op)
+
+    @staticmethod
+    def problem(op: Operation, world: int) -> str | None:
+        """Why `op` cannot be converted on `world` ranks, or None."""
+        for arg in (a for r in op.regions for b in r.blocks for a in b.args):
+            problem = divisibility_problem(arg.type, world)
+            if problem is not None:
+                return f"argument {value_name(arg)}: {problem}"
+        for value in (*op.operands, *op.results):
+            problem = divisibility_problem(value.type, world)
+            if problem is not None:
+                return problem
+        if isinstance(op, coco.UpdateOp) and not (
+            isinstance(op.param, BlockArgument)
+            and isinstance(op.param.owner.parent_op(), func.FuncOp)
+        ):
+            return "the updated parameter must be an argument of the function"
+        if isinstance(op, coco.OverlapOp):
+            parent = op.parent_op()
+            while parent is not None:
+                if isinstance(parent, coco.OverlapOp):
+                    return "a coco.overlap nested in another is not supported"
+                parent = parent.parent_op()
+            found = chunk_dims(op.block, list(op.input_dims.get_values()))
+            if found.problem is not None:
+                return f"its body cannot run chunk by chunk: {found.problem}"
+        if (
+            isinstance(op.parent_op(), func.FuncOp)
+            and any(isinstance(t, TensorType) for t in op.operand_types)
+            and op.dialect_name() not in ("coco", "func")
+        ):
+            return f"'{op.name}' on coco tensors has no lowering"
+        return None
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        world = self.resolve_world(op)
+        self.check(op, world)
+        converted = op.clone()
+        self.convert(converted, world)
+        move_contents(op, converted)
+
+    def convert(self, op: ModuleOp, world: int) -> None:
+        """Convert `op` (a copy of the module: whatever goes wrong, the
+        module is left as it was)."""
+        kernels = KernelModule.create(KERNELS_MODULE)
+        lowering = Lowering(world, self.threads, kernels)
+        functions = [
+            f for f in op.ops if isinstance(f, func.FuncOp) and not f.is_declaration
+        ]
+        for function in functions:
+            bufferize_function(lowering, function)
+        PatternRewriteWalker(
+            GreedyRewritePatternApplier(patterns(lowering)),  # type: ignore[arg-type]
+            apply_recursively=True,
+        ).rewrite_module(op)
+        left = next(remaining_coco(op), None)
+        if left is not None:
+            raise CocoError(f"{self.name} has no lowering for this op", left)
+        for function in functions:
+            fold_casts(list(function.walk()))
+            finish_updates(function, lowering.updates.get(function, []))
+            fold_casts(list(function.walk()))
+            insert_deallocs(function)
+        launches = [o for o in op.walk() if isinstance(o, gpu.LaunchFuncOp)]
+        kernels.deduplicate(launches)
+        kernels.renumber(launches)
+        op.body.block.insert_op_before(kernels.module, op.body.block.first_op)  # type: ignore[arg-type]
+        others = {
+            k: v
+            for k, v in op.attributes.items()
+            if k not in ("gpu.container_module", WORLD_SIZE_ATTR)
+        }
+        op.attributes = {
+            "gpu.container_module": UnitAttr(),
+            WORLD_SIZE_ATTR: IntegerAttr(world, i64),
+            **others,
+        }
