@@ -111,9 +111,17 @@ from coconet_ir.passes.base import move_contents
 
 __all__ = [
     "CHUNK_ATTR",
+    "KERNELS_MODULE",
+    "CocoLoweringPattern",
     "ConversionRefused",
     "ConvertCocoToGpu",
+    "ElementContext",
     "Lowering",
+    "lower_fused_elementwise",
+    "lower_fusion_with_collectives",
+    "lower_overlap",
+    "patterns",
+    "replace_with_buffers",
 ]
 
 index = IndexType()
@@ -215,7 +223,12 @@ class Lowering:
         if any(buffer is arg for arg in self.out_params.get(function, [])):
             return True
         top = function.body.block
-        at = top.get_operation_index(top_level(producer, top))
+        here = top_level(producer, top)
+        later: set[Operation] = set()
+        following = here.next_op
+        while following is not None:
+            later.add(following)
+            following = following.next_op
         uses = list(buffer.uses)
         for use in list(buffer.uses):
             if isinstance(use.operation, UnrealizedConversionCastOp):
@@ -226,8 +239,8 @@ class Lowering:
                 isinstance(reader, coco.UpdateOp) and use.index == 0
             ):
                 continue  # a cast, or the update of this very parameter
-            where = top.get_operation_index(top_level(reader, top))
-            if where > at or (where == at and not reads_in_place):
+            where = top_level(reader, top)
+            if where in later or (where is here and not reads_in_place):
                 return False
         return True
 
