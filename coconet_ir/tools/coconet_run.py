@@ -39,10 +39,13 @@ from coconet_ir.tools.errors import diagnostic_of, run_guarded
 
 if TYPE_CHECKING:
     from coconet_ir.dialects.coco import TensorType
+    from coconet_ir.emulate import EmulationResult
     from coconet_ir.interpreter import Comparison, Output, RunResult
 
 TOOL = "coconet-run"
 BACKENDS = ("numpy", "emu")
+DEFAULT_LOWERED_PASSES = "coco-optimize"
+"""What `--backend emu` applies before lowering unless `-p` says otherwise."""
 STDIN = "-"
 INPUT_PREFIX = "input:"
 """Prefix of the `--save` keys that hold the inputs a run drew."""
@@ -119,9 +122,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "-p",
         "--passes",
-        default="",
+        default=None,
         metavar="PIPELINE",
-        help="coconet-opt pass pipeline to apply before running",
+        help="coconet-opt pass pipeline to apply before running (default: none "
+        f"for the interpreter, '{DEFAULT_LOWERED_PASSES}' for the emulator)",
+    )
+    parser.add_argument(
+        "--stats",
+        action="store_true",
+        help="with --backend emu: print the kernel launches and the bytes each "
+        "rank sent, as counted and as predicted from the IR",
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="with --backend emu: also run the reference interpreter on FILE "
+        "and compare (exit 1 if they differ)",
     )
     parser.add_argument(
         "--rtol",
@@ -172,11 +188,16 @@ def check_usage(args: argparse.Namespace) -> None:
         value = getattr(args, flag)
         if value is not None and not value >= 0:
             raise UsageError(f"--{flag} must be non-negative, got {value}")
-    if args.backend == "emu":
+    if args.backend == "numpy" and (args.stats or args.check):
+        flag = "--stats" if args.stats else "--check"
+        raise UsageError(f"{flag} only applies to --backend emu")
+    if args.compare is not None and args.backend != "numpy":
         raise UsageError(
-            "the 'emu' backend (CPU emulation of the generated CUDA C) is "
-            "not available in this version; use --backend numpy"
+            "--compare runs the reference interpreter; to check generated code "
+            "against it, run one FILE with --backend emu --check"
         )
+    if args.passes is None:
+        args.passes = DEFAULT_LOWERED_PASSES if args.backend != "numpy" else ""
     if args.entry is not None:
         args.entry = args.entry.removeprefix("@")
 
@@ -373,10 +394,72 @@ def run(args: argparse.Namespace) -> int:
 
     if args.save is not None:
         check_writable(args.save)
+    if args.backend == "emu":
+        return run_emulated(args)
     pipeline = make_pipeline(args.passes)
     module = load(args.file, pipeline)
     world = resolve_world(args.world, {args.file: module})
     result = interpret(module, world, seed=args.seed, entry=args.entry)
+    print_run(args, result, world)
+    return EXIT_OK
+
+
+def run_emulated(args: argparse.Namespace) -> int:
+    """Optimize, lower, print as CUDA C, run under the CPU emulation; with
+    --stats print what it counted, with --check compare with the interpreter."""
+    from coconet_ir.emulate import compare_runs, emulate
+    from coconet_ir.interpreter import interpret
+
+    make_pipeline(args.passes)  # a bad -p is a usage error before any work
+    module = read_program(args.file)
+    world = resolve_world(args.world, {args.file: module})
+    result = emulate(
+        module, world, passes=args.passes, seed=args.seed, entry=args.entry
+    )
+    print_run(args, result, world)
+    if args.stats:
+        print(stats_report(result))
+    if not args.check:
+        return EXIT_OK
+    reference = interpret(module, world, seed=args.seed, entry=args.entry)
+    verdict = compare_runs(reference, result, module)
+    print(comparison_report(verdict, world, args.seed, against="the interpreter"))
+    return EXIT_OK if verdict.ok else EXIT_FAILED
+
+
+def stats_report(result: EmulationResult) -> str:
+    """Per stage: launches per rank and stream, bytes each rank sent, and
+    whether they agree with the prediction from the device-level IR."""
+    from coconet_ir.analysis.channels import PipelineChannels
+    from coconet_ir.analysis.device_traffic import device_traffic
+
+    assert result.stats is not None and result.lowered is not None
+    stats = result.stats
+    predicted = device_traffic(result.lowered.device)
+    stages = PipelineChannels.of(result.lowered.coco).stage_indices()
+    lines: list[str] = []
+    for name, traffic in predicted.items():
+        if name not in stages:
+            continue
+        stage = stages[name]
+        launches = stats.launches_per_call(stage)
+        lines.append(f"@{name} (stage {stage}), per call and rank:")
+        streams = ", ".join(
+            f"stream {s}: {int(n)}" for s, n in enumerate(launches[0]) if n
+        )
+        lines.append(f"  kernel launches: {int(launches[0].sum())} ({streams or '-'})")
+        sent = " ".join(str(int(b)) for b in stats.bytes_per_rank(stage))
+        lines.append(f"  bytes sent within the stage, by rank: {sent}")
+        if traffic.sent_to_stage:
+            out = " ".join(str(int(b)) for b in stats.bytes_to_other_stages(stage))
+            lines.append(f"  bytes sent to the next stage, by rank: {out}")
+        problems = stats.disagreements(traffic, stage)
+        verdict = "agree" if not problems else "DISAGREE: " + "; ".join(problems)
+        lines.append(f"  static prediction (coconet_ir.analysis): {verdict}")
+    return "\n".join(lines)
+
+
+def print_run(args: argparse.Namespace, result: RunResult, world: int) -> None:
     print(
         f"{args.file}: {plural(len(result.outputs), 'output')} on "
         f"{plural(world, 'rank')} (seed {args.seed}, backend {args.backend})"
@@ -386,7 +469,6 @@ def run(args: argparse.Namespace) -> int:
     if args.save is not None:
         count = save(args.save, result)
         print(f"saved {plural(count, 'array')} to {args.save}")
-    return EXIT_OK
 
 
 def compare(args: argparse.Namespace) -> int:
@@ -418,17 +500,24 @@ def compare(args: argparse.Namespace) -> int:
     return EXIT_OK if comparison.ok else EXIT_FAILED
 
 
-def comparison_report(comparison: Comparison, world: int, seed: int) -> str:
-    """`equivalent: ...` or `not equivalent: KEY differs ...` (+ the message)."""
+def comparison_report(
+    comparison: Comparison, world: int, seed: int, against: str | None = None
+) -> str:
+    """`equivalent: ...` or `not equivalent: KEY differs ...` (+ the message);
+    `matches the interpreter: ...` / `differs from the interpreter: ...` when
+    comparing a run `against` another."""
     ranks = plural(world, "rank")
+    same, other = ("equivalent", "not equivalent")
+    if against is not None:
+        same, other = (f"matches {against}", f"differs from {against}")
     if comparison.ok:
         count = len(comparison.compared)
         verb = "agrees" if count == 1 else "agree"
-        return f"equivalent: {plural(count, 'output')} {verb} on {ranks} (seed {seed})"
+        return f"{same}: {plural(count, 'output')} {verb} on {ranks} (seed {seed})"
     diff = comparison.first_difference
     if diff is None:
-        return f"not equivalent on {ranks} (seed {seed})"
-    line = f"not equivalent: {diff.key} differs on {ranks} (seed {seed})"
+        return f"{other} on {ranks} (seed {seed})"
+    line = f"{other}: {diff.key} differs on {ranks} (seed {seed})"
     errors = (diff.max_abs_error, diff.max_rel_error)
     if all(e is not None and math.isfinite(e) for e in errors):
         line += f": max abs error {errors[0]:.3e}, max rel error {errors[1]:.3e}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coconet_ir.backend.cuda.printer import CudaPrinter, print_cuda
+from coconet_ir.backend.cuda.printer import CudaPrinter, emit_cuda, print_cuda
 from coconet_ir.backend.cuda.target import CudaTarget
 
 
@@ -14,4 +14,4 @@ def runtime_dir() -> Path:
     return Path(__file__).parent / "runtime"
 
 
-__all__ = ["CudaPrinter", "CudaTarget", "print_cuda", "runtime_dir"]
+__all__ = ["CudaPrinter", "CudaTarget", "emit_cuda", "print_cuda", "runtime_dir"]

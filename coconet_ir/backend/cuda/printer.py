@@ -20,6 +20,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import singledispatchmethod
+from io import StringIO
 
 import numpy
 from xdsl.dialects import arith, func, gpu, memref, scf
@@ -1276,3 +1277,10 @@ def symmetric_bytes(module: ModuleOp) -> int:
 def print_cuda(module: ModuleOp, stream, *, main: bool = False) -> None:
     """Print `module` (device level) as one `.cu` file on `stream`."""
     CudaPrinter(stream=stream, main=main).print(module)
+
+
+def emit_cuda(module: ModuleOp, *, main: bool = False) -> str:
+    """The device-level `module` as CUDA C text (what `-t cuda` prints)."""
+    out = StringIO()
+    print_cuda(module, out, main=main)
+    return out.getvalue()

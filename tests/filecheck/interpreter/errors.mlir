@@ -4,7 +4,7 @@
 // RUN: not coconet-run %s 2>&1 | filecheck %s --check-prefix=NOWORLD
 // RUN: not coconet-run %s --world 0 2>&1 | filecheck %s --check-prefix=ZERO
 // RUN: not coconet-run %s --world 3 2>&1 | filecheck %s --check-prefix=DIVIDE
-// RUN: not coconet-run %s --world 2 --backend emu 2>&1 | filecheck %s --check-prefix=EMU
+// RUN: not coconet-run %s --world 2 --stats 2>&1 | filecheck %s --check-prefix=EMU
 // RUN: not coconet-run %s --world 2 -p no-such-pass 2>&1 | filecheck %s --check-prefix=PASS
 // RUN: not coconet-run %s --world 2 --entry nope 2>&1 | filecheck %s --check-prefix=ENTRY
 // RUN: sed -e 's/dim = 0/dim = 9/' %s > %t.bad.mlir
@@ -13,7 +13,7 @@
 // NOWORLD: coconet-run: error: the world size is unknown: pass --world N or give the module a coco.world_size attribute
 // ZERO:    coconet-run: error: --world must be at least 1, got 0
 // DIVIDE:  errors.mlir:[[# @LINE + 15]]:3: error: 'coco.reduce_scatter' op dimension 0 {{.*}} is not divisible by the world size 3
-// EMU:     coconet-run: error: the 'emu' backend {{.*}} is not available in this version; use --backend numpy
+// EMU:     coconet-run: error: --stats only applies to --backend emu
 // PASS:    coconet-run: error: unknown pass 'no-such-pass'
 // ENTRY:   error: {{.*}}@nope
 // VERIFY:  bad.mlir:[[# @LINE + 11]]:3: error: 'coco.reduce_scatter' op dim 9 is out of range

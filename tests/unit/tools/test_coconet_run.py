@@ -259,7 +259,8 @@ def test_comparing_bad_input_exits_2(tmp_path: Path, kind: str):
             "coconet-run: error: pass 'coco-overlap': option 'chunks' expects an "
             "integer, got 'abc'",
         ),
-        (["--backend", "emu"], "not available in this version"),
+        (["--stats"], "--stats only applies to --backend emu"),
+        (["--check"], "--check only applies to --backend emu"),
         (["--seed", "-1"], "--seed must be non-negative"),
         (["--rtol", "0.1"], "--rtol and --atol only apply with --compare"),
     ],

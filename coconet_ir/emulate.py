@@ -1,0 +1,381 @@
+"""Run a coco program the way a GPU would, on the CPU (docs/gpu.md §3).
+
+`emulate(module, world)` optimizes the program (`passes`, default
+`coco-optimize`), lowers it (`convert-coco-to-gpu{world=N}`), prints it as CUDA C
+(the `cuda` target), compiles that file unchanged with g++ against the
+emulation header, and runs every rank of every stage as threads of one
+process. Inputs are the interpreter's (same keys, same seed, distributed by
+the layouts of the optimized program's arguments), outputs come back as global
+values under the interpreter's keys, so `RunResult`s of both can be compared
+(`compare_runs`). The emulator also counts what the code did (`stats`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from math import prod
+from typing import Any
+
+import numpy as np
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp
+from xdsl.dialects.func import FuncOp
+from xdsl.ir import Attribute, BlockArgument
+
+from coconet_ir import ir
+from coconet_ir.analysis.channels import PipelineChannels
+from coconet_ir.analysis.device_traffic import Traffic
+from coconet_ir.dialects import coco
+from coconet_ir.interpreter.compare import (
+    Comparison,
+    Difference,
+    compare_outputs,
+    per_rank_views,
+)
+from coconet_ir.interpreter.inputs import (
+    argument_key,
+    check_seed,
+    check_world,
+    prepare_inputs,
+    result_key,
+)
+from coconet_ir.interpreter.runner import Output, RunResult
+from coconet_ir.interpreter.stages import select_functions
+from coconet_ir.interpreter.values import DistValue, local_shape, storage_dtype
+
+DEFAULT_PASSES = "coco-optimize"
+
+
+@dataclass
+class Lowered:
+    """A program at each level: coco (optimized), device (gpu + coco_gpu), CUDA C."""
+
+    coco: ModuleOp
+    device: ModuleOp
+    cuda: str
+
+    @property
+    def symmetric_bytes(self) -> int:
+        return _module_int(self.device, "coco_gpu.symmetric_bytes")
+
+    @property
+    def signal_slots(self) -> int:
+        return _module_int(self.device, "coco_gpu.signal_slots")
+
+
+def _module_int(module: ModuleOp, name: str) -> int:
+    attr = module.attributes.get(name)
+    return attr.value.data if isinstance(attr, IntegerAttr) else 0
+
+
+def lower(module: ModuleOp, world: int, passes: str = DEFAULT_PASSES) -> Lowered:
+    """Optimize a copy of `module` with `passes`, lower it for `world` ranks and
+    print it as CUDA C."""
+    from coconet_ir.backend.cuda import emit_cuda
+    from coconet_ir.pipeline import Pipeline
+
+    optimized = Pipeline(passes)(module) if passes else module.clone()
+    device = Pipeline([f"convert-coco-to-gpu{{world={world}}}"])(optimized)
+    return Lowered(optimized, device, emit_cuda(device))
+
+
+@dataclass
+class EmulationResult(RunResult):
+    """A `RunResult` of the emulator (the outputs of its first call), with the
+    outputs of every call (`steps`), what it counted over all calls (`stats`)
+    and what it ran (`lowered`)."""
+
+    steps: list[dict[str, Output]] = field(default_factory=list[dict[str, Output]])
+    stats: EmulatorStats | None = None
+    lowered: Lowered | None = None
+
+
+def emulate(
+    module: ModuleOp,
+    world: int,
+    *,
+    passes: str = DEFAULT_PASSES,
+    inputs: Mapping[str, np.ndarray] | None = None,
+    seed: int = 0,
+    entry: str | None = None,
+    calls: int = 1,
+    sanitize: str | None = None,
+    timeout: float = 300.0,
+) -> EmulationResult:
+    """Run `module` on `world` emulated GPUs per stage (see the module
+    docstring), `calls` times back to back on the same world (updated
+    parameters carry over, as training steps do). `sanitize` is `"thread"` or
+    `"address"` to build under that sanitizer. Raises `CocoError` on a bad
+    request, a program the lowering refuses, a compile error, or a failed or
+    stuck run."""
+    from coconet_ir.backend.emu import EntryCall, compile_emulated, run_emulated
+
+    check_world(world)
+    check_seed(seed)
+    if calls < 1:
+        raise ir.CocoError(f"the number of calls must be at least 1, got {calls}")
+    ir.verify(module)
+    functions = select_functions(module, entry)
+    fed = prepare_inputs(functions, world, seed, inputs)
+    lowered = lower(module, world, passes)
+    stages = PipelineChannels.of(lowered.coco).stage_indices()
+    optimized = {f.sym_name.data: f for f in lowered.coco.ops if isinstance(f, FuncOp)}
+    library = compile_emulated(lowered.cuda, sanitize=sanitize)
+    buffers = {
+        f.sym_name.data: [
+            arguments_of(optimized[f.sym_name.data], fed, world, rank)
+            for rank in range(world)
+        ]
+        for f in functions
+    }
+    entry_calls = [
+        EntryCall(
+            f"coco_{name}",
+            buffers[name],
+            stage=stages[name],
+            outputs={
+                f"{key}#{step}": index
+                for key, _, index in output_buffers(optimized[name])
+            },
+        )
+        for step in range(calls)
+        for name in buffers
+    ]
+    arrays, stats = run_emulated(
+        library,
+        world,
+        entry_calls,
+        num_stages=len(buffers),
+        symmetric_bytes=lowered.symmetric_bytes,
+        signal_slots=max(lowered.signal_slots, 1),
+        timeout=timeout,
+    )
+    steps = [
+        {
+            key: Output(key, t, global_of(t, np.stack(arrays[f"{key}#{step}"]), world))
+            for name in buffers
+            for key, t, _ in output_buffers(optimized[name])
+        }
+        for step in range(calls)
+    ]
+    return EmulationResult(
+        steps[0],
+        fed,
+        world,
+        steps=steps,
+        stats=EmulatorStats(stats, world, calls),
+        lowered=lowered,
+    )
+
+
+def arguments_of(
+    func: FuncOp, fed: Mapping[str, np.ndarray], world: int, rank: int
+) -> list[np.ndarray]:
+    """Rank `rank`'s buffers for `func`'s entry: its share of every argument
+    (by the argument's layout in the optimized program), then a zeroed buffer
+    per result."""
+    buffers: list[np.ndarray] = []
+    for position, arg in enumerate(func.body.block.args):
+        assert isinstance(arg.type, coco.TensorType)
+        value = DistValue.from_global(
+            arg.type, fed[argument_key(func, position)], world
+        )
+        buffers.append(np.array(value.rank(rank), order="C", copy=True))
+    for result_type in func.function_type.outputs.data:
+        assert isinstance(result_type, coco.TensorType)
+        dtype = storage_dtype(result_type.element_type)
+        buffers.append(np.zeros(local_shape(result_type, world), dtype=dtype))
+    return buffers
+
+
+def updated_positions(func: FuncOp) -> list[int]:
+    """The argument positions `func` updates with `coco.update`."""
+    return sorted(
+        op.param.index
+        for op in func.body.block.ops
+        if isinstance(op, coco.UpdateOp) and isinstance(op.param, BlockArgument)
+    )
+
+
+def output_buffers(func: FuncOp) -> list[tuple[str, coco.TensorType, int]]:
+    """The outputs of `func` as the interpreter keys them (results, then
+    updated parameters), with their types and the index of their buffer in
+    the entry's arguments."""
+    arg_types = list(func.function_type.inputs.data)
+    found: list[tuple[str, Attribute, int]] = [
+        (result_key(func, i), t, len(arg_types) + i)
+        for i, t in enumerate(func.function_type.outputs.data)
+    ]
+    found += [(argument_key(func, i), arg_types[i], i) for i in updated_positions(func)]
+    return [(k, t, i) for k, t, i in found if isinstance(t, coco.TensorType)]
+
+
+def global_of(
+    tensor_type: coco.TensorType, stacked: np.ndarray, world: int
+) -> np.ndarray:
+    """The global value of per-rank arrays stacked `(N, *local)`; a replicated
+    value whose ranks disagree is an error of the generated code."""
+    layout = tensor_type.layout
+    value = DistValue(tensor_type, stacked, world)
+    if layout.is_replicated and not all(
+        np.array_equal(stacked[0], stacked[r], equal_nan=True) for r in range(world)
+    ):
+        raise ir.CocoError(
+            f"the emulated ranks disagree on a replicated value of type {tensor_type}"
+        )
+    if layout.is_replicated:
+        return stacked[0]
+    return value.global_value()
+
+
+# ============================================================================
+# Comparing with the interpreter
+# ============================================================================
+
+
+def reduction_length(module: ModuleOp, world: int) -> int:
+    """The longest chain of sums behind any output of `module` on `world`
+    ranks: a matmul's K, the elements a reduce or norm adds, and the ranks a
+    cross-rank sum adds (an upper bound; docs/interpreter.md)."""
+    longest = 1
+    for op in module.walk():
+        match op:
+            case coco.MatmulOp():
+                longest = max(longest, coco.tensor_type(op.lhs).dims[-1])
+            case coco.ReduceOp():
+                dims = coco.tensor_type(op.operand).dims
+                longest = max(longest, prod(dims[d] for d in op.reduced_dims()))
+            case coco.NormOp():
+                longest = max(longest, prod(coco.tensor_type(op.operand).dims))
+            case _:
+                pass
+    return longest + world
+
+
+def compare_runs(
+    reference: RunResult, actual: RunResult, module: ModuleOp | None = None
+) -> Comparison:
+    """Whether `actual` (a run of generated code: real arithmetic in another
+    order) gives `reference`'s outputs (the interpreter's, on the same
+    inputs), within each element type's tolerance plus the reduction bound
+    of `compare_outputs` for the longest sum in `module` (if given)."""
+    world = reference.world
+    length = reduction_length(module, world) if module is not None else world
+    differences: list[Difference] = []
+    for key, expected in reference.outputs.items():
+        got = actual.outputs.get(key)
+        if got is None:
+            differences.append(Difference(key, math.inf, math.inf, "missing"))
+            continue
+        ref, act = per_rank_views(expected, got, world)
+        found = compare_outputs(
+            ref,
+            act,
+            expected.type.element_type,
+            reduction_length=length,
+            key=key,
+        )
+        if found is not None:
+            differences.append(found)
+    return Comparison(
+        not differences,
+        differences[0] if differences else None,
+        list(reference.outputs),
+        differences,
+    )
+
+
+# ============================================================================
+# What the emulator counted
+# ============================================================================
+
+
+class EmulatorStats:
+    """What an emulated run did, per call (docs/gpu.md §3): kernel launches
+    per rank and stream, library calls, and bytes each rank sent to each
+    other rank (by stream). `raw` is the emulator's JSON."""
+
+    def __init__(self, raw: dict[str, Any], world: int, calls: int = 1):
+        self.raw = raw
+        self.world = world
+        self.calls = calls
+        self.num_stages = int(raw.get("num_stages", 1))
+        self.bytes = np.asarray(raw["bytes"], dtype=np.int64)
+        """`[src, dst, stream]` over global ranks (`stage * N + rank`)."""
+        self.launches = np.asarray(raw["launches"], dtype=np.int64)
+        """`[global rank, stream]`."""
+
+    def __repr__(self) -> str:
+        return (
+            f"EmulatorStats(launches={self.launches.tolist()}, "
+            f"bytes_per_rank={self.bytes_per_rank().tolist()}, calls={self.calls})"
+        )
+
+    def stage_ranks(self, stage: int) -> range:
+        return range(stage * self.world, (stage + 1) * self.world)
+
+    def within(self, stage: int) -> np.ndarray:
+        """`[src, dst, stream]` between the ranks of `stage`, per call."""
+        ranks = self.stage_ranks(stage)
+        block = self.bytes[ranks.start : ranks.stop, ranks.start : ranks.stop]
+        return block // self.calls
+
+    def bytes_per_rank(self, stage: int = 0) -> np.ndarray:
+        """Bytes each rank of `stage` sends to the other ranks of its stage,
+        per call."""
+        return self.within(stage).sum(axis=(1, 2))
+
+    def bytes_to_other_stages(self, stage: int = 0) -> np.ndarray:
+        """Bytes each rank of `stage` sends to ranks of other stages, per call."""
+        ranks = self.stage_ranks(stage)
+        rows = self.bytes[ranks.start : ranks.stop]
+        total = rows.sum(axis=(1, 2)) - rows[:, ranks.start : ranks.stop].sum(
+            axis=(1, 2)
+        )
+        return total // self.calls
+
+    def launches_per_call(self, stage: int = 0) -> np.ndarray:
+        """Kernel launches of each rank of `stage` per call, by stream."""
+        ranks = self.stage_ranks(stage)
+        return self.launches[ranks.start : ranks.stop] // self.calls
+
+    @property
+    def total_launches(self) -> int:
+        """Kernel launches of rank 0 of stage 0 per call."""
+        return int(self.launches_per_call(0)[0].sum())
+
+    def disagreements(self, predicted: Traffic, stage: int) -> list[str]:
+        """How this stage's counts differ from the static prediction (empty
+        when they agree exactly)."""
+        problems: list[str] = []
+        launches = self.launches_per_call(stage)
+        for rank in range(self.world):
+            for stream in range(launches.shape[1]):
+                want = predicted.launches.get(stream, 0)
+                if launches[rank, stream] != want:
+                    problems.append(
+                        f"rank {rank} stream {stream}: {launches[rank, stream]} "
+                        f"launches, predicted {want}"
+                    )
+        within = self.within(stage)
+        for stream in range(within.shape[2]):
+            want = predicted.sent.get(stream)
+            got = within[:, :, stream]
+            if want is None:
+                want = np.zeros_like(got)
+            if not np.array_equal(got, want):
+                problems.append(
+                    f"stream {stream}: bytes sent {got.tolist()}, predicted "
+                    f"{want.tolist()}"
+                )
+        to_stages = sum(
+            predicted.sent_to_stage.values(), np.zeros(self.world, dtype=np.int64)
+        )
+        got_to_stages = self.bytes_to_other_stages(stage)
+        if not np.array_equal(got_to_stages, to_stages):
+            problems.append(
+                f"bytes to other stages {got_to_stages.tolist()}, predicted "
+                f"{to_stages.tolist()}"
+            )
+        return problems
