@@ -25,6 +25,11 @@ PASSES: dict[str, tuple[str, str]] = {
 }
 """Pass name → (module in coconet_ir.passes, class)."""
 
+LOWERINGS: dict[str, tuple[str, str]] = {
+    "convert-coco-to-gpu": ("coco_to_gpu", "ConvertCocoToGpu"),
+}
+"""Conversion name → (module in coconet_ir.lowering, class)."""
+
 
 def get_coco() -> Dialect:
     from coconet_ir.dialects.coco import Coco
@@ -42,15 +47,24 @@ def get_all_dialects() -> dict[str, Callable[[], Dialect]]:
     return {"coco": get_coco, "coco_gpu": get_coco_gpu}
 
 
-def _pass_getter(module: str, cls: str) -> Callable[[], type[ModulePass]]:
+def _pass_getter(package: str, module: str, cls: str) -> Callable[[], type[ModulePass]]:
     def get() -> type[ModulePass]:
-        return getattr(import_module(f"coconet_ir.passes.{module}"), cls)
+        return getattr(import_module(f"coconet_ir.{package}.{module}"), cls)
 
     return get
 
 
 def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
-    return {name: _pass_getter(module, cls) for name, (module, cls) in PASSES.items()}
+    """The coco passes and the lowerings, by name, imported when first used."""
+    found = {
+        name: _pass_getter("passes", module, cls)
+        for name, (module, cls) in PASSES.items()
+    }
+    found.update(
+        (name, _pass_getter("lowering", module, cls))
+        for name, (module, cls) in LOWERINGS.items()
+    )
+    return found
 
 
 COCONET_UNIVERSE = Universe(

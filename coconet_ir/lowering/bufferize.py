@@ -1,0 +1,114 @@
+"""Bufferization for convert-coco-to-gpu: per-rank buffers of coco values
+(docs/gpu.md §1, "Bufferization").
+
+A `!coco.tensor<SHAPE x T, LAYOUT>` lives on each rank as the buffer
+`memref<LOCAL_SHAPE x T>`: the global shape for `replicated` and `local`, the
+rank's block (`shape[D] / N` along `D`) for `sliced<D>`; rank 0 gives
+`memref<T>`. During the conversion a coco value and its buffer meet through
+`builtin.unrealized_conversion_cast` (MLIR's materializations): `buffer_of`
+gives the buffer of a value, `as_tensor` the value of a buffer, and
+`fold_casts` removes the pairs once every coco op is gone.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    IntegerAttr,
+    MemRefType,
+    UnrealizedConversionCastOp,
+    i64,
+)
+from xdsl.dialects.memref import CollapseShapeOp
+from xdsl.ir import Attribute, Operation, SSAValue
+
+from coconet_ir.dialects.coco import TensorType
+
+__all__ = [
+    "as_tensor",
+    "buffer_of",
+    "buffer_type",
+    "collapse",
+    "element_count",
+    "fold_casts",
+    "local_shape",
+]
+
+
+def local_shape(t: TensorType, world: int) -> tuple[int, ...]:
+    """The shape of a rank's buffer of a value of type `t` on `world` ranks."""
+    dims = list(t.dims)
+    if t.layout.is_sliced:
+        dims[t.layout.sliced_dim] //= world
+    return tuple(dims)
+
+
+def element_count(t: TensorType, world: int) -> int:
+    """The number of elements of a rank's buffer."""
+    return math.prod(local_shape(t, world))
+
+
+def buffer_type(t: TensorType, world: int) -> MemRefType:
+    """`memref<LOCAL_SHAPE x T>`, the per-rank buffer of a value of type `t`."""
+    return MemRefType(t.element_type, local_shape(t, world))
+
+
+def buffer_of(value: SSAValue, world: int) -> tuple[list[Operation], SSAValue]:
+    """The buffer holding the coco value `value`: the memref its producer's
+    lowering cast back to a tensor, else a cast to insert (with the ops)."""
+    owner = value.owner
+    if (
+        isinstance(owner, UnrealizedConversionCastOp)
+        and len(owner.inputs) == 1
+        and isinstance(owner.inputs[0].type, MemRefType)
+    ):
+        return [], owner.inputs[0]
+    assert isinstance(value.type, TensorType)
+    cast = UnrealizedConversionCastOp.get([value], [buffer_type(value.type, world)])
+    return [cast], cast.results[0]
+
+
+def as_tensor(buffer: SSAValue, t: Attribute) -> UnrealizedConversionCastOp:
+    """The cast that lets coco ops still to be lowered read `buffer` as `t`."""
+    return UnrealizedConversionCastOp.get([buffer], [t])
+
+
+def collapse(buffer: SSAValue) -> tuple[list[Operation], SSAValue]:
+    """`buffer` as the flat 1-D buffer kernels take (`memref.collapse_shape`
+    of a buffer of rank >= 2; rank 0 and 1 buffers are passed as they are)."""
+    t = buffer.type
+    assert isinstance(t, MemRefType)
+    shape = t.get_shape()
+    if len(shape) <= 1:
+        return [], buffer
+    flat = MemRefType(t.element_type, [math.prod(shape)])
+    reassociation = ArrayAttr(
+        [ArrayAttr([IntegerAttr(d, i64) for d in range(len(shape))])]
+    )
+    op = CollapseShapeOp.build(
+        operands=[buffer],
+        result_types=[flat],
+        properties={"reassociation": reassociation},
+    )
+    return [op], op.results[0]
+
+
+def fold_casts(ops: Sequence[Operation]) -> None:
+    """Replace every `memref → tensor → memref` cast pair among `ops` by the
+    memref, then erase the casts nothing uses any more."""
+    casts = [op for op in ops if isinstance(op, UnrealizedConversionCastOp)]
+    for cast in casts:
+        source = cast.inputs[0].owner
+        if (
+            isinstance(source, UnrealizedConversionCastOp)
+            and isinstance(source.inputs[0].type, MemRefType)
+            and source.inputs[0].type == cast.results[0].type
+        ):
+            cast.results[0].replace_all_uses_with(source.inputs[0])
+    for cast in reversed(casts):
+        if not any(r.uses for r in cast.results):
+            cast.detach()
+            cast.erase()

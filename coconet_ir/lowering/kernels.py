@@ -1,0 +1,494 @@
+"""Kernels for convert-coco-to-gpu: the `gpu.module`, kernel functions,
+grid-stride loops, launches, element indices and the scalar code of every
+elementwise coco op (docs/gpu.md §1, "Kernels").
+
+The pieces other lowerings reuse:
+
+- `KernelModule.kernel(name, args)` creates a `gpu.func ... kernel` in the
+  module's `gpu.module` and returns it with a builder at its body;
+- `grid_stride_loop(b, n)` opens the loop `for i = bid*bdim+tid; i < n; i +=
+  gdim*bdim` and returns the body's builder and `i`;
+- `launch(kernel, n, args, threads)` is the host side: `coco_gpu.grid_blocks`
+  and `gpu.launch_func` with `n` as the kernel's first argument;
+- `Indexer` turns a flat element index of a shape into the multi-index (the
+  digits are computed once, on demand), and `linear` puts one back together;
+- `emit_elementwise(b, op, operands, global_index)` is the scalar code of one
+  elementwise coco op (f16/bf16 computed in f32 and rounded after the op).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from xdsl.builder import Builder
+from xdsl.dialects import arith, gpu, scf
+from xdsl.dialects import math as mathd
+from xdsl.dialects.builtin import (
+    AnyFloat,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    MemRefType,
+    StringAttr,
+    SymbolRefAttr,
+    f32,
+    i1,
+    i32,
+    i64,
+)
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.rewriter import InsertPoint
+
+from coconet_ir.dialects import coco
+from coconet_ir.dialects.coco import element_info
+from coconet_ir.dialects.coco_gpu import GridBlocksOp
+from coconet_ir.lowering.philox import dropout_keep
+
+__all__ = [
+    "GELU_CUBIC",
+    "GELU_SQRT_2_OVER_PI",
+    "Indexer",
+    "KernelModule",
+    "compute_type",
+    "constant",
+    "emit_elementwise",
+    "from_compute",
+    "grid_stride_loop",
+    "index_constant",
+    "launch",
+    "linear",
+    "to_compute",
+]
+
+GELU_SQRT_2_OVER_PI = 0.7978845608
+GELU_CUBIC = 0.044715
+
+index = IndexType()
+
+# ============================================================================
+# The gpu.module and its kernels
+# ============================================================================
+
+
+@dataclass
+class KernelModule:
+    """The `gpu.module` of a converted module: creates kernels with unique
+    names and reuses a kernel already built for the same `key`."""
+
+    module: gpu.ModuleOp
+    names: set[str] = field(default_factory=set[str])
+    cache: dict[object, gpu.FuncOp] = field(default_factory=dict[object, gpu.FuncOp])
+
+    @staticmethod
+    def create(name: str) -> KernelModule:
+        module = gpu.ModuleOp(StringAttr(name), Region(Block()))  # type: ignore[arg-type]
+        return KernelModule(module)
+
+    @property
+    def symbol(self) -> str:
+        name = self.module.sym_name
+        return name.data if isinstance(name, StringAttr) else str(name)
+
+    def unique(self, name: str) -> str:
+        """`name_0`, `name_1`, ...: the first that is free."""
+        n = 0
+        while f"{name}_{n}" in self.names:
+            n += 1
+        found = f"{name}_{n}"
+        self.names.add(found)
+        return found
+
+    def kernel(
+        self, name: str, args: Sequence[tuple[str, Attribute]]
+    ) -> tuple[gpu.FuncOp, Builder]:
+        """A new `gpu.func @NAME_n(args) kernel` (args are (name hint, type)),
+        and a builder at its body, before its `gpu.return`."""
+        types = [t for _, t in args]
+        body = Block(arg_types=types)
+        for arg, (hint, _) in zip(body.args, args):
+            arg.name_hint = hint
+        body.add_op(gpu.ReturnOp([]))
+        func = gpu.FuncOp(self.unique(name), (types, []), Region(body), kernel=True)
+        self.module.body.block.add_op(func)
+        return func, Builder(InsertPoint.before(body.last_op))  # type: ignore[arg-type]
+
+    def cached(self, key: object, build: Callable[[], gpu.FuncOp]) -> gpu.FuncOp:
+        """The kernel built for `key`, building it the first time."""
+        if key not in self.cache:
+            self.cache[key] = build()
+        return self.cache[key]
+
+    def symbol_of(self, kernel: gpu.FuncOp) -> SymbolRefAttr:
+        return SymbolRefAttr(self.symbol, [StringAttr(kernel.sym_name.data)])
+
+
+def grid_stride_loop(b: Builder, n: SSAValue) -> tuple[Builder, SSAValue]:
+    """`scf.for %i = bid*bdim+tid to %n step gdim*bdim`: every element index
+    below `n` once, for any grid size. Returns the loop body's builder and
+    `%i`."""
+    x = gpu.DimensionAttr(gpu.DimensionEnum.X)
+    bid = b.insert(gpu.BlockIdOp(x)).result
+    bdim = b.insert(gpu.BlockDimOp(x)).result
+    tid = b.insert(gpu.ThreadIdOp(x)).result
+    gdim = b.insert(gpu.GridDimOp(x)).result
+    base = b.insert(arith.MuliOp(bid, bdim)).result
+    start = b.insert(arith.AddiOp(base, tid)).result
+    step = b.insert(arith.MuliOp(gdim, bdim)).result
+    start.name_hint, step.name_hint = "start", "step"
+    body = Block(arg_types=[index])
+    body.args[0].name_hint = "i"
+    body.add_op(scf.YieldOp())
+    b.insert(scf.ForOp(start, n, step, [], body))
+    return Builder(InsertPoint.before(body.last_op)), body.args[0]  # type: ignore[arg-type]
+
+
+def index_constant(b: Builder, value: int) -> SSAValue:
+    return b.insert(arith.ConstantOp(IntegerAttr(value, index))).result
+
+
+def launch(
+    kernels: KernelModule,
+    kernel: gpu.FuncOp,
+    count: int,
+    args: Sequence[SSAValue],
+    threads: int,
+) -> list[Operation]:
+    """The host ops launching the grid-stride `kernel` over `count` items:
+    `grid_blocks`, then `gpu.launch_func` with `%n` and `args` as arguments."""
+    n = arith.ConstantOp(IntegerAttr(count, index))
+    t = arith.ConstantOp(IntegerAttr(threads, index))
+    blocks = GridBlocksOp(n, t)
+    one = arith.ConstantOp(IntegerAttr(1, index))
+    n.result.name_hint, t.result.name_hint = "n", "threads"
+    one.result.name_hint = "c1"
+    blocks.result.name_hint = "blocks"
+    call = gpu.LaunchFuncOp(
+        kernels.symbol_of(kernel),
+        [blocks, one, one],
+        [t, one, one],
+        kernelOperands=[n, *args],
+    )
+    return [n, t, blocks, one, call]
+
+
+# ============================================================================
+# Element indices
+# ============================================================================
+
+
+def strides(shape: Sequence[int]) -> list[int]:
+    """Row-major strides of `shape`."""
+    found = [1] * len(shape)
+    for d in range(len(shape) - 2, -1, -1):
+        found[d] = found[d + 1] * shape[d + 1]
+    return found
+
+
+@dataclass
+class Indexer:
+    """The multi-index of the flat index `flat` in `shape` (row-major), each
+    digit emitted once when first asked for."""
+
+    b: Builder
+    flat: SSAValue
+    shape: tuple[int, ...]
+    digits: dict[int, SSAValue] = field(default_factory=dict[int, SSAValue])
+
+    def digit(self, d: int) -> SSAValue:
+        """`(flat / stride[d]) % shape[d]`, without the needless ops."""
+        if d not in self.digits:
+            stride = strides(self.shape)[d]
+            value = self.flat
+            if stride != 1:
+                c = index_constant(self.b, stride)
+                value = self.b.insert(arith.DivUIOp(value, c)).result
+            if d != 0:
+                c = index_constant(self.b, self.shape[d])
+                value = self.b.insert(arith.RemUIOp(value, c)).result
+            self.digits[d] = value
+        return self.digits[d]
+
+
+def linear(
+    b: Builder, digits: Sequence[SSAValue | int], shape: Sequence[int]
+) -> SSAValue:
+    """The row-major flat index of the multi-index `digits` in `shape`
+    (an int digit is a constant; zero terms are skipped)."""
+    total: SSAValue | None = None
+    for digit, stride in zip(digits, strides(shape)):
+        if isinstance(digit, int):
+            if digit == 0:
+                continue
+            term = index_constant(b, digit * stride)
+        elif stride == 1:
+            term = digit
+        else:
+            term = b.insert(arith.MuliOp(digit, index_constant(b, stride))).result
+        total = term if total is None else b.insert(arith.AddiOp(total, term)).result
+    return index_constant(b, 0) if total is None else total
+
+
+# ============================================================================
+# Scalar code of elementwise ops
+# ============================================================================
+
+
+def compute_type(element_type: Attribute) -> Attribute:
+    """The type arithmetic on `element_type` runs in (f32 for halves)."""
+    return f32 if element_info(element_type).is_half else element_type
+
+
+def to_compute(b: Builder, value: SSAValue) -> SSAValue:
+    """`value` in its compute type (`arith.extf` of a half)."""
+    target = compute_type(value.type)
+    if target == value.type:
+        return value
+    return b.insert(arith.ExtFOp(value, target)).result
+
+
+def from_compute(b: Builder, value: SSAValue, element_type: Attribute) -> SSAValue:
+    """A computed `value` rounded to `element_type` (`arith.truncf` to a half)."""
+    if value.type == element_type:
+        return value
+    return b.insert(arith.TruncFOp(value, element_type)).result
+
+
+def constant(b: Builder, value: float | int, t: Attribute) -> SSAValue:
+    """An `arith.constant` of type `t` (a float, an integer or i1)."""
+    if isinstance(t, IntegerType):
+        return b.insert(arith.ConstantOp(IntegerAttr(int(value), t))).result
+    assert isinstance(t, AnyFloat)
+    return b.insert(arith.ConstantOp(FloatAttr(float(value), t))).result
+
+
+_FLOAT_BINARY: dict[type[Operation], type[Operation]] = {
+    coco.AddOp: arith.AddfOp,
+    coco.SubOp: arith.SubfOp,
+    coco.MulOp: arith.MulfOp,
+    coco.DivOp: arith.DivfOp,
+    coco.MaxOp: arith.MaximumfOp,
+    coco.MinOp: arith.MinimumfOp,
+    coco.PowOp: mathd.PowFOp,
+}
+_INT_BINARY: dict[type[Operation], type[Operation]] = {
+    coco.AddOp: arith.AddiOp,
+    coco.SubOp: arith.SubiOp,
+    coco.MulOp: arith.MuliOp,
+    coco.DivOp: arith.DivSIOp,
+    coco.MaxOp: arith.MaxSIOp,
+    coco.MinOp: arith.MinSIOp,
+}
+_FLOAT_UNARY: dict[type[Operation], type[Operation]] = {
+    coco.AbsOp: mathd.AbsFOp,
+    coco.SqrtOp: mathd.SqrtOp,
+    coco.ExpOp: mathd.ExpOp,
+    coco.LogOp: mathd.LogOp,
+    coco.TanhOp: mathd.TanhOp,
+}
+_FLOAT_PREDICATES = {
+    "eq": "oeq",
+    "ne": "une",
+    "lt": "olt",
+    "le": "ole",
+    "gt": "ogt",
+    "ge": "oge",
+}
+"""numpy's comparisons: false on NaN, but `ne`."""
+_INT_PREDICATES = {
+    "eq": "eq",
+    "ne": "ne",
+    "lt": "slt",
+    "le": "sle",
+    "gt": "sgt",
+    "ge": "sge",
+}
+_BOOL_PREDICATES = {
+    "eq": "eq",
+    "ne": "ne",
+    "lt": "ult",
+    "le": "ule",
+    "gt": "ugt",
+    "ge": "uge",
+}
+
+I32_MIN = -(2**31)
+I32_MAX = 2**31 - 1
+
+
+def emit_elementwise(
+    b: Builder,
+    op: Operation,
+    operands: Sequence[SSAValue],
+    global_index: Callable[[], SSAValue] | None = None,
+) -> SSAValue:
+    """The scalar code of the elementwise coco op `op` on scalars of its
+    operands' element types; returns a scalar of its result's element type.
+
+    Halves are computed in f32 and rounded once, after the op (as the
+    interpreter); i32 wraps and divides truncating. `global_index` gives the
+    element's global linear index (an i64), which dropout needs."""
+    result = op.results[0].type
+    assert isinstance(result, coco.TensorType)
+    element_type = result.element_type
+    if isinstance(op, coco.ConstantOp):
+        return constant(b, op.python_value, element_type)
+    if isinstance(op, coco.SelectOp):
+        c, x, y = operands
+        return b.insert(arith.SelectOp(c, x, y)).result
+    if isinstance(op, coco.ConvertOp):
+        return emit_convert(b, operands[0], element_type)
+    if isinstance(op, coco.CmpOp):
+        return emit_compare(b, op.predicate.data, *operands)
+    values = [to_compute(b, v) for v in operands]
+    if isinstance(op, coco.DropoutOp):
+        assert global_index is not None, "dropout needs the element's global index"
+        value = emit_dropout(b, op, values[0], element_type, global_index())
+    elif element_info(element_type).is_float:
+        value = _float_op(b, op, values)
+    else:
+        value = _int_op(b, op, values)
+    return from_compute(b, value, element_type)
+
+
+def _float_op(b: Builder, op: Operation, values: Sequence[SSAValue]) -> SSAValue:
+    t = values[0].type
+    kind = type(op)
+    if kind in _FLOAT_BINARY:
+        return b.insert(_FLOAT_BINARY[kind](*values)).results[0]  # type: ignore[call-arg]
+    (x,) = values
+    if kind in _FLOAT_UNARY:
+        return b.insert(_FLOAT_UNARY[kind](x)).results[0]  # type: ignore[call-arg]
+    if isinstance(op, coco.NegOp):
+        return b.insert(arith.NegfOp(x)).result
+    if isinstance(op, coco.RsqrtOp):
+        root = b.insert(mathd.SqrtOp(x)).result
+        return b.insert(arith.DivfOp(constant(b, 1.0, t), root)).result
+    if isinstance(op, coco.ReluOp):
+        return b.insert(arith.MaximumfOp(x, constant(b, 0.0, t))).result
+    if isinstance(op, coco.GeluOp):
+        return _gelu(b, x)
+    raise NotImplementedError(f"no scalar code for {op.name}")
+
+
+def _gelu(b: Builder, x: SSAValue) -> SSAValue:
+    """`0.5 x (1 + tanh(0.7978845608 (x + 0.044715 x^3)))`, in the
+    interpreter's order of operations."""
+    t = x.type
+    cube = b.insert(arith.MulfOp(constant(b, GELU_CUBIC, t), x)).result
+    cube = b.insert(arith.MulfOp(cube, x)).result
+    cube = b.insert(arith.MulfOp(cube, x)).result
+    inner = b.insert(arith.AddfOp(x, cube)).result
+    inner = b.insert(arith.MulfOp(constant(b, GELU_SQRT_2_OVER_PI, t), inner)).result
+    tanh = b.insert(mathd.TanhOp(inner)).result
+    one_plus = b.insert(arith.AddfOp(constant(b, 1.0, t), tanh)).result
+    half_x = b.insert(arith.MulfOp(constant(b, 0.5, t), x)).result
+    return b.insert(arith.MulfOp(half_x, one_plus)).result
+
+
+def _int_op(b: Builder, op: Operation, values: Sequence[SSAValue]) -> SSAValue:
+    t = values[0].type
+    kind = type(op)
+    if kind in _INT_BINARY:
+        return b.insert(_INT_BINARY[kind](*values)).results[0]  # type: ignore[call-arg]
+    (x,) = values
+    if isinstance(op, coco.NegOp):
+        return b.insert(arith.SubiOp(constant(b, 0, t), x)).result
+    if isinstance(op, coco.AbsOp):
+        return b.insert(mathd.AbsIOp(x)).result
+    if isinstance(op, coco.ReluOp):
+        return b.insert(arith.MaxSIOp(x, constant(b, 0, t))).result
+    raise NotImplementedError(f"no scalar code for {op.name} on integers")
+
+
+def emit_compare(b: Builder, predicate: str, x: SSAValue, y: SSAValue) -> SSAValue:
+    """`coco.cmp` on two scalars of one element type (halves compared in f32)."""
+    if element_info(x.type).is_float:
+        x, y = to_compute(b, x), to_compute(b, y)
+        return b.insert(arith.CmpfOp(x, y, _FLOAT_PREDICATES[predicate])).result
+    table = _BOOL_PREDICATES if x.type == i1 else _INT_PREDICATES
+    return b.insert(arith.CmpiOp(x, y, table[predicate])).result
+
+
+def emit_convert(b: Builder, x: SSAValue, target: Attribute) -> SSAValue:
+    """`coco.convert` of a scalar to `target`, as the interpreter converts:
+    to i1 is `!= 0`, float to i32 truncates, saturates and maps NaN to 0."""
+    source = x.type
+    if source == target:
+        return x
+    source_info, target_info = element_info(source), element_info(target)
+    if target == i1:
+        if source_info.is_float:
+            c = to_compute(b, x)
+            zero = constant(b, 0.0, c.type)
+            return b.insert(arith.CmpfOp(c, zero, "une")).result
+        return b.insert(arith.CmpiOp(x, constant(b, 0, source), "ne")).result
+    if source == i1:
+        if target_info.is_float:
+            return b.insert(arith.UIToFPOp(x, target)).result  # type: ignore[arg-type]
+        return b.insert(arith.ExtUIOp(x, target)).result  # type: ignore[arg-type]
+    if target == i32:
+        return _float_to_i32(b, to_compute(b, x))
+    if source == i32:
+        return b.insert(arith.SIToFPOp(x, target)).result  # type: ignore[arg-type]
+    if source_info.bytes < target_info.bytes:
+        return b.insert(arith.ExtFOp(x, target)).result
+    if source_info.is_half and target_info.is_half:
+        return b.insert(arith.TruncFOp(to_compute(b, x), target)).result
+    return b.insert(arith.TruncFOp(x, target)).result
+
+
+def _float_to_i32(b: Builder, x: SSAValue) -> SSAValue:
+    """Truncate toward zero, saturate to i32, NaN → 0 (`__float2int_rz`)."""
+    t = x.type
+    is_nan = b.insert(arith.CmpfOp(x, x, "uno")).result
+    zero = constant(b, 0.0, t)
+    x = b.insert(arith.SelectOp(is_nan, zero, x)).result
+    low = constant(b, float(I32_MIN), t)
+    x = b.insert(arith.MaximumfOp(x, low)).result
+    limit = constant(b, 2.0**31, t)
+    too_big = b.insert(arith.CmpfOp(x, limit, "oge")).result
+    below = math.nextafter(2.0**31, 0.0) if t != f32 else 2.0**31 - 128
+    x = b.insert(arith.MinimumfOp(x, constant(b, below, t))).result
+    converted = b.insert(arith.FPToSIOp(x, i32)).result
+    saturated = constant(b, I32_MAX, i32)
+    return b.insert(arith.SelectOp(too_big, saturated, converted)).result
+
+
+def dropout_scale(p: float, element_type: Attribute) -> float:
+    """`1 - p` rounded to the element type (the interpreter divides by it)."""
+    import numpy as np
+
+    return float(np.asarray(1.0 - p).astype(element_info(element_type).storage))
+
+
+def emit_dropout(
+    b: Builder,
+    op: coco.DropoutOp,
+    x: SSAValue,
+    element_type: Attribute,
+    global_index: SSAValue,
+) -> SSAValue:
+    """`keep ? x / (1 - p) : 0` (computed `x` in, computed value out)."""
+    p = op.probability
+    keep = dropout_keep(b, op.seed.value.data, p, global_index)
+    t = x.type
+    kept = b.insert(arith.SelectOp(keep, x, constant(b, 0.0, t))).result
+    scale = constant(b, dropout_scale(p, element_type), t)
+    return b.insert(arith.DivfOp(kept, scale)).result
+
+
+def as_i64(b: Builder, value: SSAValue) -> SSAValue:
+    """An index as an i64 (for Philox's counter)."""
+    return b.insert(arith.IndexCastOp(value, i64)).result
+
+
+def memref_element(t: Attribute) -> Attribute:
+    assert isinstance(t, MemRefType)
+    return t.element_type
+
+
+def element_count_of(t: MemRefType) -> int:
+    return math.prod(t.get_shape())
