@@ -577,7 +577,10 @@ class LowerReturn(CocoLoweringPattern):
 
 
 def patterns(lowering: Lowering) -> list[RewritePattern]:
+    from coconet_ir.lowering.fused_collectives import LowerFusedCollective
+
     return [
+        LowerFusedCollective(lowering),
         LowerElementwise(lowering),
         LowerAllReduce(lowering),
         LowerUpdate(lowering),
