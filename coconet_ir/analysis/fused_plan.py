@@ -257,6 +257,9 @@ def _problems(ops: list[Operation], slice_type: TensorType) -> list[str]:
                 )
             if not isinstance(op.operand, BlockArgument):
                 problems.append("reduces a value computed inside the fusion")
+            kind = t.element_type
+            if kind == coco.i1:
+                problems.append(f"reduces {t.element_type} values")
             continue
         if isinstance(op, AllGatherOp):
             if not is_slice(coco.tensor_type(op.operand)):

@@ -73,6 +73,7 @@ from coconet_ir.dialects.coco import (
     element_info,
 )
 from coconet_ir.dialects.coco_gpu import (
+    CountPeerBytesOp,
     GridBlocksOp,
     NcclSendOp,
     NextEpochOp,
@@ -358,6 +359,26 @@ class FusedKernel:
         body, element = for_loop(b, start, end, self.bdim, "l")
         return body, element
 
+    def chunk_bytes(self, b: Builder, chunk: SSAValue, element_bytes: int) -> SSAValue:
+        """Bytes of `element_bytes` per element in chunk `chunk` (the last
+        chunk may be short)."""
+        n = Ints(b)
+        size, total = self.plan.chunk_size, self.plan.geometry.elements
+        if total % size == 0:
+            return n.c(size * element_bytes)
+        first = n.mul(chunk, size)
+        end = n.min(n.add(first, size), total)
+        count = binary(b, arith.SubiOp, end, first)
+        return n.mul(count, element_bytes)
+
+    def count_bytes(
+        self, b: Builder, peer: SSAValue, chunk: SSAValue, element_bytes: int
+    ) -> None:
+        """`coco_gpu.count_peer_bytes` of one chunk's stores into `peer`."""
+        if element_bytes:
+            bytes_ = self.chunk_bytes(b, chunk, element_bytes)
+            b.insert(CountPeerBytesOp(self.peers, peer, bytes_))
+
     def leader(self, b: Builder) -> Builder:
         """Code run by thread 0 of the block only."""
         return if_then(b, self.is_leader)
@@ -399,6 +420,10 @@ class FusedKernel:
         self.barrier(body)
         lead = self.leader(body)
         k = Ints(lead)
+        pushed = sum(
+            self.plan.reduction_element_bytes(op) for op in self.plan.reductions
+        )
+        self.count_bytes(lead, peer, chunk, pushed)
         lead.insert(
             SignalOp(
                 self.peers, peer, self.slot(k, PHASE_PUSH, self.rank, chunk), self.epoch
@@ -416,17 +441,16 @@ class FusedKernel:
         self.compute_element(loop, element)
         self.barrier(body)
         lead = self.leader(body)
-        self.for_peers(
-            lead,
-            lambda inner, peer: inner.insert(
-                SignalOp(
-                    self.peers,
-                    peer,
-                    self.slot(Ints(inner), PHASE_GATHER, self.rank, chunk),
-                    self.epoch,
-                )
-            ),
+        gathered = sum(
+            self.plan.gather_element_bytes(op) for op in self.gathered_outputs
         )
+
+        def signal(inner: Builder, peer: SSAValue) -> None:
+            self.count_bytes(inner, peer, chunk, gathered)
+            slot = self.slot(Ints(inner), PHASE_GATHER, self.rank, chunk)
+            inner.insert(SignalOp(self.peers, peer, slot, self.epoch))
+
+        self.for_peers(lead, signal)
 
     def for_peers(
         self, b: Builder, emit: Callable[[Builder, SSAValue], object]
