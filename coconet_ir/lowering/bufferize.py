@@ -93,6 +93,7 @@ def collapse(buffer: SSAValue) -> tuple[list[Operation], SSAValue]:
         result_types=[flat],
         properties={"reassociation": reassociation},
     )
+    op.results[0].name_hint = f"{buffer.name_hint}_flat" if buffer.name_hint else "flat"
     return [op], op.results[0]
 
 

@@ -26,19 +26,19 @@ A refusal leaves the module unchanged.
 
 from __future__ import annotations
 
+import math
 from abc import ABC
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from xdsl.builder import Builder
 from xdsl.context import Context
-from xdsl.dialects import arith, func, gpu, memref, scf
+from xdsl.dialects import arith, func, memref
 from xdsl.dialects.builtin import (
     DenseArrayBase,
     FunctionType,
     IndexType,
     IntegerAttr,
-    MemRefType,
     ModuleOp,
     UnitAttr,
     UnrealizedConversionCastOp,
@@ -53,9 +53,11 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
     op_type_rewrite_pattern,
 )
+from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import PassFailedException
 
 from coconet_ir.analysis.chunks import chunk_dims
+from coconet_ir.analysis.fused_plan import DEFAULT_CHUNK_ELEMENTS
 from coconet_ir.diagnostics import CocoError
 from coconet_ir.dialects import coco
 from coconet_ir.dialects.coco import (
@@ -63,7 +65,6 @@ from coconet_ir.dialects.coco import (
     WORLD_SIZE_ATTR,
     TensorType,
     divisibility_problem,
-    element_info,
     label_of,
     world_size,
 )
@@ -92,15 +93,15 @@ from coconet_ir.lowering.kernels import (
     Indexer,
     KernelModule,
     as_i64,
-    compute_type,
-    constant,
+    copy_block,
     emit_elementwise,
-    from_compute,
     grid_stride_loop,
     index_constant,
     launch,
     linear,
-    to_compute,
+    memref_shape,
+    rank_major,
+    reduce_kernel,
 )
 
 __all__ = [
@@ -147,6 +148,8 @@ class Lowering:
     world: int
     threads: int
     kernels: KernelModule
+    fused_chunk: int = DEFAULT_CHUNK_ELEMENTS
+    """Elements per chunk of a fused collective kernel's slice."""
     destinations: dict[SSAValue, SSAValue] = field(
         default_factory=dict[SSAValue, SSAValue]
     )
@@ -425,12 +428,8 @@ def chunk_of(op: Operation) -> tuple[int, int, int] | None:
 
 
 def needs_rank_for_dropout(op: Operation) -> bool:
-    t = op.results[0].type
-    return (
-        isinstance(op, coco.DropoutOp)
-        and isinstance(t, TensorType)
-        and (t.layout.is_sliced)
-    )
+    """A dropout of a sliced value needs the rank for its global index."""
+    return isinstance(op, coco.DropoutOp) and tensor_of(op.result).layout.is_sliced
 
 
 def enclosing(op: Operation) -> func.FuncOp | None:
@@ -465,6 +464,20 @@ class CocoLoweringPattern(RewritePattern, ABC):
         return self.lowering.world
 
 
+def tensor_of(value: SSAValue) -> TensorType:
+    assert isinstance(value.type, TensorType)
+    return value.type
+
+
+def ready(op: Operation) -> bool:
+    """Whether every operand's producer is lowered already: patterns wait for
+    them, so that producers are lowered first (and write in place first)."""
+    return not any(
+        isinstance(v.owner, Operation) and v.owner.dialect_name() == "coco"
+        for v in op.operands
+    )
+
+
 def result_type(op: Operation, index: int = 0) -> TensorType:
     t = op.results[index].type
     assert isinstance(t, TensorType)
@@ -489,7 +502,7 @@ class LowerElementwise(CocoLoweringPattern):
     broadcast reads."""
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if not isinstance(op, (*ELEMENTWISE_OPS, coco.ConstantOp)):
+        if not isinstance(op, (*ELEMENTWISE_OPS, coco.ConstantOp)) or not ready(op):
             return
         lowering = self.lowering
         result = result_type(op)
@@ -521,26 +534,14 @@ class LowerElementwise(CocoLoweringPattern):
 
 
 @dataclass
-class LowerAllReduce(CocoLoweringPattern):
-    """`coco.all_reduce` → `coco_gpu.nccl_all_reduce`."""
-
-    @op_type_rewrite_pattern
-    def match_and_rewrite(
-        self, op: coco.AllReduceOp, rewriter: PatternRewriter
-    ) -> None:
-        host, source = self.lowering.buffer(op.operand)
-        more, out = self.lowering.result_buffer(op, op.result)
-        call = NcclAllReduceOp(source, out, op.reduction)
-        replace_with_buffers(rewriter, op, [*host, *more, call], [out])
-
-
-@dataclass
 class LowerUpdate(CocoLoweringPattern):
     """`coco.update %p, %v` → nothing when `%v`'s producer wrote `%p`'s
     buffer, else `memref.copy` of `%v` into it."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: coco.UpdateOp, rewriter: PatternRewriter) -> None:
+        if not ready(op):
+            return
         host, target = self.lowering.buffer(op.param)
         more, source = self.lowering.buffer(op.value)
         if source is target:
@@ -560,7 +561,7 @@ class LowerReturn(CocoLoweringPattern):
         if not isinstance(function, func.FuncOp):
             return
         params = self.lowering.out_params.get(function)
-        if params is None or not op.arguments:
+        if params is None or not op.arguments or not ready(op):
             return
         host: list[Operation] = []
         for value, param in zip(op.arguments, params):
@@ -576,16 +577,571 @@ class LowerReturn(CocoLoweringPattern):
 # ============================================================================
 
 
-def patterns(lowering: Lowering) -> list[RewritePattern]:
-    from coconet_ir.lowering.fused_collectives import LowerFusedCollective
+@dataclass
+class LowerMatmul(CocoLoweringPattern):
+    """`coco.matmul` → `coco_gpu.gemm` of the per-rank buffers: every layout
+    case of the dialect is a local matmul of what each rank holds."""
 
-    return [
-        LowerFusedCollective(lowering),
-        LowerElementwise(lowering),
-        LowerAllReduce(lowering),
-        LowerUpdate(lowering),
-        LowerReturn(lowering),
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: coco.MatmulOp, rewriter: PatternRewriter) -> None:
+        if not ready(op):
+            return
+        host, (a, b) = self.lowering.buffers([op.lhs, op.rhs])
+        more, out = self.lowering.result_buffer(op, op.result)
+        replace_with_buffers(rewriter, op, [*host, *more, GemmOp(a, b, out)], [out])
+
+
+@dataclass
+class LowerReduce(CocoLoweringPattern):
+    """`coco.reduce` → a kernel, one thread per output element."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: coco.ReduceOp, rewriter: PatternRewriter) -> None:
+        if not ready(op):
+            return
+        lowering = self.lowering
+        host, source = lowering.buffer(op.operand)
+        more, out = lowering.result_buffer(op, op.result)
+        shape = local_shape(tensor_of(op.operand), self.world)
+        host += more
+        host += reduce_kernel(
+            lowering.kernels,
+            lowering.threads,
+            lowering.kernel_name(op),
+            source,
+            out,
+            shape,
+            sorted(op.reduced_dims),
+            str(op.kind.data),
+        )
+        replace_with_buffers(rewriter, op, host, [out])
+
+
+@dataclass
+class LowerNorm(CocoLoweringPattern):
+    """`coco.norm` → a kernel summing squares, then the square root."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: coco.NormOp, rewriter: PatternRewriter) -> None:
+        if not ready(op):
+            return
+        lowering = self.lowering
+        host, source = lowering.buffer(op.operand)
+        more, out = lowering.result_buffer(op, op.result)
+        shape = local_shape(tensor_of(op.operand), self.world)
+        host += more
+        host += reduce_kernel(
+            lowering.kernels,
+            lowering.threads,
+            lowering.kernel_name(op),
+            source,
+            out,
+            shape,
+            list(range(len(shape))),
+            "sum",
+            square=True,
+            root=True,
+        )
+        replace_with_buffers(rewriter, op, host, [out])
+
+
+def rank_offset(block: int) -> tuple[list[Operation], SSAValue]:
+    """Host ops computing `rank * block` (where this rank's block starts)."""
+    rank = RankOp()
+    rank.result.name_hint = "rank"
+    size = arith.ConstantOp(IntegerAttr(block, index))
+    size.result.name_hint = "block"
+    start = arith.MuliOp(rank, size)
+    start.result.name_hint = "offset"
+    return [rank, size, start], start.result
+
+
+@dataclass
+class LowerAllSlice(CocoLoweringPattern):
+    """`coco.all_slice %a dim = D` → a kernel copying block `rank` along D."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: coco.AllSliceOp, rewriter: PatternRewriter) -> None:
+        if not ready(op):
+            return
+        lowering = self.lowering
+        dim = op.dim.value.data
+        host, source = lowering.buffer(op.operand)
+        more, out = lowering.result_buffer(op, op.result)
+        block = local_shape(result_type(op), self.world)[dim]
+        offset_ops, offset = rank_offset(block)
+        host += [*more, *offset_ops]
+        host += copy_block(
+            lowering.kernels,
+            lowering.threads,
+            lowering.kernel_name(op),
+            source,
+            out,
+            tensor_of(op.operand).dims,
+            dim,
+            block,
+            offset,
+            extract=True,
+        )
+        replace_with_buffers(rewriter, op, host, [out])
+
+
+def scratch(t: TensorType, world: int) -> memref.AllocOp:
+    """A flat scratch buffer of the size of a rank's buffer of `t`."""
+    return memref.AllocOp.get(t.element_type, shape=[element_count(t, world)])
+
+
+@dataclass
+class LowerAllReduce(CocoLoweringPattern):
+    """`coco.all_reduce` → `coco_gpu.nccl_all_reduce`."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(
+        self, op: coco.AllReduceOp, rewriter: PatternRewriter
+    ) -> None:
+        if not ready(op):
+            return
+        host, source = self.lowering.buffer(op.operand)
+        more, out = self.lowering.result_buffer(op, op.result)
+        call = NcclAllReduceOp(source, out, op.reduction)
+        replace_with_buffers(rewriter, op, [*host, *more, call], [out])
+
+
+@dataclass
+class LowerReduceScatter(CocoLoweringPattern):
+    """`coco.reduce_scatter dim = D` → `coco_gpu.nccl_reduce_scatter`, after
+    a pack kernel into rank-major blocks when D is not the outermost dim
+    (NCCL scatters contiguous blocks of the flat buffer)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(
+        self, op: coco.ReduceScatterOp, rewriter: PatternRewriter
+    ) -> None:
+        if not ready(op):
+            return
+        lowering = self.lowering
+        dim = op.dim.value.data
+        operand = tensor_of(op.operand)
+        host, source = lowering.buffer(op.operand)
+        more, out = lowering.result_buffer(op, op.result)
+        host += more
+        if math.prod(operand.dims[:dim]) > 1:
+            packed = scratch(operand, self.world)
+            packed.memref.name_hint = "packed"
+            host.append(packed)
+            host += rank_major(
+                lowering.kernels,
+                lowering.threads,
+                lowering.kernel_name(op, "pack"),
+                source,
+                packed.memref,
+                operand.dims,
+                dim,
+                self.world,
+                pack=True,
+            )
+            source = packed.memref
+        host.append(NcclReduceScatterOp(source, out, op.reduction))
+        replace_with_buffers(rewriter, op, host, [out])
+
+
+@dataclass
+class LowerAllGather(CocoLoweringPattern):
+    """`coco.all_gather` of `sliced<D>` → `coco_gpu.nccl_all_gather`, then an
+    unpack kernel from rank-major blocks when D is not the outermost dim."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(
+        self, op: coco.AllGatherOp, rewriter: PatternRewriter
+    ) -> None:
+        if not ready(op):
+            return
+        lowering = self.lowering
+        result = result_type(op)
+        dim = tensor_of(op.operand).layout.sliced_dim
+        host, source = lowering.buffer(op.operand)
+        more, out = lowering.result_buffer(op, op.result)
+        host += more
+        if math.prod(result.dims[:dim]) == 1:
+            host.append(NcclAllGatherOp(source, out))
+            replace_with_buffers(rewriter, op, host, [out])
+            return
+        gathered = scratch(result, self.world)
+        gathered.memref.name_hint = "gathered"
+        host += [gathered, NcclAllGatherOp(source, gathered.memref)]
+        host += rank_major(
+            lowering.kernels,
+            lowering.threads,
+            lowering.kernel_name(op, "unpack"),
+            gathered.memref,
+            out,
+            result.dims,
+            dim,
+            self.world,
+            pack=False,
+        )
+        replace_with_buffers(rewriter, op, host, [out])
+
+
+@dataclass
+class LowerBroadcast(CocoLoweringPattern):
+    """`coco.broadcast root = K` → `coco_gpu.nccl_broadcast`."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(
+        self, op: coco.BroadcastOp, rewriter: PatternRewriter
+    ) -> None:
+        if not ready(op):
+            return
+        host, source = self.lowering.buffer(op.operand)
+        more, out = self.lowering.result_buffer(op, op.result)
+        call = NcclBroadcastOp(source, out, op.root.value.data)
+        replace_with_buffers(rewriter, op, [*host, *more, call], [out])
+
+
+@dataclass
+class LowerAllToAll(CocoLoweringPattern):
+    """`coco.all_to_all` `sliced<D>` → `sliced<E>`: pack the rank's block
+    into rank-major blocks along E, `coco_gpu.nccl_all_to_all`, unpack the
+    received blocks along D (each step skipped when its dim is outermost);
+    D = E is a copy."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: coco.AllToAllOp, rewriter: PatternRewriter) -> None:
+        if not ready(op):
+            return
+        lowering = self.lowering
+        world = self.world
+        operand, result = tensor_of(op.operand), result_type(op)
+        source_dim, dim = operand.layout.sliced_dim, op.dim.value.data
+        host, source = lowering.buffer(op.operand)
+        more, out = lowering.result_buffer(op, op.result)
+        host += more
+        if source_dim == dim:
+            host.append(memref.CopyOp(source, out))
+            replace_with_buffers(rewriter, op, host, [out])
+            return
+        in_shape = local_shape(operand, world)
+        if math.prod(in_shape[:dim]) > 1:
+            packed = scratch(operand, world)
+            packed.memref.name_hint = "packed"
+            host.append(packed)
+            host += rank_major(
+                lowering.kernels,
+                lowering.threads,
+                lowering.kernel_name(op, "pack"),
+                source,
+                packed.memref,
+                in_shape,
+                dim,
+                world,
+                pack=True,
+            )
+            source = packed.memref
+        out_shape = local_shape(result, world)
+        if math.prod(out_shape[:source_dim]) == 1:
+            host.append(NcclAllToAllOp(source, out))
+            replace_with_buffers(rewriter, op, host, [out])
+            return
+        received = scratch(result, world)
+        received.memref.name_hint = "received"
+        host += [received, NcclAllToAllOp(source, received.memref)]
+        host += rank_major(
+            lowering.kernels,
+            lowering.threads,
+            lowering.kernel_name(op, "unpack"),
+            received.memref,
+            out,
+            out_shape,
+            source_dim,
+            world,
+            pack=False,
+        )
+        replace_with_buffers(rewriter, op, host, [out])
+
+
+@dataclass
+class LowerSend(CocoLoweringPattern):
+    """`coco.send %a to @S channel = C` → `coco_gpu.nccl_send` (to rank `r`
+    of stage @S)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: coco.SendOp, rewriter: PatternRewriter) -> None:
+        if not ready(op):
+            return
+        host, source = self.lowering.buffer(op.operand)
+        stage = op.stage.root_reference.data
+        call = NcclSendOp(source, stage, op.channel.value.data)
+        rewriter.replace(op, [*host, call], [])
+
+
+@dataclass
+class LowerRecv(CocoLoweringPattern):
+    """`coco.recv from @S channel = C` → a buffer and `coco_gpu.nccl_recv`."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: coco.RecvOp, rewriter: PatternRewriter) -> None:
+        host, out = self.lowering.result_buffer(op, op.result)
+        stage = op.stage.root_reference.data
+        call = NcclRecvOp(out, stage, op.channel.value.data)
+        replace_with_buffers(rewriter, op, [*host, call], [out])
+
+
+# ----------------------------------------------------------------------------
+# Regions
+# ----------------------------------------------------------------------------
+
+
+FUSIBLE = (*ELEMENTWISE_OPS, coco.ConstantOp, coco.AllSliceOp)
+"""What one fused elementwise kernel computes (an all_slice only of a region
+input: it reads the input at the rank's block)."""
+
+
+def fused_domain(lowering: Lowering, op: coco.FusionOp) -> TensorType | None:
+    """The type whose elements one kernel computing the whole elementwise
+    region runs over (its largest output), or None when the region is not an
+    elementwise chain every value of which that kernel can index."""
+    body = [o for o in op.block.ops if not isinstance(o, coco.YieldOp)]
+    for inner in body:
+        if not isinstance(inner, FUSIBLE):
+            return None
+        if isinstance(inner, coco.AllSliceOp) and not isinstance(
+            inner.operand, BlockArgument
+        ):
+            return None
+    outputs = [tensor_of(v) for v in op.yield_op.arguments]
+    if not outputs:
+        return None
+    domain = max(outputs, key=lambda t: element_count(t, lowering.world))
+    values = [*op.block.args, *(r for o in body for r in o.results)]
+    try:
+        for value in values:
+            if value.uses:
+                lowering.plan(tensor_of(value), domain)
+    except CocoError:
+        return None
+    return domain
+
+
+def lower_fused_elementwise(
+    lowering: Lowering,
+    op: coco.FusionOp,
+    domain: TensorType,
+    rewriter: PatternRewriter,
+) -> None:
+    """A `coco.fusion` of elementwise ops → ONE kernel computing the chain at
+    each element of `domain` (every output, rounded after each op)."""
+    used = [a for a in op.block.args if a.uses]
+    host, buffers = lowering.buffers([op.inputs[a.index] for a in used])
+    slot = {a: k for k, a in enumerate(used)}
+    outputs: list[tuple[SSAValue, TensorType]] = []
+    for result in op.results:
+        t = tensor_of(result)
+        more, out = lowering.result_buffer(
+            op, result, reads_in_place=lowering.is_identity(t, domain)
+        )
+        host += more
+        outputs.append((out, t))
+    body_ops = [o for o in op.block.ops if not isinstance(o, coco.YieldOp)]
+    needs_rank = any(needs_rank_for_dropout(o) for o in body_ops) or any(
+        lowering.needs_rank(tensor_of(r), domain) for o in body_ops for r in o.results
+    )
+
+    def body(
+        b: Builder, load: Callable[[int], SSAValue], where: ElementContext
+    ) -> list[SSAValue]:
+        scalars: dict[SSAValue, SSAValue] = {}
+
+        def value_at(value: SSAValue) -> SSAValue:
+            if value in scalars:
+                return scalars[value]
+            if isinstance(value, BlockArgument):
+                found = load(slot[value])
+            else:
+                inner = value.owner
+                assert isinstance(inner, Operation)
+                if isinstance(inner, coco.AllSliceOp):
+                    found = value_at(inner.operand)
+                else:
+                    operands = [value_at(v) for v in inner.operands]
+                    t = tensor_of(value)
+                    chunk = chunk_of(inner)
+                    found = emit_elementwise(
+                        b, inner, operands, lambda: where.global_index(t, chunk)
+                    )
+            scalars[value] = found
+            return found
+
+        return [value_at(v) for v in op.yield_op.arguments]
+
+    inputs = [(buf, tensor_of(a)) for buf, a in zip(buffers, used)]
+    host += lowering.map_kernel(
+        lowering.kernel_name(op, "fusion"),
+        domain,
+        inputs,
+        outputs,
+        body,
+        needs_rank=needs_rank,
+    )
+    replace_with_buffers(rewriter, op, host, [out for out, _ in outputs])
+
+
+def lower_fusion_with_collectives(
+    lowering: Lowering, op: coco.FusionOp, rewriter: PatternRewriter
+) -> None:
+    """FALLBACK for a `coco.fusion` holding collectives (reduce_scatter,
+    all_gather, send): its body is inlined and lowered op by op (NCCL calls
+    and kernels on stream 0). The fused collective kernel (peer pointers and
+    signals) replaces this function."""
+    yielded = list(op.yield_op.arguments)
+    for result, value in zip(op.results, yielded):
+        destination = lowering.destinations.pop(result, None)
+        if destination is not None and isinstance(value, OpResult):
+            lowering.destinations.setdefault(value, destination)
+    terminator = op.yield_op
+    rewriter.inline_block(op.block, InsertPoint.before(op), list(op.inputs))
+    rewriter.erase(terminator)
+    rewriter.replace(op, [], yielded)
+
+
+@dataclass
+class LowerFusion(CocoLoweringPattern):
+    """`coco.fusion`: an elementwise region → one kernel; a region with
+    reduce_scatters → one fused collective kernel
+    (`lowering/fused_collectives.py`) when its plan allows, else
+    `lower_fusion_with_collectives`."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: coco.FusionOp, rewriter: PatternRewriter) -> None:
+        if not ready(op):
+            return
+        domain = fused_domain(self.lowering, op)
+        if domain is not None:
+            lower_fused_elementwise(self.lowering, op, domain, rewriter)
+            return
+        from coconet_ir.lowering.fused_collectives import lower_fused_collective
+
+        if not lower_fused_collective(self.lowering, op, rewriter):
+            lower_fusion_with_collectives(self.lowering, op, rewriter)
+
+
+def lower_overlap(
+    lowering: Lowering, op: coco.OverlapOp, rewriter: PatternRewriter
+) -> None:
+    """FALLBACK for `coco.overlap`: the chunks run one after the other, on
+    stream 0. For chunk `c`, each chunked input is copied out of its buffer
+    (a block kernel), the body is cloned on those chunks, and each output
+    chunk is copied into the output buffer. A dropout in the body keeps its
+    global index (`coco_gpu.chunk`). The two-stream overlap replaces this
+    function."""
+    world = lowering.world
+    chunks = op.chunk_count
+    input_dims = list(op.input_dims.get_values())
+    output_dims = list(op.output_dims.get_values())
+    dims = chunk_dims(op.block, input_dims).dims
+    host: list[Operation] = []
+    outputs: list[SSAValue] = []
+    for result in op.results:
+        more, out = lowering.result_buffer(op, result)
+        host += more
+        outputs.append(out)
+    body = [o for o in op.block.ops if not isinstance(o, coco.YieldOp)]
+    name = lowering.kernel_name(op, "overlap")
+    for chunk in range(chunks):
+        mapping: dict[SSAValue, SSAValue] = {}
+        for value, arg, dim in zip(op.inputs, op.block.args, input_dims):
+            if dim < 0:
+                mapping[arg] = value
+                continue
+            more, source = lowering.buffer(value)
+            piece = memref.AllocOp.get(
+                tensor_of(arg).element_type, shape=local_shape(tensor_of(arg), world)
+            )
+            piece.memref.name_hint = f"{arg.name_hint or 'in'}_chunk"
+            block = local_shape(tensor_of(arg), world)[dim]
+            start = arith.ConstantOp(IntegerAttr(chunk * block, index))
+            start.result.name_hint = "chunk_start"
+            host += [*more, piece, start]
+            host += copy_block(
+                lowering.kernels,
+                lowering.threads,
+                f"{name}_chunk",
+                source,
+                piece.memref,
+                local_shape(tensor_of(value), world),
+                dim,
+                block,
+                start.result,
+                extract=True,
+            )
+            cast = as_tensor(piece.memref, arg.type)
+            host.append(cast)
+            mapping[arg] = cast.results[0]
+        for inner in body:
+            clone = inner.clone(mapping)
+            for original, copied in zip(inner.walk(), clone.walk()):
+                if isinstance(original, coco.DropoutOp):
+                    dim = dims.get(original.operand, -1)
+                    if dim >= 0:
+                        copied.attributes[CHUNK_ATTR] = DenseArrayBase.from_list(
+                            i64, [dim, chunk, chunks]
+                        )
+            for old, new in zip(inner.results, clone.results):
+                mapping[old] = new
+            host.append(clone)
+        for value, out, dim in zip(op.yield_op.arguments, outputs, output_dims):
+            more, piece = lowering.buffer(mapping.get(value, value))
+            block = local_shape(tensor_of(value), world)[dim]
+            start = arith.ConstantOp(IntegerAttr(chunk * block, index))
+            start.result.name_hint = "chunk_start"
+            host += [*more, start]
+            host += copy_block(
+                lowering.kernels,
+                lowering.threads,
+                f"{name}_unchunk",
+                piece,
+                out,
+                memref_shape(out.type),
+                dim,
+                block,
+                start.result,
+                extract=False,
+            )
+    replace_with_buffers(rewriter, op, host, outputs)
+
+
+@dataclass
+class LowerOverlap(CocoLoweringPattern):
+    """`coco.overlap` → `lower_overlap`."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: coco.OverlapOp, rewriter: PatternRewriter) -> None:
+        if not ready(op):
+            return
+        lower_overlap(self.lowering, op, rewriter)
+
+
+def patterns(lowering: Lowering) -> list[RewritePattern]:
+    """The conversion's patterns, sharing `lowering`."""
+    kinds: list[type[CocoLoweringPattern]] = [
+        LowerElementwise,
+        LowerMatmul,
+        LowerReduce,
+        LowerNorm,
+        LowerAllSlice,
+        LowerAllReduce,
+        LowerReduceScatter,
+        LowerAllGather,
+        LowerBroadcast,
+        LowerAllToAll,
+        LowerSend,
+        LowerRecv,
+        LowerFusion,
+        LowerOverlap,
+        LowerUpdate,
+        LowerReturn,
     ]
+    return [kind(lowering) for kind in kinds]
 
 
 def bufferize_function(lowering: Lowering, function: func.FuncOp) -> None:
@@ -665,6 +1221,10 @@ class ConvertCocoToGpu(ModulePass):
     threads: int = 256
     """Threads per block of every kernel launch."""
 
+    fused_chunk: int = DEFAULT_CHUNK_ELEMENTS
+    """Elements of a rank's slice per pipelined chunk of a fused collective
+    kernel (docs/gpu.md §4)."""
+
     def resolve_world(self, module: ModuleOp) -> int:
         declared = world_size(module)
         if self.world is not None and self.world < 1:
@@ -690,28 +1250,54 @@ class ConvertCocoToGpu(ModulePass):
     def check(self, module: ModuleOp, world: int) -> None:
         """Refuse before changing anything."""
         if self.threads < 1:
-            raise ConversionRefused(f"{self.name}: threads must be >= 1")
+            raise ConversionRefused(
+                f"{self.name}: threads must be >= 1, got {self.threads}"
+            )
+        if self.fused_chunk < 1:
+            raise ConversionRefused(
+                f"{self.name}: fused_chunk must be >= 1, got {self.fused_chunk}"
+            )
         for op in module.walk():
-            for value in (*op.operands, *op.results):
-                problem = divisibility_problem(value.type, world)
-                if problem is not None:
-                    raise ConversionRefused(
-                        f"{self.name} cannot convert: {problem}", op
-                    )
-            for region in op.regions:
-                for block in region.blocks:
-                    for arg in block.args:
-                        problem = divisibility_problem(arg.type, world)
-                        if problem is not None:
-                            raise ConversionRefused(
-                                f"{self.name} cannot convert: {problem}", op
-                            )
+            reason = self.problem(op, world)
+            if reason is not None:
+                raise ConversionRefused(f"{self.name} cannot convert: {reason}", op)
+
+    @staticmethod
+    def problem(op: Operation, world: int) -> str | None:
+        """Why `op` cannot be converted on `world` ranks, or None."""
+        values = [*op.operands, *op.results]
+        values += [a for r in op.regions for b in r.blocks for a in b.args]
+        for value in values:
+            problem = divisibility_problem(value.type, world)
+            if problem is not None:
+                return problem
+        if isinstance(op, coco.UpdateOp) and not (
+            isinstance(op.param, BlockArgument)
+            and isinstance(op.param.owner.parent_op(), func.FuncOp)
+        ):
+            return "the updated parameter must be an argument of the function"
+        if isinstance(op, coco.OverlapOp):
+            parent = op.parent_op()
+            while parent is not None:
+                if isinstance(parent, coco.OverlapOp):
+                    return "a coco.overlap nested in another is not supported"
+                parent = parent.parent_op()
+            found = chunk_dims(op.block, list(op.input_dims.get_values()))
+            if found.problem is not None:
+                return f"its body cannot run chunk by chunk: {found.problem}"
+        if (
+            isinstance(op.parent_op(), func.FuncOp)
+            and any(isinstance(t, TensorType) for t in op.operand_types)
+            and op.dialect_name() not in ("coco", "func")
+        ):
+            return f"'{op.name}' on coco tensors has no lowering"
+        return None
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         world = self.resolve_world(op)
         self.check(op, world)
         kernels = KernelModule.create(KERNELS_MODULE)
-        lowering = Lowering(world, self.threads, kernels)
+        lowering = Lowering(world, self.threads, kernels, self.fused_chunk)
         functions = [
             f for f in op.ops if isinstance(f, func.FuncOp) and not f.is_declaration
         ]
@@ -730,24 +1316,3 @@ class ConvertCocoToGpu(ModulePass):
         op.body.block.insert_op_before(kernels.module, op.body.block.first_op)  # type: ignore[arg-type]
         op.attributes["gpu.container_module"] = UnitAttr()
         op.attributes[WORLD_SIZE_ATTR] = IntegerAttr(world, i64)
-
-
-# Unused imports kept for the later patterns of this module.
-_ = (
-    scf,
-    gpu,
-    GemmOp,
-    NcclAllGatherOp,
-    NcclAllToAllOp,
-    NcclBroadcastOp,
-    NcclRecvOp,
-    NcclReduceScatterOp,
-    NcclSendOp,
-    chunk_dims,
-    element_info,
-    compute_type,
-    constant,
-    from_compute,
-    to_compute,
-    MemRefType,
-)

@@ -55,11 +55,10 @@ from xdsl.dialects.builtin import (
     i64,
 )
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
-from xdsl.pattern_rewriter import PatternRewriter, op_type_rewrite_pattern
+from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import InsertPoint
 
 from coconet_ir.analysis.fused_plan import (
-    DEFAULT_CHUNK_ELEMENTS,
     SYMMETRIC_ALIGNMENT,
     FusedPlan,
     SliceGeometry,
@@ -87,7 +86,7 @@ from coconet_ir.dialects.coco_gpu import (
 )
 from coconet_ir.lowering.bufferize import collapse, local_shape
 from coconet_ir.lowering.coco_to_gpu import (
-    CocoLoweringPattern,
+    Lowering,
     chunk_of,
     replace_with_buffers,
 )
@@ -668,24 +667,39 @@ kernels use disjoint ranges of them."""
 class SymmetricAllocator:
     """The module-level layout of symmetric buffers and signal slots: each
     fused kernel gets its own range of both, so fused kernels on different
-    streams never share one."""
+    streams never share one. The running totals live in the module's
+    attributes (`coco_gpu.symmetric_bytes`, `coco_gpu.signal_slots`)."""
 
+    module: Operation
     symmetric_bytes: int = 0
     signal_slots: int = 0
+
+    @staticmethod
+    def of(module: Operation) -> SymmetricAllocator:
+        def get(name: str) -> int:
+            attr = module.attributes.get(name)
+            return attr.value.data if isinstance(attr, IntegerAttr) else 0
+
+        return SymmetricAllocator(
+            module, get(SYMMETRIC_BYTES_ATTR), get(SIGNAL_SLOTS_ATTR)
+        )
 
     def buffer(self, size: int) -> int:
         offset = self.symmetric_bytes
         self.symmetric_bytes += -(-size // SYMMETRIC_ALIGNMENT) * SYMMETRIC_ALIGNMENT
+        self._store()
         return offset
 
     def slots(self, count: int) -> int:
         base = self.signal_slots
         self.signal_slots += count
+        self._store()
         return base
 
-    def annotate(self, module: Operation) -> None:
-        module.attributes[SYMMETRIC_BYTES_ATTR] = IntegerAttr(self.symmetric_bytes, i64)
-        module.attributes[SIGNAL_SLOTS_ATTR] = IntegerAttr(self.signal_slots, i64)
+    def _store(self) -> None:
+        attributes = self.module.attributes
+        attributes[SYMMETRIC_BYTES_ATTR] = IntegerAttr(self.symmetric_bytes, i64)
+        attributes[SIGNAL_SLOTS_ATTR] = IntegerAttr(self.signal_slots, i64)
 
 
 def module_of(op: Operation) -> ModuleOp | None:
@@ -695,26 +709,38 @@ def module_of(op: Operation) -> ModuleOp | None:
     return parent
 
 
-@dataclass
-class LowerFusedCollective(CocoLoweringPattern):
+def lower_fused_collective(
+    lowering: Lowering, op: FusionOp, rewriter: PatternRewriter
+) -> bool:
     """A `coco.fusion` holding reduce_scatters → one fused kernel launch (and
-    the sends after it); a fusion the kernel does not handle
-    (`FusedPlan.of` says why) is left to `fallback`."""
+    the sends after it). False, changing nothing, when the fusion holds no
+    reduce_scatter or is not of the shape the kernel handles (`FusedPlan.of`
+    says why); the caller then lowers it op by op."""
+    if not any(isinstance(o, ReduceScatterOp) for o in op.block.ops):
+        return False
+    module = module_of(op)
+    if module is None:
+        return False
+    plan = FusedPlan.of(op, lowering.world, lowering.fused_chunk)
+    if isinstance(plan, str):
+        return False
+    FusedCollectiveLowering(lowering, SymmetricAllocator.of(module)).lower(
+        plan, rewriter
+    )
+    return True
 
-    chunk_elements: int = DEFAULT_CHUNK_ELEMENTS
-    layout: SymmetricAllocator = field(default_factory=SymmetricAllocator)
-    fallback: Callable[[FusionOp, PatternRewriter], None] | None = None
 
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: FusionOp, rewriter: PatternRewriter) -> None:
-        if not any(isinstance(o, ReduceScatterOp) for o in op.block.ops):
-            return
-        plan = FusedPlan.of(op, self.world, self.chunk_elements)
-        if isinstance(plan, str):
-            if self.fallback is not None:
-                self.fallback(op, rewriter)
-            return
-        self.lower(plan, rewriter)
+@dataclass
+class FusedCollectiveLowering:
+    """The host side of one fused collective: buffers, symmetric layout,
+    launch, sends."""
+
+    lowering: Lowering
+    layout: SymmetricAllocator
+
+    @property
+    def world(self) -> int:
+        return self.lowering.world
 
     def lower(self, plan: FusedPlan, rewriter: PatternRewriter) -> None:
         fusion = plan.fusion
@@ -824,10 +850,7 @@ class LowerFusedCollective(CocoLoweringPattern):
                     send.channel.value.data,
                 )
             )
-        module = module_of(fusion)
         replace_with_buffers(rewriter, fusion, host, [output(v) for v in yielded])
-        if module is not None:
-            self.layout.annotate(module)
 
     def dropout_index(self, plan: FusedPlan) -> Callable[[Operation], DropoutIndex]:
         """Dropout's global index: `Lowering.global_index`, with the overlap

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from xdsl.builder import Builder
-from xdsl.dialects import arith, gpu, scf
+from xdsl.dialects import arith, gpu, memref, scf
 from xdsl.dialects import math as mathd
 from xdsl.dialects.builtin import (
     AnyFloat,
@@ -34,6 +34,7 @@ from xdsl.dialects.builtin import (
     MemRefType,
     StringAttr,
     SymbolRefAttr,
+    UnitAttr,
     f32,
     i1,
     i32,
@@ -67,6 +68,11 @@ GELU_SQRT_2_OVER_PI = 0.7978845608
 GELU_CUBIC = 0.044715
 
 index = IndexType()
+
+GPU_KERNEL_ATTR = "gpu.kernel"
+"""The unit attribute by which real MLIR knows a kernel (`gpu.func ... kernel`
+is this attribute there; xDSL 0.74 models it as the property `kernel`), so the
+conversion sets both."""
 
 # ============================================================================
 # The gpu.module and its kernels
@@ -112,6 +118,7 @@ class KernelModule:
             arg.name_hint = hint
         body.add_op(gpu.ReturnOp([]))
         func = gpu.FuncOp(self.unique(name), (types, []), Region(body), kernel=True)
+        func.attributes[GPU_KERNEL_ATTR] = UnitAttr()
         self.module.body.block.add_op(func)
         return func, Builder(InsertPoint.before(body.last_op))  # type: ignore[arg-type]
 
@@ -492,3 +499,231 @@ def memref_element(t: Attribute) -> Attribute:
 
 def element_count_of(t: MemRefType) -> int:
     return math.prod(t.get_shape())
+
+
+# ============================================================================
+# Data-movement kernels: blocks, rank-major packing
+# ============================================================================
+
+Remap = Callable[[Builder, SSAValue, Sequence[SSAValue]], tuple[SSAValue, SSAValue]]
+"""The body of a copy kernel: for the element `i` and the extra index
+arguments, the flat indices it copies from and to."""
+
+
+def flat_args(buffers: Sequence[SSAValue]) -> tuple[list[Operation], list[SSAValue]]:
+    """The buffers as kernels take them (collapsed to 1-D)."""
+    from coconet_ir.lowering.bufferize import collapse
+
+    ops: list[Operation] = []
+    found: list[SSAValue] = []
+    for buffer in buffers:
+        more, flat = collapse(buffer)
+        ops += more
+        found.append(flat)
+    return ops, found
+
+
+def copy_kernel(
+    kernels: KernelModule,
+    threads: int,
+    name: str,
+    key: object,
+    count: int,
+    source: SSAValue,
+    dest: SSAValue,
+    extra: Sequence[tuple[str, SSAValue]],
+    remap: Remap,
+) -> list[Operation]:
+    """Host ops launching a grid-stride copy of `count` elements from `source`
+    to `dest` (`dest[to] = source[from]` with `(from, to) = remap(i, extra)`);
+    the kernel is built once per `key`."""
+    host, (src, dst) = flat_args([source, dest])
+
+    def build() -> gpu.FuncOp:
+        specs = [("n", index), *((h, v.type) for h, v in extra)]
+        specs += [("src", src.type), ("dst", dst.type)]
+        kernel, b = kernels.kernel(name, specs)
+        args = kernel.body.block.args
+        loop, i = grid_stride_loop(b, args[0])
+        extras = list(args[1 : 1 + len(extra)])
+        frm, to = remap(loop, i, extras)
+        value = loop.insert(memref.LoadOp.get(args[-2], [frm])).res
+        loop.insert(memref.StoreOp.get(value, args[-1], [to]))
+        return kernel
+
+    kernel = kernels.cached((key, src.type, dst.type), build)
+    return [
+        *host,
+        *launch(kernels, kernel, count, [v for _, v in extra] + [src, dst], threads),
+    ]
+
+
+def block_split(shape: Sequence[int], dim: int) -> tuple[int, int, int]:
+    """`(pre, size, post)`: `shape` seen as 3-D around `dim`."""
+    return math.prod(shape[:dim]), shape[dim], math.prod(shape[dim + 1 :])
+
+
+def copy_block(
+    kernels: KernelModule,
+    threads: int,
+    name: str,
+    source: SSAValue,
+    dest: SSAValue,
+    outer: Sequence[int],
+    dim: int,
+    block: int,
+    offset: SSAValue,
+    *,
+    extract: bool,
+) -> list[Operation]:
+    """Copy between the block `[offset, offset + block)` along `dim` of a
+    buffer of shape `outer` and a contiguous buffer holding just that block:
+    from the outer buffer (`extract`) or into it. `offset` is a host index."""
+    pre, size, post = block_split(outer, dim)
+
+    def remap(
+        b: Builder, i: SSAValue, extra: Sequence[SSAValue]
+    ) -> tuple[SSAValue, SSAValue]:
+        inner = Indexer(b, i, (pre, block, post))
+        start = b.insert(arith.AddiOp(inner.digit(1), extra[0])).result
+        wide = linear(b, [inner.digit(0), start, inner.digit(2)], (pre, size, post))
+        return (wide, i) if extract else (i, wide)
+
+    key = ("block", extract, pre, size, post, block)
+    return copy_kernel(
+        kernels,
+        threads,
+        name,
+        key,
+        pre * block * post,
+        source,
+        dest,
+        [("offset", offset)],
+        remap,
+    )
+
+
+def rank_major(
+    kernels: KernelModule,
+    threads: int,
+    name: str,
+    source: SSAValue,
+    dest: SSAValue,
+    shape: Sequence[int],
+    dim: int,
+    world: int,
+    *,
+    pack: bool,
+) -> list[Operation]:
+    """Reorder a buffer of `shape` (dim `dim` holding `world` blocks) into
+    the rank-major layout NCCL scatters and gathers — block `r` of every row
+    contiguous, `[world, pre, block, post]` (`pack`) — or back (unpack)."""
+    pre, size, post = block_split(shape, dim)
+    block = size // world
+
+    def remap(
+        b: Builder, i: SSAValue, extra: Sequence[SSAValue]
+    ) -> tuple[SSAValue, SSAValue]:
+        major = Indexer(b, i, (world, pre, block, post))
+        r, p, j, q = (major.digit(d) for d in range(4))
+        start = b.insert(arith.MuliOp(r, index_constant(b, block))).result
+        start = b.insert(arith.AddiOp(start, j)).result
+        natural = linear(b, [p, start, q], (pre, size, post))
+        return (natural, i) if pack else (i, natural)
+
+    key = ("rank_major", pack, pre, size, post, world)
+    return copy_kernel(
+        kernels, threads, name, key, pre * size * post, source, dest, [], remap
+    )
+
+
+# ============================================================================
+# Reductions
+# ============================================================================
+
+
+def reduce_kernel(
+    kernels: KernelModule,
+    threads: int,
+    name: str,
+    source: SSAValue,
+    dest: SSAValue,
+    shape: Sequence[int],
+    dims: Sequence[int],
+    kind: str,
+    *,
+    square: bool = False,
+    root: bool = False,
+) -> list[Operation]:
+    """Host ops launching a reduction of a buffer of `shape` over `dims`
+    (`kind`: sum, max, min) into `dest`: one thread per output element loops
+    over the reduced elements, accumulating in the compute type (f32 for
+    halves) and rounding once. `square` sums squares and `root` takes the
+    square root at the end (a norm)."""
+    kept = [d for d in range(len(shape)) if d not in dims]
+    kept_shape = tuple(shape[d] for d in kept)
+    reduced_shape = tuple(shape[d] for d in dims)
+    host, (src, dst) = flat_args([source, dest])
+    element_type = memref_element(src.type)
+    kernel, b = kernels.kernel(
+        name, [("n", index), ("src", src.type), ("dst", dst.type)]
+    )
+    n, src_arg, dst_arg = kernel.body.block.args
+    loop, o = grid_stride_loop(b, n)
+    outer = Indexer(loop, o, kept_shape)
+    base_digits: list[SSAValue | int] = [0] * len(shape)
+    for position, d in enumerate(kept):
+        base_digits[d] = outer.digit(position)
+    base = linear(loop, base_digits, shape)
+    ctype = compute_type(element_type)
+    init = constant(loop, _reduce_identity(kind, ctype), ctype)
+    count = index_constant(loop, math.prod(reduced_shape))
+    zero = index_constant(loop, 0)
+    one = index_constant(loop, 1)
+    inner_block = Block(arg_types=[index, ctype])
+    j, acc = inner_block.args
+    j.name_hint, acc.name_hint = "j", "acc"
+    ib = Builder(InsertPoint.at_end(inner_block))
+    inner = Indexer(ib, j, reduced_shape)
+    offset_digits: list[SSAValue | int] = [0] * len(shape)
+    for position, d in enumerate(dims):
+        offset_digits[d] = inner.digit(position)
+    at = ib.insert(arith.AddiOp(base, linear(ib, offset_digits, shape))).result
+    x = to_compute(ib, ib.insert(memref.LoadOp.get(src_arg, [at])).res)
+    if square:
+        x = ib.insert(arith.MulfOp(x, x)).result
+    ib.insert(scf.YieldOp(_combine(ib, kind, acc, x)))
+    loop_op = loop.insert(scf.ForOp(zero, count, one, [init], inner_block))
+    total = loop_op.results[0]
+    if root:
+        total = loop.insert(mathd.SqrtOp(total)).result
+    total = from_compute(loop, total, element_type)
+    out_shape = memref_shape(dst.type)
+    loop.insert(memref.StoreOp.get(total, dst_arg, [o] if out_shape else []))
+    return [
+        *host,
+        *launch(kernels, kernel, max(1, math.prod(kept_shape)), [src, dst], threads),
+    ]
+
+
+def memref_shape(t: Attribute) -> tuple[int, ...]:
+    assert isinstance(t, MemRefType)
+    return tuple(t.get_shape())
+
+
+def _reduce_identity(kind: str, t: Attribute) -> float | int:
+    if kind == "sum":
+        return 0
+    if isinstance(t, IntegerType):
+        return I32_MIN if kind == "max" else I32_MAX
+    return -math.inf if kind == "max" else math.inf
+
+
+def _combine(b: Builder, kind: str, acc: SSAValue, x: SSAValue) -> SSAValue:
+    integer = isinstance(acc.type, IntegerType)
+    ops: dict[str, type[Operation]] = (
+        {"sum": arith.AddiOp, "max": arith.MaxSIOp, "min": arith.MinSIOp}
+        if integer
+        else {"sum": arith.AddfOp, "max": arith.MaximumfOp, "min": arith.MinimumfOp}
+    )
+    return b.insert(ops[kind](acc, x)).results[0]  # type: ignore[call-arg]
