@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import shutil
 
+import fused_emulation
 import numpy as np
 import pytest
-from fused_emulation import emulate, peer_bytes
+from fused_emulation import cuda_source, emulate, peer_bytes
 from helpers import T, example
+from xdsl.dialects import gpu, scf
 from xdsl.dialects.builtin import ModuleOp
 
 import coconet_ir as cc
 from coconet_ir.analysis.traffic import fused_all_reduce_bytes, fused_send_bytes
+from coconet_ir.backend.emu import EmulationError
 from coconet_ir.dialects.coco import FusionOp, OverlapOp
+from coconet_ir.dialects.coco_gpu import WaitSignalOp
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
 
@@ -52,7 +56,10 @@ def assert_matches(run, exact: bool) -> None:
                 np.testing.assert_array_equal(got, want, err_msg=key)
             else:
                 np.testing.assert_allclose(
-                    got.astype(np.float64), want.astype(np.float64), rtol=2e-5, atol=1e-5
+                    got.astype(np.float64),
+                    want.astype(np.float64),
+                    rtol=2e-5,
+                    atol=1e-5,
                 )
 
 
@@ -85,7 +92,9 @@ def test_adam(world: int):
     assert launches_of(run, "fused") == CALLS * world
     assert sum(map(sum, run.stats["nccl_calls"])) == 0
     # 2 (N-1)/N S per rank per call, S = 4 KiB
-    assert peer_bytes(run.stats, world)[0].sum() == CALLS * 2 * (world - 1) * 4096 // world
+    assert (
+        peer_bytes(run.stats, world)[0].sum() == CALLS * 2 * (world - 1) * 4096 // world
+    )
 
 
 @pytest.mark.parametrize("world", [2, 4, 8])
@@ -183,3 +192,26 @@ def test_address_sanitizer(program: str):
     module = send_program() if program == "send" else optimized(program)
     run = emulate(module, 4, fused_chunk=7, sanitize="address")
     assert_matches(run, exact=True)
+
+
+def without_closing_sync(lowered: ModuleOp) -> str:
+    """The CUDA C of `lowered` with phase 3's waits removed from every fused
+    kernel: in the send variant nothing then keeps a peer's next launch from
+    overwriting the scratch this rank still reduces."""
+    for kernel in lowered.walk():
+        if isinstance(kernel, gpu.FuncOp) and "fused" in kernel.sym_name.data:
+            phase3 = [op for op in kernel.body.block.ops if isinstance(op, scf.ForOp)][
+                -1
+            ]
+            for wait in [op for op in phase3.walk() if isinstance(op, WaitSignalOp)]:
+                wait.detach()
+                wait.erase()
+    return cuda_source(lowered)
+
+
+def test_thread_sanitizer_sees_a_missing_closing_sync(monkeypatch: pytest.MonkeyPatch):
+    """The sanitizer runs above can fail: without the closing sync, three
+    back-to-back launches of the send variant race on the scratch."""
+    monkeypatch.setattr(fused_emulation, "cuda_source", without_closing_sync)
+    with pytest.raises(EmulationError, match="ThreadSanitizer: data race"):
+        emulate(send_program(), 4, fused_chunk=5, sanitize="thread")
