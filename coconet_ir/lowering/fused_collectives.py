@@ -606,9 +606,9 @@ class FusedKernel:
                 self.epoch,
             )
         )
-        self.barrier(body)
         if not self.gathered_outputs:
-            return
+            return  # only the closing sync: nothing for the block to copy
+        self.barrier(body)
         loop, element = self.chunk_elements(body, chunk)
         m = Ints(loop)
         target = self.global_index(m, source, element)

@@ -22,8 +22,8 @@
 // Phase 3 is only the closing sync: wait, no copy.
 // CHECK:         coco_gpu.wait_signal
 // CHECK-NEXT:  }
-// CHECK-NEXT:  {{"?}}gpu.barrier{{"?}}
 // CHECK-NEXT:  }
+// CHECK-NEXT:  {{"?}}gpu.return
 // CHECK-LABEL: func.func @stage1(
 // CHECK:         %[[SLICE:.*]] = memref.alloc() : memref<4x2x16xf32>
 // CHECK:         @kernels::@stage1_rs_send_fused_0
