@@ -33,12 +33,13 @@ from dataclasses import dataclass, field
 
 from xdsl.builder import Builder
 from xdsl.context import Context
-from xdsl.dialects import arith, func, memref
+from xdsl.dialects import arith, func, gpu, memref
 from xdsl.dialects.builtin import (
     DenseArrayBase,
     FunctionType,
     IndexType,
     IntegerAttr,
+    MemRefType,
     ModuleOp,
     UnitAttr,
     UnrealizedConversionCastOp,
@@ -58,7 +59,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from coconet_ir.analysis.chunks import chunk_dims
 from coconet_ir.analysis.fused_plan import DEFAULT_CHUNK_ELEMENTS
-from coconet_ir.diagnostics import CocoError
+from coconet_ir.diagnostics import CocoError, value_name
 from coconet_ir.dialects import coco
 from coconet_ir.dialects.coco import (
     ELEMENTWISE_OPS,
@@ -155,11 +156,14 @@ class Lowering:
     )
     """coco value → the buffer its final value must be in (an updated
     parameter's or an out-parameter)."""
-    written: set[SSAValue] = field(default_factory=set[SSAValue])
-    """coco values whose producer wrote them straight into their destination."""
     out_params: dict[func.FuncOp, list[BlockArgument]] = field(
         default_factory=dict[func.FuncOp, list[BlockArgument]]
     )
+    updates: dict[func.FuncOp, list[tuple[SSAValue, SSAValue]]] = field(
+        default_factory=dict[func.FuncOp, list[tuple[SSAValue, SSAValue]]]
+    )
+    """The (value, parameter) buffer copies the updates of each function
+    still need (emitted together by `finish_updates`)."""
 
     # -- buffers -------------------------------------------------------------
 
@@ -189,7 +193,6 @@ class Lowering:
         if destination is not None and self.may_overwrite(
             producer, destination, reads_in_place
         ):
-            self.written.add(value)
             return [], destination
         assert isinstance(value.type, TensorType)
         alloc = memref.AllocOp.get(
@@ -211,13 +214,16 @@ class Lowering:
             return True
         top = function.body.block
         at = top.get_operation_index(top_level(producer, top))
-        readers = [use.operation for use in buffer.uses]
+        uses = list(buffer.uses)
         for use in list(buffer.uses):
             if isinstance(use.operation, UnrealizedConversionCastOp):
-                readers += [u.operation for r in use.operation.results for u in r.uses]
-        for reader in readers:
-            if isinstance(reader, coco.UpdateOp | UnrealizedConversionCastOp):
-                continue
+                uses += [u for r in use.operation.results for u in r.uses]
+        for use in uses:
+            reader = use.operation
+            if isinstance(reader, UnrealizedConversionCastOp) or (
+                isinstance(reader, coco.UpdateOp) and use.index == 0
+            ):
+                continue  # a cast, or the update of this very parameter
             where = top.get_operation_index(top_level(reader, top))
             if where > at or (where == at and not reads_in_place):
                 return False
@@ -311,22 +317,17 @@ class Lowering:
             digit: SSAValue | int = (
                 0 if axis.digit is None else indexer.digit(axis.digit)
             )
-            if axis.rank_stride or (
-                value.layout.is_sliced and value.layout.sliced_dim == a
-            ):
+            sliced_here = value.layout.is_sliced and value.layout.sliced_dim == a
+            if axis.rank_stride or sliced_here:
+                # a replicated value read at the domain's block, or the rank's
+                # own block of a sliced value
                 assert rank is not None
-                offset = b.insert(
-                    arith.MuliOp(rank, index_constant(b, shape[a]))
-                ).result
+                block = axis.rank_stride or shape[a]
+                offset = b.insert(arith.MuliOp(rank, index_constant(b, block)))
                 digit = (
-                    offset
-                    if digit == 0
-                    else b.insert(
-                        arith.AddiOp(
-                            index_constant(b, 0) if isinstance(digit, int) else digit,
-                            offset,
-                        )
-                    ).result
+                    offset.result
+                    if isinstance(digit, int)
+                    else b.insert(arith.AddiOp(digit, offset.result)).result
                 )
             if chunk is not None and chunk[0] == a:
                 global_shape[a] *= chunk[2]
@@ -536,18 +537,49 @@ class LowerElementwise(CocoLoweringPattern):
 @dataclass
 class LowerUpdate(CocoLoweringPattern):
     """`coco.update %p, %v` → nothing when `%v`'s producer wrote `%p`'s
-    buffer, else `memref.copy` of `%v` into it."""
+    buffer, else a copy of `%v` into `%p` at the end of the function (ops after
+    the update still read the parameter's old value); `finish_updates` emits
+    the copies."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: coco.UpdateOp, rewriter: PatternRewriter) -> None:
-        if not ready(op):
+        function = enclosing(op)
+        if function is None or not ready(op):
             return
         host, target = self.lowering.buffer(op.param)
         more, source = self.lowering.buffer(op.value)
-        if source is target:
-            rewriter.erase(op)
-            return
-        rewriter.replace(op, [*host, *more, memref.CopyOp(source, target)], [])
+        if source is not target:
+            rewriter.insert([*host, *more])
+            pending = self.lowering.updates.setdefault(function, [])
+            pending.append((source, target))
+        rewriter.erase(op)
+
+
+def finish_updates(function: func.FuncOp, copies: list[tuple[SSAValue, SSAValue]]):
+    """The updates' copies, before `func.return`: all at once, as a parallel
+    assignment (`update %q, %p` with `%p` updated too copies the old `%p`),
+    so a copy out of a buffer comes before the copy into it; a cycle goes
+    through a temporary buffer."""
+    terminator = function.body.block.last_op
+    assert terminator is not None
+    ops: list[Operation] = []
+    pending = list(copies)
+    while pending:
+        sources = {id(s) for s, _ in pending}
+        free = next((c for c in pending if id(c[1]) not in sources), None)
+        if free is None:  # a cycle: save one target's old value first
+            _, target = pending[0]
+            assert isinstance(target.type, MemRefType)
+            saved = memref.AllocOp.get(
+                target.type.element_type, shape=target.type.get_shape()
+            )
+            saved.memref.name_hint = f"{target.name_hint or 'param'}_old"
+            ops += [saved, memref.CopyOp(target, saved.memref)]
+            pending = [(saved.memref if s is target else s, t) for s, t in pending]
+            continue
+        pending.remove(free)
+        ops.append(memref.CopyOp(*free))
+    function.body.block.insert_ops_before(ops, terminator)
 
 
 @dataclass
@@ -993,13 +1025,13 @@ def lower_fusion_with_collectives(
     all_gather, send): its body is inlined and lowered op by op (NCCL calls
     and kernels on stream 0). The fused collective kernel (peer pointers and
     signals) replaces this function."""
-    yielded = list(op.yield_op.arguments)
-    for result, value in zip(op.results, yielded):
+    for result, value in zip(op.results, op.yield_op.arguments):
         destination = lowering.destinations.pop(result, None)
         if destination is not None and isinstance(value, OpResult):
             lowering.destinations.setdefault(value, destination)
     terminator = op.yield_op
     rewriter.inline_block(op.block, InsertPoint.before(op), list(op.inputs))
+    yielded = list(terminator.arguments)  # the inputs, where an argument was
     rewriter.erase(terminator)
     rewriter.replace(op, [], yielded)
 
@@ -1265,9 +1297,11 @@ class ConvertCocoToGpu(ModulePass):
     @staticmethod
     def problem(op: Operation, world: int) -> str | None:
         """Why `op` cannot be converted on `world` ranks, or None."""
-        values = [*op.operands, *op.results]
-        values += [a for r in op.regions for b in r.blocks for a in b.args]
-        for value in values:
+        for arg in (a for r in op.regions for b in r.blocks for a in b.args):
+            problem = divisibility_problem(arg.type, world)
+            if problem is not None:
+                return f"argument {value_name(arg)}: {problem}"
+        for value in (*op.operands, *op.results):
             problem = divisibility_problem(value.type, world)
             if problem is not None:
                 return problem
@@ -1312,7 +1346,20 @@ class ConvertCocoToGpu(ModulePass):
             raise CocoError(f"{self.name} has no lowering for this op", left)
         for function in functions:
             fold_casts(list(function.walk()))
+            finish_updates(function, lowering.updates.get(function, []))
+            fold_casts(list(function.walk()))
             insert_deallocs(function)
+        launches = [o for o in op.walk() if isinstance(o, gpu.LaunchFuncOp)]
+        kernels.deduplicate(launches)
+        kernels.renumber(launches)
         op.body.block.insert_op_before(kernels.module, op.body.block.first_op)  # type: ignore[arg-type]
-        op.attributes["gpu.container_module"] = UnitAttr()
-        op.attributes[WORLD_SIZE_ATTR] = IntegerAttr(world, i64)
+        others = {
+            k: v
+            for k, v in op.attributes.items()
+            if k not in ("gpu.container_module", WORLD_SIZE_ATTR)
+        }
+        op.attributes = {
+            "gpu.container_module": UnitAttr(),
+            WORLD_SIZE_ATTR: IntegerAttr(world, i64),
+            **others,
+        }

@@ -766,6 +766,7 @@ class FusedCollectiveLowering:
         host: list[Operation] = []
         rank, peers, epoch = RankOp(), PeersOp(), NextEpochOp()
         rank.result.name_hint, epoch.result.name_hint = "rank", "epoch"
+        peers.result.name_hint = "peers"
         host += [rank, peers, epoch]
         args: dict[object, SSAValue] = {
             "rank": rank.result,
@@ -785,6 +786,7 @@ class FusedCollectiveLowering:
             sym = SymmetricBufferOp(
                 self.layout.buffer(bytes_), MemRefType(t, [world * elements])
             )
+            sym.result.name_hint = key[0]
             host.append(sym)
             args[key] = sym.result
 
@@ -834,7 +836,8 @@ class FusedCollectiveLowering:
         per_block = arith.ConstantOp(IntegerAttr(threads, index))
         blocks = GridBlocksOp(count, per_block)
         one = arith.ConstantOp(IntegerAttr(1, index))
-        blocks.result.name_hint = "blocks"
+        count.result.name_hint, per_block.result.name_hint = "items", "threads"
+        blocks.result.name_hint, one.result.name_hint = "blocks", "c1"
         launch = gpu.LaunchFuncOp(
             lowering.kernels.symbol_of(func),
             [blocks, one, one],

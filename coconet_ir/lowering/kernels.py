@@ -86,6 +86,8 @@ class KernelModule:
 
     module: gpu.ModuleOp
     names: set[str] = field(default_factory=set[str])
+    bases: dict[str, str] = field(default_factory=dict[str, str])
+    """Each kernel's name → the name it was asked for (without `_<n>`)."""
     cache: dict[object, gpu.FuncOp] = field(default_factory=dict[object, gpu.FuncOp])
 
     @staticmethod
@@ -105,7 +107,77 @@ class KernelModule:
             n += 1
         found = f"{name}_{n}"
         self.names.add(found)
+        self.bases[found] = name
         return found
+
+    def deduplicate(self, launches: Sequence[gpu.LaunchFuncOp]) -> None:
+        """Launch one kernel for every set of kernels asked for under the same
+        name and built identically (e.g. an op cloned into every chunk of an
+        overlap), and drop the copies."""
+        from io import StringIO
+
+        from xdsl.printer import Printer
+
+        first: dict[tuple[str, str], str] = {}
+        replaced: dict[str, str] = {}
+        for kernel in list(self.module.body.block.ops):
+            if not isinstance(kernel, gpu.FuncOp):
+                continue
+            name = kernel.sym_name.data
+            text = StringIO()
+            Printer(stream=text).print_region(kernel.body)
+            key = (
+                self.bases.get(name, name),
+                f"{kernel.function_type}{text.getvalue()}",
+            )
+            if key in first:
+                replaced[name] = first[key]
+                kernel.detach()
+                kernel.erase()
+            else:
+                first[key] = name
+        for call in launches:
+            name = call.kernel.nested_references.data[-1].data
+            if name in replaced:
+                call.kernel = SymbolRefAttr(self.symbol, [StringAttr(replaced[name])])
+        for name in replaced:
+            self.names.discard(name)
+            self.bases.pop(name, None)
+        self.cache = {k: v for k, v in self.cache.items() if v.parent is not None}
+
+    def renumber(self, launches: Sequence[gpu.LaunchFuncOp]) -> None:
+        """Number the kernels `<name>_0, _1, ...` and order them by their
+        first launch in `launches` (program order), whatever order the
+        patterns built them in."""
+        kernels = {
+            k.sym_name.data: k
+            for k in self.module.body.block.ops
+            if isinstance(k, gpu.FuncOp)
+        }
+        order: list[str] = []
+        for call in launches:
+            name = call.kernel.nested_references.data[-1].data
+            if name in kernels and name not in order:
+                order.append(name)
+        order += [n for n in kernels if n not in order]
+        counts: dict[str, int] = {}
+        renamed: dict[str, str] = {}
+        for name in order:
+            base = self.bases.get(name, name)
+            renamed[name] = f"{base}_{counts.get(base, 0)}"
+            counts[base] = counts.get(base, 0) + 1
+        for call in launches:
+            name = call.kernel.nested_references.data[-1].data
+            if name in renamed:
+                call.kernel = SymbolRefAttr(self.symbol, [StringAttr(renamed[name])])
+        block = self.module.body.block
+        for name in order:
+            kernel = kernels[name]
+            kernel.sym_name = StringAttr(renamed[name])
+            kernel.detach()
+            block.add_op(kernel)
+        self.names = set(renamed.values())
+        self.bases = {renamed[n]: self.bases.get(n, n) for n in order}
 
     def kernel(
         self, name: str, args: Sequence[tuple[str, Attribute]]
@@ -206,6 +278,8 @@ class Indexer:
 
     def digit(self, d: int) -> SSAValue:
         """`(flat / stride[d]) % shape[d]`, without the needless ops."""
+        if d not in self.digits and self.shape[d] == 1:
+            self.digits[d] = index_constant(self.b, 0)
         if d not in self.digits:
             stride = strides(self.shape)[d]
             value = self.flat
@@ -689,7 +763,7 @@ def reduce_kernel(
     for position, d in enumerate(dims):
         offset_digits[d] = inner.digit(position)
     at = ib.insert(arith.AddiOp(base, linear(ib, offset_digits, shape))).result
-    x = to_compute(ib, ib.insert(memref.LoadOp.get(src_arg, [at])).res)
+    x = to_compute(ib, ib.insert(memref.LoadOp.get(src_arg, [at] if shape else [])).res)
     if square:
         x = ib.insert(arith.MulfOp(x, x)).result
     ib.insert(scf.YieldOp(_combine(ib, kind, acc, x)))

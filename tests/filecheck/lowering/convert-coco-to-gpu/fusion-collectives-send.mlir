@@ -6,7 +6,7 @@
 // A slice of 4x8x16 along dim 1 on 4 ranks is 128 elements: 2 chunks of 100
 // (the last one short), 2 x 4 x 2 signal slots.
 
-// CHECK:       builtin.module attributes {coco_gpu.symmetric_bytes = 2048 : i64, coco_gpu.signal_slots = 16 : i64
+// CHECK:       builtin.module attributes {{{.*}}coco_gpu.symmetric_bytes = 2048 : i64, coco_gpu.signal_slots = 16 : i64
 // CHECK:       gpu.func
 // CHECK-NOT:   gpu.func
 // CHECK:         %rank: index, %epoch: i64, %peers: {{.*}}, %input0: memref<512xf32>, %scratch0: memref<512xf32>, %in1: memref<16xf32>, %slice0: memref<128xf32>
