@@ -35,6 +35,9 @@ from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
 from xdsl.parser import Parser
 from xdsl.printer import Printer
 
+DimensionAttr = gpu.DimensionAttr
+DimensionEnum = gpu.DimensionEnum
+
 KERNEL_ATTR = "gpu.kernel"
 """MLIR's marker of a kernel function."""
 
@@ -383,4 +386,20 @@ GPU = Dialect(
 )
 """xDSL's `gpu` dialect, with MLIR's syntax for module, func and launch_func."""
 
-__all__ = ["GPU", "KERNEL_ATTR", "FuncOp", "LaunchFuncOp", "ModuleOp", "is_kernel"]
+__all__ = [
+    "GPU",
+    "KERNEL_ATTR",
+    "BarrierOp",
+    "BlockDimOp",
+    "BlockIdOp",
+    "DimensionAttr",
+    "DimensionEnum",
+    "FuncOp",
+    "GlobalIdOp",
+    "GridDimOp",
+    "LaunchFuncOp",
+    "ModuleOp",
+    "ReturnOp",
+    "ThreadIdOp",
+    "is_kernel",
+]

@@ -1255,7 +1255,7 @@ class ConvertCocoToGpu(ModulePass):
 
     fused_chunk: int = DEFAULT_CHUNK_ELEMENTS
     """Elements of a rank's slice per pipelined chunk of a fused collective
-    kernel (docs/gpu.md §4)."""
+    kernel (docs/gpu.md §5)."""
 
     def resolve_world(self, module: ModuleOp) -> int:
         declared = world_size(module)

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import singledispatchmethod
 
+import numpy
 from xdsl.dialects import arith, func, gpu, memref, scf
 from xdsl.dialects import math as mathd
 from xdsl.dialects.builtin import (
@@ -63,7 +64,8 @@ C_RESERVED = frozenset(
     signed sizeof static struct switch typedef union unsigned void volatile while
     class delete new this template typename namespace operator private public
     true false nullptr ctx dim3 threadIdx blockIdx blockDim gridDim warpSize
-    coco std main""".split()
+    coco std main half nv_bfloat16 float2 float4 int2 int4 uint2 uint4 size_t
+    int32_t int64_t uint32_t uint64_t""".split()
 )
 
 VIEW_OPS = (
@@ -131,19 +133,19 @@ class Expr:
 
 def float_literal(value: float, t: Attribute) -> Expr:
     """A float constant of type `t`."""
-    is_double = t == IntegerType(64) or c_type(t) == "double"
+    is_double = c_type(t) == "double"
     suffix = "" if is_double else "f"
     if math.isnan(value):
         text = "NAN"
     elif math.isinf(value):
         text = "INFINITY" if value > 0 else "-INFINITY"
     else:
-        text = repr(value)
+        text = repr(value) if is_double else str(numpy.float32(value))
         if "e" not in text and "." not in text:
             text += ".0"
         text += suffix
-    if (is_double and text.endswith("INFINITY")) or text == "NAN":
-        text = f"{'(double)' if is_double else '(float)'}{text}"
+    if is_double and text in ("NAN", "INFINITY", "-INFINITY"):
+        text = f"(double){text}"
     if is_half(t):
         return Expr(f"{from_float(t)}({text})", True)
     return Expr(text, not text.startswith("-"))
@@ -370,7 +372,9 @@ class CudaPrinter(BasePrinter):
         if not value.uses:
             self.line(f"(void){expr.operand()};")
             return
-        name = self.name_value(value)
+        owner = value.owner
+        fallback = owner.name.split(".")[-1] if isinstance(owner, Operation) else "v"
+        name = self.name_value(value, fallback)
         if isinstance(value.type, MemRefType):
             self.line(f"auto *const {name} = {expr.text};")
         else:
@@ -381,8 +385,14 @@ class CudaPrinter(BasePrinter):
             return c_type(t)
         except UnsupportedType as err:
             op = at.owner if isinstance(at, SSAValue) else at
+            hint = (
+                " (the CUDA target prints the device level: run "
+                "convert-coco-to-gpu first)"
+                if t.name.startswith("coco.")
+                else ""
+            )
             raise CocoError(
-                f"the CUDA target cannot print this: {err}",
+                f"the CUDA target cannot print this: {err}{hint}",
                 op if isinstance(op, Operation) else None,
             ) from None
 
@@ -402,6 +412,12 @@ class CudaPrinter(BasePrinter):
 
     @singledispatchmethod
     def print(self, op: Operation) -> None:
+        if op.name.startswith("coco."):
+            raise CocoError(
+                "is tensor-level: the CUDA target prints the device level "
+                "(run convert-coco-to-gpu first)",
+                op,
+            )
         raise CocoError(
             f"the CUDA target does not know '{op.name}' "
             f"({'in a kernel' if self.in_kernel else 'on the host'})",
@@ -503,7 +519,11 @@ class CudaPrinter(BasePrinter):
                 params.append(f"{self.ctype(arg.type, op)} {pname}")
         if is_kernel(op):
             threads = self.known_block_size(op)
-            bounds = f"__launch_bounds__({threads}) " if threads else ""
+            bounds = (
+                f"__launch_bounds__({threads}, {min_blocks(threads)}) "
+                if threads
+                else ""
+            )
             head = f'extern "C" __global__ void {bounds}{name}'
         else:
             outputs = op.function_type.outputs.data
@@ -559,11 +579,14 @@ class CudaPrinter(BasePrinter):
         else:
             raise CocoError("the CUDA target prints only scalar constants", op)
 
-    def float_operands(self, op: Operation) -> list[str]:
-        """The operands of a float op, widened to float if they are halves."""
+    def float_operands(self, op: Operation, *, call: bool = False) -> list[str]:
+        """The operands of a float op, widened to float if they are halves;
+        parenthesized as operands of an operator unless `call` (arguments)."""
         t = op.operands[0].type
         if is_half(t):
             return [f"{to_float(t)}({self.text(v)})" for v in op.operands]
+        if call:
+            return [self.text(v) for v in op.operands]
         return [self.operand(v) for v in op.operands]
 
     def float_result(self, op: Operation, expr: str, atomic: bool = False) -> None:
@@ -591,7 +614,7 @@ class CudaPrinter(BasePrinter):
     @print.register(arith.MinimumfOp)
     @print.register(arith.MinnumfOp)
     def _(self, op: arith.MaximumfOp) -> None:
-        lhs, rhs = self.float_operands(op)
+        lhs, rhs = self.float_operands(op, call=True)
         function = self.math_name(FLOAT_MIN_MAX[type(op)], op)
         self.float_result(op, f"{function}({lhs}, {rhs})", True)
 
@@ -773,7 +796,7 @@ class CudaPrinter(BasePrinter):
         t = op.results[0].type
         if not is_float(t):
             raise CocoError("the CUDA target prints math on floats only", op)
-        args = self.float_operands(op)
+        args = self.float_operands(op, call=True)
         function = self.math_name(MATH_FUNCTIONS[type(op)], op)
         self.float_result(op, f"{function}({', '.join(args)})", True)
 
@@ -980,12 +1003,10 @@ class CudaPrinter(BasePrinter):
     def _(self, op: gpu.LaunchFuncOp) -> None:
         kernel = sanitize(op.kernel.nested_references.data[-1].data, "kernel")
         grid = ", ".join(
-            f"(unsigned){self.operand(v)}"
-            for v in (op.gridSizeX, op.gridSizeY, op.gridSizeZ)
+            self.launch_size(v) for v in (op.gridSizeX, op.gridSizeY, op.gridSizeZ)
         )
         block = ", ".join(
-            f"(unsigned){self.operand(v)}"
-            for v in (op.blockSizeX, op.blockSizeY, op.blockSizeZ)
+            self.launch_size(v) for v in (op.blockSizeX, op.blockSizeY, op.blockSizeZ)
         )
         shared = (
             self.text(op.dynamicSharedMemorySize)
@@ -998,12 +1019,19 @@ class CudaPrinter(BasePrinter):
             f"{self.on_stream(op)}{args});"
         )
 
+    def launch_size(self, value: SSAValue) -> str:
+        """A dim3 component: `256u` for a constant, else a cast."""
+        owner = value.owner
+        if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
+            return f"{owner.value.value.data}u"
+        return f"(unsigned){self.operand(value)}"
+
     @print.register
     def _(self, op: coco_gpu.GridBlocksOp) -> None:
         self.bind(
             op.result,
             Expr(
-                f"(int64_t)coco::grid_blocks(ctx, {self.text(op.count)}, "
+                f"coco::grid_blocks(ctx, {self.text(op.count)}, "
                 f"{self.text(op.threads)})",
                 True,
             ),
@@ -1067,10 +1095,10 @@ class CudaPrinter(BasePrinter):
         block = self.scope.fresh("block", "block")
         p = self.scope.fresh("peer", "peer")
         self.line(
-            f"const size_t {block} = {element_count(source)} / (size_t)ctx->world_size;"
+            f"const size_t {block} = {element_count(source)} / (size_t)ctx->world;"
         )
         self.line("COCO_CHECK_NCCL(ncclGroupStart());")
-        self.line(f"for (int {p} = 0; {p} < ctx->world_size; ++{p}) {{")
+        self.line(f"for (int {p} = 0; {p} < ctx->world; ++{p}) {{")
         with self.indented():
             self.line(
                 f"COCO_CHECK_NCCL(ncclSend({self.operand(op.input)} + {p} * {block}, "
@@ -1093,7 +1121,7 @@ class CudaPrinter(BasePrinter):
         self.nccl(
             op,
             f"{function}({self.text(buffer)}, {element_count(t)}, "
-            f"{self.nccl_type(t, op)}, {stage} * ctx->world_size + ctx->rank, "
+            f"{self.nccl_type(t, op)}, {stage} * ctx->world + ctx->rank, "
             f"ctx->pipeline_comm, {self.on_stream(op)})",
         )
 
@@ -1163,7 +1191,7 @@ class CudaPrinter(BasePrinter):
 
     @print.register
     def _(self, op: coco_gpu.PeersOp) -> None:
-        self.bind(op.result, Expr("coco::peers(ctx)", True))
+        self.bind(op.result, Expr("coco::peers_of(ctx)", True))
 
     @print.register
     def _(self, op: coco_gpu.NextEpochOp) -> None:
@@ -1212,6 +1240,14 @@ class CudaPrinter(BasePrinter):
 
 for _math_op in MATH_FUNCTIONS:
     CudaPrinter.print.register(_math_op)(CudaPrinter.print_math)
+
+
+def min_blocks(threads: int) -> int:
+    """The blocks per SM a kernel's registers must allow (`__launch_bounds__`'s
+    second argument): 1024 threads' worth, so ptxas may use up to 64 registers
+    a thread rather than squeezing to full occupancy (and spilling around
+    libdevice's slow paths)."""
+    return max(1, 1024 // threads)
 
 
 def launch_threads(op: gpu.LaunchFuncOp) -> int | None:

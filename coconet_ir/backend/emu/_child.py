@@ -32,7 +32,8 @@ SCALARS = {
 }
 
 
-def c_argument(value):
+def c_argument(value: object) -> ctypes._SimpleCData:
+    """An entry argument as ctypes passes it (docs/gpu.md §3)."""
     if isinstance(value, np.ndarray):
         if not value.flags.c_contiguous or not value.flags.writeable:
             raise ValueError("entry arrays must be C-contiguous and writable")
@@ -50,12 +51,21 @@ def main(directory: Path) -> int:
     request = pickle.loads((directory / "request.pkl").read_bytes())
     lib = ctypes.CDLL(request["library"])
     lib.coco_emu_create.restype = ctypes.c_void_p
-    lib.coco_emu_create.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_size_t, ctypes.c_size_t]
+    lib.coco_emu_create.argtypes = [
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_size_t,
+        ctypes.c_size_t,
+    ]
     lib.coco_emu_context.restype = ctypes.c_void_p
     lib.coco_emu_context.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
     lib.coco_emu_synchronize.argtypes = [ctypes.c_void_p]
     lib.coco_emu_stats_json.restype = ctypes.c_size_t
-    lib.coco_emu_stats_json.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
+    lib.coco_emu_stats_json.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_char_p,
+        ctypes.c_size_t,
+    ]
     lib.coco_emu_destroy.argtypes = [ctypes.c_void_p]
     lib.coco_last_error.restype = ctypes.c_char_p
     lib.coco_last_error.argtypes = [ctypes.c_void_p]
@@ -112,7 +122,8 @@ def main(directory: Path) -> int:
     for _, _, args, outputs in calls:
         for output, index in outputs.items():
             for rank in range(world):
-                saved[f"{output}/{rank}"] = args[rank][index]
+                # raw bytes: npz would lose extension dtypes (bfloat16)
+                saved[f"{output}/{rank}"] = args[rank][index].reshape(-1).view(np.uint8)
     np.savez(directory / "outputs.npz", **saved)
     (directory / "result.json").write_text(json.dumps({"stats": stats}))
     return 0

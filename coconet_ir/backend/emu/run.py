@@ -101,18 +101,25 @@ def run_emulated(
     statistics (docs/gpu.md §3). `watchdog` sets COCO_EMU_TIMEOUT (seconds)
     in the child; `timeout` bounds the whole run."""
     library = Path(library)
-    names: set[str] = set()
+    names: dict[str, list[np.ndarray]] = {}  # output -> rank's argument
     for call in calls:
         if not 0 <= call.stage < num_stages:
-            raise CocoError(f"{call.entry}: stage {call.stage} out of range (0..{num_stages - 1})")
+            raise CocoError(
+                f"{call.entry}: stage {call.stage} out of range (0..{num_stages - 1})"
+            )
         if len(call.args) != world:
             raise CocoError(
                 f"{call.entry}: arguments for {len(call.args)} ranks, world has {world}"
             )
-        for name in call.outputs:
+        for name, index in call.outputs.items():
             if name in names:
                 raise CocoError(f"output '{name}' named twice")
-            names.add(name)
+            arrays = [
+                a for args in call.args if isinstance(a := args[index], np.ndarray)
+            ]
+            if len(arrays) != world:
+                raise CocoError(f"output '{name}' of {call.entry} is not an array")
+            names[name] = arrays
     request = {
         "library": str(library),
         "world": world,
@@ -157,13 +164,17 @@ def run_emulated(
             )
         if "WARNING: ThreadSanitizer" in stderr or "ERROR: AddressSanitizer" in stderr:
             raise EmulationError(
-                f"sanitizer report in the emulated run of {library.name}:\n{stderr.strip()}",
+                f"sanitizer report in the emulated run of {library.name}:\n"
+                f"{stderr.strip()}",
                 stderr,
                 result.returncode,
             )
         report = json.loads((work / "result.json").read_text())
         with np.load(work / "outputs.npz") as saved:
             outputs: dict[str, list[np.ndarray]] = {}
-            for name in names:
-                outputs[name] = [saved[f"{name}/{r}"] for r in range(world)]
+            for name, arrays in names.items():
+                outputs[name] = [
+                    saved[f"{name}/{r}"].view(a.dtype).reshape(a.shape)
+                    for r, a in enumerate(arrays)
+                ]
     return outputs, report["stats"]
