@@ -444,11 +444,11 @@ class CudaPrinter(BasePrinter):
             f'extern "C" size_t coco_symmetric_bytes(void) {{ return '
             f"{symmetric_bytes(op)}; }}"
         )
+        self.line(f'extern "C" int coco_world_size(void) {{ return {size or 1}; }}')
         self.line(
             f'extern "C" size_t coco_signal_slots(void) {{ return '
             f"{signal_slots(op)}; }}"
         )
-        self.line(f'extern "C" int coco_world_size(void) {{ return {size or 1}; }}')
         for f in host:
             if f.is_declaration:
                 continue

@@ -23,7 +23,6 @@ from xdsl.dialects.builtin import IntegerAttr, ModuleOp
 from xdsl.dialects.func import FuncOp
 
 import coconet_ir as cc
-from coconet_ir.backend.cuda import runtime_dir
 from coconet_ir.backend.cuda.printer import print_cuda
 from coconet_ir.backend.emu import EntryCall, compile_emulated, run_emulated
 from coconet_ir.backend.emu import run as emu_run
@@ -32,30 +31,11 @@ from coconet_ir.interpreter.inputs import argument_key, draw_inputs, result_key
 from coconet_ir.interpreter.values import DistValue, join, storage_dtype
 from coconet_ir.lowering.bufferize import local_shape
 
-COMPAT = """
-namespace coco {
-inline coco_peers peers(const coco_context *ctx) { return peers_of(ctx); }
-template <class T> T *symmetric_buffer(coco_context *ctx, size_t offset) {
-  return reinterpret_cast<T *>(ctx->symmetric[ctx->rank] + offset);
-}
-}  // namespace coco
-"""
-"""What the printed host code calls and the runtime header may not define yet
-(the printer and the runtime were written in parallel)."""
-
 
 def cuda_source(lowered: ModuleOp) -> str:
     out = StringIO()
     print_cuda(lowered, out)
-    text = out.getvalue()
-    header = "".join(p.read_text() for p in runtime_dir().glob("*.h"))
-    compat = "" if "symmetric_buffer" in header else COMPAT
-    if "__launch_bounds__" not in header:
-        compat += "#define __launch_bounds__(...)\n"
-    if "int world_size;" not in header and "ctx->world_size" in text:
-        compat += "#define world_size world\n"
-    include = '#include "coco_runtime.h"\n'
-    return text.replace(include, include + compat, 1)
+    return out.getvalue()
 
 
 TSAN_SUPPRESSIONS = "race:_dl_deallocate_tls\n"
