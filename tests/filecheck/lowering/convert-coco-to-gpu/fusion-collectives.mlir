@@ -1,5 +1,8 @@
 // RUN: coconet-opt %s -p 'convert-coco-to-gpu{world=4}' | filecheck %s
 // RUN: coconet-opt %s -p 'convert-coco-to-gpu{world=2}' | filecheck %s --check-prefix=TWO
+// RUN: not coconet-opt %s -p 'convert-coco-to-gpu{world=2 fused_chunk=0}' 2>&1 | filecheck %s --check-prefix=CHUNK
+
+// CHUNK: error: convert-coco-to-gpu: fused_chunk must be >= 1, got 0
 
 // A fused all-reduce (reduce_scatter along an inner dim, compute with a
 // broadcast bias, dropout and an all_slice'd residual, all_gather) becomes ONE
