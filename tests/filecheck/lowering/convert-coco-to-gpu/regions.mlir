@@ -58,7 +58,7 @@
 // CHECK-LABEL: func.func @fused_all_reduce(%g: memref<16xf32>, %lr: memref<f32>, %w: memref<16xf32>)
 // CHECK-NOT:     coco_gpu.nccl
 // CHECK:         %epoch = coco_gpu.next_epoch
-// CHECK:         "gpu.launch_func"({{.*}}, %rank, %epoch, %peers, %g, %scratch, %lr, %w, %gather, %w) <{kernel = @kernels::@fused_all_reduce_sgd_0
+// CHECK:         @kernels::@fused_all_reduce_sgd_0
 // CHECK-NEXT:    func.return
 
 // FALLBACK: the overlap runs its 2 chunks one after the other.
