@@ -57,6 +57,7 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import PassFailedException
 
+from coconet_ir.analysis.channels import PipelineChannels, channel_of
 from coconet_ir.analysis.chunks import chunk_dims
 from coconet_ir.analysis.fused_plan import DEFAULT_CHUNK_ELEMENTS
 from coconet_ir.diagnostics import CocoError, value_name
@@ -67,7 +68,6 @@ from coconet_ir.dialects.coco import (
     TensorType,
     divisibility_problem,
     label_of,
-    world_size,
 )
 from coconet_ir.dialects.coco_gpu import (
     ENTRY_ATTR,
@@ -81,6 +81,7 @@ from coconet_ir.dialects.coco_gpu import (
     NcclSendOp,
     RankOp,
 )
+from coconet_ir.ir import declared_world_size
 from coconet_ir.lowering.bufferize import (
     as_tensor,
     buffer_of,
@@ -104,12 +105,21 @@ from coconet_ir.lowering.kernels import (
     rank_major,
     reduce_kernel,
 )
+from coconet_ir.passes.base import move_contents
 
 __all__ = [
     "CHUNK_ATTR",
+    "KERNELS_MODULE",
+    "CocoLoweringPattern",
     "ConversionRefused",
     "ConvertCocoToGpu",
+    "ElementContext",
     "Lowering",
+    "lower_fused_elementwise",
+    "lower_fusion_with_collectives",
+    "lower_overlap",
+    "patterns",
+    "replace_with_buffers",
 ]
 
 index = IndexType()
@@ -894,28 +904,33 @@ class LowerAllToAll(CocoLoweringPattern):
 
 @dataclass
 class LowerSend(CocoLoweringPattern):
-    """`coco.send %a to @S channel = C` → `coco_gpu.nccl_send` (to rank `r`
-    of stage @S)."""
+    """`coco.send %a to @S channel = C` → `coco_gpu.nccl_send` to rank `r` of
+    stage @S on the channel (coconet_ir.analysis.channels)."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: coco.SendOp, rewriter: PatternRewriter) -> None:
-        if not ready(op):
+        function = enclosing(op)
+        if function is None or not ready(op):
             return
         host, source = self.lowering.buffer(op.operand)
-        stage = op.stage.root_reference.data
-        call = NcclSendOp(source, stage, op.channel.value.data)
+        channel = channel_of(op, function.sym_name.data)
+        call = NcclSendOp(source, channel.dest, channel.channel)
         rewriter.replace(op, [*host, call], [])
 
 
 @dataclass
 class LowerRecv(CocoLoweringPattern):
-    """`coco.recv from @S channel = C` → a buffer and `coco_gpu.nccl_recv`."""
+    """`coco.recv from @S channel = C` → a buffer and `coco_gpu.nccl_recv`
+    from rank `r` of stage @S."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: coco.RecvOp, rewriter: PatternRewriter) -> None:
+        function = enclosing(op)
+        if function is None:
+            return
         host, out = self.lowering.result_buffer(op, op.result)
-        stage = op.stage.root_reference.data
-        call = NcclRecvOp(out, stage, op.channel.value.data)
+        channel = channel_of(op, function.sym_name.data)
+        call = NcclRecvOp(out, channel.source, channel.channel)
         replace_with_buffers(rewriter, op, [*host, call], [out])
 
 
@@ -1258,7 +1273,7 @@ class ConvertCocoToGpu(ModulePass):
     kernel (docs/gpu.md §5)."""
 
     def resolve_world(self, module: ModuleOp) -> int:
-        declared = world_size(module)
+        declared = declared_world_size(module)
         if self.world is not None and self.world < 1:
             raise ConversionRefused(
                 f"{self.name}: world must be >= 1, got {self.world}"
@@ -1293,6 +1308,8 @@ class ConvertCocoToGpu(ModulePass):
             reason = self.problem(op, world)
             if reason is not None:
                 raise ConversionRefused(f"{self.name} cannot convert: {reason}", op)
+        for op, reason in PipelineChannels.of(module).problems():
+            raise ConversionRefused(f"{self.name} cannot convert: {reason}", op)
 
     @staticmethod
     def problem(op: Operation, world: int) -> str | None:
@@ -1330,6 +1347,13 @@ class ConvertCocoToGpu(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         world = self.resolve_world(op)
         self.check(op, world)
+        converted = op.clone()
+        self.convert(converted, world)
+        move_contents(op, converted)
+
+    def convert(self, op: ModuleOp, world: int) -> None:
+        """Convert `op` (a copy of the module: whatever goes wrong, the
+        module is left as it was)."""
         kernels = KernelModule.create(KERNELS_MODULE)
         lowering = Lowering(world, self.threads, kernels, self.fused_chunk)
         functions = [

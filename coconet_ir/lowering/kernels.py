@@ -87,6 +87,8 @@ class KernelModule:
     module: gpu.ModuleOp
     names: set[str] = field(default_factory=set[str])
     bases: dict[str, str] = field(default_factory=dict[str, str])
+    counts: dict[str, int] = field(default_factory=dict[str, int])
+    """The next number to try for each name."""
     """Each kernel's name → the name it was asked for (without `_<n>`)."""
     cache: dict[object, gpu.FuncOp] = field(default_factory=dict[object, gpu.FuncOp])
 
@@ -102,9 +104,10 @@ class KernelModule:
 
     def unique(self, name: str) -> str:
         """`name_0`, `name_1`, ...: the first that is free."""
-        n = 0
+        n = self.counts.get(name, 0)
         while f"{name}_{n}" in self.names:
             n += 1
+        self.counts[name] = n + 1
         found = f"{name}_{n}"
         self.names.add(found)
         self.bases[found] = name

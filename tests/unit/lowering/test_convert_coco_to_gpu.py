@@ -108,3 +108,19 @@ def test_refusal_leaves_the_module_unchanged(text: str, world: int | None, messa
     with pytest.raises(ConversionRefused, match=message):
         ConvertCocoToGpu(world=world).apply(cc.make_context(), module)
     assert cc.to_text(module) == before
+
+
+def test_a_failure_while_converting_leaves_the_module_unchanged(monkeypatch):
+    """The conversion works on a copy: even an error it did not foresee
+    leaves the module as it was."""
+    from coconet_ir.lowering import coco_to_gpu
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("broken")
+
+    monkeypatch.setattr(coco_to_gpu, "reduce_kernel", broken)
+    module = example("lamb")
+    before = cc.to_text(module)
+    with pytest.raises(Exception, match="broken"):
+        ConvertCocoToGpu(world=2).apply(cc.make_context(), module)
+    assert cc.to_text(module) == before
