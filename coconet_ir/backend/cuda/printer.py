@@ -514,6 +514,10 @@ class CudaPrinter(BasePrinter):
                 element = self.ctype(arg.type.element_type, op)
                 const = "" if is_written(arg) else "const "
                 restrict = "" if arg.index in aliased else "__restrict__ "
+                if is_symmetric(arg):
+                    # Peers write it while the kernel runs: no read-only,
+                    # non-coherent loads (ld.global.nc) of it.
+                    const = restrict = ""
                 params.append(f"{const}{element} *{restrict}{pname}")
             else:
                 params.append(f"{self.ctype(arg.type, op)} {pname}")
@@ -1261,6 +1265,12 @@ def launch_threads(op: gpu.LaunchFuncOp) -> int | None:
             return None
         sizes.append(owner.value.value.data)
     return math.prod(sizes)
+
+
+def is_symmetric(arg: SSAValue) -> bool:
+    """Whether a kernel parameter is a symmetric buffer (it reaches a
+    `coco_gpu.peer_view`), which peers write during the kernel."""
+    return any(isinstance(use.operation, coco_gpu.PeerViewOp) for use in arg.uses)
 
 
 def symmetric_bytes(module: ModuleOp) -> int:
