@@ -103,6 +103,15 @@ def root_memref(value: SSAValue) -> SSAValue:
     return value
 
 
+def alias_key(value: SSAValue) -> object:
+    """What a buffer may overlap with: its root buffer, or the symmetric
+    workspace as a whole."""
+    root = root_memref(value)
+    if isinstance(root.owner, coco_gpu.SymmetricBufferOp):
+        return coco_gpu.SymmetricBufferOp
+    return root
+
+
 def is_written(value: SSAValue) -> bool:
     """Whether a kernel stores into `value` or any view of it."""
     for use in value.uses:
@@ -485,12 +494,13 @@ class CudaPrinter(BasePrinter):
                 self.block_threads[kernel] = threads
 
     def note_aliases(self, kernel: str, args: Sequence[SSAValue]) -> None:
-        roots = [
-            root_memref(a) if isinstance(a.type, MemRefType) else None for a in args
-        ]
+        """Which parameters of `kernel` this launch passes buffers that may
+        overlap another parameter's: views of one buffer, or any two views of
+        the symmetric workspace."""
+        roots = [alias_key(a) if isinstance(a.type, MemRefType) else None for a in args]
         for i, r in enumerate(roots):
             if r is not None and any(
-                j != i and other is r for j, other in enumerate(roots)
+                j != i and other == r for j, other in enumerate(roots)
             ):
                 self.aliased.setdefault(kernel, set()).add(i)
 

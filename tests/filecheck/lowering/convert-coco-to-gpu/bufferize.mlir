@@ -1,5 +1,5 @@
 // RUN: coconet-opt %s -p 'convert-coco-to-gpu{world=4}' | filecheck %s
-// RUN: coconet-opt %s -p convert-coco-to-gpu -o %t.mlir && coconet-opt %t.mlir | filecheck %s
+// RUN: coconet-opt %s -p convert-coco-to-gpu -o %t.mlir && coconet-opt %t.mlir | filecheck %s --check-prefix=REPARSED
 // Bufferization (docs/gpu.md §1): per-rank buffers, results as trailing
 // out-parameters, coco.update written in place when the old value is dead.
 
@@ -80,3 +80,9 @@ module attributes {coco.world_size = 4 : i64} {
     func.return
   }
 }
+
+// Read back, the gpu ops print in MLIR's syntax (coconet_ir/dialects/gpu.py).
+// REPARSED:      builtin.module attributes {gpu.container_module, coco.world_size = 4 : i64} {
+// REPARSED-NEXT:   gpu.module @kernels {
+// REPARSED:          gpu.func @in_place_sub_0(%n: index, %w: memref<16xf32>, %sum: memref<16xf32>, %w_1: memref<16xf32>) kernel {
+// REPARSED:          gpu.launch_func  @kernels::@in_place_sub_0 blocks in
