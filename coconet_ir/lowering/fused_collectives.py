@@ -800,27 +800,6 @@ class FusedCollectiveLowering:
         }
         inputs = dict(zip(fusion.block.args, fusion.inputs))
 
-        def flat(value: SSAValue) -> SSAValue:
-            ops, buffer = lowering.buffer(value)
-            more, collapsed = collapse(buffer)
-            host.extend([*ops, *more])
-            return collapsed
-
-        def symmetric(kind: str, op: Operation, t: Attribute) -> None:
-            bytes_ = world * elements * element_info(t).bytes
-            sym = SymmetricBufferOp(
-                self.layout.buffer(bytes_), MemRefType(t, [world * elements])
-            )
-            sym.result.name_hint = kind
-            host.append(sym)
-            args[(kind, op)] = sym.result
-
-        for op in plan.reductions:
-            assert isinstance(op.operand, BlockArgument)
-            args[("input", op)] = flat(inputs[op.operand])
-            symmetric("scratch", op, coco.tensor_type(op.operand).element_type)
-        for arg in kernel.read_arguments():
-            args[("read", arg)] = flat(inputs[arg])
         results = dict(zip(yielded, fusion.results))
         buffers: dict[SSAValue, SSAValue] = {}
 
@@ -843,6 +822,36 @@ class FusedCollectiveLowering:
                     host.extend(ops)
                     buffers[value] = buffer
             return buffers[value]
+
+        # Destinations first: deciding whether an output may overwrite its
+        # destination looks at the buffer's readers, which must not yet
+        # include this fusion's own (detached) host ops.
+        for value in [*yielded, *(op.result for op in kernel.gathered_outputs)]:
+            output(value)
+        for value in kernel.slice_outputs:
+            output(value)
+
+        def flat(value: SSAValue) -> SSAValue:
+            ops, buffer = lowering.buffer(value)
+            more, collapsed = collapse(buffer)
+            host.extend([*ops, *more])
+            return collapsed
+
+        def symmetric(kind: str, op: Operation, t: Attribute) -> None:
+            bytes_ = world * elements * element_info(t).bytes
+            sym = SymmetricBufferOp(
+                self.layout.buffer(bytes_), MemRefType(t, [world * elements])
+            )
+            sym.result.name_hint = kind
+            host.append(sym)
+            args[(kind, op)] = sym.result
+
+        for op in plan.reductions:
+            assert isinstance(op.operand, BlockArgument)
+            args[("input", op)] = flat(inputs[op.operand])
+            symmetric("scratch", op, coco.tensor_type(op.operand).element_type)
+        for arg in kernel.read_arguments():
+            args[("read", arg)] = flat(inputs[arg])
 
         def collapsed(value: SSAValue) -> SSAValue:
             ops, buffer = collapse(output(value))
