@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from xdsl.builder import Builder
 from xdsl.context import Context
-from xdsl.dialects import arith, func, gpu, memref
+from xdsl.dialects import arith, func, memref
 from xdsl.dialects.builtin import (
     DenseArrayBase,
     FunctionType,
@@ -61,7 +61,10 @@ from coconet_ir.analysis.channels import PipelineChannels, channel_of
 from coconet_ir.analysis.chunks import chunk_dims
 from coconet_ir.analysis.fused_plan import DEFAULT_CHUNK_ELEMENTS
 from coconet_ir.diagnostics import CocoError, value_name
-from coconet_ir.dialects import coco
+from coconet_ir.dialects import (
+    coco,
+    gpu,  # xDSL's gpu, in MLIR's syntax
+)
 from coconet_ir.dialects.coco import (
     ELEMENTWISE_OPS,
     WORLD_SIZE_ATTR,
@@ -223,7 +226,12 @@ class Lowering:
         if any(buffer is arg for arg in self.out_params.get(function, [])):
             return True
         top = function.body.block
-        at = top.get_operation_index(top_level(producer, top))
+        here = top_level(producer, top)
+        later: set[Operation] = set()
+        following = here.next_op
+        while following is not None:
+            later.add(following)
+            following = following.next_op
         uses = list(buffer.uses)
         for use in list(buffer.uses):
             if isinstance(use.operation, UnrealizedConversionCastOp):
@@ -234,8 +242,8 @@ class Lowering:
                 isinstance(reader, coco.UpdateOp) and use.index == 0
             ):
                 continue  # a cast, or the update of this very parameter
-            where = top.get_operation_index(top_level(reader, top))
-            if where > at or (where == at and not reads_in_place):
+            where = top_level(reader, top)
+            if where in later or (where is here and not reads_in_place):
                 return False
         return True
 

@@ -5,7 +5,7 @@
 // lowering for now (chunk by chunk on stream 0), which keeps dropout's global
 // index.
 
-// CHECK:      ^bb0(%n: index, %rank: index, %x: memref<16xf16>, %b: memref<8xf16>, %w: memref<16xf16>, %result0: memref<16xf16>, %w_1: memref<16xf16>):
+// CHECK:      gpu.func @chain_chain_0(%n: index, %rank: index, %x: memref<16xf16>, %b: memref<8xf16>, %w: memref<16xf16>, %result0: memref<16xf16>, %w_1: memref<16xf16>) kernel {
 // CHECK:        scf.for %i = %start to %n step %step {
 // CHECK-NEXT:     %5 = memref.load %x[%i] : memref<16xf16>
 // CHECK-NEXT:     %6 = arith.constant 8 : index
@@ -33,24 +33,22 @@
 // CHECK-NEXT:     memref.store %[[D]], %result0[%i] : memref<16xf16>
 // CHECK-NEXT:     memref.store %[[N]], %w_1[%i] : memref<16xf16>
 // CHECK-NEXT:   }
-// CHECK:      {sym_name = "chain_chain_0", gpu.kernel}
 
 // Inside chunk 1 of 2 along dim 0 of the [4, 8] product, the dropout's global
 // row is i / 8 + 2.
-// CHECK:      {sym_name = "overlap_dropout_0", gpu.kernel}
-// CHECK:      ^bb0(%n: index, %p: memref<16xf32>, %d: memref<16xf32>):
+// CHECK:      gpu.func @overlap_dropout_0(
+// CHECK:      gpu.func @overlap_dropout_1(%n: index, %p: memref<16xf32>, %d: memref<16xf32>) kernel {
 // CHECK:          %5 = memref.load %p[%i] : memref<16xf32>
 // CHECK-NEXT:     %6 = arith.constant 8 : index
 // CHECK-NEXT:     %7 = arith.divui %i, %6 : index
 // CHECK-NEXT:     %8 = arith.constant 2 : index
 // CHECK-NEXT:     %9 = arith.addi %7, %8 : index
-// CHECK:      {sym_name = "overlap_dropout_1", gpu.kernel}
 
 // The elementwise fusion writes its first output into the out-parameter and
 // its second into %w in place (it reads %w at the index it writes).
 // CHECK-LABEL: func.func @chain(%x: memref<2x8xf16>, %b: memref<8xf16>, %w: memref<2x8xf16>, %result0: memref<2x8xf16>)
 // CHECK-NEXT:    %rank = coco_gpu.rank
-// CHECK:         "gpu.launch_func"({{.*}}, %n, %rank, %x_flat, %b, %w_flat, %result0_flat, %w_flat_1) <{kernel = @kernels::@chain_chain_0
+// CHECK:         gpu.launch_func  @kernels::@chain_chain_0 blocks in {{.*}}  args({{(.*, )?}}%n : {{[^,]*}}, %rank : {{[^,]*}}, %x_flat : {{[^,]*}}, %b : {{[^,]*}}, %w_flat : {{[^,]*}}, %result0_flat : {{[^,]*}}, %w_flat_1 : {{[^,]*}})
 // CHECK-NEXT:    func.return
 
 // The fused all-reduce is ONE kernel (lowering/fused_collectives.py, tested
@@ -65,23 +63,23 @@
 // CHECK-LABEL: func.func @overlap(%x: memref<4x8xf32>, %m: memref<8x8xf32>, %result0: memref<4x8xf32>)
 // CHECK-NEXT:    %xc_chunk = memref.alloc() : memref<2x8xf32>
 // CHECK-NEXT:    %chunk_start = arith.constant 0 : index
-// CHECK:         "gpu.launch_func"({{.*}}, %chunk_start, %x_flat, %xc_chunk_flat) <{kernel = @kernels::@overlap_mm_chunk_0
+// CHECK:         gpu.launch_func  @kernels::@overlap_mm_chunk_0 blocks in {{.*}}  args({{(.*, )?}}%chunk_start : {{[^,]*}}, %x_flat : {{[^,]*}}, %xc_chunk_flat : {{[^,]*}})
 // CHECK-NEXT:    %p = memref.alloc() : memref<2x8xf32>
 // CHECK-NEXT:    coco_gpu.gemm %xc_chunk, %m, %p
-// CHECK:         "gpu.launch_func"({{.*}}) <{kernel = @kernels::@overlap_dropout_0
+// CHECK:         gpu.launch_func  @kernels::@overlap_dropout_0 blocks in
 // CHECK:         coco_gpu.nccl_all_reduce %d, %r reduction = sum
 // CHECK-NEXT:    %chunk_start_1 = arith.constant 0 : index
-// CHECK:         "gpu.launch_func"({{.*}}, %chunk_start_1, %{{.*}}, %result0_flat) <{kernel = @kernels::@overlap_mm_unchunk_0
+// CHECK:         gpu.launch_func  @kernels::@overlap_mm_unchunk_0 blocks in {{.*}}  args({{(.*, )?}}%chunk_start_1 : {{[^,]*}}, %{{.*}} : {{[^,]*}}, %result0_flat : {{[^,]*}})
 // CHECK-NEXT:    %xc_chunk_1 = memref.alloc() : memref<2x8xf32>
 // CHECK-NEXT:    %chunk_start_2 = arith.constant 2 : index
 // CHECK:         coco_gpu.gemm %xc_chunk_1, %m, %p_1
-// CHECK:         "gpu.launch_func"({{.*}}) <{kernel = @kernels::@overlap_dropout_1
-// CHECK:         "gpu.launch_func"({{.*}}) <{kernel = @kernels::@overlap_mm_unchunk_0
+// CHECK:         gpu.launch_func  @kernels::@overlap_dropout_1 blocks in
+// CHECK:         gpu.launch_func  @kernels::@overlap_mm_unchunk_0 blocks in
 
 // A replicated dropout inside a sliced fusion: the bias element i % 4 + rank * 4
 // has global index i % 4 + rank * 4 too.
 // CHECK-LABEL: func.func @replicated_dropout(
-// CHECK:         "gpu.launch_func"({{.*}}, %n, %rank, %x_flat, %b, %result0_flat) <{kernel = @kernels::@replicated_dropout_fusion_0
+// CHECK:         gpu.launch_func  @kernels::@replicated_dropout_fusion_0 blocks in {{.*}}  args({{(.*, )?}}%n : {{[^,]*}}, %rank : {{[^,]*}}, %x_flat : {{[^,]*}}, %b : {{[^,]*}}, %result0_flat : {{[^,]*}})
 
 
 module attributes {coco.world_size = 2 : i64} {
