@@ -455,6 +455,10 @@ class CudaPrinter(BasePrinter):
             f"{symmetric_bytes(op)}; }}"
         )
         self.line(f'extern "C" int coco_world_size(void) {{ return {size or 1}; }}')
+        self.line(
+            f'extern "C" size_t coco_signal_slots(void) {{ return '
+            f"{signal_slots(op)}; }}"
+        )
         for f in host:
             if f.is_declaration:
                 continue
@@ -521,6 +525,10 @@ class CudaPrinter(BasePrinter):
                 element = self.ctype(arg.type.element_type, op)
                 const = "" if is_written(arg) else "const "
                 restrict = "" if arg.index in aliased else "__restrict__ "
+                if is_symmetric(arg):
+                    # Peers write it while the kernel runs: no read-only,
+                    # non-coherent loads (ld.global.nc) of it.
+                    const = restrict = ""
                 params.append(f"{const}{element} *{restrict}{pname}")
             else:
                 params.append(f"{self.ctype(arg.type, op)} {pname}")
@@ -942,7 +950,8 @@ class CudaPrinter(BasePrinter):
             name = self.scope.fresh(hint, "acc")
             self.line(f"{self.ctype(arg.type, op)} {name} = {self.text(init)};")
             self.exprs[arg] = self.exprs[result] = Expr(name, True)
-        lb, ub, step = (self.text(v) for v in (op.lb, op.ub, op.step))
+        lb, step = self.text(op.lb), self.text(op.step)
+        ub = self.operand(op.ub)  # `i < (a < b ? a : b)`: the bound binds first
         i = self.name_value(induction, "i")
         itype = self.ctype(induction.type, op)
         self.line(f"for ({itype} {i} = {lb}; {i} < {ub}; {i} += {step}) ")
@@ -1223,6 +1232,13 @@ class CudaPrinter(BasePrinter):
         )
 
     @print.register
+    def _(self, op: coco_gpu.CountPeerBytesOp) -> None:
+        self.line(
+            f"coco::count_peer_bytes({self.text(op.peers)}, {self.text(op.peer)}, "
+            f"(unsigned long long){self.operand(op.bytes)});"
+        )
+
+    @print.register
     def _(self, op: coco_gpu.WaitSignalOp) -> None:
         self.line(
             f"coco::wait_signal(coco::own_slot({self.text(op.peers)}, "
@@ -1262,6 +1278,12 @@ def launch_threads(op: gpu.LaunchFuncOp) -> int | None:
     return math.prod(sizes)
 
 
+def is_symmetric(arg: SSAValue) -> bool:
+    """Whether a kernel parameter is a symmetric buffer (it reaches a
+    `coco_gpu.peer_view`), which peers write during the kernel."""
+    return any(isinstance(use.operation, coco_gpu.PeerViewOp) for use in arg.uses)
+
+
 def symmetric_bytes(module: ModuleOp) -> int:
     """The per-rank size of the symmetric workspace: the end of its last
     buffer, rounded up to 256 bytes."""
@@ -1272,6 +1294,13 @@ def symmetric_bytes(module: ModuleOp) -> int:
             size = max(1, element_count(t)) * element_bytes(t.element_type)
             end = max(end, op.offset.value.data + size)
     return (end + 255) // 256 * 256
+
+
+def signal_slots(module: ModuleOp) -> int:
+    """Signal-pad slots every rank needs: the module's `coco_gpu.signal_slots`
+    (set by the fused collective lowering), else 0."""
+    attr = module.attributes.get("coco_gpu.signal_slots")
+    return attr.value.data if isinstance(attr, IntegerAttr) else 0
 
 
 def print_cuda(module: ModuleOp, stream, *, main: bool = False) -> None:

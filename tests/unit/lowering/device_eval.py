@@ -12,6 +12,7 @@ checks the device-level IR against the reference interpreter.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -260,14 +261,145 @@ def combine(arrays: Sequence[np.ndarray], kind: str) -> np.ndarray:
     return total.astype(arrays[0].dtype)
 
 
+# ============================================================================
+# Fused collective kernels: the ranks in lockstep, one thread each
+# ============================================================================
+
+
+@dataclass
+class PeerWorld:
+    """Every rank's symmetric workspace (bytes) and signal pad, the epoch
+    counters, and the bytes each rank stored into each other rank."""
+
+    world: int
+    symmetric_bytes: int
+    signal_slots: int
+    workspaces: list[np.ndarray] = field(default_factory=list[np.ndarray])
+    pads: list[np.ndarray] = field(default_factory=list[np.ndarray])
+    epochs: list[int] = field(default_factory=list[int])
+    peer_bytes: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.int64))
+
+    def __post_init__(self) -> None:
+        self.workspaces = [
+            np.zeros(max(self.symmetric_bytes, 1), np.uint8) for _ in range(self.world)
+        ]
+        self.pads = [
+            np.zeros(max(self.signal_slots, 1), np.uint64) for _ in range(self.world)
+        ]
+        self.epochs = [0] * self.world
+        self.peer_bytes = np.zeros((self.world, self.world), np.int64)
+
+    @staticmethod
+    def of(module: ModuleOp, world: int) -> PeerWorld:
+        def get(name: str) -> int:
+            attr = module.attributes.get(name)
+            return attr.value.data if isinstance(attr, IntegerAttr) else 0
+
+        return PeerWorld(
+            world, get("coco_gpu.symmetric_bytes"), get("coco_gpu.signal_slots")
+        )
+
+    def symmetric(self, rank: int, offset: int, t: Attribute) -> np.ndarray:
+        assert isinstance(t, MemRefType)
+        dtype = element_info(t.element_type).storage
+        count = int(np.prod(t.get_shape()))
+        raw = self.workspaces[rank][offset : offset + count * dtype.itemsize]
+        return raw.view(dtype)
+
+    def peer(self, rank: int, view: np.ndarray, p: int) -> np.ndarray:
+        """Rank `p`'s copy of the symmetric buffer `view` of rank `rank`."""
+        base = self.workspaces[rank]
+        offset = view.ctypes.data - base.ctypes.data
+        assert 0 <= offset < base.nbytes, "not a symmetric buffer"
+        return self.workspaces[p][offset : offset + view.nbytes].view(view.dtype)
+
+
+def run_scalar_block(block: Block, env: Env, rank: int, world: PeerWorld) -> list[Any]:
+    """A fused kernel's block, one thread (thread 0 of block 0 of a grid of
+    one): loops run index by index; a wait must already be satisfied (the
+    ranks run each phase in lockstep, so a wait that is not is a missing
+    signal)."""
+    for op in block.ops:
+        if isinstance(op, scf.YieldOp | gpu.ReturnOp):
+            return [env[v] for v in op.operands]
+        run_scalar_op(op, env, rank, world)
+    return []
+
+
+def run_scalar_op(op: Operation, env: Env, rank: int, world: PeerWorld) -> None:
+    ins = [env[v] for v in op.operands]
+    if isinstance(op, scf.ForOp):
+        lb, ub, step, *carried = ins
+        body = op.body.block
+        for j in range(int(lb), int(ub), int(step)):
+            env[body.args[0]] = np.int64(j)
+            for arg, value in zip(body.args[1:], carried):
+                env[arg] = value
+            carried = run_scalar_block(body, env, rank, world)
+        for result, value in zip(op.results, carried):
+            env[result] = value
+    elif isinstance(op, scf.IfOp):
+        region = op.true_region if int(ins[0]) else op.false_region
+        values = (
+            run_scalar_block(region.block, env, rank, world) if region.blocks else []
+        )
+        for result, value in zip(op.results, values):
+            env[result] = value
+    elif isinstance(op, gpu.BarrierOp):
+        pass
+    elif isinstance(op, coco_gpu.PeerViewOp):
+        _, view, p = ins
+        env[op.results[0]] = world.peer(rank, view, int(p))
+    elif isinstance(op, coco_gpu.SignalOp):
+        _, p, slot, value = ins
+        world.pads[int(p)][int(slot)] = np.uint64(value)
+    elif isinstance(op, coco_gpu.WaitSignalOp):
+        _, slot, value = ins
+        held = world.pads[rank][int(slot)]
+        assert held >= np.uint64(value), (
+            f"rank {rank} would wait forever for slot {int(slot)} to reach "
+            f"{int(value)} (it holds {int(held)})"
+        )
+    elif isinstance(op, coco_gpu.CountPeerBytesOp):
+        _, p, count = ins
+        world.peer_bytes[rank, int(p)] += int(count)
+    else:
+        run_op(op, env)
+
+
+def run_fused(
+    kernel: gpu.FuncOp, envs: list[Env], launch: gpu.LaunchFuncOp, world: PeerWorld
+) -> None:
+    """Every rank runs each top-level op of the kernel (its phases) before
+    any rank runs the next."""
+    kernel_envs: list[Env] = []
+    for rank, env in enumerate(envs):
+        values = [env[v] for v in launch.kernelOperands]
+        kernel_envs.append(dict(zip(kernel.body.block.args, values)))
+    for op in kernel.body.block.ops:
+        if isinstance(op, gpu.ReturnOp):
+            return
+        for rank, kernel_env in enumerate(kernel_envs):
+            run_scalar_op(op, kernel_env, rank, world)
+
+
+def is_fused(kernel: gpu.FuncOp) -> bool:
+    return any(
+        isinstance(t, coco_gpu.PeersType) for t in kernel.function_type.inputs.data
+    )
+
+
 def run_host(
     function: func.FuncOp,
     kernels: dict[str, gpu.FuncOp],
     world: int,
     args: list[list[np.ndarray]],
     mailbox: dict[tuple[str, str, int], list[np.ndarray]],
+    peers: PeerWorld | None = None,
 ) -> None:
     """Run `function` on every rank; `args[r]` are rank r's buffers."""
+    if peers is None:
+        peers = PeerWorld(world, 0, 0)
     envs: list[Env] = [dict(zip(function.body.block.args, a)) for a in args]
     me = function.sym_name.data
     for op in function.body.block.ops:
@@ -283,6 +415,18 @@ def run_host(
         elif isinstance(op, coco_gpu.RankOp):
             for r, env in enumerate(envs):
                 env[op.results[0]] = r
+        elif isinstance(op, coco_gpu.PeersOp):
+            for r, env in enumerate(envs):
+                env[op.results[0]] = r
+        elif isinstance(op, coco_gpu.NextEpochOp):
+            for r, env in enumerate(envs):
+                peers.epochs[r] += 1
+                env[op.results[0]] = np.uint64(peers.epochs[r])
+        elif isinstance(op, coco_gpu.SymmetricBufferOp):
+            for r, env in enumerate(envs):
+                env[op.results[0]] = peers.symmetric(
+                    r, op.offset.value.data, op.result.type
+                )
         elif isinstance(op, memref.AllocOp):
             for env in envs:
                 env[op.results[0]] = buffer(op.memref.type)
@@ -331,6 +475,9 @@ def run_host(
                 out[...] = sent
         elif isinstance(op, gpu.LaunchFuncOp):
             kernel = kernels[op.kernel.nested_references.data[-1].data]
+            if is_fused(kernel):
+                run_fused(kernel, envs, op, peers)
+                continue
             for env in envs:
                 values = [env[v] for v in op.kernelOperands]
                 kernel_env: Env = dict(zip(kernel.body.block.args, values))
@@ -369,6 +516,7 @@ def run_device(
     after the run (`FUNC.argI`) and every result (`FUNC.resultI`)."""
     kernels = {k.sym_name.data: k for k in module.walk() if isinstance(k, gpu.FuncOp)}
     mailbox: dict[tuple[str, str, int], list[np.ndarray]] = {}
+    peers = PeerWorld.of(module, world)
     outputs: dict[str, np.ndarray] = {}
     for function in (f for f in module.ops if isinstance(f, func.FuncOp)):
         if only is not None and function.sym_name.data not in only:
@@ -385,7 +533,7 @@ def run_device(
         outs = function.body.block.args[len(arg_types) :]
         for r in range(world):
             per_rank[r] += [buffer(o.type) for o in outs]
-        run_host(function, kernels, world, per_rank, mailbox)
+        run_host(function, kernels, world, per_rank, mailbox, peers)
         for k, t in enumerate(arg_types):
             outputs[f"{name}.arg{k}"] = gather(t, [p[k] for p in per_rank])
         for k, t in enumerate(result_types):

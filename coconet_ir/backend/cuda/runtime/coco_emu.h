@@ -678,8 +678,50 @@ struct poller {
 // Kernel launches: every thread of every block is an OS thread
 // ---------------------------------------------------------------------------
 
+// __syncthreads(): a barrier on the block's own atomics. libstdc++'s
+// std::barrier parks waiters through a process-wide pool of atomics whose
+// read-modify-writes ThreadSanitizer sees as synchronization between unrelated
+// blocks and ranks, hiding real races between ranks (e.g. a fused kernel
+// without its closing sync). A thread that returns drops out (arrive_and_drop),
+// as with std::barrier.
+struct block_barrier {
+  explicit block_barrier(std::ptrdiff_t threads) : expected(threads) {}
+
+  void arrive_and_wait() {
+    unsigned phase = generation.load(std::memory_order_acquire);
+    std::ptrdiff_t n = arrived.fetch_add(1, std::memory_order_acq_rel) + 1;
+    if (n == expected.load(std::memory_order_acquire)) complete(n);
+    for (unsigned spins = 0; generation.load(std::memory_order_acquire) == phase; ++spins) {
+      if (spins < 64) {
+        std::this_thread::yield();
+      } else {
+        struct timespec ts = {0, 20000};
+        nanosleep(&ts, nullptr);
+      }
+    }
+  }
+
+  void arrive_and_drop() {
+    std::ptrdiff_t left = expected.fetch_sub(1, std::memory_order_acq_rel) - 1;
+    if (left > 0) complete(left);
+  }
+
+ private:
+  // The phase ends when `count` threads have arrived; exactly one of the
+  // threads that see it (the last arrival, a thread dropping out) ends it.
+  void complete(std::ptrdiff_t count) {
+    std::ptrdiff_t seen = count;
+    if (arrived.compare_exchange_strong(seen, 0, std::memory_order_acq_rel))
+      generation.fetch_add(1, std::memory_order_acq_rel);
+  }
+
+  std::atomic<std::ptrdiff_t> expected;
+  std::atomic<std::ptrdiff_t> arrived{0};
+  std::atomic<unsigned> generation{0};
+};
+
 struct block_state {
-  std::barrier<> barrier;
+  block_barrier barrier;
   std::mutex m;
   std::vector<std::pair<const void *, void *>> shared;  // COCO_SHARED tag -> memory
   std::vector<unsigned char> dynamic;

@@ -155,7 +155,16 @@ __host__ __device__ __forceinline__ uint64_t *own_slot(const coco_peers &peers,
 // Make this thread's (and, after a barrier, its block's) writes visible
 // system-wide, then store `value` into `slot` (release, system scope).
 __device__ __forceinline__ void signal(uint64_t *slot, uint64_t value) {
+#ifdef __CUDACC__
   __threadfence_system();
+#else
+  // The release store orders what this thread (and, through the block's
+  // barrier, its block) wrote before it. Not __threadfence_system(): under
+  // ThreadSanitizer the emulation models that as an RMW on one process-wide
+  // atomic, which would order every signalling thread of every rank and hide
+  // races between ranks (a fused kernel without its closing sync).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+#endif
   cuda::atomic_ref<uint64_t, cuda::thread_scope_system> ref(*slot);
   ref.store(value, cuda::std::memory_order_release);
 }

@@ -43,7 +43,9 @@ builtin.module attributes {gpu.container_module, coco.world_size = 2 : i64} {
   }
 }
 
-// CHECK-LABEL: extern "C" __global__ void __launch_bounds__(256, 4) push(coco_peers peers, float *__restrict__ buf, const float *__restrict__ src, int64_t rank, int64_t epoch) {
+// A symmetric buffer (it reaches coco::peer) is written by peers during the
+// kernel: neither const nor __restrict__, so no non-coherent loads of it.
+// CHECK-LABEL: extern "C" __global__ void __launch_bounds__(256, 4) push(coco_peers peers, float *buf, const float *__restrict__ src, int64_t rank, int64_t epoch) {
 // CHECK-NEXT:    const int64_t tid = (int64_t)threadIdx.x;
 // CHECK-NEXT:    const int64_t peer = (int64_t)((uint64_t)(rank + 1) % (uint64_t)2);
 // CHECK-NEXT:    coco::peer(peers, buf, peer)[tid] = src[tid];

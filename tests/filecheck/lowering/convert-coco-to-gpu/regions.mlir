@@ -1,8 +1,9 @@
 // RUN: coconet-opt %s -p convert-coco-to-gpu | filecheck %s
 // Regions: an elementwise coco.fusion is ONE kernel computing the whole chain
 // per element (several outputs, rounded after each op); a fusion holding
-// collectives and a coco.overlap have FALLBACK lowerings for now (op by op;
-// chunk by chunk on stream 0), which keep dropout's global index.
+// reduce_scatters is one fused collective kernel; a coco.overlap has a FALLBACK
+// lowering for now (chunk by chunk on stream 0), which keeps dropout's global
+// index.
 
 // CHECK:      gpu.func @chain_chain_0(%n: index, %rank: index, %x: memref<16xf16>, %b: memref<8xf16>, %w: memref<16xf16>, %result0: memref<16xf16>, %w_1: memref<16xf16>) kernel {
 // CHECK:        scf.for %i = %start to %n step %step {
@@ -50,14 +51,13 @@
 // CHECK:         gpu.launch_func  @kernels::@chain_chain_0 blocks in {{.*}}  args({{(.*, )?}}%n : {{[^,]*}}, %rank : {{[^,]*}}, %x_flat : {{[^,]*}}, %b : {{[^,]*}}, %w_flat : {{[^,]*}}, %result0_flat : {{[^,]*}}, %w_flat_1 : {{[^,]*}})
 // CHECK-NEXT:    func.return
 
-// FALLBACK: the fused all-reduce runs op by op; the gather writes %w.
+// The fused all-reduce is ONE kernel (lowering/fused_collectives.py, tested
+// in fusion-collectives.mlir); it reads %w and writes the gathered %w in place.
 // CHECK-LABEL: func.func @fused_all_reduce(%g: memref<16xf32>, %lr: memref<f32>, %w: memref<16xf32>)
-// CHECK-NEXT:    %s = memref.alloc() : memref<8xf32>
-// CHECK-NEXT:    coco_gpu.nccl_reduce_scatter %g, %s reduction = sum : memref<16xf32>, memref<8xf32>
-// CHECK:         gpu.launch_func  @kernels::@fused_all_reduce_mul_0 blocks in
-// CHECK:         gpu.launch_func  @kernels::@fused_all_reduce_all_slice_0 blocks in
-// CHECK:         gpu.launch_func  @kernels::@fused_all_reduce_sub_0 blocks in
-// CHECK-NEXT:    coco_gpu.nccl_all_gather %new, %w : memref<8xf32>, memref<16xf32>
+// CHECK-NOT:     coco_gpu.nccl
+// CHECK:         %epoch = coco_gpu.next_epoch
+// CHECK:         @kernels::@fused_all_reduce_sgd_0
+// CHECK-NEXT:    func.return
 
 // FALLBACK: the overlap runs its 2 chunks one after the other.
 // CHECK-LABEL: func.func @overlap(%x: memref<4x8xf32>, %m: memref<8x8xf32>, %result0: memref<4x8xf32>)
