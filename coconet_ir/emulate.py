@@ -245,7 +245,7 @@ def reduction_length(module: ModuleOp, world: int) -> int:
                 longest = max(longest, coco.tensor_type(op.lhs).dims[-1])
             case coco.ReduceOp():
                 dims = coco.tensor_type(op.operand).dims
-                longest = max(longest, prod(dims[d] for d in op.reduced_dims()))
+                longest = max(longest, prod(dims[d] for d in op.reduced_dims))
             case coco.NormOp():
                 longest = max(longest, prod(coco.tensor_type(op.operand).dims))
             case _:

@@ -14,8 +14,8 @@ and the tests require the two to agree exactly. The conventions:
   predecessor; all_to_all sends each other rank its `S/N²` block; a pipeline
   send moves its buffer to rank `r` of the destination stage;
 - a fused collective kernel moves what its launch's `coco_gpu.peer_bytes`
-  attribute says (bytes this rank stores into each other rank per launch,
-  computed by the lowering from the kernel's layout).
+  attribute says: the bytes every rank stores into each other rank per launch,
+  which the lowering writes from `analysis.fused_plan.FusedPlan.peer_bytes`.
 
 Host loops with constant bounds (the chunks of an overlap region) multiply
 what their body does.
@@ -30,17 +30,14 @@ from math import prod
 import numpy as np
 from xdsl.dialects import gpu, scf
 from xdsl.dialects.arith import ConstantOp
-from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, MemRefType, ModuleOp
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Block, Operation, SSAValue
 
 from coconet_ir.diagnostics import CocoError
 from coconet_ir.dialects import coco_gpu
 from coconet_ir.dialects.coco import element_info
-
-PEER_BYTES_ATTR = "coco_gpu.peer_bytes"
-"""On a `gpu.launch_func` of a fused collective kernel: bytes this rank stores
-into each other rank per launch."""
+from coconet_ir.dialects.coco_gpu import PEER_BYTES_ATTR
 
 
 def buffer_bytes(value: SSAValue) -> int:
@@ -127,20 +124,10 @@ class Traffic:
 
     def add_peer_bytes(self, op: Operation, stream: int, times: int) -> None:
         attr = op.attributes.get(PEER_BYTES_ATTR)
-        if attr is None:
+        if not isinstance(attr, IntegerAttr):
             return
-        assert isinstance(attr, ArrayAttr)
-        per_peer = [a.value.data for a in attr.data if isinstance(a, IntegerAttr)]
-        if len(per_peer) != self.world:
-            raise CocoError(
-                f"'{op.name}' op has {PEER_BYTES_ATTR} for {len(per_peer)} ranks, "
-                f"expected {self.world}",
-            )
-        matrix = self.matrix(stream)
-        for rank in range(self.world):
-            # per_peer[k] is what every rank stores into the rank k places after it
-            for offset in range(1, self.world):
-                matrix[rank, (rank + offset) % self.world] += times * per_peer[offset]
+        off_diagonal = 1 - np.eye(self.world, dtype=np.int64)
+        self.matrix(stream)[...] += times * attr.value.data * off_diagonal
 
     def add_block(self, block: Block, times: int) -> None:
         for op in block.ops:

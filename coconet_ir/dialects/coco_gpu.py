@@ -56,6 +56,11 @@ STREAM_ATTR = "coco_gpu.stream"
 """The discardable attribute that says which of the context's streams a device
 op (or a `gpu.launch_func`) runs on; absent means stream 0."""
 
+PEER_BYTES_ATTR = "coco_gpu.peer_bytes"
+"""On the `gpu.launch_func` of a fused collective kernel: the bytes every rank
+stores into each other rank per launch (what `analysis.device_traffic` counts;
+the emulator measures the same)."""
+
 ENTRY_ATTR = "coco_gpu.entry"
 """On a host `func.func`: the coco function type it was converted from (so the
 host driver knows each buffer's layout and which arguments are updated)."""
@@ -459,6 +464,7 @@ CocoGpu = Dialect("coco_gpu", COCO_GPU_OPS, [EventType, PeersType])
 __all__ = [
     "COCO_GPU_OPS",
     "ENTRY_ATTR",
+    "PEER_BYTES_ATTR",
     "STREAM_ATTR",
     "CocoGpu",
     "CountPeerBytesOp",

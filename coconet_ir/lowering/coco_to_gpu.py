@@ -85,6 +85,7 @@ from coconet_ir.dialects.coco_gpu import (
     RankOp,
 )
 from coconet_ir.ir import declared_world_size
+from coconet_ir.lowering.absorb import absorb_producers
 from coconet_ir.lowering.bufferize import (
     as_tensor,
     buffer_of,
@@ -1367,6 +1368,7 @@ class ConvertCocoToGpu(ModulePass):
         functions = [
             f for f in op.ops if isinstance(f, func.FuncOp) and not f.is_declaration
         ]
+        absorb_producers(op)
         for function in functions:
             bufferize_function(lowering, function)
         PatternRewriteWalker(

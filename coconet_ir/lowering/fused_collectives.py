@@ -72,6 +72,7 @@ from coconet_ir.dialects.coco import (
     element_info,
 )
 from coconet_ir.dialects.coco_gpu import (
+    PEER_BYTES_ATTR,
     CountPeerBytesOp,
     GridBlocksOp,
     NcclSendOp,
@@ -878,6 +879,7 @@ class FusedCollectiveLowering:
             [per_block, one, one],
             kernelOperands=[args[key] for key in kernel.layout.positions],
         )
+        launch.attributes[PEER_BYTES_ATTR] = IntegerAttr(plan.peer_bytes(), i64)
         host += [count, per_block, blocks, one, launch]
         for send in plan.sends:
             host.append(

@@ -1,0 +1,71 @@
+"""Before a `coco.fusion` becomes one kernel, it takes in the elementwise ops
+that only feed it (docs/gpu.md §1, "Kernels").
+
+After `coco-optimize`, the scalar bookkeeping of an optimizer (`1 - beta1`,
+`beta1 * m`, the constants) is computed outside the fusion that uses it; each
+such op would be a kernel launch of its own, for a handful of elements. A
+producer whose only user is the fusion is moved into the fusion's body (its
+own operands become inputs of the fusion), repeatedly, so that the fused
+Adam step is one launch. Every op moved is elementwise, so the body computes
+the same values; a dropout keeps its type, hence its global indices.
+"""
+
+from __future__ import annotations
+
+from xdsl.ir import Operation, SSAValue
+
+from coconet_ir.dialects import coco
+from coconet_ir.dialects.coco import ELEMENTWISE_OPS
+
+ABSORBABLE = (*ELEMENTWISE_OPS, coco.ConstantOp)
+
+
+def absorbable(fusion: coco.FusionOp, value: SSAValue) -> Operation | None:
+    """The producer of the fusion input `value` if it can move into the body:
+    elementwise (or a constant), in the fusion's block, with one result used
+    exactly once, by the fusion."""
+    producer = value.owner
+    if not isinstance(producer, ABSORBABLE) or producer.parent is not fusion.parent:
+        return None
+    if len(producer.results) != 1 or value.uses.get_length() != 1:
+        return None
+    return producer
+
+
+def absorb_once(fusion: coco.FusionOp) -> bool:
+    """Move one absorbable producer into the body; whether one was found."""
+    block = fusion.body.block
+    inputs = list(fusion.inputs)
+    for index, value in enumerate(inputs):
+        producer = absorbable(fusion, value)
+        if producer is None:
+            continue
+        operands: list[SSAValue] = []
+        for operand in producer.operands:
+            if operand in inputs:
+                operands.append(block.args[inputs.index(operand)])
+                continue
+            inputs.append(operand)
+            argument = block.insert_arg(operand.type, len(block.args))
+            argument.name_hint = operand.name_hint
+            operands.append(argument)
+        moved = producer.clone()
+        for position, operand in enumerate(operands):
+            moved.operands[position] = operand
+        block.insert_op_before(moved, block.ops.first)  # type: ignore[arg-type]
+        argument = block.args[index]
+        argument.replace_all_uses_with(moved.results[0])
+        del inputs[index]
+        fusion.operands = inputs
+        block.erase_arg(argument)
+        producer.detach()
+        producer.erase()
+        return True
+    return False
+
+
+def absorb_producers(root: Operation) -> None:
+    """Absorb into every `coco.fusion` under `root` the producers only it uses."""
+    for fusion in [op for op in root.walk() if isinstance(op, coco.FusionOp)]:
+        while absorb_once(fusion):
+            pass
