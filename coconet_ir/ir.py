@@ -70,10 +70,17 @@ def make_context(allow_unregistered: bool = False) -> Context:
     for dialect in (Builtin, Func, Arith, Coco):
         ctx.load_dialect(dialect)
     upstream = get_all_dialects()
-    for name in ("gpu", "memref", "scf", "math"):
+    for name in ("memref", "scf", "math"):
         ctx.register_dialect(name, upstream[name])
+    ctx.register_dialect("gpu", _gpu)
     ctx.register_dialect("coco_gpu", _coco_gpu)
     return ctx
+
+
+def _gpu() -> Dialect:
+    from coconet_ir.dialects.gpu import GPU  # xDSL's, with MLIR's syntax
+
+    return GPU
 
 
 def _coco_gpu() -> Dialect:

@@ -12,6 +12,7 @@ from importlib import import_module
 from xdsl.ir import Dialect
 from xdsl.passes import ModulePass
 from xdsl.universe import Universe
+from xdsl.utils.target import Target
 
 PASSES: dict[str, tuple[str, str]] = {
     "coco-split-all-reduce": ("split_all_reduce", "SplitAllReduce"),
@@ -43,6 +44,15 @@ def get_coco_gpu() -> Dialect:
     return CocoGpu
 
 
+def get_mlir_gpu() -> Dialect:
+    """xDSL's `gpu` dialect with MLIR's syntax (coconet_ir.dialects.gpu);
+    coconet-opt loads it in place of xDSL's. Not in `get_all_dialects`: a
+    plugin may not redefine a dialect xDSL's own universe defines."""
+    from coconet_ir.dialects.gpu import GPU
+
+    return GPU
+
+
 def get_all_dialects() -> dict[str, Callable[[], Dialect]]:
     return {"coco": get_coco, "coco_gpu": get_coco_gpu}
 
@@ -67,7 +77,18 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     return found
 
 
+def get_cuda_target() -> type[Target]:
+    from coconet_ir.backend.cuda.target import CudaTarget
+
+    return CudaTarget
+
+
+def get_all_targets() -> dict[str, Callable[[], type[Target]]]:
+    return {"cuda": get_cuda_target}
+
+
 COCONET_UNIVERSE = Universe(
     all_dialects=get_all_dialects(),
     all_passes=get_all_passes(),
+    all_targets=get_all_targets(),
 )

@@ -12,7 +12,7 @@ a send with it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -92,6 +92,11 @@ class PipelineChannels:
         graph.add_edges_from((c.source, c.dest) for c in self.ends.values())
         return graph
 
+    def stage_indices(self) -> dict[str, int]:
+        """The index of every function in its pipeline (`stage_indices`)."""
+        edges = [(c.source, c.dest) for c in self.ends.values()]
+        return stage_indices(self.functions, edges)
+
     def channel(self, op: SendOp | RecvOp) -> Channel:
         return self.ends[op]
 
@@ -131,6 +136,34 @@ class PipelineChannels:
                 f"{does} {mine} but the matching {peer} in @{at} {peer_does} {theirs}"
             )
         return None
+
+
+def stage_indices(
+    functions: Sequence[str], edges: Iterable[tuple[str, str]]
+) -> dict[str, int]:
+    """The index of each function in its pipeline: its position, in module
+    order, among the functions its channels connect it to (transitively); 0
+    for a function that is no pipeline's stage. Rank `r` of stage `s` is rank
+    `s * N + r` of the communicator spanning every stage. The device level
+    finds the edges from its `coco_gpu.nccl_send`/`nccl_recv` ops."""
+    group = {name: name for name in functions}
+
+    def root(name: str) -> str:
+        while group[name] != name:
+            group[name] = group[group[name]]
+            name = group[name]
+        return name
+
+    for source, dest in edges:
+        if source in group and dest in group:
+            group[root(source)] = root(dest)
+    seen: dict[str, int] = {}
+    indices: dict[str, int] = {}
+    for name in functions:
+        top = root(name)
+        indices[name] = seen.get(top, 0)
+        seen[top] = indices[name] + 1
+    return indices
 
 
 def message_type(op: SendOp | RecvOp) -> Attribute:

@@ -28,7 +28,14 @@ from xdsl.dialects.builtin import (
     UnitAttr,
     i64,
 )
-from xdsl.ir import Attribute, Dialect, Operation, ParametrizedAttribute, SSAValue
+from xdsl.ir import (
+    Attribute,
+    Dialect,
+    Operation,
+    ParametrizedAttribute,
+    SSAValue,
+    TypeAttribute,
+)
 from xdsl.irdl import (
     IRDLOperation,
     VarConstraint,
@@ -73,14 +80,14 @@ def set_stream(op: Operation, stream: int) -> None:
 
 
 @irdl_attr_definition
-class EventType(ParametrizedAttribute):
+class EventType(ParametrizedAttribute, TypeAttribute):
     """`!coco_gpu.event`: a point in a stream's work that other streams wait for."""
 
     name = "coco_gpu.event"
 
 
 @irdl_attr_definition
-class PeersType(ParametrizedAttribute):
+class PeersType(ParametrizedAttribute, TypeAttribute):
     """`!coco_gpu.peers`: the table a fused kernel needs to reach its peers —
     every rank's symmetric-workspace base and signal pad, and this rank's
     index (the runtime's `coco_peers`, passed to kernels by value)."""

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from xdsl.builder import Builder
-from xdsl.dialects import arith, gpu, memref, scf
+from xdsl.dialects import arith, memref, scf
 from xdsl.dialects import math as mathd
 from xdsl.dialects.builtin import (
     AnyFloat,
@@ -43,7 +43,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 
-from coconet_ir.dialects import coco
+from coconet_ir.dialects import coco, gpu  # gpu: xDSL's, in MLIR's syntax
 from coconet_ir.dialects.coco import element_info
 from coconet_ir.dialects.coco_gpu import GridBlocksOp
 from coconet_ir.lowering.philox import dropout_keep

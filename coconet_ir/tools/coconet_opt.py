@@ -22,13 +22,14 @@ from typing import IO
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.printer import Printer
+from xdsl.universe import Universe
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 import coconet_ir.ir as ir
 from coconet_ir import __version__
 from coconet_ir.pipeline import build_pipeline
 from coconet_ir.tools.errors import run_guarded
-from coconet_ir.universe import get_all_dialects, get_all_passes
+from coconet_ir.universe import get_all_dialects, get_all_passes, get_mlir_gpu
 
 
 class AtomicOutput:
@@ -105,12 +106,13 @@ class CocoNetOptMain(xDSLOptMain):
 
     def register_all_dialects(self):
         # The xdsl.universe entry point already brings coco when the package is
-        # installed; register it here only when running from a source tree.
-        super().register_all_dialects()
-        known = set(self.ctx.registered_dialect_names)
-        for name, factory in get_all_dialects().items():
-            if name not in known:
-                self.ctx.register_dialect(name, factory)
+        # installed; coco is added here too when running from a source tree.
+        # `gpu` is xDSL's with MLIR's syntax (coconet_ir.dialects.gpu).
+        dialects = dict(Universe.get_multiverse().all_dialects)
+        dialects.update(get_all_dialects())
+        dialects["gpu"] = get_mlir_gpu
+        for name, factory in dialects.items():
+            self.ctx.register_dialect(name, factory)
 
     def register_all_passes(self):
         super().register_all_passes()

@@ -1,0 +1,1244 @@
+"""The device level printed as CUDA C (docs/gpu.md §2), in the shape of xDSL's
+WGSL and CSL printers: a `BasePrinter` with one `singledispatchmethod` case per
+op (or family of ops spelled alike) and a value → C expression table.
+
+Expressions are folded: the value of a pure op (arith, math, thread ids,
+pointer views) used once, in the block that defines it, is not named — its
+expression is written where it is used; so is a `memref.load` used once in its
+block when nothing between the load and its use may write memory. Constants are
+always written in place. Every other value is a `const T name = ...;` named
+after its SSA name hint (sanitized, unique in its function). `scf.for`
+iter_args and `scf.if` results are mutable locals assigned by `scf.yield`.
+
+An op the printer does not know is a CocoError naming the op and its location.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import singledispatchmethod
+
+import numpy
+from xdsl.dialects import arith, func, gpu, memref, scf
+from xdsl.dialects import math as mathd
+from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    MemRefType,
+    ModuleOp,
+)
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.utils.base_printer import BasePrinter
+
+from coconet_ir.analysis.channels import stage_indices
+from coconet_ir.backend.cuda.ctypes import (
+    NCCL_OPS,
+    UnsupportedType,
+    c_type,
+    cublas_type,
+    element_bytes,
+    from_float,
+    is_float,
+    is_half,
+    is_shared,
+    nccl_type,
+    scalar_type,
+    to_float,
+    unsigned_type,
+)
+from coconet_ir.backend.cuda.vectorize import VectorPlan, vector_plan
+from coconet_ir.diagnostics import CocoError
+from coconet_ir.dialects import coco_gpu
+from coconet_ir.dialects.coco.attributes import world_size
+from coconet_ir.dialects.gpu import is_kernel
+
+C_RESERVED = frozenset(
+    """auto bool break case char const continue default do double else enum
+    extern float for goto if inline int long register restrict return short
+    signed sizeof static struct switch typedef union unsigned void volatile while
+    class delete new this template typename namespace operator private public
+    true false nullptr ctx dim3 threadIdx blockIdx blockDim gridDim warpSize
+    coco std main half nv_bfloat16 float2 float4 int2 int4 uint2 uint4 size_t
+    int32_t int64_t uint32_t uint64_t""".split()
+)
+
+VIEW_OPS = (
+    memref.SubviewOp,
+    memref.CollapseShapeOp,
+    memref.ExpandShapeOp,
+    memref.CastOp,
+    memref.ReinterpretCastOp,
+)
+
+
+def sanitize(hint: str | None, fallback: str) -> str:
+    """A C identifier from an SSA name hint."""
+    name = re.sub(r"\W", "_", hint or "") or fallback
+    if name[0].isdigit():
+        name = f"v{name}"
+    if name in C_RESERVED or name.startswith("__"):
+        name = f"{name}_"
+    return name
+
+
+def memref_type(value: SSAValue) -> MemRefType:
+    assert isinstance(value.type, MemRefType)
+    return value.type
+
+
+def element_count(t: MemRefType) -> int:
+    return math.prod(t.get_shape())
+
+
+def root_memref(value: SSAValue) -> SSAValue:
+    """The buffer a view (subview, collapse, ...) of a memref points into."""
+    while isinstance(value.owner, VIEW_OPS):
+        value = value.owner.operands[0]
+    return value
+
+
+def is_written(value: SSAValue) -> bool:
+    """Whether a kernel stores into `value` or any view of it."""
+    for use in value.uses:
+        user = use.operation
+        if isinstance(user, memref.StoreOp) and use.index == 1:
+            return True
+        if isinstance(user, memref.CopyOp) and use.index == 1:
+            return True
+        if isinstance(user, VIEW_OPS) and is_written(user.results[0]):
+            return True
+        if isinstance(user, coco_gpu.PeerViewOp) and is_written(user.result):
+            return True
+        if isinstance(user, memref.AtomicRMWOp):
+            return True
+    return False
+
+
+@dataclass
+class Expr:
+    """A C expression and whether it needs no parentheses as an operand."""
+
+    text: str
+    atomic: bool = False
+
+    def operand(self) -> str:
+        return self.text if self.atomic else f"({self.text})"
+
+
+def float_literal(value: float, t: Attribute) -> Expr:
+    """A float constant of type `t`."""
+    is_double = c_type(t) == "double"
+    suffix = "" if is_double else "f"
+    if math.isnan(value):
+        text = "NAN"
+    elif math.isinf(value):
+        text = "INFINITY" if value > 0 else "-INFINITY"
+    else:
+        text = repr(value) if is_double else str(numpy.float32(value))
+        if "e" not in text and "." not in text:
+            text += ".0"
+        text += suffix
+    if is_double and text in ("NAN", "INFINITY", "-INFINITY"):
+        text = f"(double){text}"
+    if is_half(t):
+        return Expr(f"{from_float(t)}({text})", True)
+    return Expr(text, not text.startswith("-"))
+
+
+def int_literal(value: int, t: Attribute) -> Expr:
+    if isinstance(t, IntegerType) and t.width.data == 1:
+        return Expr("true" if value & 1 else "false", True)
+    ctype = scalar_type(t)
+    if ctype == "int64_t":
+        if value == -(2**63):
+            return Expr("INT64_MIN", True)
+        return (
+            Expr(f"INT64_C({value})", True)
+            if abs(value) >= 2**31
+            else (Expr(str(value), value >= 0))
+        )
+    if isinstance(t, IntegerType):
+        width = t.width.data
+        value = (value + 2 ** (width - 1)) % 2**width - 2 ** (width - 1)
+        if value == -(2 ** (width - 1)):
+            return Expr(f"INT{width}_MIN", True)
+    return Expr(str(value), value >= 0)
+
+
+BINARY_FLOAT = {
+    arith.AddfOp: "+",
+    arith.SubfOp: "-",
+    arith.MulfOp: "*",
+    arith.DivfOp: "/",
+}
+BINARY_INT = {
+    arith.AddiOp: "+",
+    arith.SubiOp: "-",
+    arith.MuliOp: "*",
+    arith.AndIOp: "&",
+    arith.OrIOp: "|",
+    arith.XOrIOp: "^",
+    arith.DivSIOp: "/",
+    arith.RemSIOp: "%",
+    arith.ShRSIOp: ">>",
+}
+WRAPPING = (arith.AddiOp, arith.SubiOp, arith.MuliOp)
+"""Integer ops computed in the unsigned type (two's-complement wrap, as MLIR
+means them; signed overflow is undefined in C) unless on index."""
+BINARY_UNSIGNED = {
+    arith.DivUIOp: "/",
+    arith.RemUIOp: "%",
+    arith.ShLIOp: "<<",
+    arith.ShRUIOp: ">>",
+}
+MIN_MAX = {
+    arith.MaxSIOp: (">", False),
+    arith.MinSIOp: ("<", False),
+    arith.MaxUIOp: (">", True),
+    arith.MinUIOp: ("<", True),
+}
+FLOAT_MIN_MAX = {
+    arith.MaximumfOp: "fmax",
+    arith.MaxnumfOp: "fmax",
+    arith.MinimumfOp: "fmin",
+    arith.MinnumfOp: "fmin",
+}
+MATH_FUNCTIONS = {
+    mathd.SqrtOp: "sqrt",
+    mathd.RsqrtOp: "rsqrt",
+    mathd.ExpOp: "exp",
+    mathd.Exp2Op: "exp2",
+    mathd.ExpM1Op: "expm1",
+    mathd.LogOp: "log",
+    mathd.Log2Op: "log2",
+    mathd.Log10Op: "log10",
+    mathd.Log1pOp: "log1p",
+    mathd.TanhOp: "tanh",
+    mathd.SinOp: "sin",
+    mathd.CosOp: "cos",
+    mathd.TanOp: "tan",
+    mathd.ErfOp: "erf",
+    mathd.AbsFOp: "fabs",
+    mathd.FloorOp: "floor",
+    mathd.CeilOp: "ceil",
+    mathd.RoundOp: "round",
+    mathd.TruncOp: "trunc",
+    mathd.PowFOp: "pow",
+    mathd.FmaOp: "fma",
+    mathd.Atan2Op: "atan2",
+    mathd.CopySignOp: "copysign",
+}
+CMPI = {
+    "eq": "==",
+    "ne": "!=",
+    "slt": "<",
+    "sle": "<=",
+    "sgt": ">",
+    "sge": ">=",
+    "ult": "<",
+    "ule": "<=",
+    "ugt": ">",
+    "uge": ">=",
+}
+CMPF_ORDERED = {"oeq": "==", "ogt": ">", "oge": ">=", "olt": "<", "ole": "<="}
+CMPF_UNORDERED = {"ugt": "<=", "uge": "<", "ult": ">=", "ule": ">"}
+"""`u<p>` is the negation of the ordered opposite comparison."""
+
+PURE_OPS: tuple[type[Operation], ...] = (
+    arith.ConstantOp,
+    gpu.ThreadIdOp,
+    gpu.BlockIdOp,
+    gpu.BlockDimOp,
+    gpu.GridDimOp,
+    coco_gpu.GridBlocksOp,
+    coco_gpu.RankOp,
+    coco_gpu.PeerViewOp,
+    coco_gpu.SymmetricBufferOp,
+    coco_gpu.PeersOp,
+    *VIEW_OPS,
+)
+"""Ops (besides arith and math) whose value may be written where it is used."""
+
+
+def is_pure(op: Operation) -> bool:
+    return isinstance(op, PURE_OPS) or op.name.split(".")[0] in ("arith", "math")
+
+
+@dataclass
+class Scope:
+    """The names of one C function."""
+
+    used: set[str] = field(default_factory=set[str])
+
+    def fresh(self, hint: str | None, fallback: str) -> str:
+        base = sanitize(hint, fallback)
+        name, n = base, 0
+        while name in self.used:
+            n += 1
+            name = f"{base}_{n}"
+        self.used.add(name)
+        return name
+
+
+@dataclass(eq=False, repr=False)
+class CudaPrinter(BasePrinter):
+    """Prints one device-level module as a `.cu` file."""
+
+    main: bool = False
+    exprs: dict[SSAValue, Expr] = field(default_factory=dict[SSAValue, Expr])
+    scope: Scope = field(default_factory=Scope)
+    in_kernel: bool = False
+    event_count: int = 0
+    stages: dict[str, int] = field(default_factory=dict[str, int])
+    block_threads: dict[str, int] = field(default_factory=dict[str, int])
+    """Kernel name → the block size every launch of it uses (when known)."""
+    aliased: dict[str, set[int]] = field(default_factory=dict[str, set[int]])
+    """Kernel name → parameters some launch passes a buffer another parameter
+    also reaches (they lose `__restrict__`)."""
+
+    # ------------------------------------------------------------------ text
+
+    def line(self, text: str) -> None:
+        """A statement on a line of its own, at the current indentation."""
+        self._print_new_line()
+        self.print_string(text)
+
+    def blank(self) -> None:
+        self._print_new_line(indent=0)
+
+    # ---------------------------------------------------------------- values
+
+    def expr(self, value: SSAValue) -> Expr:
+        found = self.exprs.get(value)
+        if found is None:
+            owner = value.owner
+            raise CocoError(
+                "the CUDA target found a value used before it was printed",
+                owner if isinstance(owner, Operation) else None,
+            )
+        return found
+
+    def operand(self, value: SSAValue) -> str:
+        return self.expr(value).operand()
+
+    def text(self, value: SSAValue) -> str:
+        return self.expr(value).text
+
+    def name_value(self, value: SSAValue, fallback: str = "v") -> str:
+        name = self.scope.fresh(value.name_hint, fallback)
+        self.exprs[value] = Expr(name, True)
+        return name
+
+    def foldable(self, value: SSAValue) -> bool:
+        """A pure value used once in its own block is written at its use."""
+        owner = value.owner
+        if isinstance(owner, arith.ConstantOp):
+            return True
+        use = value.get_unique_use()
+        if not isinstance(owner, Operation) or use is None:
+            return False
+        if use.operation.parent_block() is not owner.parent_block():
+            return False
+        if is_pure(owner):
+            return True
+        if isinstance(owner, memref.LoadOp):
+            return self.nothing_writes_between(owner, use.operation)
+        return False
+
+    @staticmethod
+    def nothing_writes_between(first: Operation, last: Operation) -> bool:
+        op = first.next_op
+        while op is not None and op is not last:
+            if not (is_pure(op) or isinstance(op, memref.LoadOp)):
+                return False
+            op = op.next_op
+        return True
+
+    def bind(self, value: SSAValue, expr: Expr | str, *, pure: bool = True) -> None:
+        """Give `value` its expression: folded, or a named `const` local."""
+        if isinstance(expr, str):
+            expr = Expr(expr)
+        if self.foldable(value):
+            self.exprs[value] = expr
+            return
+        if pure and not value.uses:
+            return
+        if not value.uses:
+            self.line(f"(void){expr.operand()};")
+            return
+        owner = value.owner
+        fallback = owner.name.split(".")[-1] if isinstance(owner, Operation) else "v"
+        name = self.name_value(value, fallback)
+        if isinstance(value.type, MemRefType):
+            self.line(f"auto *const {name} = {expr.text};")
+        else:
+            self.line(f"const {self.ctype(value.type, value)} {name} = {expr.text};")
+
+    def ctype(self, t: Attribute, at: SSAValue | Operation | None = None) -> str:
+        try:
+            return c_type(t)
+        except UnsupportedType as err:
+            op = at.owner if isinstance(at, SSAValue) else at
+            raise CocoError(
+                f"the CUDA target cannot print this: {err}",
+                op if isinstance(op, Operation) else None,
+            ) from None
+
+    # ---------------------------------------------------------------- blocks
+
+    def print_block(self, block: Block) -> None:
+        for op in block.ops:
+            self.print(op)
+
+    def print_body(self, block: Block) -> None:
+        self.print_string("{")
+        with self.indented():
+            self.print_block(block)
+        self.line("}")
+
+    # ------------------------------------------------------------------- ops
+
+    @singledispatchmethod
+    def print(self, op: Operation) -> None:
+        raise CocoError(
+            f"the CUDA target does not know '{op.name}' "
+            f"({'in a kernel' if self.in_kernel else 'on the host'})",
+            op,
+        )
+
+    @print.register
+    def _(self, op: ModuleOp) -> None:
+        self.prepare(op)
+        size = world_size(op)
+        self.print_string("// Generated by coconet-ir's cuda target (docs/gpu.md §2).")
+        if self.main:
+            self.line("#define COCO_STANDALONE_MAIN 1")
+        self.line('#include "coco_runtime.h"')
+        for inner in op.ops:
+            if isinstance(inner, gpu.ModuleOp):
+                self.print(inner)
+        host = [f for f in op.ops if isinstance(f, func.FuncOp)]
+        for inner in op.ops:
+            if not isinstance(inner, gpu.ModuleOp | func.FuncOp):
+                self.print(inner)
+        self.blank()
+        self.line(
+            f'extern "C" size_t coco_symmetric_bytes(void) {{ return '
+            f"{symmetric_bytes(op)}; }}"
+        )
+        self.line(f'extern "C" int coco_world_size(void) {{ return {size or 1}; }}')
+        for f in host:
+            if f.is_declaration:
+                continue
+            self.blank()
+            self.print(f)
+        self.blank()
+        self.line(
+            f'extern "C" int coco_event_count(void) {{ return {self.event_count}; }}'
+        )
+        self._print_new_line(indent=0)
+
+    def prepare(self, module: ModuleOp) -> None:
+        """What the printing of one function needs to know about others:
+        each kernel's block size and aliased parameters, each host
+        function's pipeline stage."""
+        functions = [f.sym_name.data for f in module.ops if isinstance(f, func.FuncOp)]
+        edges: list[tuple[str, str]] = []
+        sizes: dict[str, set[int | None]] = {}
+        for f in module.ops:
+            if not isinstance(f, func.FuncOp):
+                continue
+            for op in f.walk():
+                if isinstance(op, coco_gpu.NcclSendOp | coco_gpu.NcclRecvOp):
+                    edges.append((f.sym_name.data, op.stage.root_reference.data))
+                if isinstance(op, gpu.LaunchFuncOp):
+                    kernel = op.kernel.nested_references.data[-1].data
+                    sizes.setdefault(kernel, set()).add(launch_threads(op))
+                    self.note_aliases(kernel, op.kernelOperands)
+        self.stages = stage_indices(functions, edges)
+        for kernel, found in sizes.items():
+            if len(found) == 1 and None not in found:
+                (threads,) = found
+                assert threads is not None
+                self.block_threads[kernel] = threads
+
+    def note_aliases(self, kernel: str, args: Sequence[SSAValue]) -> None:
+        roots = [
+            root_memref(a) if isinstance(a.type, MemRefType) else None for a in args
+        ]
+        for i, r in enumerate(roots):
+            if r is not None and any(
+                j != i and other is r for j, other in enumerate(roots)
+            ):
+                self.aliased.setdefault(kernel, set()).add(i)
+
+    @print.register
+    def _(self, op: gpu.ModuleOp) -> None:
+        for inner in op.body.ops:
+            self.blank()
+            self.print(inner)
+
+    @print.register
+    def _(self, op: gpu.FuncOp) -> None:
+        name = sanitize(op.sym_name.data, "kernel")
+        self.scope = Scope()
+        self.in_kernel = True
+        block = op.body.block
+        aliased = self.aliased.get(op.sym_name.data, set())
+        params: list[str] = []
+        for arg in block.args:
+            pname = self.name_value(arg, f"arg{arg.index}")
+            if isinstance(arg.type, MemRefType):
+                element = self.ctype(arg.type.element_type, op)
+                const = "" if is_written(arg) else "const "
+                restrict = "" if arg.index in aliased else "__restrict__ "
+                params.append(f"{const}{element} *{restrict}{pname}")
+            else:
+                params.append(f"{self.ctype(arg.type, op)} {pname}")
+        if is_kernel(op):
+            threads = self.known_block_size(op)
+            bounds = f"__launch_bounds__({threads}) " if threads else ""
+            head = f'extern "C" __global__ void {bounds}{name}'
+        else:
+            outputs = op.function_type.outputs.data
+            result = self.ctype(outputs[0], op) if outputs else "void"
+            head = f"static __device__ __forceinline__ {result} {name}"
+        self.line(f"{head}({', '.join(params)}) ")
+        plan = vector_plan(op) if is_kernel(op) else None
+        if plan is not None:
+            self.print_vectorized(op, plan)
+        else:
+            self.print_body(block)
+        self.in_kernel = False
+
+    def known_block_size(self, op: gpu.FuncOp) -> int | None:
+        if op.known_block_size is not None:
+            return math.prod(op.known_block_size.get_values())
+        return self.block_threads.get(op.sym_name.data)
+
+    @print.register
+    def _(self, op: gpu.ReturnOp) -> None:
+        if op.args:
+            self.line(f"return {self.text(op.args[0])};")
+        elif op.next_op is not None or op.parent_op() is not op.parent_op():
+            self.line("return;")
+
+    @print.register(gpu.ThreadIdOp)
+    @print.register(gpu.BlockIdOp)
+    @print.register(gpu.BlockDimOp)
+    @print.register(gpu.GridDimOp)
+    def _(self, op: gpu.ThreadIdOp) -> None:
+        builtin = {
+            "gpu.thread_id": "threadIdx",
+            "gpu.block_id": "blockIdx",
+            "gpu.block_dim": "blockDim",
+            "gpu.grid_dim": "gridDim",
+        }[op.name]
+        dim = str(op.dimension.data)
+        self.bind(op.results[0], Expr(f"(int64_t){builtin}.{dim}", True))
+
+    @print.register
+    def _(self, op: gpu.BarrierOp) -> None:
+        self.line("__syncthreads();")
+
+    # ---------------------------------------------------------------- arith
+
+    @print.register
+    def _(self, op: arith.ConstantOp) -> None:
+        value, t = op.value, op.result.type
+        if isinstance(value, FloatAttr):
+            self.bind(op.result, float_literal(value.value.data, t))
+        elif isinstance(value, IntegerAttr):
+            self.bind(op.result, int_literal(value.value.data, t))
+        else:
+            raise CocoError("the CUDA target prints only scalar constants", op)
+
+    def float_operands(self, op: Operation, *, call: bool = False) -> list[str]:
+        """The operands of a float op, widened to float if they are halves;
+        parenthesized as operands of an operator unless `call` (arguments)."""
+        t = op.operands[0].type
+        if is_half(t):
+            return [f"{to_float(t)}({self.text(v)})" for v in op.operands]
+        if call:
+            return [self.text(v) for v in op.operands]
+        return [self.operand(v) for v in op.operands]
+
+    def float_result(self, op: Operation, expr: str, atomic: bool = False) -> None:
+        t = op.results[0].type
+        if is_half(t):
+            self.bind(op.results[0], Expr(f"{from_float(t)}({expr})", True))
+        else:
+            self.bind(op.results[0], Expr(expr, atomic))
+
+    @print.register(arith.AddfOp)
+    @print.register(arith.SubfOp)
+    @print.register(arith.MulfOp)
+    @print.register(arith.DivfOp)
+    def _(self, op: arith.AddfOp) -> None:
+        lhs, rhs = self.float_operands(op)
+        self.float_result(op, f"{lhs} {BINARY_FLOAT[type(op)]} {rhs}")
+
+    @print.register
+    def _(self, op: arith.NegfOp) -> None:
+        (x,) = self.float_operands(op)
+        self.float_result(op, f"-{x}")
+
+    @print.register(arith.MaximumfOp)
+    @print.register(arith.MaxnumfOp)
+    @print.register(arith.MinimumfOp)
+    @print.register(arith.MinnumfOp)
+    def _(self, op: arith.MaximumfOp) -> None:
+        lhs, rhs = self.float_operands(op, call=True)
+        function = self.math_name(FLOAT_MIN_MAX[type(op)], op)
+        self.float_result(op, f"{function}({lhs}, {rhs})", True)
+
+    def math_name(self, base: str, op: Operation) -> str:
+        """`sqrtf` for float and the halves (computed in float), `sqrt` for
+        double."""
+        return base if c_type(op.operands[0].type) == "double" else f"{base}f"
+
+    @print.register(arith.AddiOp)
+    @print.register(arith.SubiOp)
+    @print.register(arith.MuliOp)
+    @print.register(arith.AndIOp)
+    @print.register(arith.OrIOp)
+    @print.register(arith.XOrIOp)
+    @print.register(arith.DivSIOp)
+    @print.register(arith.RemSIOp)
+    @print.register(arith.ShRSIOp)
+    def _(self, op: arith.AddiOp) -> None:
+        t = op.results[0].type
+        lhs, rhs = (self.operand(v) for v in op.operands)
+        symbol = BINARY_INT[type(op)]
+        if isinstance(op, WRAPPING) and not isinstance(t, IndexType):
+            u = unsigned_type(t)
+            expr = f"({scalar_type(t)})(({u}){lhs} {symbol} ({u}){rhs})"
+            self.bind(op.results[0], Expr(expr, True))
+        elif c_type(t) == "bool" and symbol in "&|^":
+            self.bind(op.results[0], f"(bool)({lhs} {symbol} {rhs})")
+        else:
+            self.bind(op.results[0], f"{lhs} {symbol} {rhs}")
+
+    @print.register(arith.DivUIOp)
+    @print.register(arith.RemUIOp)
+    @print.register(arith.ShLIOp)
+    @print.register(arith.ShRUIOp)
+    def _(self, op: arith.DivUIOp) -> None:
+        t = op.results[0].type
+        u = unsigned_type(t)
+        lhs, rhs = (self.operand(v) for v in op.operands)
+        symbol = BINARY_UNSIGNED[type(op)]
+        expr = f"({scalar_type(t)})(({u}){lhs} {symbol} ({u}){rhs})"
+        self.bind(op.results[0], Expr(expr, True))
+
+    @print.register(arith.MaxSIOp)
+    @print.register(arith.MinSIOp)
+    @print.register(arith.MaxUIOp)
+    @print.register(arith.MinUIOp)
+    def _(self, op: arith.MaxSIOp) -> None:
+        t = op.results[0].type
+        symbol, unsigned = MIN_MAX[type(op)]
+        lhs, rhs = (self.operand(v) for v in op.operands)
+        if unsigned:
+            u = unsigned_type(t)
+            test = f"({u}){lhs} {symbol} ({u}){rhs}"
+        else:
+            test = f"{lhs} {symbol} {rhs}"
+        self.bind(op.results[0], f"{test} ? {lhs} : {rhs}")
+
+    @print.register(arith.MulUIExtendedOp)
+    @print.register(arith.MulSIExtendedOp)
+    def _(self, op: arith.MulUIExtendedOp) -> None:
+        t = op.results[0].type
+        if not isinstance(t, IntegerType) or t.width.data not in (32, 64):
+            raise CocoError("the CUDA target multiplies i32 and i64 only", op)
+        signed = isinstance(op, arith.MulSIExtendedOp)
+        wide = t.width.data == 64
+        st, u = scalar_type(t), unsigned_type(t)
+        lhs, rhs = (self.operand(v) for v in op.operands)
+        low = f"({st})(({u}){lhs} * ({u}){rhs})"
+        if signed:
+            high = f"{'__mul64hi' if wide else '__mulhi'}({lhs}, {rhs})"
+        else:
+            high = (
+                f"({st}){'__umul64hi' if wide else '__umulhi'}(({u}){lhs}, ({u}){rhs})"
+            )
+        self.bind(op.results[0], Expr(low, True))
+        self.bind(op.results[1], Expr(high, True))
+
+    @print.register
+    def _(self, op: arith.CmpiOp) -> None:
+        predicate = arith.CMPI_COMPARISON_OPERATIONS[op.predicate.value.data]
+        lhs, rhs = self.operand(op.lhs), self.operand(op.rhs)
+        if predicate.startswith("u"):
+            u = unsigned_type(op.lhs.type)
+            lhs, rhs = f"({u}){lhs}", f"({u}){rhs}"
+        self.bind(op.result, f"{lhs} {CMPI[predicate]} {rhs}")
+
+    @print.register
+    def _(self, op: arith.CmpfOp) -> None:
+        predicate = arith.CMPF_COMPARISON_OPERATIONS[op.predicate.value.data]
+        a, b = self.float_operands(op)
+        if predicate in CMPF_ORDERED:
+            expr = f"{a} {CMPF_ORDERED[predicate]} {b}"
+        elif predicate in CMPF_UNORDERED:
+            expr = f"!({a} {CMPF_UNORDERED[predicate]} {b})"
+        else:
+            expr = {
+                "one": f"{a} < {b} || {a} > {b}",
+                "ueq": f"!({a} < {b} || {a} > {b})",
+                "une": f"{a} != {b}",
+                "ord": f"{a} == {a} && {b} == {b}",
+                "uno": f"{a} != {a} || {b} != {b}",
+                "true": "true",
+                "false": "false",
+            }[predicate]
+        self.bind(op.result, expr)
+
+    @print.register
+    def _(self, op: arith.SelectOp) -> None:
+        cond, a, b = (self.operand(v) for v in op.operands)
+        self.bind(op.result, f"{cond} ? {a} : {b}")
+
+    @print.register(arith.IndexCastOp)
+    @print.register(arith.ExtSIOp)
+    @print.register(arith.TruncIOp)
+    def _(self, op: arith.IndexCastOp) -> None:
+        t = op.results[0].type
+        x = self.operand(op.operands[0])
+        if c_type(t) == "bool":
+            self.bind(op.results[0], f"(bool)({x} & 1)")
+        else:
+            self.bind(op.results[0], Expr(f"({scalar_type(t)}){x}", True))
+
+    @print.register
+    def _(self, op: arith.ExtUIOp) -> None:
+        source, t = op.operands[0].type, op.results[0].type
+        x = self.operand(op.operands[0])
+        if c_type(source) != "bool":
+            x = f"({unsigned_type(source)}){x}"
+        self.bind(op.results[0], Expr(f"({scalar_type(t)}){x}", True))
+
+    @print.register(arith.SIToFPOp)
+    @print.register(arith.UIToFPOp)
+    def _(self, op: arith.SIToFPOp) -> None:
+        source, t = op.operands[0].type, op.results[0].type
+        x = self.operand(op.operands[0])
+        if isinstance(op, arith.UIToFPOp) and c_type(source) != "bool":
+            x = f"({unsigned_type(source)}){x}"
+        if is_half(t):
+            self.bind(op.results[0], Expr(f"{from_float(t)}((float){x})", True))
+        else:
+            self.bind(op.results[0], Expr(f"({scalar_type(t)}){x}", True))
+
+    @print.register(arith.FPToSIOp)
+    @print.register(arith.FPToUIOp)
+    def _(self, op: arith.FPToSIOp) -> None:
+        (x,) = self.float_operands(op)
+        t = op.results[0].type
+        if isinstance(op, arith.FPToUIOp):
+            x = f"({unsigned_type(t)}){x}"
+        self.bind(op.results[0], Expr(f"({scalar_type(t)}){x}", True))
+
+    @print.register(arith.ExtFOp)
+    @print.register(arith.TruncFOp)
+    def _(self, op: arith.ExtFOp) -> None:
+        (x,) = self.float_operands(op)
+        t = op.results[0].type
+        if is_half(t):
+            self.bind(op.results[0], Expr(f"{from_float(t)}((float){x})", True))
+        else:
+            self.bind(op.results[0], Expr(f"({scalar_type(t)}){x}", True))
+
+    @print.register
+    def _(self, op: arith.BitcastOp) -> None:
+        source, t = op.operands[0].type, op.results[0].type
+        x = self.text(op.operands[0])
+        spelled = {
+            ("float", "int32_t"): "__float_as_int",
+            ("int32_t", "float"): "__int_as_float",
+            ("double", "int64_t"): "__double_as_longlong",
+            ("int64_t", "double"): "__longlong_as_double",
+        }.get((c_type(source), c_type(t)))
+        if spelled is None:
+            raise CocoError(f"the CUDA target cannot bitcast {source} to {t}", op)
+        self.bind(op.results[0], Expr(f"{spelled}({x})", True))
+
+    # ----------------------------------------------------------------- math
+
+    def print_math(self, op: Operation) -> None:
+        t = op.results[0].type
+        if not is_float(t):
+            raise CocoError("the CUDA target prints math on floats only", op)
+        args = self.float_operands(op, call=True)
+        function = self.math_name(MATH_FUNCTIONS[type(op)], op)
+        self.float_result(op, f"{function}({', '.join(args)})", True)
+
+    @print.register
+    def _(self, op: mathd.AbsIOp) -> None:
+        x = self.operand(op.operands[0])
+        self.bind(op.results[0], f"{x} < 0 ? -{x} : {x}")
+
+    # --------------------------------------------------------------- memref
+
+    def linear_index(
+        self, op: Operation, ref: SSAValue, indices: Sequence[SSAValue]
+    ) -> str:
+        t = memref_type(ref)
+        strides = t.get_strides()
+        if strides is None or any(s is None for s in strides):
+            raise CocoError("the CUDA target needs static strides", op)
+        terms: list[str] = []
+        for index, stride in zip(indices, strides):
+            if stride == 0:
+                continue
+            term = (
+                self.operand(index)
+                if stride == 1
+                else f"{self.operand(index)} * {stride}"
+            )
+            terms.append(term)
+        return " + ".join(terms) or "0"
+
+    @print.register
+    def _(self, op: memref.LoadOp) -> None:
+        self.require_kernel(op)
+        index = self.linear_index(op, op.memref, op.indices)
+        self.bind(op.res, Expr(f"{self.operand(op.memref)}[{index}]", True), pure=False)
+
+    def require_kernel(self, op: Operation) -> None:
+        if not self.in_kernel:
+            raise CocoError(
+                "the CUDA target reads and writes device memory only in kernels", op
+            )
+
+    @print.register
+    def _(self, op: memref.StoreOp) -> None:
+        self.require_kernel(op)
+        index = self.linear_index(op, op.memref, op.indices)
+        self.line(f"{self.operand(op.memref)}[{index}] = {self.text(op.value)};")
+
+    @print.register(memref.AllocOp)
+    @print.register(memref.AllocaOp)
+    def _(self, op: memref.AllocOp) -> None:
+        t = memref_type(op.memref)
+        if op.dynamic_sizes:
+            raise CocoError("the CUDA target allocates static shapes only", op)
+        element = self.ctype(t.element_type, op)
+        name = self.name_value(op.memref, "buffer")
+        count = max(1, element_count(t))
+        if self.in_kernel:
+            if is_shared(t):
+                self.line(f"COCO_SHARED({element}, {name}, {count});")
+            else:
+                self.line(f"{element} {name}[{count}];")
+            return
+        bytes_ = count * element_bytes(t.element_type)
+        stream = self.on_stream(op)
+        self.line(f"{element} *{name} = nullptr;")
+        self.line(
+            f"COCO_CHECK_CUDA(cudaMallocAsync(reinterpret_cast<void **>(&{name}), "
+            f"{bytes_}, {stream}));"
+        )
+
+    @print.register
+    def _(self, op: memref.DeallocOp) -> None:
+        if self.in_kernel:
+            return
+        self.line(
+            f"COCO_CHECK_CUDA(cudaFreeAsync({self.text(op.memref)}, "
+            f"{self.on_stream(op)}));"
+        )
+
+    @print.register
+    def _(self, op: memref.CopyOp) -> None:
+        t = memref_type(op.source)
+        bytes_ = element_count(t) * element_bytes(t.element_type)
+        if self.in_kernel:
+            raise CocoError("the CUDA target copies buffers on the host only", op)
+        self.line(
+            f"COCO_CHECK_CUDA(cudaMemcpyAsync({self.text(op.destination)}, "
+            f"{self.text(op.source)}, {bytes_}, cudaMemcpyDeviceToDevice, "
+            f"{self.on_stream(op)}));"
+        )
+
+    @print.register(memref.CollapseShapeOp)
+    @print.register(memref.ExpandShapeOp)
+    @print.register(memref.CastOp)
+    def _(self, op: memref.CastOp) -> None:
+        self.bind(op.results[0], self.expr(op.operands[0]))
+
+    @print.register(memref.SubviewOp)
+    @print.register(memref.ReinterpretCastOp)
+    def _(self, op: memref.SubviewOp) -> None:
+        source = op.source
+        offsets = self.static_or_dynamic(op.static_offsets.get_values(), op.offsets)
+        if isinstance(op, memref.ReinterpretCastOp):
+            terms = offsets
+        else:
+            strides = memref_type(source).get_strides()
+            if strides is None or any(s is None for s in strides):
+                raise CocoError("the CUDA target needs static strides", op)
+            terms = [
+                (o if s == 1 else f"{o} * {s}")
+                for o, s in zip(offsets, strides)
+                if o != "0" and s != 0
+            ]
+        terms = [t for t in terms if t != "0"]
+        if not terms:
+            self.bind(op.results[0], self.expr(source))
+        else:
+            self.bind(op.results[0], f"{self.operand(source)} + {' + '.join(terms)}")
+
+    def static_or_dynamic(
+        self, static: Sequence[int], dynamic: Sequence[SSAValue]
+    ) -> list[str]:
+        values = iter(dynamic)
+        return [
+            self.operand(next(values)) if s == DYNAMIC_INDEX else str(s) for s in static
+        ]
+
+    # ------------------------------------------------------------------ scf
+
+    @print.register
+    def _(self, op: scf.ForOp) -> None:
+        body = op.body.block
+        induction, carried = body.args[0], body.args[1:]
+        for init, arg, result in zip(op.iter_args, carried, op.res):
+            hint = result.name_hint or arg.name_hint
+            name = self.scope.fresh(hint, "acc")
+            self.line(f"{self.ctype(arg.type, op)} {name} = {self.text(init)};")
+            self.exprs[arg] = self.exprs[result] = Expr(name, True)
+        lb, ub, step = (self.text(v) for v in (op.lb, op.ub, op.step))
+        i = self.name_value(induction, "i")
+        itype = self.ctype(induction.type, op)
+        self.line(f"for ({itype} {i} = {lb}; {i} < {ub}; {i} += {step}) ")
+        self.print_body(body)
+
+    @print.register
+    def _(self, op: scf.IfOp) -> None:
+        for result in op.output:
+            name = self.name_value(result, "r")
+            self.line(f"{self.ctype(result.type, op)} {name};")
+        self.line(f"if ({self.text(op.cond)}) ")
+        self.print_body(op.true_region.block)
+        if op.false_region.blocks and (op.output or len(op.false_region.block.ops) > 1):
+            self.print_string(" else ")
+            self.print_body(op.false_region.block)
+
+    @print.register
+    def _(self, op: scf.YieldOp) -> None:
+        parent = op.parent_op()
+        if isinstance(parent, scf.ForOp):
+            targets = [self.text(a) for a in parent.body.block.args[1:]]
+        elif isinstance(parent, scf.IfOp):
+            targets = [self.text(r) for r in parent.output]
+        else:
+            raise CocoError("the CUDA target knows scf.yield in for and if only", op)
+        values = [self.text(v) for v in op.operands]
+        pairs = [(t, v) for t, v in zip(targets, values) if t != v]
+        if len(pairs) > 1 and isinstance(parent, scf.ForOp):
+            # Every new value is computed from the old ones before any changes.
+            temps = []
+            for (target, value), operand in zip(pairs, op.operands):
+                temp = self.scope.fresh(f"{target}_next", "next")
+                self.line(f"const {self.ctype(operand.type, op)} {temp} = {value};")
+                temps.append((target, temp))
+            pairs = temps
+        for target, value in pairs:
+            self.line(f"{target} = {value};")
+
+    # ------------------------------------------------------------- host side
+
+    @print.register
+    def _(self, op: func.FuncOp) -> None:
+        name = op.sym_name.data
+        self.scope = Scope()
+        self.in_kernel = False
+        stage = self.stages.get(name, 0)
+        self.line(f'extern "C" int coco_stage_of_{name}(void) {{ return {stage}; }}')
+        params = ["coco_context *ctx"]
+        for arg in op.body.block.args:
+            pname = self.name_value(arg, f"arg{arg.index}")
+            space = "" if isinstance(arg.type, MemRefType) else " "
+            params.append(f"{self.ctype(arg.type, op)}{space}{pname}")
+        self.line(f'extern "C" int coco_{name}({", ".join(params)}) ')
+        self.print_body(op.body.block)
+
+    @print.register
+    def _(self, op: func.ReturnOp) -> None:
+        self.line("return 0;")
+
+    def on_stream(self, op: Operation) -> str:
+        return f"ctx->streams[{coco_gpu.stream_of(op)}]"
+
+    @print.register
+    def _(self, op: gpu.LaunchFuncOp) -> None:
+        kernel = sanitize(op.kernel.nested_references.data[-1].data, "kernel")
+        grid = ", ".join(
+            self.launch_size(v) for v in (op.gridSizeX, op.gridSizeY, op.gridSizeZ)
+        )
+        block = ", ".join(
+            self.launch_size(v) for v in (op.blockSizeX, op.blockSizeY, op.blockSizeZ)
+        )
+        shared = (
+            self.text(op.dynamicSharedMemorySize)
+            if op.dynamicSharedMemorySize is not None
+            else "0"
+        )
+        args = "".join(f", {self.text(a)}" for a in op.kernelOperands)
+        self.line(
+            f"COCO_LAUNCH({kernel}, dim3({grid}), dim3({block}), {shared}, "
+            f"{self.on_stream(op)}{args});"
+        )
+
+    def launch_size(self, value: SSAValue) -> str:
+        """A dim3 component: `256u` for a constant, else a cast."""
+        owner = value.owner
+        if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
+            return f"{owner.value.value.data}u"
+        return f"(unsigned){self.operand(value)}"
+
+    @print.register
+    def _(self, op: coco_gpu.GridBlocksOp) -> None:
+        self.bind(
+            op.result,
+            Expr(
+                f"coco::grid_blocks(ctx, {self.text(op.count)}, "
+                f"{self.text(op.threads)})",
+                True,
+            ),
+        )
+
+    @print.register
+    def _(self, op: coco_gpu.RankOp) -> None:
+        self.bind(op.result, "(int64_t)ctx->rank")
+
+    def nccl(self, op: Operation, call: str) -> None:
+        self.line(f"COCO_CHECK_NCCL({call});")
+
+    @print.register(coco_gpu.NcclAllReduceOp)
+    @print.register(coco_gpu.NcclReduceScatterOp)
+    def _(self, op: coco_gpu.NcclAllReduceOp) -> None:
+        source, dest = memref_type(op.input), memref_type(op.output)
+        reduction = NCCL_OPS[op.reduction.data]
+        function, count = (
+            ("ncclAllReduce", element_count(source))
+            if isinstance(op, coco_gpu.NcclAllReduceOp)
+            else ("ncclReduceScatter", element_count(dest))
+        )
+        self.nccl(
+            op,
+            f"{function}({self.text(op.input)}, {self.text(op.output)}, {count}, "
+            f"{self.nccl_type(source, op)}, {reduction}, ctx->comm, "
+            f"{self.on_stream(op)})",
+        )
+
+    def nccl_type(self, t: MemRefType, op: Operation) -> str:
+        try:
+            return nccl_type(t.element_type)
+        except UnsupportedType as err:
+            raise CocoError(f"the CUDA target cannot print this: {err}", op) from None
+
+    @print.register
+    def _(self, op: coco_gpu.NcclAllGatherOp) -> None:
+        source = memref_type(op.input)
+        self.nccl(
+            op,
+            f"ncclAllGather({self.text(op.input)}, {self.text(op.output)}, "
+            f"{element_count(source)}, {self.nccl_type(source, op)}, ctx->comm, "
+            f"{self.on_stream(op)})",
+        )
+
+    @print.register
+    def _(self, op: coco_gpu.NcclBroadcastOp) -> None:
+        source = memref_type(op.input)
+        self.nccl(
+            op,
+            f"ncclBroadcast({self.text(op.input)}, {self.text(op.output)}, "
+            f"{element_count(source)}, {self.nccl_type(source, op)}, "
+            f"{op.root.value.data}, ctx->comm, {self.on_stream(op)})",
+        )
+
+    @print.register
+    def _(self, op: coco_gpu.NcclAllToAllOp) -> None:
+        source = memref_type(op.input)
+        kind = self.nccl_type(source, op)
+        stream = self.on_stream(op)
+        block = self.scope.fresh("block", "block")
+        p = self.scope.fresh("peer", "peer")
+        self.line(
+            f"const size_t {block} = {element_count(source)} / (size_t)ctx->world_size;"
+        )
+        self.line("COCO_CHECK_NCCL(ncclGroupStart());")
+        self.line(f"for (int {p} = 0; {p} < ctx->world_size; ++{p}) {{")
+        with self.indented():
+            self.line(
+                f"COCO_CHECK_NCCL(ncclSend({self.operand(op.input)} + {p} * {block}, "
+                f"{block}, {kind}, {p}, ctx->comm, {stream}));"
+            )
+            self.line(
+                f"COCO_CHECK_NCCL(ncclRecv({self.operand(op.output)} + {p} * {block}, "
+                f"{block}, {kind}, {p}, ctx->comm, {stream}));"
+            )
+        self.line("}")
+        self.line("COCO_CHECK_NCCL(ncclGroupEnd());")
+
+    @print.register(coco_gpu.NcclSendOp)
+    @print.register(coco_gpu.NcclRecvOp)
+    def _(self, op: coco_gpu.NcclSendOp) -> None:
+        buffer = op.operands[0]
+        t = memref_type(buffer)
+        stage = self.stages.get(op.stage.root_reference.data, 0)
+        function = "ncclSend" if isinstance(op, coco_gpu.NcclSendOp) else "ncclRecv"
+        self.nccl(
+            op,
+            f"{function}({self.text(buffer)}, {element_count(t)}, "
+            f"{self.nccl_type(t, op)}, {stage} * ctx->world_size + ctx->rank, "
+            f"ctx->pipeline_comm, {self.on_stream(op)})",
+        )
+
+    @print.register
+    def _(self, op: coco_gpu.GemmOp) -> None:
+        a, b, c = (memref_type(v) for v in (op.a, op.b, op.c))
+        ashape, bshape = a.get_shape(), b.get_shape()
+        if len(bshape) < 2 or len(ashape) < 2:
+            raise CocoError("the CUDA target multiplies matrices of rank 2 and up", op)
+        k, n = bshape[-2], bshape[-1]
+        try:
+            types = [cublas_type(t.element_type) for t in (a, b, c)]
+        except UnsupportedType as err:
+            raise CocoError(f"the CUDA target cannot print this: {err}", op) from None
+        stream = self.on_stream(op)
+        beta = "1.0f" if op.accumulate is not None else "0.0f"
+        alpha_name = self.scope.fresh("alpha", "alpha")
+        beta_name = self.scope.fresh("beta", "beta")
+        self.line(f"COCO_CHECK_CUBLAS(cublasSetStream(ctx->cublas, {stream}));")
+        self.line(f"const float {alpha_name} = 1.0f, {beta_name} = {beta};")
+        # Row-major C = A B is column-major C^T = B^T A^T: cuBLAS gets B first.
+        ta, tb, tc = types
+        head = (
+            f"ctx->cublas, CUBLAS_OP_N, CUBLAS_OP_N, {n}, {{m}}, {k}, &{alpha_name}, "
+            f"{self.text(op.b)}, {tb}, {n}{{sb}}, {self.text(op.a)}, {ta}, {k}{{sa}}, "
+            f"&{beta_name}, {self.text(op.c)}, {tc}, {n}{{sc}}"
+        )
+        if len(bshape) == 2:
+            m = math.prod(ashape[:-1])
+            args = head.format(m=m, sa="", sb="", sc="")
+            self.line(
+                f"COCO_CHECK_CUBLAS(cublasGemmEx({args}, CUBLAS_COMPUTE_32F, "
+                "CUBLAS_GEMM_DEFAULT));"
+            )
+            return
+        batch = math.prod(bshape[:-2])
+        m = ashape[-2]
+        args = head.format(m=m, sa=f", {m * k}LL", sb=f", {k * n}LL", sc=f", {m * n}LL")
+        self.line(
+            f"COCO_CHECK_CUBLAS(cublasGemmStridedBatchedEx({args}, {batch}, "
+            "CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));"
+        )
+
+    @print.register
+    def _(self, op: coco_gpu.RecordEventOp) -> None:
+        name = self.name_value(op.event, "event")
+        self.line(f"cudaEvent_t {name} = ctx->events[{self.event_count}];")
+        self.event_count += 1
+        self.line(f"COCO_CHECK_CUDA(cudaEventRecord({name}, {self.on_stream(op)}));")
+
+    @print.register
+    def _(self, op: coco_gpu.WaitEventOp) -> None:
+        self.line(
+            f"COCO_CHECK_CUDA(cudaStreamWaitEvent({self.on_stream(op)}, "
+            f"{self.text(op.event)}, 0));"
+        )
+
+    @print.register
+    def _(self, op: coco_gpu.SymmetricBufferOp) -> None:
+        element = self.ctype(memref_type(op.result).element_type, op)
+        self.bind(
+            op.result,
+            Expr(
+                f"coco::symmetric_buffer<{element}>(ctx, {op.offset.value.data})", True
+            ),
+        )
+
+    @print.register
+    def _(self, op: coco_gpu.PeersOp) -> None:
+        self.bind(op.result, Expr("coco::peers(ctx)", True))
+
+    @print.register
+    def _(self, op: coco_gpu.NextEpochOp) -> None:
+        self.bind(op.result, "(int64_t)coco::next_epoch(ctx)", pure=False)
+
+    @print.register
+    def _(self, op: coco_gpu.PeerViewOp) -> None:
+        self.bind(
+            op.result,
+            Expr(
+                f"coco::peer({self.text(op.peers)}, {self.text(op.buffer)}, "
+                f"{self.text(op.peer)})",
+                True,
+            ),
+        )
+
+    @print.register
+    def _(self, op: coco_gpu.SignalOp) -> None:
+        self.line(
+            f"coco::signal(coco::signal_slot({self.text(op.peers)}, "
+            f"{self.text(op.peer)}, {self.text(op.slot)}), "
+            f"(uint64_t){self.operand(op.value)});"
+        )
+
+    @print.register
+    def _(self, op: coco_gpu.WaitSignalOp) -> None:
+        self.line(
+            f"coco::wait_signal(coco::own_slot({self.text(op.peers)}, "
+            f"{self.text(op.slot)}), (uint64_t){self.operand(op.value)});"
+        )
+
+    # ---------------------------------------------------------- vectorized
+
+    def print_vectorized(self, op: gpu.FuncOp, plan: VectorPlan) -> None:
+        from coconet_ir.backend.cuda.vectorize import print_vectorized
+
+        print_vectorized(self, op, plan)
+
+
+for _math_op in MATH_FUNCTIONS:
+    CudaPrinter.print.register(_math_op)(CudaPrinter.print_math)
+
+
+def launch_threads(op: gpu.LaunchFuncOp) -> int | None:
+    """The threads per block of a launch whose sizes are constants."""
+    sizes: list[int] = []
+    for v in (op.blockSizeX, op.blockSizeY, op.blockSizeZ):
+        owner = v.owner
+        if not (
+            isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr)
+        ):
+            return None
+        sizes.append(owner.value.value.data)
+    return math.prod(sizes)
+
+
+def symmetric_bytes(module: ModuleOp) -> int:
+    """The per-rank size of the symmetric workspace: the end of its last
+    buffer, rounded up to 256 bytes."""
+    end = 0
+    for op in module.walk():
+        if isinstance(op, coco_gpu.SymmetricBufferOp):
+            t = memref_type(op.result)
+            size = max(1, element_count(t)) * element_bytes(t.element_type)
+            end = max(end, op.offset.value.data + size)
+    return (end + 255) // 256 * 256
+
+
+def print_cuda(module: ModuleOp, stream, *, main: bool = False) -> None:
+    """Print `module` (device level) as one `.cu` file on `stream`."""
+    CudaPrinter(stream=stream, main=main).print(module)

@@ -1,0 +1,27 @@
+"""The `cuda` target: `coconet-opt -t cuda` (or `-t 'cuda{main=true}'`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import IO
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.utils.target import Target
+
+from coconet_ir.backend.cuda.printer import CudaPrinter
+
+
+@dataclass(frozen=True)
+class CudaTarget(Target):
+    """Prints a device-level module (docs/gpu.md §1) as one `.cu` file against
+    `coco_runtime.h` (docs/gpu.md §2)."""
+
+    name = "cuda"
+
+    main: bool = False
+    """Also define the standalone benchmark `main` (the runtime's
+    `COCO_STANDALONE_MAIN`)."""
+
+    def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
+        CudaPrinter(stream=output, main=self.main).print(module)
