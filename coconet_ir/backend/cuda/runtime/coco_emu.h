@@ -1,0 +1,1397 @@
+// coco_emu.h — the CPU emulation of what coco_runtime.h offers (docs/gpu.md §3).
+//
+// g++ -std=c++20 -pthread. The ranks of a world are threads of one process;
+// device memory is host memory. Every stream is a worker thread with a FIFO
+// (the streams of a rank run concurrently); a kernel launch runs every thread
+// of every block as an OS thread with a small stack, so a thread spinning on a
+// flag set by another block, stream or rank makes progress. NCCL calls
+// rendezvous in the stream workers of the ranks of a communicator; cuBLAS
+// calls run in the stream worker. Polls are atomics (std::atomic_ref).
+//
+// `cuda::atomic_ref` and `cuda::thread_scope_system` are a shim over
+// std::atomic_ref here (libcu++ is not needed to build the emulation).
+#pragma once
+
+#ifdef __CUDACC__
+#error "coco_emu.h is the CPU emulation; nvcc uses the real CUDA headers"
+#endif
+
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+// ===========================================================================
+// CUDA language
+// ===========================================================================
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline __attribute__((always_inline))
+#define __noinline__ __attribute__((noinline))
+#define __align__(n) __attribute__((aligned(n)))
+// A `__shared__` variable would be per thread here: use COCO_SHARED.
+#define __shared__ [[deprecated("the emulation has no __shared__ storage: use COCO_SHARED")]]
+
+#ifndef COCO_EMU_MAX_BLOCKS
+#define COCO_EMU_MAX_BLOCKS 2
+#endif
+
+struct dim3 {
+  unsigned int x, y, z;
+  constexpr dim3(unsigned int x_ = 1, unsigned int y_ = 1, unsigned int z_ = 1)
+      : x(x_), y(y_), z(z_) {}
+};
+typedef dim3 uint3;
+
+inline thread_local uint3 threadIdx{0, 0, 0};
+inline thread_local uint3 blockIdx{0, 0, 0};
+inline thread_local dim3 blockDim{1, 1, 1};
+inline thread_local dim3 gridDim{1, 1, 1};
+
+inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+inline void __threadfence_block() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+inline void __threadfence_system() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+
+inline unsigned int __umulhi(unsigned int a, unsigned int b) {
+  return (unsigned int)(((unsigned long long)a * b) >> 32);
+}
+inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
+  return (unsigned long long)(((unsigned __int128)a * b) >> 64);
+}
+
+template <class T> inline T coco_emu_atomic_add(T *address, T value) {
+  return std::atomic_ref<T>(*address).fetch_add(value, std::memory_order_relaxed);
+}
+inline float atomicAdd(float *a, float v) { return coco_emu_atomic_add(a, v); }
+inline double atomicAdd(double *a, double v) { return coco_emu_atomic_add(a, v); }
+inline int atomicAdd(int *a, int v) { return coco_emu_atomic_add(a, v); }
+inline unsigned int atomicAdd(unsigned int *a, unsigned int v) { return coco_emu_atomic_add(a, v); }
+inline unsigned long long atomicAdd(unsigned long long *a, unsigned long long v) {
+  return coco_emu_atomic_add(a, v);
+}
+
+inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+inline double rsqrt(double x) { return 1.0 / sqrt(x); }
+
+// ---------------------------------------------------------------------------
+// __half and __nv_bfloat16: storage types, round-to-nearest-even conversions
+// ---------------------------------------------------------------------------
+
+namespace coco_emu {
+
+inline uint32_t float_bits(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  return x;
+}
+inline float bits_float(uint32_t x) {
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+
+inline uint16_t float_to_half_bits(float f) {
+  uint32_t x = float_bits(f);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t ax = x & 0x7fffffffu;
+  if (ax >= 0x7f800000u) {  // inf, nan (quiet, keeping the top payload bits)
+    return (uint16_t)(ax > 0x7f800000u ? sign | 0x7e00u | ((ax >> 13) & 0x3ffu)
+                                       : sign | 0x7c00u);
+  }
+  if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);  // rounds to inf
+  if (ax < 0x38800000u) {                                    // half subnormal or zero
+    if (ax <= 0x33000000u) return (uint16_t)sign;            // <= 2^-25: ties to 0
+    uint32_t e = ax >> 23;
+    uint32_t m = (ax & 0x7fffffu) | 0x800000u;
+    uint32_t shift = 126u - e;  // 14..24
+    uint32_t r = m >> shift;
+    uint32_t rem = m & ((1u << shift) - 1u);
+    uint32_t half = 1u << (shift - 1u);
+    if (rem > half || (rem == half && (r & 1u))) ++r;
+    return (uint16_t)(sign | r);
+  }
+  uint32_t r = ax - 0x38000000u;  // rebias the exponent
+  uint32_t h = r >> 13;
+  uint32_t rem = r & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;
+  return (uint16_t)(sign | h);
+}
+
+inline float half_bits_to_float(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  uint32_t e = (h >> 10) & 0x1fu;
+  uint32_t m = h & 0x3ffu;
+  if (e == 0x1fu) return bits_float(sign | 0x7f800000u | (m << 13));
+  if (e == 0) {
+    if (m == 0) return bits_float(sign);
+    float v = (float)m * 5.9604644775390625e-08f;  // m * 2^-24
+    return sign ? -v : v;
+  }
+  return bits_float(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+inline uint16_t float_to_bfloat16_bits(float f) {
+  uint32_t x = float_bits(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return (uint16_t)(x >> 16);
+}
+
+inline float bfloat16_bits_to_float(uint16_t b) { return bits_float((uint32_t)b << 16); }
+
+}  // namespace coco_emu
+
+struct __half {
+  unsigned short __x;
+  __half() = default;
+  __half(float f) : __x(coco_emu::float_to_half_bits(f)) {}
+  __half(double f) : __x(coco_emu::float_to_half_bits((float)f)) {}
+  __half(int i) : __x(coco_emu::float_to_half_bits((float)i)) {}
+  operator float() const { return coco_emu::half_bits_to_float(__x); }
+};
+
+struct __nv_bfloat16 {
+  unsigned short __x;
+  __nv_bfloat16() = default;
+  __nv_bfloat16(float f) : __x(coco_emu::float_to_bfloat16_bits(f)) {}
+  __nv_bfloat16(double f) : __x(coco_emu::float_to_bfloat16_bits((float)f)) {}
+  __nv_bfloat16(int i) : __x(coco_emu::float_to_bfloat16_bits((float)i)) {}
+  operator float() const { return coco_emu::bfloat16_bits_to_float(__x); }
+};
+
+inline __half __float2half(float f) {
+  __half h;
+  h.__x = coco_emu::float_to_half_bits(f);
+  return h;
+}
+inline __half __float2half_rn(float f) { return __float2half(f); }
+inline float __half2float(__half h) { return coco_emu::half_bits_to_float(h.__x); }
+inline __nv_bfloat16 __float2bfloat16(float f) {
+  __nv_bfloat16 b;
+  b.__x = coco_emu::float_to_bfloat16_bits(f);
+  return b;
+}
+inline __nv_bfloat16 __float2bfloat16_rn(float f) { return __float2bfloat16(f); }
+inline float __bfloat162float(__nv_bfloat16 b) { return coco_emu::bfloat16_bits_to_float(b.__x); }
+
+// ---------------------------------------------------------------------------
+// libcu++'s cuda::atomic_ref, as a shim over std::atomic_ref
+// ---------------------------------------------------------------------------
+
+namespace cuda {
+enum thread_scope {
+  thread_scope_system = 0,
+  thread_scope_device = 1,
+  thread_scope_block = 2,
+  thread_scope_thread = 3,
+};
+namespace std {
+using ::std::memory_order;
+using ::std::memory_order_acq_rel;
+using ::std::memory_order_acquire;
+using ::std::memory_order_relaxed;
+using ::std::memory_order_release;
+using ::std::memory_order_seq_cst;
+}  // namespace std
+using ::std::memory_order;
+using ::std::memory_order_acq_rel;
+using ::std::memory_order_acquire;
+using ::std::memory_order_relaxed;
+using ::std::memory_order_release;
+using ::std::memory_order_seq_cst;
+
+template <class T, thread_scope Scope = thread_scope_system>
+struct atomic_ref : ::std::atomic_ref<T> {
+  using ::std::atomic_ref<T>::atomic_ref;
+  using ::std::atomic_ref<T>::operator=;
+};
+}  // namespace cuda
+
+// ===========================================================================
+// CUDA runtime, NCCL and cuBLAS types
+// ===========================================================================
+
+typedef enum cudaError {
+  cudaSuccess = 0,
+  cudaErrorInvalidValue = 1,
+  cudaErrorMemoryAllocation = 2,
+  cudaErrorInvalidConfiguration = 9,
+  cudaErrorInvalidResourceHandle = 400,
+  cudaErrorLaunchFailure = 719,
+  cudaErrorUnknown = 999,
+} cudaError_t;
+
+enum cudaMemcpyKind {
+  cudaMemcpyHostToHost = 0,
+  cudaMemcpyHostToDevice = 1,
+  cudaMemcpyDeviceToHost = 2,
+  cudaMemcpyDeviceToDevice = 3,
+  cudaMemcpyDefault = 4,
+};
+
+enum cudaEventFlags_ { cudaEventDefault = 0, cudaEventBlockingSync = 1, cudaEventDisableTiming = 2 };
+
+typedef enum cudaDataType_t {
+  CUDA_R_32F = 0,
+  CUDA_R_64F = 1,
+  CUDA_R_16F = 2,
+  CUDA_R_8I = 3,
+  CUDA_R_8U = 8,
+  CUDA_R_32I = 10,
+  CUDA_R_16BF = 14,
+} cudaDataType_t;
+typedef cudaDataType_t cudaDataType;
+
+struct CUstream_st;
+struct CUevent_st;
+struct ncclComm;
+struct cublasContext;
+typedef CUstream_st *cudaStream_t;
+typedef CUevent_st *cudaEvent_t;
+typedef ncclComm *ncclComm_t;
+typedef cublasContext *cublasHandle_t;
+
+typedef enum {
+  ncclSuccess = 0,
+  ncclUnhandledCudaError = 1,
+  ncclSystemError = 2,
+  ncclInternalError = 3,
+  ncclInvalidArgument = 4,
+  ncclInvalidUsage = 5,
+  ncclRemoteError = 6,
+  ncclInProgress = 7,
+} ncclResult_t;
+
+typedef enum {
+  ncclInt8 = 0,
+  ncclChar = 0,
+  ncclUint8 = 1,
+  ncclInt32 = 2,
+  ncclInt = 2,
+  ncclUint32 = 3,
+  ncclInt64 = 4,
+  ncclUint64 = 5,
+  ncclFloat16 = 6,
+  ncclHalf = 6,
+  ncclFloat32 = 7,
+  ncclFloat = 7,
+  ncclFloat64 = 8,
+  ncclDouble = 8,
+  ncclBfloat16 = 9,
+} ncclDataType_t;
+
+typedef enum { ncclSum = 0, ncclProd = 1, ncclMax = 2, ncclMin = 3, ncclAvg = 4 } ncclRedOp_t;
+
+typedef enum {
+  CUBLAS_STATUS_SUCCESS = 0,
+  CUBLAS_STATUS_NOT_INITIALIZED = 1,
+  CUBLAS_STATUS_ALLOC_FAILED = 3,
+  CUBLAS_STATUS_INVALID_VALUE = 7,
+  CUBLAS_STATUS_NOT_SUPPORTED = 15,
+} cublasStatus_t;
+typedef enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1, CUBLAS_OP_C = 2 } cublasOperation_t;
+typedef enum {
+  CUBLAS_COMPUTE_16F = 64,
+  CUBLAS_COMPUTE_32F = 68,
+  CUBLAS_COMPUTE_32F_FAST_16F = 74,
+  CUBLAS_COMPUTE_32F_FAST_16BF = 75,
+  CUBLAS_COMPUTE_32F_FAST_TF32 = 77,
+  CUBLAS_COMPUTE_64F = 70,
+} cublasComputeType_t;
+typedef enum { CUBLAS_GEMM_DEFAULT = -1, CUBLAS_GEMM_DEFAULT_TENSOR_OP = 99 } cublasGemmAlgo_t;
+
+// ===========================================================================
+// The emulator
+// ===========================================================================
+
+struct coco_context;
+struct coco_emu_world;
+
+namespace coco_emu {
+
+inline double timeout_seconds() {
+  static const double seconds = [] {
+    const char *text = getenv("COCO_EMU_TIMEOUT");
+    double value = text ? atof(text) : 0.0;
+    return value > 0 ? value : 60.0;
+  }();
+  return seconds;
+}
+
+inline size_t thread_stack_bytes() {
+  static const size_t bytes = [] {
+    const char *text = getenv("COCO_EMU_STACK_KB");
+    long kib = text ? atol(text) : 0;
+    return (size_t)(kib > 0 ? kib : 256) * 1024;
+  }();
+  return bytes;
+}
+
+[[noreturn]] inline void fatal(int code, const char *format, ...) {
+  char text[2048];
+  va_list args;
+  va_start(args, format);
+  vsnprintf(text, sizeof text, format, args);
+  va_end(args);
+  fprintf(stderr, "coco-emu: error: %s\n", text);
+  fflush(stderr);
+  _exit(code);
+}
+
+using clock = std::chrono::steady_clock;
+
+// What the current thread runs: set in kernel threads and stream workers.
+struct stream_state;
+struct activity {
+  stream_state *stream = nullptr;
+  const char *name = "";
+};
+inline thread_local activity current;
+
+std::string describe_current();
+
+// Wait on `cv` (with `lock` held) until `ready()`, or end the run with
+// `what()`'s text after the watchdog's timeout.
+template <class Ready, class What>
+void wait_or_die(std::unique_lock<std::mutex> &lock, std::condition_variable &cv, Ready ready,
+                 What what) {
+  auto deadline = clock::now() + std::chrono::duration<double>(timeout_seconds());
+  while (!ready()) {
+    if (cv.wait_until(lock, deadline) == std::cv_status::timeout && !ready()) {
+      std::string text = what();
+      fatal(3, "watchdog: %s: %s waited more than %g s: %s", describe_current().c_str(),
+            current.name, timeout_seconds(), text.c_str());
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Streams
+// ---------------------------------------------------------------------------
+
+struct stream_state {
+  coco_emu_world *world = nullptr;
+  int stage = 0, rank = 0, global = 0, index = 0;
+  std::mutex m;
+  std::condition_variable work, idle;
+  std::deque<std::function<void()>> queue;
+  bool busy = false, stop = false;
+  std::thread worker;
+
+  void start() {
+    worker = std::thread([this] { run(); });
+  }
+  void run() {
+    current.stream = this;
+    for (;;) {
+      std::function<void()> task;
+      {
+        std::unique_lock<std::mutex> lock(m);
+        work.wait(lock, [&] { return stop || !queue.empty(); });
+        if (queue.empty()) return;
+        task = std::move(queue.front());
+        queue.pop_front();
+        busy = true;
+      }
+      current.name = "stream work";
+      task();
+      {
+        std::lock_guard<std::mutex> lock(m);
+        busy = false;
+        if (queue.empty()) idle.notify_all();
+      }
+    }
+  }
+  void enqueue(std::function<void()> task) {
+    std::lock_guard<std::mutex> lock(m);
+    queue.push_back(std::move(task));
+    work.notify_one();
+  }
+  void synchronize() {
+    std::unique_lock<std::mutex> lock(m);
+    idle.wait(lock, [&] { return queue.empty() && !busy; });
+  }
+  void shutdown() {
+    {
+      std::lock_guard<std::mutex> lock(m);
+      stop = true;
+      work.notify_all();
+    }
+    if (worker.joinable()) worker.join();
+  }
+};
+
+}  // namespace coco_emu
+
+struct CUstream_st : coco_emu::stream_state {};
+
+struct CUevent_st {
+  struct state {
+    std::mutex m;
+    std::condition_variable cv;
+    uint64_t completed = 0;
+  };
+  std::shared_ptr<state> s = std::make_shared<state>();
+  std::atomic<uint64_t> recorded{0};
+};
+
+// ---------------------------------------------------------------------------
+// The world: ranks, communicators, statistics
+// ---------------------------------------------------------------------------
+
+namespace coco_emu {
+
+struct comm_group;
+
+struct collective {
+  int kind = 0;  // 0 all_reduce, 1 reduce_scatter, 2 all_gather, 3 broadcast
+  const void *send = nullptr;
+  void *recv = nullptr;
+  size_t count = 0;
+  ncclDataType_t type = ncclFloat;
+  ncclRedOp_t op = ncclSum;
+  int root = 0;
+  CUstream_st *stream = nullptr;
+};
+
+struct collective_slot {
+  std::vector<collective> entries;
+  int arrived = 0, departed = 0;
+  bool done = false;
+};
+
+struct p2p_slot {
+  const void *send = nullptr;
+  size_t bytes = 0;
+  CUstream_st *sender = nullptr;
+  bool posted = false, done = false;
+  int finished = 0;
+};
+
+struct comm_group {
+  coco_emu_world *world = nullptr;
+  const char *label = "";
+  std::vector<int> global;  // comm rank -> global rank
+  std::mutex m;
+  std::condition_variable cv;
+  std::map<uint64_t, collective_slot> collectives;
+  std::map<std::tuple<int, int, uint64_t>, p2p_slot> p2p;  // (src, dst, seq)
+  int size() const { return (int)global.size(); }
+};
+
+}  // namespace coco_emu
+
+struct ncclComm {
+  coco_emu::comm_group *group = nullptr;
+  int rank = 0;
+  std::atomic<uint64_t> collective_seq{0};
+  std::vector<uint64_t> send_seq, recv_seq;
+  std::mutex seq_mutex;
+};
+
+struct cublasContext {
+  cudaStream_t stream = nullptr;
+};
+
+
+#define COCO_EMU_STREAMS 4
+
+struct coco_emu_world {
+  int world = 0;       // ranks per stage
+  int num_stages = 0;  // stages
+  int ranks = 0;       // world * num_stages; global rank = stage * world + rank
+  size_t symmetric_bytes = 0, signal_slots = 0;
+  std::vector<coco_context *> contexts;                  // by global rank
+  std::vector<std::unique_ptr<CUstream_st>> streams;    // global * COCO_EMU_STREAMS + s
+  std::vector<std::unique_ptr<coco_emu::comm_group>> groups;  // stage comms, then pipeline
+  std::vector<std::unique_ptr<ncclComm>> comms;          // global * 2 + {0 stage, 1 pipeline}
+  std::vector<std::unique_ptr<cublasContext>> blas;      // by global rank
+  std::vector<char *> symmetric;                         // by global rank
+  std::vector<uint64_t *> pads;                          // by global rank
+  // Statistics (docs/gpu.md §3).
+  std::unique_ptr<std::atomic<uint64_t>[]> launches;    // [global][stream]
+  std::unique_ptr<std::atomic<uint64_t>[]> nccl_calls;  // [global][stream]
+  std::unique_ptr<std::atomic<uint64_t>[]> gemms;       // [global][stream]
+  std::unique_ptr<std::atomic<uint64_t>[]> bytes;       // [src][dst][stream]
+  std::mutex names_mutex;
+  std::map<std::string, uint64_t> kernel_launches;      // kernel name -> launches
+
+  std::atomic<uint64_t> &byte_counter(int src, int dst, int stream) {
+    return bytes[((size_t)src * ranks + dst) * COCO_EMU_STREAMS + stream];
+  }
+};
+
+namespace coco_emu {
+
+inline std::string describe_current() {
+  char text[128];
+  stream_state *s = current.stream;
+  if (!s) return "host thread";
+  snprintf(text, sizeof text, "rank %d of stage %d, stream %d", s->rank, s->stage, s->index);
+  return text;
+}
+
+inline thread_local cudaError_t last_error = cudaSuccess;
+inline cudaError_t set_error(cudaError_t e) {
+  if (e != cudaSuccess) last_error = e;
+  return e;
+}
+
+// ---------------------------------------------------------------------------
+// Statistics hooks
+// ---------------------------------------------------------------------------
+
+inline void count_bytes(int src, int dst, int stream, uint64_t n, coco_emu_world *w) {
+  if (src == dst || n == 0) return;
+  w->byte_counter(src, dst, stream).fetch_add(n, std::memory_order_relaxed);
+}
+
+inline void count_peer_bytes(int rank, int p, unsigned long long n) {
+  stream_state *s = current.stream;
+  if (!s || !s->world) return;
+  coco_emu_world *w = s->world;
+  if (p < 0 || p >= w->world || rank != s->rank)
+    fatal(4, "coco::count_peer_bytes: %s, kernel '%s': peer %d out of range (world %d)",
+          describe_current().c_str(), current.name, p, w->world);
+  count_bytes(s->global, s->stage * w->world + p, s->index, n, w);
+}
+
+// ---------------------------------------------------------------------------
+// Signals: the poll loop's pause and watchdog
+// ---------------------------------------------------------------------------
+
+struct poller {
+  const uint64_t *slot;
+  uint64_t expected;
+  clock::time_point start = clock::now();
+  unsigned spins = 0;
+
+  poller(const uint64_t *slot_, uint64_t expected_) : slot(slot_), expected(expected_) {}
+
+  void pause(uint64_t seen) {
+    ++spins;
+    if (spins < 16) {
+      std::this_thread::yield();
+      return;
+    }
+    struct timespec ts = {0, 20000};
+    nanosleep(&ts, nullptr);
+    if ((spins & 63) == 0 &&
+        std::chrono::duration<double>(clock::now() - start).count() > timeout_seconds())
+      watchdog(seen);
+  }
+
+  [[noreturn]] void watchdog(uint64_t seen) const {
+    char where[160] = "not in any rank's signal pad";
+    stream_state *s = current.stream;
+    if (s && s->world) {
+      coco_emu_world *w = s->world;
+      for (int g = 0; g < w->ranks; ++g) {
+        const uint64_t *pad = w->pads[g];
+        if (pad && slot >= pad && slot < pad + w->signal_slots) {
+          snprintf(where, sizeof where, "slot %ld of the signal pad of rank %d of stage %d",
+                   (long)(slot - pad), g % w->world, g / w->world);
+          break;
+        }
+      }
+    }
+    fatal(3,
+          "watchdog: %s, kernel '%s', block (%u,%u,%u) thread (%u,%u,%u): waited more than "
+          "%g s for signal %p (%s) to reach %llu; it holds %llu",
+          describe_current().c_str(), current.name, blockIdx.x, blockIdx.y, blockIdx.z,
+          threadIdx.x, threadIdx.y, threadIdx.z, timeout_seconds(), (const void *)slot, where,
+          (unsigned long long)expected, (unsigned long long)seen);
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Kernel launches: every thread of every block is an OS thread
+// ---------------------------------------------------------------------------
+
+struct block_state {
+  std::barrier<> barrier;
+  std::mutex m;
+  std::vector<std::pair<const void *, void *>> shared;  // COCO_SHARED tag -> memory
+  std::vector<unsigned char> dynamic;
+  block_state(std::ptrdiff_t threads, size_t dynamic_bytes)
+      : barrier(threads), dynamic(dynamic_bytes ? dynamic_bytes : 1) {}
+  ~block_state() {
+    for (auto &entry : shared) free(entry.second);
+  }
+};
+
+inline thread_local block_state *current_block = nullptr;
+
+}  // namespace coco_emu
+
+inline void __syncthreads() { coco_emu::current_block->barrier.arrive_and_wait(); }
+
+namespace coco_emu {
+
+inline void *block_shared(const void *tag, size_t bytes, size_t align) {
+  block_state *b = current_block;
+  if (!b) fatal(5, "COCO_SHARED used outside a kernel");
+  std::lock_guard<std::mutex> lock(b->m);
+  for (auto &entry : b->shared)
+    if (entry.first == tag) return entry.second;
+  if (align < 16) align = 16;
+  size_t rounded = (bytes + align - 1) / align * align;
+  void *memory = aligned_alloc(align, rounded ? rounded : align);
+  if (!memory) fatal(5, "COCO_SHARED: out of memory");
+  std::memset(memory, 0, rounded ? rounded : align);
+  b->shared.emplace_back(tag, memory);
+  return memory;
+}
+
+inline void *dynamic_shared() {
+  if (!current_block) fatal(5, "COCO_SHARED_DYNAMIC used outside a kernel");
+  return current_block->dynamic.data();
+}
+
+struct kernel_thread {
+  block_state *block;
+  uint3 tid, bid;
+  dim3 bdim, gdim;
+  const std::function<void()> *body;
+  stream_state *stream;
+  const char *name;
+};
+
+inline void *kernel_thread_main(void *arg) {
+  auto *t = static_cast<kernel_thread *>(arg);
+  threadIdx = t->tid;
+  blockIdx = t->bid;
+  blockDim = t->bdim;
+  gridDim = t->gdim;
+  current_block = t->block;
+  current.stream = t->stream;
+  current.name = t->name;
+  (*t->body)();
+  t->block->barrier.arrive_and_drop();
+  return nullptr;
+}
+
+inline void run_grid(stream_state *s, const char *name, dim3 grid, dim3 block, size_t shared_bytes,
+                     const std::function<void()> &body) {
+  size_t blocks = (size_t)grid.x * grid.y * grid.z;
+  size_t threads = (size_t)block.x * block.y * block.z;
+  std::vector<std::unique_ptr<block_state>> states;
+  states.reserve(blocks);
+  for (size_t b = 0; b < blocks; ++b)
+    states.push_back(std::make_unique<block_state>((std::ptrdiff_t)threads, shared_bytes));
+  std::vector<kernel_thread> args(blocks * threads);
+  std::vector<pthread_t> handles(blocks * threads);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  size_t stack = thread_stack_bytes();
+  if (stack < (size_t)PTHREAD_STACK_MIN) stack = PTHREAD_STACK_MIN;
+  pthread_attr_setstacksize(&attr, stack);
+  size_t i = 0;
+  for (unsigned bz = 0; bz < grid.z; ++bz)
+    for (unsigned by = 0; by < grid.y; ++by)
+      for (unsigned bx = 0; bx < grid.x; ++bx) {
+        block_state *state = states[(bz * grid.y + by) * grid.x + bx].get();
+        for (unsigned tz = 0; tz < block.z; ++tz)
+          for (unsigned ty = 0; ty < block.y; ++ty)
+            for (unsigned tx = 0; tx < block.x; ++tx, ++i) {
+              args[i] = kernel_thread{state, uint3(tx, ty, tz), uint3(bx, by, bz), block, grid,
+                                      &body, s, name};
+              int err = pthread_create(&handles[i], &attr, kernel_thread_main, &args[i]);
+              if (err)
+                fatal(5, "%s: kernel '%s': cannot start thread %zu of %zu (%s)",
+                      describe_current().c_str(), name, i, blocks * threads, strerror(err));
+            }
+      }
+  pthread_attr_destroy(&attr);
+  for (auto &h : handles) pthread_join(h, nullptr);
+}
+
+inline void count_launch(stream_state *s, const char *name) {
+  coco_emu_world *w = s->world;
+  if (!w) return;
+  w->launches[(size_t)s->global * COCO_EMU_STREAMS + s->index].fetch_add(1);
+  std::lock_guard<std::mutex> lock(w->names_mutex);
+  ++w->kernel_launches[name];
+}
+
+template <class... P, class... A>
+void launch(const char *name, void (*kernel)(P...), dim3 grid, dim3 block, size_t shared_bytes,
+            cudaStream_t stream, A &&...args) {
+  static_assert(sizeof...(P) == sizeof...(A), "COCO_LAUNCH: wrong number of kernel arguments");
+  if (!stream) fatal(5, "COCO_LAUNCH(%s): null stream (the emulation has no default stream)", name);
+  size_t threads = (size_t)block.x * block.y * block.z;
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0 || threads == 0 || threads > 1024 ||
+      block.z > 64 || grid.y > 65535 || grid.z > 65535) {
+    set_error(cudaErrorInvalidConfiguration);
+    return;
+  }
+  auto packed = std::make_shared<std::tuple<std::decay_t<P>...>>(std::forward<A>(args)...);
+  count_launch(stream, name);
+  std::function<void()> body = [kernel, packed] { std::apply(kernel, *packed); };
+  stream_state *s = stream;
+  s->enqueue([s, name, grid, block, shared_bytes, body] {
+    current.name = name;
+    run_grid(s, name, grid, block, shared_bytes, body);
+  });
+}
+
+// ---------------------------------------------------------------------------
+// NCCL: operations run in stream workers; ranks rendezvous in the comm_group
+// ---------------------------------------------------------------------------
+
+enum { COLL_ALL_REDUCE = 0, COLL_REDUCE_SCATTER = 1, COLL_ALL_GATHER = 2, COLL_BROADCAST = 3 };
+inline const char *collective_name(int kind) {
+  static const char *names[] = {"ncclAllReduce", "ncclReduceScatter", "ncclAllGather",
+                                "ncclBroadcast"};
+  return names[kind];
+}
+
+inline size_t nccl_type_size(ncclDataType_t t) {
+  switch (t) {
+    case ncclInt8: case ncclUint8: return 1;
+    case ncclFloat16: case ncclBfloat16: return 2;
+    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
+    case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
+  }
+  return 0;
+}
+
+template <class T> struct accumulator { using type = T; };
+template <> struct accumulator<__half> { using type = float; };
+template <> struct accumulator<__nv_bfloat16> { using type = float; };
+template <> struct accumulator<int8_t> { using type = int64_t; };
+template <> struct accumulator<uint8_t> { using type = uint64_t; };
+template <> struct accumulator<int32_t> { using type = int64_t; };
+template <> struct accumulator<uint32_t> { using type = uint64_t; };
+
+template <class A> A combine(A a, A b, ncclRedOp_t op) {
+  switch (op) {
+    case ncclProd: return a * b;
+    case ncclMax: return a < b ? b : a;
+    case ncclMin: return b < a ? b : a;
+    default: return a + b;
+  }
+}
+
+template <class T> void compute_collective(std::vector<collective> &e) {
+  using A = typename accumulator<T>::type;
+  const int n = (int)e.size();
+  const collective &c = e[0];
+  const size_t count = c.count;
+  if (c.kind == COLL_ALL_REDUCE || c.kind == COLL_REDUCE_SCATTER) {
+    size_t total = c.kind == COLL_ALL_REDUCE ? count : count * n;
+    std::vector<A> acc(total);
+    for (int r = 0; r < n; ++r) {
+      const T *in = static_cast<const T *>(e[r].send);
+      for (size_t i = 0; i < total; ++i) {
+        A v = (A)in[i];
+        acc[i] = r == 0 ? v : combine(acc[i], v, c.op);
+      }
+    }
+    if (c.op == ncclAvg)
+      for (auto &v : acc) v = v / (A)n;
+    for (int r = 0; r < n; ++r) {
+      T *out = static_cast<T *>(e[r].recv);
+      size_t first = c.kind == COLL_ALL_REDUCE ? 0 : (size_t)r * count;
+      for (size_t i = 0; i < count; ++i) out[i] = (T)acc[first + i];
+    }
+    return;
+  }
+  if (c.kind == COLL_ALL_GATHER) {
+    std::vector<T> gathered(count * n);
+    for (int r = 0; r < n; ++r) std::memcpy(&gathered[(size_t)r * count], e[r].send, count * sizeof(T));
+    for (int r = 0; r < n; ++r) std::memcpy(e[r].recv, gathered.data(), gathered.size() * sizeof(T));
+    return;
+  }
+  std::vector<T> value(count);  // broadcast
+  std::memcpy(value.data(), e[c.root].send, count * sizeof(T));
+  for (int r = 0; r < n; ++r) std::memcpy(e[r].recv, value.data(), count * sizeof(T));
+}
+
+inline void compute_collective_typed(std::vector<collective> &e) {
+  switch (e[0].type) {
+    case ncclInt8: return compute_collective<int8_t>(e);
+    case ncclUint8: return compute_collective<uint8_t>(e);
+    case ncclInt32: return compute_collective<int32_t>(e);
+    case ncclUint32: return compute_collective<uint32_t>(e);
+    case ncclInt64: return compute_collective<int64_t>(e);
+    case ncclUint64: return compute_collective<uint64_t>(e);
+    case ncclFloat16: return compute_collective<__half>(e);
+    case ncclBfloat16: return compute_collective<__nv_bfloat16>(e);
+    case ncclFloat32: return compute_collective<float>(e);
+    case ncclFloat64: return compute_collective<double>(e);
+  }
+}
+
+// Bytes as NCCL's ring moves them (docs/gpu.md §3): each rank sends to the
+// next rank of the ring (comm rank + 1 mod N).
+inline void count_collective(comm_group &g, std::vector<collective> &e) {
+  const int n = g.size();
+  const collective &c = e[0];
+  const uint64_t elem = nccl_type_size(c.type);
+  for (int r = 0; r < n; ++r) {
+    uint64_t sent = 0;
+    switch (c.kind) {
+      case COLL_ALL_REDUCE: sent = 2 * (uint64_t)(n - 1) * c.count * elem / n; break;
+      case COLL_REDUCE_SCATTER:
+      case COLL_ALL_GATHER: sent = (uint64_t)(n - 1) * c.count * elem; break;
+      case COLL_BROADCAST: sent = r == (c.root + n - 1) % n ? 0 : c.count * elem; break;
+    }
+    count_bytes(g.global[r], g.global[(r + 1) % n], e[r].stream->index, sent, g.world);
+  }
+}
+
+inline void run_collective(ncclComm *comm, uint64_t seq, const collective &mine) {
+  comm_group &g = *comm->group;
+  const int n = g.size();
+  std::unique_lock<std::mutex> lock(g.m);
+  collective_slot &slot = g.collectives[seq];
+  if (slot.entries.empty()) slot.entries.resize(n);
+  slot.entries[comm->rank] = mine;
+  if (++slot.arrived == n) {
+    for (int r = 0; r < n; ++r) {
+      const collective &o = slot.entries[r];
+      if (o.kind != mine.kind || o.count != mine.count || o.type != mine.type ||
+          o.op != mine.op || o.root != mine.root)
+        fatal(4,
+              "%s: %s call #%llu on the %s communicator does not match rank %d's (%s, count "
+              "%zu, type %d, op %d, root %d vs count %zu, type %d, op %d, root %d)",
+              describe_current().c_str(), collective_name(mine.kind), (unsigned long long)seq,
+              g.label, r, collective_name(o.kind), mine.count, (int)mine.type, (int)mine.op,
+              mine.root, o.count, (int)o.type, (int)o.op, o.root);
+    }
+    compute_collective_typed(slot.entries);
+    count_collective(g, slot.entries);
+    slot.done = true;
+    g.cv.notify_all();
+  } else {
+    wait_or_die(lock, g.cv, [&] { return slot.done; }, [&] {
+      std::string missing;
+      for (int r = 0; r < n; ++r)
+        if (!slot.entries[r].stream) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      char text[256];
+      snprintf(text, sizeof text, "call #%llu on the %s communicator: %d of %d ranks arrived "
+               "(missing ranks: %s)", (unsigned long long)seq, g.label, slot.arrived, n,
+               missing.c_str());
+      return std::string(text);
+    });
+  }
+  if (++slot.departed == n) g.collectives.erase(seq);
+}
+
+struct nccl_op {
+  enum kind_t { COLLECTIVE, SEND, RECV } kind = COLLECTIVE;
+  ncclComm *comm = nullptr;
+  CUstream_st *stream = nullptr;
+  uint64_t seq = 0;
+  collective coll;
+  int peer = 0;
+  const void *send = nullptr;
+  void *recv = nullptr;
+  size_t bytes = 0;
+};
+
+inline std::tuple<int, int, uint64_t> p2p_key(const nccl_op &op) {
+  return op.kind == nccl_op::SEND ? std::make_tuple(op.comm->rank, op.peer, op.seq)
+                                  : std::make_tuple(op.peer, op.comm->rank, op.seq);
+}
+
+inline void post_send(const nccl_op &op) {
+  comm_group &g = *op.comm->group;
+  std::lock_guard<std::mutex> lock(g.m);
+  p2p_slot &slot = g.p2p[p2p_key(op)];
+  slot.send = op.send;
+  slot.bytes = op.bytes;
+  slot.sender = op.stream;
+  slot.posted = true;
+  g.cv.notify_all();
+}
+
+inline void finish_p2p(comm_group &g, const std::tuple<int, int, uint64_t> &key, p2p_slot &slot) {
+  if (++slot.finished == 2) g.p2p.erase(key);
+}
+
+inline void complete_recv(const nccl_op &op) {
+  comm_group &g = *op.comm->group;
+  auto key = p2p_key(op);
+  std::unique_lock<std::mutex> lock(g.m);
+  p2p_slot &slot = g.p2p[key];
+  char what[200];
+  snprintf(what, sizeof what, "ncclRecv #%llu from rank %d of the %s communicator",
+           (unsigned long long)op.seq, op.peer, g.label);
+  current.name = what;
+  wait_or_die(lock, g.cv, [&] { return slot.posted; },
+              [&] { return std::string("the matching ncclSend never came"); });
+  if (slot.bytes != op.bytes)
+    fatal(4, "%s: %s expects %zu bytes but the matching ncclSend has %zu",
+          describe_current().c_str(), what, op.bytes, slot.bytes);
+  std::memcpy(op.recv, slot.send, op.bytes);
+  count_bytes(g.global[op.peer], g.global[op.comm->rank], slot.sender->index, op.bytes, g.world);
+  slot.done = true;
+  g.cv.notify_all();
+  finish_p2p(g, key, slot);
+}
+
+inline void wait_send(const nccl_op &op) {
+  comm_group &g = *op.comm->group;
+  auto key = p2p_key(op);
+  std::unique_lock<std::mutex> lock(g.m);
+  p2p_slot &slot = g.p2p[key];
+  char what[200];
+  snprintf(what, sizeof what, "ncclSend #%llu to rank %d of the %s communicator",
+           (unsigned long long)op.seq, op.peer, g.label);
+  current.name = what;
+  wait_or_die(lock, g.cv, [&] { return slot.done; },
+              [&] { return std::string("the matching ncclRecv never came"); });
+  finish_p2p(g, key, slot);
+}
+
+// One NCCL group (or one ungrouped call) on one stream: post every send, then
+// receive, then the collectives, then wait for the sends to be taken.
+inline void run_nccl_ops(const std::vector<nccl_op> &ops) {
+  for (const auto &op : ops)
+    if (op.kind == nccl_op::SEND) post_send(op);
+  for (const auto &op : ops)
+    if (op.kind == nccl_op::RECV) complete_recv(op);
+  for (const auto &op : ops)
+    if (op.kind == nccl_op::COLLECTIVE) {
+      current.name = collective_name(op.coll.kind);
+      run_collective(op.comm, op.seq, op.coll);
+    }
+  for (const auto &op : ops)
+    if (op.kind == nccl_op::SEND) wait_send(op);
+}
+
+inline thread_local int group_depth = 0;
+// Heap-held: a thread_local with a destructor races with the TLS teardown of
+// threads the harness does not join (ThreadSanitizer reports it).
+inline thread_local std::vector<nccl_op> *group_ops = nullptr;
+
+inline void submit(nccl_op op) {
+  coco_emu_world *w = op.stream->world;
+  if (w) w->nccl_calls[(size_t)op.stream->global * COCO_EMU_STREAMS + op.stream->index].fetch_add(1);
+  if (group_depth > 0) {
+    if (!group_ops) group_ops = new std::vector<nccl_op>();
+    group_ops->push_back(std::move(op));
+    return;
+  }
+  CUstream_st *s = op.stream;
+  s->enqueue([op] { run_nccl_ops({op}); });
+}
+
+inline ncclResult_t collective_call(int kind, const void *send, void *recv, size_t count,
+                                    ncclDataType_t type, ncclRedOp_t op, int root, ncclComm_t comm,
+                                    cudaStream_t stream) {
+  if (!comm || !stream || nccl_type_size(type) == 0 || (unsigned)op > (unsigned)ncclAvg)
+    return ncclInvalidArgument;
+  if (kind == COLL_BROADCAST && (root < 0 || root >= comm->group->size())) return ncclInvalidArgument;
+  if (count && (!recv || (!send && !(kind == COLL_BROADCAST && comm->rank != root))))
+    return ncclInvalidArgument;
+  nccl_op o;
+  o.kind = nccl_op::COLLECTIVE;
+  o.comm = comm;
+  o.stream = stream;
+  o.seq = comm->collective_seq.fetch_add(1);
+  o.coll = collective{kind, send, recv, count, type, op, root, stream};
+  submit(o);
+  return ncclSuccess;
+}
+
+inline ncclResult_t p2p_call(bool is_send, const void *send, void *recv, size_t count,
+                             ncclDataType_t type, int peer, ncclComm_t comm, cudaStream_t stream) {
+  if (!comm || !stream || nccl_type_size(type) == 0 || peer < 0 || peer >= comm->group->size())
+    return ncclInvalidArgument;
+  nccl_op o;
+  o.kind = is_send ? nccl_op::SEND : nccl_op::RECV;
+  o.comm = comm;
+  o.stream = stream;
+  o.peer = peer;
+  o.send = send;
+  o.recv = recv;
+  o.bytes = count * nccl_type_size(type);
+  {
+    std::lock_guard<std::mutex> lock(comm->seq_mutex);
+    o.seq = is_send ? comm->send_seq[peer]++ : comm->recv_seq[peer]++;
+  }
+  submit(o);
+  return ncclSuccess;
+}
+
+// ---------------------------------------------------------------------------
+// cuBLAS: column-major GEMM in the stream worker
+// ---------------------------------------------------------------------------
+
+inline double load_element(const void *p, cudaDataType_t t, size_t i) {
+  switch (t) {
+    case CUDA_R_32F: return static_cast<const float *>(p)[i];
+    case CUDA_R_64F: return static_cast<const double *>(p)[i];
+    case CUDA_R_16F: return (float)static_cast<const __half *>(p)[i];
+    case CUDA_R_16BF: return (float)static_cast<const __nv_bfloat16 *>(p)[i];
+    case CUDA_R_32I: return static_cast<const int32_t *>(p)[i];
+    case CUDA_R_8I: return static_cast<const int8_t *>(p)[i];
+    case CUDA_R_8U: return static_cast<const uint8_t *>(p)[i];
+  }
+  return 0;
+}
+
+inline void store_element(void *p, cudaDataType_t t, size_t i, double v) {
+  switch (t) {
+    case CUDA_R_32F: static_cast<float *>(p)[i] = (float)v; break;
+    case CUDA_R_64F: static_cast<double *>(p)[i] = v; break;
+    case CUDA_R_16F: static_cast<__half *>(p)[i] = __float2half((float)v); break;
+    case CUDA_R_16BF: static_cast<__nv_bfloat16 *>(p)[i] = __float2bfloat16((float)v); break;
+    default: break;
+  }
+}
+
+struct gemm_call {
+  cublasOperation_t ta, tb;
+  int m, n, k;
+  double alpha, beta;
+  const void *a, *b;
+  void *c;
+  cudaDataType_t at, bt, ct;
+  int lda, ldb, ldc;
+  long long sa, sb, sc;
+  int batches;
+};
+
+template <class Acc> void run_gemm(const gemm_call &g) {
+  const int m = g.m, n = g.n, k = g.k;
+  const size_t ea = g.at == CUDA_R_64F ? 8 : g.at == CUDA_R_32F ? 4 : 2;
+  const size_t eb = g.bt == CUDA_R_64F ? 8 : g.bt == CUDA_R_32F ? 4 : 2;
+  const size_t ec = g.ct == CUDA_R_64F ? 8 : g.ct == CUDA_R_32F ? 4 : 2;
+  std::vector<Acc> a((size_t)m * k), b((size_t)n * k);
+  for (int batch = 0; batch < g.batches; ++batch) {
+    const char *pa = static_cast<const char *>(g.a) + (size_t)batch * g.sa * ea;
+    const char *pb = static_cast<const char *>(g.b) + (size_t)batch * g.sb * eb;
+    char *pc = static_cast<char *>(g.c) + (size_t)batch * g.sc * ec;
+    // a[i*k + l] = op(A)(i, l); b[j*k + l] = op(B)(l, j)
+    for (int i = 0; i < m; ++i)
+      for (int l = 0; l < k; ++l)
+        a[(size_t)i * k + l] = (Acc)load_element(
+            pa, g.at, g.ta == CUBLAS_OP_N ? (size_t)i + (size_t)l * g.lda : (size_t)l + (size_t)i * g.lda);
+    for (int j = 0; j < n; ++j)
+      for (int l = 0; l < k; ++l)
+        b[(size_t)j * k + l] = (Acc)load_element(
+            pb, g.bt, g.tb == CUBLAS_OP_N ? (size_t)l + (size_t)j * g.ldb : (size_t)j + (size_t)l * g.ldb);
+    for (int j = 0; j < n; ++j)
+      for (int i = 0; i < m; ++i) {
+        Acc sum = 0;
+        const Acc *ra = &a[(size_t)i * k];
+        const Acc *rb = &b[(size_t)j * k];
+        for (int l = 0; l < k; ++l) sum += ra[l] * rb[l];
+        size_t at = (size_t)i + (size_t)j * g.ldc;
+        Acc value = (Acc)g.alpha * sum;
+        if (g.beta != 0) value += (Acc)g.beta * (Acc)load_element(pc, g.ct, at);
+        store_element(pc, g.ct, at, (double)value);
+      }
+  }
+}
+
+inline cublasStatus_t gemm(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb,
+                           int m, int n, int k, const void *alpha, const void *a,
+                           cudaDataType_t at, int lda, long long sa, const void *b,
+                           cudaDataType_t bt, int ldb, long long sb, const void *beta, void *c,
+                           cudaDataType_t ct, int ldc, long long sc, int batches,
+                           cublasComputeType_t compute) {
+  if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!handle->stream) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (m < 0 || n < 0 || k < 0 || batches < 0 || (ta != CUBLAS_OP_N && ta != CUBLAS_OP_T) ||
+      (tb != CUBLAS_OP_N && tb != CUBLAS_OP_T) || !alpha || !beta)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  if (lda < std::max(1, ta == CUBLAS_OP_N ? m : k) || ldb < std::max(1, tb == CUBLAS_OP_N ? k : n) ||
+      ldc < std::max(1, m))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  bool f64 = compute == CUBLAS_COMPUTE_64F;
+  auto io_ok = [&](cudaDataType_t t) {
+    return f64 ? t == CUDA_R_64F : (t == CUDA_R_32F || t == CUDA_R_16F || t == CUDA_R_16BF);
+  };
+  if (at != bt || !io_ok(at) || !io_ok(ct) || (ct != at && ct != CUDA_R_32F))
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (!f64 && compute != CUBLAS_COMPUTE_32F && compute != CUBLAS_COMPUTE_32F_FAST_16F &&
+      compute != CUBLAS_COMPUTE_32F_FAST_16BF && compute != CUBLAS_COMPUTE_32F_FAST_TF32)
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  gemm_call g{ta, tb, m, n, k,
+              f64 ? *static_cast<const double *>(alpha) : *static_cast<const float *>(alpha),
+              f64 ? *static_cast<const double *>(beta) : *static_cast<const float *>(beta),
+              a, b, c, at, bt, ct, lda, ldb, ldc, sa, sb, sc, batches};
+  CUstream_st *s = handle->stream;
+  if (s->world) s->world->gemms[(size_t)s->global * COCO_EMU_STREAMS + s->index].fetch_add(1);
+  s->enqueue([g, f64] {
+    current.name = "cublasGemmEx";
+    if (f64)
+      run_gemm<double>(g);
+    else
+      run_gemm<float>(g);
+  });
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+}  // namespace coco_emu
+
+// ===========================================================================
+// The API the emitted code calls
+// ===========================================================================
+
+inline cudaError_t cudaGetLastError() {
+  cudaError_t e = coco_emu::last_error;
+  coco_emu::last_error = cudaSuccess;
+  return e;
+}
+inline cudaError_t cudaPeekAtLastError() { return coco_emu::last_error; }
+inline const char *cudaGetErrorString(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorLaunchFailure: return "unspecified launch failure";
+    default: return "unknown error";
+  }
+}
+inline const char *cudaGetErrorName(cudaError_t e) { return cudaGetErrorString(e); }
+
+inline cudaError_t cudaMallocAsync(void **ptr, size_t bytes, cudaStream_t stream) {
+  if (!ptr || !stream) return coco_emu::set_error(cudaErrorInvalidValue);
+  size_t rounded = (bytes + 255) / 256 * 256;
+  void *memory = aligned_alloc(256, rounded ? rounded : 256);
+  if (!memory) return coco_emu::set_error(cudaErrorMemoryAllocation);
+  std::memset(memory, 0xff, rounded ? rounded : 256);  // NaN-filled, as uninitialized as it gets
+  *ptr = memory;
+  return cudaSuccess;
+}
+template <class T> cudaError_t cudaMallocAsync(T **ptr, size_t bytes, cudaStream_t stream) {
+  return cudaMallocAsync(reinterpret_cast<void **>(ptr), bytes, stream);
+}
+inline cudaError_t cudaFreeAsync(void *ptr, cudaStream_t stream) {
+  if (!stream) return coco_emu::set_error(cudaErrorInvalidValue);
+  if (ptr) stream->enqueue([ptr] { free(ptr); });
+  return cudaSuccess;
+}
+inline cudaError_t cudaMalloc(void **ptr, size_t bytes) {
+  if (!ptr) return coco_emu::set_error(cudaErrorInvalidValue);
+  size_t rounded = (bytes + 255) / 256 * 256;
+  *ptr = aligned_alloc(256, rounded ? rounded : 256);
+  return *ptr ? cudaSuccess : coco_emu::set_error(cudaErrorMemoryAllocation);
+}
+template <class T> cudaError_t cudaMalloc(T **ptr, size_t bytes) {
+  return cudaMalloc(reinterpret_cast<void **>(ptr), bytes);
+}
+inline cudaError_t cudaFree(void *ptr) {
+  free(ptr);
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind,
+                                   cudaStream_t stream) {
+  if (!stream || (bytes && (!dst || !src))) return coco_emu::set_error(cudaErrorInvalidValue);
+  if (bytes) stream->enqueue([dst, src, bytes] { std::memmove(dst, src, bytes); });
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t stream) {
+  if (!stream || (bytes && !ptr)) return coco_emu::set_error(cudaErrorInvalidValue);
+  if (bytes) stream->enqueue([ptr, value, bytes] { std::memset(ptr, value, bytes); });
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  if (!stream) return coco_emu::set_error(cudaErrorInvalidResourceHandle);
+  stream->synchronize();
+  return cudaSuccess;
+}
+
+inline cudaError_t cudaEventCreate(cudaEvent_t *event) {
+  if (!event) return coco_emu::set_error(cudaErrorInvalidValue);
+  *event = new CUevent_st();
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int) {
+  return cudaEventCreate(event);
+}
+inline cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  delete event;  // pending records and waits hold the shared state
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  if (!event || !stream) return coco_emu::set_error(cudaErrorInvalidResourceHandle);
+  uint64_t target = event->recorded.fetch_add(1) + 1;
+  auto state = event->s;
+  stream->enqueue([state, target] {
+    std::lock_guard<std::mutex> lock(state->m);
+    if (state->completed < target) state->completed = target;
+    state->cv.notify_all();
+  });
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
+                                       unsigned int flags = 0) {
+  (void)flags;
+  if (!event || !stream) return coco_emu::set_error(cudaErrorInvalidResourceHandle);
+  uint64_t target = event->recorded.load();
+  if (target == 0) return cudaSuccess;
+  auto state = event->s;
+  stream->enqueue([state, target] {
+    coco_emu::current.name = "cudaStreamWaitEvent";
+    std::unique_lock<std::mutex> lock(state->m);
+    coco_emu::wait_or_die(lock, state->cv, [&] { return state->completed >= target; }, [&] {
+      return "the event's record #" + std::to_string(target) + " never completed";
+    });
+  });
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  if (!event) return coco_emu::set_error(cudaErrorInvalidResourceHandle);
+  uint64_t target = event->recorded.load();
+  std::unique_lock<std::mutex> lock(event->s->m);
+  event->s->cv.wait(lock, [&] { return event->s->completed >= target; });
+  return cudaSuccess;
+}
+
+inline const char *ncclGetErrorString(ncclResult_t r) {
+  switch (r) {
+    case ncclSuccess: return "no error";
+    case ncclUnhandledCudaError: return "unhandled cuda error";
+    case ncclSystemError: return "unhandled system error";
+    case ncclInternalError: return "internal error";
+    case ncclInvalidArgument: return "invalid argument";
+    case ncclInvalidUsage: return "invalid usage";
+    case ncclRemoteError: return "remote process exited or there was a network error";
+    case ncclInProgress: return "NCCL operation in progress";
+  }
+  return "unknown result code";
+}
+inline ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t type,
+                                  ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  return coco_emu::collective_call(coco_emu::COLL_ALL_REDUCE, send, recv, count, type, op, 0, comm,
+                                   stream);
+}
+inline ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t recvcount,
+                                      ncclDataType_t type, ncclRedOp_t op, ncclComm_t comm,
+                                      cudaStream_t stream) {
+  return coco_emu::collective_call(coco_emu::COLL_REDUCE_SCATTER, send, recv, recvcount, type, op,
+                                   0, comm, stream);
+}
+inline ncclResult_t ncclAllGather(const void *send, void *recv, size_t sendcount,
+                                  ncclDataType_t type, ncclComm_t comm, cudaStream_t stream) {
+  return coco_emu::collective_call(coco_emu::COLL_ALL_GATHER, send, recv, sendcount, type, ncclSum,
+                                   0, comm, stream);
+}
+inline ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataType_t type,
+                                  int root, ncclComm_t comm, cudaStream_t stream) {
+  return coco_emu::collective_call(coco_emu::COLL_BROADCAST, send, recv, count, type, ncclSum, root,
+                                   comm, stream);
+}
+inline ncclResult_t ncclSend(const void *send, size_t count, ncclDataType_t type, int peer,
+                             ncclComm_t comm, cudaStream_t stream) {
+  return coco_emu::p2p_call(true, send, nullptr, count, type, peer, comm, stream);
+}
+inline ncclResult_t ncclRecv(void *recv, size_t count, ncclDataType_t type, int peer,
+                             ncclComm_t comm, cudaStream_t stream) {
+  return coco_emu::p2p_call(false, nullptr, recv, count, type, peer, comm, stream);
+}
+inline ncclResult_t ncclGroupStart() {
+  ++coco_emu::group_depth;
+  return ncclSuccess;
+}
+inline ncclResult_t ncclGroupEnd() {
+  if (coco_emu::group_depth <= 0) return ncclInvalidUsage;
+  if (--coco_emu::group_depth > 0) return ncclSuccess;
+  std::vector<coco_emu::nccl_op> ops;
+  if (coco_emu::group_ops) {
+    ops.swap(*coco_emu::group_ops);
+    delete coco_emu::group_ops;
+    coco_emu::group_ops = nullptr;
+  }
+  std::vector<CUstream_st *> order;  // one task per stream, in issue order
+  for (auto &op : ops)
+    if (std::find(order.begin(), order.end(), op.stream) == order.end()) order.push_back(op.stream);
+  for (CUstream_st *s : order) {
+    std::vector<coco_emu::nccl_op> mine;
+    for (auto &op : ops)
+      if (op.stream == s) mine.push_back(op);
+    s->enqueue([mine] { coco_emu::run_nccl_ops(mine); });
+  }
+  return ncclSuccess;
+}
+inline ncclResult_t ncclCommCount(ncclComm_t comm, int *count) {
+  *count = comm->group->size();
+  return ncclSuccess;
+}
+inline ncclResult_t ncclCommUserRank(ncclComm_t comm, int *rank) {
+  *rank = comm->rank;
+  return ncclSuccess;
+}
+
+inline cublasStatus_t cublasCreate(cublasHandle_t *handle) {
+  *handle = new cublasContext();
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasDestroy(cublasHandle_t handle) {
+  delete handle;
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasSetStream(cublasHandle_t handle, cudaStream_t stream) {
+  if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
+  handle->stream = stream;
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasGetStream(cublasHandle_t handle, cudaStream_t *stream) {
+  if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
+  *stream = handle->stream;
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline const char *cublasGetStatusString(cublasStatus_t s) {
+  switch (s) {
+    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+  }
+  return "CUBLAS_STATUS_UNKNOWN";
+}
+inline cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
+                                   cublasOperation_t transb, int m, int n, int k,
+                                   const void *alpha, const void *A, cudaDataType_t Atype, int lda,
+                                   const void *B, cudaDataType_t Btype, int ldb, const void *beta,
+                                   void *C, cudaDataType_t Ctype, int ldc,
+                                   cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
+  (void)algo;
+  return coco_emu::gemm(handle, transa, transb, m, n, k, alpha, A, Atype, lda, 0, B, Btype, ldb,
+                        0, beta, C, Ctype, ldc, 0, 1, computeType);
+}
+inline cublasStatus_t cublasGemmStridedBatchedEx(
+    cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
+    const void *alpha, const void *A, cudaDataType_t Atype, int lda, long long strideA,
+    const void *B, cudaDataType_t Btype, int ldb, long long strideB, const void *beta, void *C,
+    cudaDataType_t Ctype, int ldc, long long strideC, int batchCount,
+    cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
+  (void)algo;
+  return coco_emu::gemm(handle, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype,
+                        ldb, strideB, beta, C, Ctype, ldc, strideC, batchCount, computeType);
+}

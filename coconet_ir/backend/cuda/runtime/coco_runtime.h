@@ -1,0 +1,305 @@
+// coco_runtime.h — what the CUDA C printed by coconet-ir may use (docs/gpu.md §2).
+//
+// Included first by every emitted .cu. Under nvcc (__CUDACC__) it includes the
+// CUDA runtime, fp16/bf16, NCCL, cuBLAS and libcu++'s <cuda/atomic>; under any
+// other C++20 compiler it includes coco_emu.h, the CPU emulation that runs the
+// ranks of a world as threads of one process (docs/gpu.md §3). The names below
+// are the same in both modes.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __CUDACC__
+#include <cuda/atomic>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <cublas_v2.h>
+#include <nccl.h>
+#else
+#include "coco_emu.h"
+#endif
+
+#define COCO_MAX_STREAMS 4
+#define COCO_MAX_RANKS 16
+#define COCO_ERROR_TEXT 512
+#ifndef COCO_BLOCKS_PER_SM
+#define COCO_BLOCKS_PER_SM 4
+#endif
+
+// ---------------------------------------------------------------------------
+// The context of one rank, and the status an entry returns
+// ---------------------------------------------------------------------------
+
+enum coco_status_code {
+  COCO_OK = 0,
+  COCO_ERR_CUDA = 1,
+  COCO_ERR_NCCL = 2,
+  COCO_ERR_CUBLAS = 3,
+};
+typedef int coco_status;
+
+struct coco_context {
+  int rank;        // this rank's index within its stage
+  int world;       // ranks per stage
+  int stage;       // this rank's stage
+  int num_stages;  // stages of the pipeline (1 for plain SPMD)
+  ncclComm_t comm;           // the stage's communicator (`world` ranks)
+  ncclComm_t pipeline_comm;  // every rank of every stage: stage s rank r is s*world+r
+  cublasHandle_t cublas;
+  cudaStream_t streams[COCO_MAX_STREAMS];
+  char *symmetric[COCO_MAX_RANKS];  // each rank's symmetric workspace (this stage)
+  size_t symmetric_bytes;           // per rank
+  uint64_t *signals[COCO_MAX_RANKS];  // each rank's signal pad (this stage)
+  size_t signal_slots;                // per rank
+  uint64_t epoch;                     // last value coco::next_epoch returned
+  int sm_count;                       // multiprocessors (0: ask the device)
+  char error[COCO_ERROR_TEXT];        // what the last failed call was
+};
+
+// Passed to fused kernels by value: everything a kernel needs to reach its peers.
+struct coco_peers {
+  int rank;
+  int world;
+  char *base[COCO_MAX_RANKS];
+  uint64_t *signals[COCO_MAX_RANKS];
+};
+
+extern "C" __attribute__((weak)) const char *coco_last_error(const coco_context *ctx) {
+  return ctx->error;
+}
+
+namespace coco {
+
+// ---------------------------------------------------------------------------
+// Host helpers
+// ---------------------------------------------------------------------------
+
+inline coco_status fail(coco_context *ctx, coco_status status, const char *expr,
+                        const char *what, const char *file, int line) {
+  snprintf(ctx->error, sizeof ctx->error, "%s:%d: %s failed: %s", file, line, expr,
+           what ? what : "unknown error");
+  return status;
+}
+
+inline coco_peers peers_of(const coco_context *ctx) {
+  coco_peers peers;
+  peers.rank = ctx->rank;
+  peers.world = ctx->world;
+  for (int p = 0; p < COCO_MAX_RANKS; ++p) {
+    peers.base[p] = p < ctx->world ? ctx->symmetric[p] : nullptr;
+    peers.signals[p] = p < ctx->world ? ctx->signals[p] : nullptr;
+  }
+  return peers;
+}
+
+// The next value of the rank's monotonic epoch counter: a launch that signals
+// with it and waits for `slot >= epoch` never needs the pad reset.
+inline uint64_t next_epoch(coco_context *ctx) { return ++ctx->epoch; }
+
+// Blocks of a grid-stride launch over `n` items: enough to cover them, capped
+// to a few per SM on a GPU (COCO_EMU_MAX_BLOCKS in the emulation). At least 1.
+inline int grid_blocks(coco_context *ctx, long long n, int threads) {
+  long long need = threads > 0 ? (n + threads - 1) / threads : 1;
+#ifdef __CUDACC__
+  if (ctx->sm_count <= 0) {
+    int device = 0;
+    int sms = 0;
+    if (cudaGetDevice(&device) == cudaSuccess &&
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) ==
+            cudaSuccess && sms > 0) {
+      ctx->sm_count = sms;
+    } else {
+      ctx->sm_count = 1;
+    }
+  }
+  long long cap = (long long)ctx->sm_count * COCO_BLOCKS_PER_SM;
+#else
+  (void)ctx;
+  long long cap = COCO_EMU_MAX_BLOCKS;
+#endif
+  if (need > cap) need = cap;
+  return need < 1 ? 1 : (int)need;
+}
+
+// ---------------------------------------------------------------------------
+// Peers and signals (kernels)
+// ---------------------------------------------------------------------------
+
+// The address on rank `p` of the symmetric buffer `ptr` points into.
+template <class T>
+__host__ __device__ __forceinline__ T *peer(const coco_peers &peers, T *ptr, int p) {
+  const char *own = peers.base[peers.rank];
+  return reinterpret_cast<T *>(peers.base[p] + ((const char *)ptr - own));
+}
+
+__host__ __device__ __forceinline__ uint64_t *signal_slot(const coco_peers &peers, int p,
+                                                          long long slot) {
+  return peers.signals[p] + slot;
+}
+
+__host__ __device__ __forceinline__ uint64_t *own_slot(const coco_peers &peers,
+                                                       long long slot) {
+  return peers.signals[peers.rank] + slot;
+}
+
+// Make this thread's (and, after a barrier, its block's) writes visible
+// system-wide, then store `value` into `slot` (release, system scope).
+__device__ __forceinline__ void signal(uint64_t *slot, uint64_t value) {
+  __threadfence_system();
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_system> ref(*slot);
+  ref.store(value, cuda::std::memory_order_release);
+}
+
+// Poll `slot` until it holds at least `value` (acquire, system scope). The
+// emulation's watchdog ends a wait longer than COCO_EMU_TIMEOUT seconds.
+__device__ __forceinline__ void wait_signal(const uint64_t *slot, uint64_t value) {
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_system> ref(*const_cast<uint64_t *>(slot));
+#ifdef __CUDACC__
+  while (ref.load(cuda::std::memory_order_acquire) < value) {
+  }
+#else
+  coco_emu::poller poll(slot, value);
+  uint64_t seen;
+  while ((seen = ref.load(cuda::std::memory_order_acquire)) < value) poll.pause(seen);
+#endif
+}
+
+// Statistics: a kernel that stores `bytes` into rank `p`'s memory says so
+// (the emulation counts it as traffic from this rank to `p`; no-op on a GPU).
+__device__ __forceinline__ void count_peer_bytes(const coco_peers &peers, int p,
+                                                 unsigned long long bytes) {
+#ifdef __CUDACC__
+  (void)peers;
+  (void)p;
+  (void)bytes;
+#else
+  coco_emu::count_peer_bytes(peers.rank, p, bytes);
+#endif
+}
+
+// ---------------------------------------------------------------------------
+// Philox4x32-10 and the dropout uniform (COCO_DIALECT.md §6)
+// ---------------------------------------------------------------------------
+
+__host__ __device__ __forceinline__ void philox4x32_10(const uint32_t counter[4],
+                                                       const uint32_t key[2],
+                                                       uint32_t out[4]) {
+  uint32_t c0 = counter[0], c1 = counter[1], c2 = counter[2], c3 = counter[3];
+  uint32_t k0 = key[0], k1 = key[1];
+  for (int round = 0; round < 10; ++round) {
+    if (round) {
+      k0 += 0x9E3779B9u;
+      k1 += 0xBB67AE85u;
+    }
+    uint64_t p0 = (uint64_t)0xD2511F53u * c0;
+    uint64_t p1 = (uint64_t)0xCD9E8D57u * c2;
+    uint32_t hi0 = (uint32_t)(p0 >> 32), lo0 = (uint32_t)p0;
+    uint32_t hi1 = (uint32_t)(p1 >> 32), lo1 = (uint32_t)p1;
+    c0 = hi1 ^ c1 ^ k0;
+    c1 = lo1;
+    c2 = hi0 ^ c3 ^ k1;
+    c3 = lo0;
+  }
+  out[0] = c0;
+  out[1] = c1;
+  out[2] = c2;
+  out[3] = c3;
+}
+
+// u(seed, i) = (out[0] >> 8) * 2^-24 with counter (i mod 2^32, i div 2^32, 0, 0)
+// and key (seed mod 2^32, seed div 2^32); exact in float.
+__host__ __device__ __forceinline__ float philox_uniform(uint64_t seed, uint64_t index) {
+  uint32_t counter[4] = {(uint32_t)index, (uint32_t)(index >> 32), 0u, 0u};
+  uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
+  uint32_t out[4];
+  philox4x32_10(counter, key, out);
+  return (float)(out[0] >> 8) * 5.9604644775390625e-08f;
+}
+
+// ---------------------------------------------------------------------------
+// Element types
+// ---------------------------------------------------------------------------
+
+template <class T> struct dtype_of;
+template <> struct dtype_of<float> {
+  static constexpr ncclDataType_t nccl = ncclFloat;
+  static constexpr cudaDataType_t cuda = CUDA_R_32F;
+};
+template <> struct dtype_of<double> {
+  static constexpr ncclDataType_t nccl = ncclDouble;
+  static constexpr cudaDataType_t cuda = CUDA_R_64F;
+};
+template <> struct dtype_of<__half> {
+  static constexpr ncclDataType_t nccl = ncclHalf;
+  static constexpr cudaDataType_t cuda = CUDA_R_16F;
+};
+template <> struct dtype_of<__nv_bfloat16> {
+  static constexpr ncclDataType_t nccl = ncclBfloat16;
+  static constexpr cudaDataType_t cuda = CUDA_R_16BF;
+};
+template <> struct dtype_of<int32_t> {
+  static constexpr ncclDataType_t nccl = ncclInt32;
+  static constexpr cudaDataType_t cuda = CUDA_R_32I;
+};
+template <> struct dtype_of<bool> {
+  static constexpr ncclDataType_t nccl = ncclUint8;
+  static constexpr cudaDataType_t cuda = CUDA_R_8U;
+};
+
+template <class T> constexpr ncclDataType_t nccl_type() { return dtype_of<T>::nccl; }
+template <class T> constexpr cudaDataType_t cuda_type() { return dtype_of<T>::cuda; }
+
+}  // namespace coco
+
+// ---------------------------------------------------------------------------
+// Launches, shared memory, error checks
+// ---------------------------------------------------------------------------
+
+#ifdef __CUDACC__
+#define COCO_LAUNCH(kernel, grid, block, shared_bytes, stream, ...) \
+  kernel<<<(grid), (block), (shared_bytes), (stream)>>>(__VA_ARGS__)
+#define COCO_SHARED(T, name, count) __shared__ T name[count]
+#define COCO_SHARED_DYNAMIC(T, name)                                  \
+  extern __shared__ __align__(16) unsigned char coco_dynamic_shared_[]; \
+  T *name = reinterpret_cast<T *>(coco_dynamic_shared_)
+#else
+#define COCO_LAUNCH(kernel, grid, block, shared_bytes, stream, ...)              \
+  coco_emu::launch(#kernel, kernel, (grid), (block), (shared_bytes), (stream) \
+                   __VA_OPT__(, ) __VA_ARGS__)
+#define COCO_SHARED(T, name, count)                                                 \
+  static char coco_shared_tag_##name;                                              \
+  T *name = static_cast<T *>(coco_emu::block_shared(&coco_shared_tag_##name,       \
+                                                    sizeof(T) * (size_t)(count), \
+                                                    alignof(T)))
+#define COCO_SHARED_DYNAMIC(T, name) T *name = reinterpret_cast<T *>(coco_emu::dynamic_shared())
+#endif
+
+// Return the failure from the entry (whose context is `ctx`), recording it.
+#define COCO_CHECK_CUDA(expr)                                                            \
+  do {                                                                                   \
+    cudaError_t coco_err_ = (expr);                                                      \
+    if (coco_err_ != cudaSuccess)                                                        \
+      return coco::fail(ctx, COCO_ERR_CUDA, #expr, cudaGetErrorString(coco_err_), __FILE__, \
+                        __LINE__);                                                       \
+  } while (0)
+#define COCO_CHECK_NCCL(expr)                                                             \
+  do {                                                                                    \
+    ncclResult_t coco_err_ = (expr);                                                      \
+    if (coco_err_ != ncclSuccess)                                                         \
+      return coco::fail(ctx, COCO_ERR_NCCL, #expr, ncclGetErrorString(coco_err_), __FILE__, \
+                        __LINE__);                                                        \
+  } while (0)
+#define COCO_CHECK_CUBLAS(expr)                                                       \
+  do {                                                                                \
+    cublasStatus_t coco_err_ = (expr);                                                \
+    if (coco_err_ != CUBLAS_STATUS_SUCCESS)                                           \
+      return coco::fail(ctx, COCO_ERR_CUBLAS, #expr, cublasGetStatusString(coco_err_), \
+                        __FILE__, __LINE__);                                          \
+  } while (0)
+
+#ifndef __CUDACC__
+#include "coco_emu_harness.h"
+#endif

@@ -1,0 +1,117 @@
+"""Where nvcc, the CUDA headers and the NCCL/cuBLAS wheels are, and the nvcc
+command line an emitted `.cu` compiles with (docs/gpu.md §4).
+
+NCCL and cuBLAS come from the `nvidia-nccl-cu13` and `nvidia-cublas` wheels
+(the `cuda` extra); their `include`/`lib` directories are found through the
+`nvidia` namespace package. `COCONET_NVCC` overrides the compiler.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from coconet_ir.backend.cuda import runtime_dir
+
+NVCC_FLAGS = ("-std=c++17", "-Werror", "all-warnings")
+"""What every emitted `.cu` must compile cleanly with (besides `-arch`)."""
+
+ARCHS = ("sm_80", "sm_90")
+
+
+def nvcc() -> Path | None:
+    """The nvcc to use: `$COCONET_NVCC`, then `PATH`, then
+    `/usr/local/cuda/bin/nvcc`; None when there is none."""
+    override = os.environ.get("COCONET_NVCC")
+    if override:
+        return Path(override)
+    found = shutil.which("nvcc")
+    if found:
+        return Path(found)
+    default = Path("/usr/local/cuda/bin/nvcc")
+    return default if default.exists() else None
+
+
+def _nvidia_roots() -> list[Path]:
+    """The directories of the `nvidia` namespace package (pip's CUDA wheels)."""
+    try:
+        import nvidia  # type: ignore[import-not-found]
+    except ImportError:
+        return []
+    return [Path(p) for p in getattr(nvidia, "__path__", [])]
+
+
+def _wheel_dirs(header: str, kind: str) -> list[Path]:
+    """`include` (kind) or `lib` dirs of the nvidia wheels that ship `header`."""
+    found: list[Path] = []
+    for root in _nvidia_roots():
+        for package in sorted(root.iterdir()):
+            if (package / "include" / header).exists() and (package / kind).is_dir():
+                found.append(package / kind)
+    return found
+
+
+def nccl_include_dirs() -> list[Path]:
+    return _wheel_dirs("nccl.h", "include")
+
+
+def cublas_include_dirs() -> list[Path]:
+    return _wheel_dirs("cublas_v2.h", "include")
+
+
+def cuda_include_dirs() -> list[Path]:
+    """The include path of an emitted `.cu` under nvcc: the runtime header's
+    directory, then NCCL's and cuBLAS's (from the wheels). The CUDA toolkit's
+    own include dir (cuda_runtime.h, libcu++) is nvcc's default."""
+    dirs = [runtime_dir(), *nccl_include_dirs(), *cublas_include_dirs()]
+    unique: list[Path] = []
+    for d in dirs:
+        if d not in unique:
+            unique.append(d)
+    return unique
+
+
+def cuda_library_dirs() -> list[Path]:
+    """Where libnccl and libcublas are (for linking, `-L`)."""
+    return [*_wheel_dirs("nccl.h", "lib"), *_wheel_dirs("cublas_v2.h", "lib")]
+
+
+def _library_names() -> list[str]:
+    """The file names of libnccl and libcublas in the wheels (they ship only
+    versioned names such as `libcublas.so.13`)."""
+    names: list[str] = []
+    for stem in ("libnccl.so", "libcublas.so"):
+        candidates = sorted(
+            p.name for d in cuda_library_dirs() for p in d.glob(stem + "*")
+        )
+        names.append(candidates[0] if candidates else stem)
+    return names
+
+
+def nvcc_command(
+    cu_path: Path | str, arch: str, out: Path | str, shared: bool = False
+) -> list[str]:
+    """The nvcc command that compiles `cu_path` for `arch` (`sm_80`, `sm_90`)
+    into `out`: an object file (`-c`), or with `shared` a shared library linked
+    against NCCL and cuBLAS."""
+    compiler = nvcc()
+    command = [str(compiler or "nvcc"), f"-arch={arch}", *NVCC_FLAGS]
+    command += [f"-I{d}" for d in cuda_include_dirs()]
+    command += ["-shared", "-Xcompiler", "-fPIC"] if shared else ["-c"]
+    command += ["-x", "cu", str(cu_path), "-o", str(out)]
+    if shared:
+        for d in cuda_library_dirs():
+            command += [f"-L{d}", f"-Xlinker=-rpath,{d}"]
+        command += [f"-l:{name}" for name in _library_names()]
+    return command
+
+
+__all__ = [
+    "ARCHS",
+    "NVCC_FLAGS",
+    "cuda_include_dirs",
+    "cuda_library_dirs",
+    "nvcc",
+    "nvcc_command",
+]

@@ -1,0 +1,101 @@
+"""Build an emitted `.cu` into a shared library for the CPU emulation.
+
+`g++ -std=c++20 -O1 -fPIC -shared -pthread -I <runtime_dir> -x c++`, cached by
+the hash of the source, the runtime headers, the compiler and the flags under
+`$COCONET_CACHE/emu` (default `~/.cache/coconet-ir/emu`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from coconet_ir.backend.cuda import runtime_dir
+from coconet_ir.diagnostics import CocoError
+
+BASE_FLAGS = ("-std=c++20", "-O1", "-fPIC", "-shared", "-pthread")
+SANITIZER_FLAGS = {
+    "thread": ("-fsanitize=thread", "-g"),
+    "address": ("-fsanitize=address", "-fno-omit-frame-pointer", "-g"),
+}
+
+
+class EmulatorCompileError(CocoError):
+    """g++ refused the emitted source; `stderr` holds its messages."""
+
+    def __init__(self, message: str, stderr: str = ""):
+        self.stderr = stderr
+        super().__init__(message)
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("COCONET_CACHE")
+    base = Path(root) if root else Path.home() / ".cache" / "coconet-ir"
+    return base / "emu"
+
+
+def compiler() -> str:
+    """The C++ compiler: `$COCONET_CXX`, else g++."""
+    return os.environ.get("COCONET_CXX") or shutil.which("g++") or "g++"
+
+
+def emulation_flags(sanitize: str | None = None) -> list[str]:
+    if sanitize is not None and sanitize not in SANITIZER_FLAGS:
+        raise CocoError(
+            f"unknown sanitizer '{sanitize}' (expected one of "
+            f"{', '.join(sorted(SANITIZER_FLAGS))})"
+        )
+    flags = [*BASE_FLAGS, f"-I{runtime_dir()}"]
+    if sanitize:
+        flags += SANITIZER_FLAGS[sanitize]
+    return flags
+
+
+def _key(cu_source: str, command: list[str]) -> str:
+    digest = hashlib.sha256()
+    digest.update(cu_source.encode())
+    for header in sorted(runtime_dir().glob("*.h")):
+        digest.update(header.name.encode())
+        digest.update(header.read_bytes())
+    digest.update("\0".join(command).encode())
+    return digest.hexdigest()[:32]
+
+
+def compile_emulated(cu_source: str, sanitize: str | None = None) -> Path:
+    """The shared library built from `cu_source` for the emulation (with
+    `sanitize` = "thread" or "address", instrumented), built once per content."""
+    flags = emulation_flags(sanitize)
+    command = [compiler(), *flags]
+    key = _key(cu_source, command)
+    directory = cache_dir()
+    suffix = f".{sanitize}" if sanitize else ""
+    library = directory / f"{key}{suffix}.so"
+    if library.exists():
+        return library
+    directory.mkdir(parents=True, exist_ok=True)
+    source = directory / f"{key}.cu"
+    if not source.exists():
+        source.write_text(cu_source)
+    with tempfile.NamedTemporaryFile(
+        dir=directory, prefix=f".{key}", suffix=".so", delete=False
+    ) as temporary:
+        partial = Path(temporary.name)
+    try:
+        result = subprocess.run(
+            [*command, "-x", "c++", str(source), "-o", str(partial)],
+            capture_output=True,
+            text=True,
+        )
+        if result.returncode != 0:
+            raise EmulatorCompileError(
+                f"emulation build of {source} failed:\n{result.stderr.strip()}",
+                result.stderr,
+            )
+        os.replace(partial, library)
+    finally:
+        partial.unlink(missing_ok=True)
+    return library

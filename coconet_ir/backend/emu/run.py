@@ -1,0 +1,175 @@
+"""Run the entries of an emulated build on a world of ranks, in a subprocess.
+
+The library is loaded by `_child.py` in a fresh Python process, so that the
+watchdog's `_exit(3)` or a sanitizer's abort ends that process only; a failure
+of any kind becomes an `EmulationError` carrying the child's stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from coconet_ir.backend.emu.build import compiler
+from coconet_ir.diagnostics import CocoError
+
+CHILD = Path(__file__).with_name("_child.py")
+
+Argument = np.ndarray | np.generic | int | float
+"""An entry argument: an array is passed as a device pointer (the emulation's
+device memory is host memory); a numpy scalar by value with its C type
+(`np.int32` → `int`, `np.int64` → `long long`, `np.float32` → `float`, ...);
+a Python int as `long long`, a Python float as `double`."""
+
+
+class EmulationError(CocoError):
+    """A failed emulated run: the watchdog fired, a sanitizer reported, an
+    entry returned a non-zero status, or the process died. `stderr` has the
+    child's messages and `returncode` its exit status."""
+
+    def __init__(self, message: str, stderr: str = "", returncode: int | None = None):
+        self.stderr = stderr
+        self.returncode = returncode
+        super().__init__(message)
+
+
+@dataclass
+class EntryCall:
+    """One call of the `extern "C"` entry `entry` on every rank of `stage`.
+
+    `args[r]` holds rank `r`'s arguments in ABI order (docs/gpu.md §2: the
+    function's arguments, then its out-parameters), without the context.
+    `outputs` names the arguments to read back after the run: name → index
+    into `args[r]`. The same array object passed to several calls is the same
+    buffer in all of them."""
+
+    entry: str
+    args: Sequence[Sequence[Argument]]
+    stage: int = 0
+    outputs: Mapping[str, int] = field(default_factory=dict)
+
+
+def _sanitizer_of(library: Path) -> str | None:
+    data = library.read_bytes()
+    if b"libtsan.so" in data:
+        return "thread"
+    if b"libasan.so" in data:
+        return "address"
+    return None
+
+
+def _sanitizer_env(sanitize: str | None) -> dict[str, str]:
+    if sanitize is None:
+        return {}
+    name = {"thread": "libtsan.so", "address": "libasan.so"}[sanitize]
+    runtime = subprocess.run(
+        [compiler(), f"-print-file-name={name}"], capture_output=True, text=True
+    ).stdout.strip()
+    env = {"LD_PRELOAD": runtime}
+    if sanitize == "thread":
+        env["TSAN_OPTIONS"] = "halt_on_error=1 exitcode=66 report_signal_unsafe=0"
+    else:
+        env["ASAN_OPTIONS"] = "detect_leaks=0 halt_on_error=1 exitcode=67"
+    return env
+
+
+def run_emulated(
+    library: Path | str,
+    world: int,
+    calls: Sequence[EntryCall],
+    *,
+    num_stages: int = 1,
+    symmetric_bytes: int = 0,
+    signal_slots: int = 64,
+    timeout: float = 120.0,
+    watchdog: float | None = None,
+) -> tuple[dict[str, list[np.ndarray]], dict]:
+    """Run `calls` on a fresh world of `num_stages` stages of `world` ranks.
+
+    Every rank runs, on its own thread, the calls of its stage in order
+    (entries only enqueue work), then synchronizes its streams. Returns the
+    outputs (name → one array per rank of the call's stage) and the
+    statistics (docs/gpu.md §3). `watchdog` sets COCO_EMU_TIMEOUT (seconds)
+    in the child; `timeout` bounds the whole run."""
+    library = Path(library)
+    names: dict[str, list[np.ndarray]] = {}  # output -> rank's argument
+    for call in calls:
+        if not 0 <= call.stage < num_stages:
+            raise CocoError(f"{call.entry}: stage {call.stage} out of range (0..{num_stages - 1})")
+        if len(call.args) != world:
+            raise CocoError(
+                f"{call.entry}: arguments for {len(call.args)} ranks, world has {world}"
+            )
+        for name, index in call.outputs.items():
+            if name in names:
+                raise CocoError(f"output '{name}' named twice")
+            arrays = [args[index] for args in call.args]
+            if not all(isinstance(a, np.ndarray) for a in arrays):
+                raise CocoError(f"output '{name}' of {call.entry} is not an array")
+            names[name] = arrays
+    request = {
+        "library": str(library),
+        "world": world,
+        "num_stages": num_stages,
+        "symmetric_bytes": symmetric_bytes,
+        "signal_slots": signal_slots,
+        "calls": [
+            (call.entry, call.stage, [list(a) for a in call.args], dict(call.outputs))
+            for call in calls
+        ],
+    }
+    env = dict(os.environ)
+    env.update(_sanitizer_env(_sanitizer_of(library)))
+    if watchdog is not None:
+        env["COCO_EMU_TIMEOUT"] = str(watchdog)
+    with tempfile.TemporaryDirectory(prefix="coco-emu-") as scratch:
+        work = Path(scratch)
+        (work / "request.pkl").write_bytes(pickle.dumps(request, protocol=5))
+        try:
+            result = subprocess.run(
+                [sys.executable, str(CHILD), str(work)],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=timeout,
+            )
+        except subprocess.TimeoutExpired as expired:
+            stderr = expired.stderr or ""
+            if isinstance(stderr, bytes):
+                stderr = stderr.decode(errors="replace")
+            raise EmulationError(
+                f"emulated run of {library.name} timed out after {timeout} s\n{stderr}",
+                stderr,
+            ) from None
+        stderr = result.stderr
+        if result.returncode != 0:
+            raise EmulationError(
+                f"emulated run of {library.name} failed (exit status "
+                f"{result.returncode}):\n{stderr.strip()}",
+                stderr,
+                result.returncode,
+            )
+        if "WARNING: ThreadSanitizer" in stderr or "ERROR: AddressSanitizer" in stderr:
+            raise EmulationError(
+                f"sanitizer report in the emulated run of {library.name}:\n{stderr.strip()}",
+                stderr,
+                result.returncode,
+            )
+        report = json.loads((work / "result.json").read_text())
+        with np.load(work / "outputs.npz") as saved:
+            outputs: dict[str, list[np.ndarray]] = {}
+            for name, arrays in names.items():
+                outputs[name] = [
+                    saved[f"{name}/{r}"].view(a.dtype).reshape(a.shape)
+                    for r, a in enumerate(arrays)
+                ]
+    return outputs, report["stats"]
