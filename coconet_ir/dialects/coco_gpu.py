@@ -415,6 +415,23 @@ class WaitSignalOp(IRDLOperation):
         super().__init__(operands=[peers, slot, value])
 
 
+@irdl_op_definition
+class CountPeerBytesOp(IRDLOperation):
+    """In a kernel, statistics only: this rank has stored `bytes` bytes into
+    rank `peer`'s memory (`coco::count_peer_bytes`: the emulation counts them
+    as traffic from this rank to `peer`; nothing on a GPU). Issued by one
+    thread per chunk of peer stores."""
+
+    name = "coco_gpu.count_peer_bytes"
+    peers = operand_def(PeersType)
+    peer = operand_def(IndexType)
+    bytes = operand_def(IndexType)
+    assembly_format = "$peers `,` $peer `,` $bytes attr-dict"
+
+    def __init__(self, peers, peer, bytes):
+        super().__init__(operands=[peers, peer, bytes])
+
+
 COCO_GPU_OPS = [
     NcclAllReduceOp,
     NcclReduceScatterOp,
@@ -434,6 +451,7 @@ COCO_GPU_OPS = [
     PeerViewOp,
     SignalOp,
     WaitSignalOp,
+    CountPeerBytesOp,
 ]
 
 CocoGpu = Dialect("coco_gpu", COCO_GPU_OPS, [EventType, PeersType])
@@ -443,6 +461,7 @@ __all__ = [
     "ENTRY_ATTR",
     "STREAM_ATTR",
     "CocoGpu",
+    "CountPeerBytesOp",
     "EventType",
     "GemmOp",
     "GridBlocksOp",

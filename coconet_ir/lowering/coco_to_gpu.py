@@ -57,6 +57,7 @@ from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import PassFailedException
 
 from coconet_ir.analysis.chunks import chunk_dims
+from coconet_ir.analysis.fused_plan import DEFAULT_CHUNK_ELEMENTS
 from coconet_ir.diagnostics import CocoError, value_name
 from coconet_ir.dialects import coco
 from coconet_ir.dialects.coco import (
@@ -147,6 +148,8 @@ class Lowering:
     world: int
     threads: int
     kernels: KernelModule
+    fused_chunk: int = DEFAULT_CHUNK_ELEMENTS
+    """Elements per chunk of a fused collective kernel's slice."""
     destinations: dict[SSAValue, SSAValue] = field(
         default_factory=dict[SSAValue, SSAValue]
     )
@@ -1004,7 +1007,9 @@ def lower_fusion_with_collectives(
 @dataclass
 class LowerFusion(CocoLoweringPattern):
     """`coco.fusion`: an elementwise region → one kernel; a region with
-    collectives → `lower_fusion_with_collectives`."""
+    reduce_scatters → one fused collective kernel
+    (`lowering/fused_collectives.py`) when its plan allows, else
+    `lower_fusion_with_collectives`."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: coco.FusionOp, rewriter: PatternRewriter) -> None:
@@ -1013,7 +1018,10 @@ class LowerFusion(CocoLoweringPattern):
         domain = fused_domain(self.lowering, op)
         if domain is not None:
             lower_fused_elementwise(self.lowering, op, domain, rewriter)
-        else:
+            return
+        from coconet_ir.lowering.fused_collectives import lower_fused_collective
+
+        if not lower_fused_collective(self.lowering, op, rewriter):
             lower_fusion_with_collectives(self.lowering, op, rewriter)
 
 
@@ -1213,6 +1221,10 @@ class ConvertCocoToGpu(ModulePass):
     threads: int = 256
     """Threads per block of every kernel launch."""
 
+    fused_chunk: int = DEFAULT_CHUNK_ELEMENTS
+    """Elements of a rank's slice per pipelined chunk of a fused collective
+    kernel (docs/gpu.md §4)."""
+
     def resolve_world(self, module: ModuleOp) -> int:
         declared = world_size(module)
         if self.world is not None and self.world < 1:
@@ -1240,6 +1252,10 @@ class ConvertCocoToGpu(ModulePass):
         if self.threads < 1:
             raise ConversionRefused(
                 f"{self.name}: threads must be >= 1, got {self.threads}"
+            )
+        if self.fused_chunk < 1:
+            raise ConversionRefused(
+                f"{self.name}: fused_chunk must be >= 1, got {self.fused_chunk}"
             )
         for op in module.walk():
             reason = self.problem(op, world)
@@ -1283,7 +1299,7 @@ class ConvertCocoToGpu(ModulePass):
         world = self.resolve_world(op)
         self.check(op, world)
         kernels = KernelModule.create(KERNELS_MODULE)
-        lowering = Lowering(world, self.threads, kernels)
+        lowering = Lowering(world, self.threads, kernels, self.fused_chunk)
         functions = [
             f for f in op.ops if isinstance(f, func.FuncOp) and not f.is_declaration
         ]

@@ -432,6 +432,10 @@ class CudaPrinter(BasePrinter):
             f'extern "C" size_t coco_symmetric_bytes(void) {{ return '
             f"{symmetric_bytes(op)}; }}"
         )
+        self.line(
+            f'extern "C" size_t coco_signal_slots(void) {{ return '
+            f"{signal_slots(op)}; }}"
+        )
         self.line(f'extern "C" int coco_world_size(void) {{ return {size or 1}; }}')
         for f in host:
             if f.is_declaration:
@@ -1196,6 +1200,13 @@ class CudaPrinter(BasePrinter):
         )
 
     @print.register
+    def _(self, op: coco_gpu.CountPeerBytesOp) -> None:
+        self.line(
+            f"coco::count_peer_bytes({self.text(op.peers)}, {self.text(op.peer)}, "
+            f"(unsigned long long){self.operand(op.bytes)});"
+        )
+
+    @print.register
     def _(self, op: coco_gpu.WaitSignalOp) -> None:
         self.line(
             f"coco::wait_signal(coco::own_slot({self.text(op.peers)}, "
@@ -1237,6 +1248,13 @@ def symmetric_bytes(module: ModuleOp) -> int:
             size = max(1, element_count(t)) * element_bytes(t.element_type)
             end = max(end, op.offset.value.data + size)
     return (end + 255) // 256 * 256
+
+
+def signal_slots(module: ModuleOp) -> int:
+    """Signal-pad slots every rank needs: the module's `coco_gpu.signal_slots`
+    (set by the fused collective lowering), else 0."""
+    attr = module.attributes.get("coco_gpu.signal_slots")
+    return attr.value.data if isinstance(attr, IntegerAttr) else 0
 
 
 def print_cuda(module: ModuleOp, stream, *, main: bool = False) -> None:

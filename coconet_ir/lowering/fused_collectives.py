@@ -1,0 +1,871 @@
+"""The fused collective kernel: a `coco.fusion` holding reduce_scatter(s),
+elementwise compute on the slices and all_gather(s) (CoCoNet's fused
+all-reduce), or sends of the slices, becomes ONE `gpu.func` (docs/gpu.md, "The
+fused all-reduce kernel").
+
+The kernel is a two-shot push over peer pointers into symmetric buffers, with
+signal-pad synchronization, pipelined in chunks of the rank's slice:
+
+1. **Reduce-scatter push.** Work items `(k, c)`, `k = 1..N-1`, chunk `c`, go
+   to blocks grid-strided. For peer `p = (rank + k) mod N`, the block stores
+   its contribution to chunk `c` of `p`'s slice into `p`'s scratch, row
+   `rank` (`coco_gpu.peer_view` + `memref.store`), then (barrier, thread 0)
+   signals `p`'s slot (phase 1, from `rank`, chunk `c`) with the epoch.
+2. **Reduce, compute, gather push.** Chunks `c` of the rank's own slice go
+   to blocks grid-strided. Thread 0 waits for the phase-1 slots of `c` from
+   every peer (acquire), barrier; every element is reduced over ranks in rank
+   order `0..N-1` (own contribution read from the input, halves in f32), the
+   region's elementwise computation runs on it at the element's global
+   coordinates, sliced results are stored locally, gathered results into the
+   local output and into every peer's gather buffer, row `rank`; barrier,
+   thread 0 signals every peer's slot (phase 2, from `rank`, chunk `c`).
+3. **Gather and closing sync.** Work items `(k, c)` as in phase 1, for the
+   source `q = (rank + k) mod N`: thread 0 waits for `q`'s phase-2 slot of
+   chunk `c`, barrier, and (when something is gathered) the block copies
+   `q`'s chunk from the gather buffer into the output. Waiting for every
+   peer's phase 2 is also the closing sync: a peer signals phase 2 only after
+   it has read this rank's contribution, so when the kernel exits no peer
+   still reads a buffer the next launch overwrites (the scratch), and a peer
+   cannot write this rank's gather buffer in the next launch before this rank
+   signals that launch's phase 1, after this launch has exited.
+
+Epochs: the host draws `coco_gpu.next_epoch` per launch and passes it; slots
+are compared with `>=` and never reset.
+
+The host side: symmetric buffers (`coco_gpu.symmetric_buffer`) for each
+reduction's scratch and each gather's receive buffer, `world x slice`
+elements each, at offsets laid out per module (`coco_gpu.symmetric_bytes` on
+the module), signal slots per fusion (`coco_gpu.signal_slots`), then one
+`gpu.launch_func` and the `coco_gpu.nccl_send`s of sent values after it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from math import prod
+
+from xdsl.builder import Builder
+from xdsl.dialects import arith, gpu, memref, scf
+from xdsl.dialects.builtin import (
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    ModuleOp,
+    i64,
+)
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
+from xdsl.pattern_rewriter import PatternRewriter
+from xdsl.rewriter import InsertPoint
+
+from coconet_ir.analysis.fused_plan import (
+    SYMMETRIC_ALIGNMENT,
+    FusedPlan,
+    SliceGeometry,
+)
+from coconet_ir.dialects import coco
+from coconet_ir.dialects.coco import (
+    AllGatherOp,
+    AllSliceOp,
+    FusionOp,
+    ReduceScatterOp,
+    element_info,
+)
+from coconet_ir.dialects.coco_gpu import (
+    CountPeerBytesOp,
+    GridBlocksOp,
+    NcclSendOp,
+    NextEpochOp,
+    PeersOp,
+    PeersType,
+    PeerViewOp,
+    RankOp,
+    SignalOp,
+    SymmetricBufferOp,
+    WaitSignalOp,
+)
+from coconet_ir.lowering.bufferize import collapse, local_shape
+from coconet_ir.lowering.coco_to_gpu import (
+    Lowering,
+    chunk_of,
+    replace_with_buffers,
+)
+from coconet_ir.lowering.kernels import (
+    Indexer,
+    KernelModule,
+    emit_elementwise,
+    from_compute,
+    index_constant,
+    strides,
+    to_compute,
+)
+
+index = IndexType()
+X = gpu.DimensionAttr(gpu.DimensionEnum.X)
+
+PHASE_PUSH = 0
+"""Slot kind: "my contribution to your chunk `c` is in your scratch"."""
+PHASE_GATHER = 1
+"""Slot kind: "I have reduced chunk `c` of my slice (and read your
+contribution to it); my results for it are in your gather buffer"."""
+
+
+# ============================================================================
+# Small IR builders
+# ============================================================================
+
+
+def for_loop(
+    b: Builder, lower: SSAValue, upper: SSAValue, step: SSAValue, hint: str = "i"
+) -> tuple[Builder, SSAValue]:
+    """`scf.for %i = lower to upper step step`; its body's builder and `%i`."""
+    body = Block(arg_types=[index])
+    body.args[0].name_hint = hint
+    body.add_op(scf.YieldOp())
+    b.insert(scf.ForOp(lower, upper, step, [], body))
+    return Builder(InsertPoint.before(body.last_op)), body.args[0]  # type: ignore[arg-type]
+
+
+def if_then(b: Builder, condition: SSAValue) -> Builder:
+    """`scf.if %condition { ... }`; the then-block's builder."""
+    then = Block()
+    then.add_op(scf.YieldOp())
+    b.insert(scf.IfOp(condition, [], [then]))
+    return Builder(InsertPoint.before(then.last_op))  # type: ignore[arg-type]
+
+
+def if_else_value(
+    b: Builder,
+    condition: SSAValue,
+    result: Attribute,
+    then: Callable[[Builder], SSAValue],
+    otherwise: Callable[[Builder], SSAValue],
+) -> SSAValue:
+    """`scf.if %condition -> T { then } else { otherwise }`."""
+    blocks = []
+    for make in (then, otherwise):
+        block = Block()
+        inner = Builder(InsertPoint.at_end(block))
+        inner.insert(scf.YieldOp(make(inner)))
+        blocks.append(block)
+    return b.insert(scf.IfOp(condition, [result], [blocks[0]], [blocks[1]])).results[0]
+
+
+def binary(b: Builder, kind: type[Operation], x: SSAValue, y: SSAValue) -> SSAValue:
+    return b.insert(kind(x, y)).results[0]  # type: ignore[call-arg]
+
+
+def load(b: Builder, buffer: SSAValue, indices: Sequence[SSAValue]) -> SSAValue:
+    return b.insert(memref.LoadOp.get(buffer, indices)).res
+
+
+def store(
+    b: Builder, value: SSAValue, buffer: SSAValue, indices: Sequence[SSAValue]
+) -> None:
+    b.insert(memref.StoreOp.get(value, buffer, indices))
+
+
+@dataclass
+class Ints:
+    """Index arithmetic with constants folded where both sides are known."""
+
+    b: Builder
+    constants: dict[int, SSAValue] = field(default_factory=dict[int, SSAValue])
+
+    def c(self, value: int) -> SSAValue:
+        if value not in self.constants:
+            self.constants[value] = index_constant(self.b, value)
+        return self.constants[value]
+
+    def add(self, x: SSAValue | int, y: SSAValue | int) -> SSAValue:
+        if isinstance(y, int) and y == 0:
+            return self.c(x) if isinstance(x, int) else x
+        if isinstance(x, int) and x == 0:
+            return self.c(y) if isinstance(y, int) else y
+        return binary(self.b, arith.AddiOp, self._v(x), self._v(y))
+
+    def mul(self, x: SSAValue | int, y: SSAValue | int) -> SSAValue:
+        if isinstance(y, int) and y == 1:
+            return self.c(x) if isinstance(x, int) else x
+        if isinstance(x, int) and x == 1:
+            return self.c(y) if isinstance(y, int) else y
+        return binary(self.b, arith.MuliOp, self._v(x), self._v(y))
+
+    def div(self, x: SSAValue, y: int) -> SSAValue:
+        return x if y == 1 else binary(self.b, arith.DivUIOp, x, self.c(y))
+
+    def rem(self, x: SSAValue, y: SSAValue | int) -> SSAValue:
+        return binary(self.b, arith.RemUIOp, x, self._v(y))
+
+    def min(self, x: SSAValue, y: SSAValue | int) -> SSAValue:
+        return binary(self.b, arith.MinUIOp, x, self._v(y))
+
+    def eq(self, x: SSAValue, y: SSAValue | int) -> SSAValue:
+        return self.b.insert(arith.CmpiOp(x, self._v(y), "eq")).result
+
+    def _v(self, x: SSAValue | int) -> SSAValue:
+        return self.c(x) if isinstance(x, int) else x
+
+
+# ============================================================================
+# The kernel
+# ============================================================================
+
+
+REDUCTIONS: dict[str, tuple[type[Operation], type[Operation]]] = {
+    "sum": (arith.AddfOp, arith.AddiOp),
+    "prod": (arith.MulfOp, arith.MuliOp),
+    "max": (arith.MaximumfOp, arith.MaxSIOp),
+    "min": (arith.MinimumfOp, arith.MinSIOp),
+}
+"""The scalar op combining two ranks' contributions (float, integer)."""
+
+
+DropoutIndex = Callable[[Builder, SSAValue, SSAValue], SSAValue]
+"""Given element `l` of rank `r`'s slice (both `index`), the i64 global index
+a dropout draws its mask at (inside an overlap chunk, the index in the
+un-chunked tensor)."""
+
+
+@dataclass
+class KernelArgs:
+    """Which kernel argument holds what (all buffers flat, 1-D, or rank 0)."""
+
+    args: list[tuple[str, Attribute]] = field(
+        default_factory=list[tuple[str, Attribute]]
+    )
+    positions: dict[object, int] = field(default_factory=dict[object, int])
+
+    def add(self, key: object, hint: str, t: Attribute) -> None:
+        self.positions[key] = len(self.args)
+        self.args.append((hint, t))
+
+
+@dataclass
+class FusedKernel:
+    """Builds the device side of one fused collective (the module docstring's
+    phases) from its plan. `inputs` are the fusion's block arguments the body
+    reads (other than through reduce_scatter), `slice_outputs` the sliced
+    values the kernel must store (yielded or sent)."""
+
+    plan: FusedPlan
+    slice_outputs: list[SSAValue]
+    gathered_outputs: list[AllGatherOp]
+    slot_base: int
+    dropout_index: Callable[[Operation], DropoutIndex]
+    layout: KernelArgs = field(default_factory=KernelArgs)
+
+    # ---------------------------------------------------------------- args
+
+    def __post_init__(self) -> None:
+        plan, geometry, world = self.plan, self.plan.geometry, self.plan.world
+        add = self.layout.add
+        add("rank", "rank", index)
+        add("epoch", "epoch", i64)
+        add("peers", "peers", PeersType())
+        full = geometry.elements * world
+        for i, op in enumerate(plan.reductions):
+            t = coco.tensor_type(op.operand)
+            add(("input", op), f"input{i}", MemRefType(t.element_type, [full]))
+            add(("scratch", op), f"scratch{i}", MemRefType(t.element_type, [full]))
+        for arg in self.read_arguments():
+            t = coco.tensor_type(arg)
+            add(("read", arg), f"in{arg.index}", _flat_buffer(t, world))
+        for i, op in enumerate(self.gathered_outputs):
+            t = coco.tensor_type(op.operand)
+            add(("gather", op), f"gather{i}", MemRefType(t.element_type, [full]))
+            add(("gathered", op), f"gathered{i}", MemRefType(t.element_type, [full]))
+        for i, value in enumerate(self.slice_outputs):
+            t = coco.tensor_type(value)
+            add(
+                ("slice", value),
+                f"slice{i}",
+                MemRefType(t.element_type, [geometry.elements]),
+            )
+
+    def read_arguments(self) -> list[BlockArgument]:
+        """Block arguments the compute reads per element (not the reduced
+        inputs, unless the compute reads them too)."""
+        found: list[BlockArgument] = []
+        for op in self.plan.compute:
+            for operand in op.operands:
+                if isinstance(operand, BlockArgument) and operand not in found:
+                    found.append(operand)
+        return found
+
+    @property
+    def kernel_arguments(self) -> list[tuple[str, Attribute]]:
+        return self.layout.args
+
+    def arg(self, func: gpu.FuncOp, key: object) -> SSAValue:
+        return func.body.block.args[self.layout.positions[key]]
+
+    # ---------------------------------------------------------------- build
+
+    def build(self, kernels: KernelModule, name: str) -> gpu.FuncOp:
+        func, b = kernels.kernel(name, self.kernel_arguments)
+        self.func = func
+        n = Ints(b)
+        self.tid = b.insert(gpu.ThreadIdOp(X)).result
+        self.bid = b.insert(gpu.BlockIdOp(X)).result
+        self.bdim = b.insert(gpu.BlockDimOp(X)).result
+        self.gdim = b.insert(gpu.GridDimOp(X)).result
+        self.tid.name_hint, self.bid.name_hint = "tid", "bid"
+        self.rank = self.arg(func, "rank")
+        self.epoch = self.arg(func, "epoch")
+        self.peers = self.arg(func, "peers")
+        self.is_leader = n.eq(self.tid, 0)
+        self.is_leader.name_hint = "leader"
+        self.phase_push(b)
+        self.phase_reduce(b)
+        self.phase_gather(b)
+        return func
+
+    # ------------------------------------------------------------ helpers
+
+    @property
+    def chunks(self) -> int:
+        return self.plan.chunks
+
+    def slot(self, n: Ints, phase: int, source: SSAValue, chunk: SSAValue) -> SSAValue:
+        """Slot `base + (phase * N + source) * C + chunk` of a signal pad."""
+        world, chunks = self.plan.world, self.chunks
+        row = n.add(self.slot_base + phase * world * chunks, n.mul(source, chunks))
+        return n.add(row, chunk)
+
+    def peer_items(self, b: Builder) -> tuple[Builder, SSAValue, SSAValue]:
+        """`for it = bid; it < (N-1) * C; it += gdim`: the peer `(rank + 1 +
+        it / C) mod N` and the chunk `it mod C` of each work item."""
+        n = Ints(b)
+        items = n.c((self.plan.world - 1) * self.chunks)
+        body, item = for_loop(b, self.bid, items, self.gdim, "item")
+        m = Ints(body)
+        step = m.add(m.div(item, self.chunks), 1)
+        peer = m.rem(m.add(self.rank, step), self.plan.world)
+        chunk = m.rem(item, self.chunks) if self.chunks > 1 else m.c(0)
+        peer.name_hint, chunk.name_hint = "peer", "chunk"
+        return body, peer, chunk
+
+    def chunk_elements(self, b: Builder, chunk: SSAValue) -> tuple[Builder, SSAValue]:
+        """`for l = chunk * K + tid; l < min(L, (chunk + 1) * K); l += bdim`."""
+        n = Ints(b)
+        size, total = self.plan.chunk_size, self.plan.geometry.elements
+        first = n.mul(chunk, size)
+        start = n.add(first, self.tid)
+        end = n.add(first, size)
+        if total % size:
+            end = n.min(end, total)
+        body, element = for_loop(b, start, end, self.bdim, "l")
+        return body, element
+
+    def chunk_bytes(self, b: Builder, chunk: SSAValue, element_bytes: int) -> SSAValue:
+        """Bytes of `element_bytes` per element in chunk `chunk` (the last
+        chunk may be short)."""
+        n = Ints(b)
+        size, total = self.plan.chunk_size, self.plan.geometry.elements
+        if total % size == 0:
+            return n.c(size * element_bytes)
+        first = n.mul(chunk, size)
+        end = n.min(n.add(first, size), total)
+        count = binary(b, arith.SubiOp, end, first)
+        return n.mul(count, element_bytes)
+
+    def count_bytes(
+        self, b: Builder, peer: SSAValue, chunk: SSAValue, element_bytes: int
+    ) -> None:
+        """`coco_gpu.count_peer_bytes` of one chunk's stores into `peer`."""
+        if element_bytes:
+            bytes_ = self.chunk_bytes(b, chunk, element_bytes)
+            b.insert(CountPeerBytesOp(self.peers, peer, bytes_))
+
+    def leader(self, b: Builder) -> Builder:
+        """Code run by thread 0 of the block only."""
+        return if_then(b, self.is_leader)
+
+    def barrier(self, b: Builder) -> None:
+        b.insert(gpu.BarrierOp())
+
+    def global_index(self, n: Ints, owner: SSAValue, element: SSAValue) -> SSAValue:
+        """The global linear index of element `element` of `owner`'s slice
+        (SliceGeometry.global_index, in `arith`)."""
+        g = self.plan.geometry
+        row = g.block * g.inner
+        offset = n.mul(owner, row)
+        if g.contiguous:
+            return n.add(offset, element)
+        outer = n.div(element, row)
+        rest = n.rem(element, row)
+        return n.add(n.add(n.mul(outer, g.dims[g.dim] * g.inner), offset), rest)
+
+    # ------------------------------------------------------------ phase 1
+
+    def phase_push(self, b: Builder) -> None:
+        body, peer, chunk = self.peer_items(b)
+        n = Ints(body)
+        targets = [
+            body.insert(
+                PeerViewOp(self.peers, self.arg(self.func, ("scratch", op)), peer)
+            ).result
+            for op in self.plan.reductions
+        ]
+        row = n.mul(self.rank, self.plan.geometry.elements)
+        loop, element = self.chunk_elements(body, chunk)
+        m = Ints(loop)
+        source = self.global_index(m, peer, element)
+        at = m.add(row, element)
+        for op, target in zip(self.plan.reductions, targets):
+            value = load(loop, self.arg(self.func, ("input", op)), [source])
+            store(loop, value, target, [at])
+        self.barrier(body)
+        lead = self.leader(body)
+        k = Ints(lead)
+        pushed = sum(
+            self.plan.reduction_element_bytes(op) for op in self.plan.reductions
+        )
+        self.count_bytes(lead, peer, chunk, pushed)
+        lead.insert(
+            SignalOp(
+                self.peers, peer, self.slot(k, PHASE_PUSH, self.rank, chunk), self.epoch
+            )
+        )
+
+    # ------------------------------------------------------------ phase 2
+
+    def phase_reduce(self, b: Builder) -> None:
+        n = Ints(b)
+        body, chunk = for_loop(b, self.bid, n.c(self.chunks), self.gdim, "chunk")
+        self.wait_for_peers(body, chunk)
+        self.barrier(body)
+        loop, element = self.chunk_elements(body, chunk)
+        self.compute_element(loop, element)
+        self.barrier(body)
+        lead = self.leader(body)
+        gathered = sum(
+            self.plan.gather_element_bytes(op) for op in self.gathered_outputs
+        )
+
+        def signal(inner: Builder, peer: SSAValue) -> None:
+            self.count_bytes(inner, peer, chunk, gathered)
+            slot = self.slot(Ints(inner), PHASE_GATHER, self.rank, chunk)
+            inner.insert(SignalOp(self.peers, peer, slot, self.epoch))
+
+        self.for_peers(lead, signal)
+
+    def for_peers(
+        self, b: Builder, emit: Callable[[Builder, SSAValue], object]
+    ) -> None:
+        """`for k = 1 .. N-1: emit(peer = (rank + k) mod N)`."""
+        n = Ints(b)
+        body, k = for_loop(b, n.c(1), n.c(self.plan.world), n.c(1), "k")
+        m = Ints(body)
+        peer = m.rem(m.add(self.rank, k), self.plan.world)
+        peer.name_hint = "peer"
+        emit(body, peer)
+
+    def wait_for_peers(self, b: Builder, chunk: SSAValue) -> None:
+        """Thread 0 waits for every peer's phase-1 slot of `chunk`."""
+        lead = self.leader(b)
+        self.for_peers(
+            lead,
+            lambda inner, peer: inner.insert(
+                WaitSignalOp(
+                    self.peers,
+                    self.slot(Ints(inner), PHASE_PUSH, peer, chunk),
+                    self.epoch,
+                )
+            ),
+        )
+
+    def compute_element(self, b: Builder, element: SSAValue) -> None:
+        """Reduce, compute and store element `element` of this rank's slice."""
+        n = Ints(b)
+        plan = self.plan
+        own = self.global_index(n, self.rank, element)
+        own.name_hint = "g"
+        scalars: dict[SSAValue, SSAValue] = {}
+        coordinates = _Coordinates(n, plan.geometry, element, self.rank)
+
+        def value_of(v: SSAValue) -> SSAValue:
+            if v not in scalars:
+                scalars[v] = self.read_argument(b, n, v, own, coordinates)
+            return scalars[v]
+
+        for op in plan.reductions:
+            scalars[op.result] = self.reduce(b, op, element, own)
+        for op in plan.compute:
+            if isinstance(op, AllSliceOp):
+                scalars[op.result] = value_of(op.operand)
+                continue
+            operands = [value_of(v) for v in op.operands]
+            scalars[op.results[0]] = emit_elementwise(
+                b,
+                op,
+                operands,
+                lambda op=op: self.dropout_index(op)(b, element, self.rank),
+            )
+        for value in self.slice_outputs:
+            store(b, scalars[value], self.arg(self.func, ("slice", value)), [element])
+        row = n.mul(self.rank, plan.geometry.elements)
+        at = n.add(row, element)
+        for op in self.gathered_outputs:
+            result = scalars[op.operand]
+            store(b, result, self.arg(self.func, ("gathered", op)), [own])
+            gather = self.arg(self.func, ("gather", op))
+            self.for_peers(
+                b,
+                lambda inner, peer, result=result, gather=gather: store(
+                    inner,
+                    result,
+                    inner.insert(PeerViewOp(self.peers, gather, peer)).result,
+                    [at],
+                ),
+            )
+
+    def reduce(
+        self, b: Builder, op: ReduceScatterOp, element: SSAValue, own: SSAValue
+    ) -> SSAValue:
+        """The reduction over ranks `0..N-1`, in rank order, of element
+        `element` of this rank's slice: the own contribution from the input,
+        the others from the scratch rows peers pushed (computed in f32 for
+        halves, rounded once)."""
+        t = coco.tensor_type(op.operand).element_type
+        result_type = coco.tensor_type(op.result).element_type
+        source = self.arg(self.func, ("input", op))
+        scratch = self.arg(self.func, ("scratch", op))
+        size = self.plan.geometry.elements
+        float_kind, int_kind = REDUCTIONS[op.reduction.data]
+        kind = float_kind if element_info(t).is_float else int_kind
+
+        def contribution(inner: Builder, rank: SSAValue) -> SSAValue:
+            m = Ints(inner)
+            mine = m.eq(rank, self.rank)
+            value = if_else_value(
+                inner,
+                mine,
+                t,
+                lambda x: load(x, source, [own]),
+                lambda x: load(
+                    x, scratch, [Ints(x).add(Ints(x).mul(rank, size), element)]
+                ),
+            )
+            return to_compute(inner, value)
+
+        n = Ints(b)
+        first = contribution(b, n.c(0))
+        if self.plan.world == 1:
+            return from_compute(b, first, result_type)
+        body = Block(arg_types=[index, first.type])
+        body.args[0].name_hint, body.args[1].name_hint = "q", "acc"
+        inner = Builder(InsertPoint.at_end(body))
+        combined = binary(inner, kind, body.args[1], contribution(inner, body.args[0]))
+        inner.insert(scf.YieldOp(combined))
+        loop = b.insert(scf.ForOp(n.c(1), n.c(self.plan.world), n.c(1), [first], body))
+        return from_compute(b, loop.results[0], result_type)
+
+    def read_argument(
+        self,
+        b: Builder,
+        n: Ints,
+        value: SSAValue,
+        own: SSAValue,
+        coordinates: _Coordinates,
+    ) -> SSAValue:
+        """A fusion input's scalar for this element: its element of the slice,
+        its one element (a scalar), or the replicated tensor's element at the
+        global coordinates (broadcast)."""
+        assert isinstance(value, BlockArgument)
+        t = coco.tensor_type(value)
+        buffer = self.arg(self.func, ("read", value))
+        if t.rank == 0:
+            return load(b, buffer, [])
+        if t.layout.is_sliced:
+            return load(b, buffer, [coordinates.element])
+        g = self.plan.geometry
+        if tuple(t.dims) == g.dims:
+            return load(b, buffer, [own])
+        offset = len(g.dims) - t.rank
+        terms: list[SSAValue] = []
+        for axis, (size, stride) in enumerate(zip(t.dims, strides(t.dims))):
+            if size == 1:
+                continue
+            terms.append(n.mul(coordinates.digit(axis + offset), stride))
+        flat = terms[0] if terms else n.c(0)
+        for term in terms[1:]:
+            flat = n.add(flat, term)
+        return load(b, buffer, [flat])
+
+    # ------------------------------------------------------------ phase 3
+
+    def phase_gather(self, b: Builder) -> None:
+        body, source, chunk = self.peer_items(b)
+        lead = self.leader(body)
+        lead.insert(
+            WaitSignalOp(
+                self.peers,
+                self.slot(Ints(lead), PHASE_GATHER, source, chunk),
+                self.epoch,
+            )
+        )
+        self.barrier(body)
+        if not self.gathered_outputs:
+            return
+        loop, element = self.chunk_elements(body, chunk)
+        m = Ints(loop)
+        target = self.global_index(m, source, element)
+        at = m.add(m.mul(source, self.plan.geometry.elements), element)
+        for op in self.gathered_outputs:
+            value = load(loop, self.arg(self.func, ("gather", op)), [at])
+            store(loop, value, self.arg(self.func, ("gathered", op)), [target])
+
+
+@dataclass
+class _Coordinates:
+    """The global coordinates of element `element` of `rank`'s slice, each
+    digit computed once when first asked for."""
+
+    n: Ints
+    geometry: SliceGeometry
+    element: SSAValue
+    rank: SSAValue
+    digits: dict[int, SSAValue] = field(default_factory=dict[int, SSAValue])
+
+    def digit(self, axis: int) -> SSAValue:
+        if axis not in self.digits:
+            g = self.geometry
+            local = list(g.dims)
+            local[g.dim] = g.block
+            stride = strides(local)[axis]
+            value = self.n.div(self.element, stride)
+            if axis:
+                value = self.n.rem(value, local[axis])
+            if axis == g.dim:
+                value = self.n.add(value, self.n.mul(self.rank, g.block))
+            self.digits[axis] = value
+        return self.digits[axis]
+
+
+def _flat_buffer(t: coco.TensorType, world: int) -> MemRefType:
+    """The kernel argument type of a buffer of `t`: 1-D, or rank 0."""
+    shape = local_shape(t, world)
+    return MemRefType(t.element_type, [prod(shape)] if shape else [])
+
+
+# ============================================================================
+# The host side: buffers, symmetric layout, launch, sends
+# ============================================================================
+
+SYMMETRIC_BYTES_ATTR = "coco_gpu.symmetric_bytes"
+"""On the converted module: bytes of symmetric workspace every rank needs (the
+end of the last symmetric buffer, aligned; `coco_symmetric_bytes()`)."""
+
+SIGNAL_SLOTS_ATTR = "coco_gpu.signal_slots"
+"""On the converted module: signal-pad slots (u64) every rank needs; fused
+kernels use disjoint ranges of them."""
+
+
+@dataclass
+class SymmetricAllocator:
+    """The module-level layout of symmetric buffers and signal slots: each
+    fused kernel gets its own range of both, so fused kernels on different
+    streams never share one. The running totals live in the module's
+    attributes (`coco_gpu.symmetric_bytes`, `coco_gpu.signal_slots`)."""
+
+    module: Operation
+    symmetric_bytes: int = 0
+    signal_slots: int = 0
+
+    @staticmethod
+    def of(module: Operation) -> SymmetricAllocator:
+        def get(name: str) -> int:
+            attr = module.attributes.get(name)
+            return attr.value.data if isinstance(attr, IntegerAttr) else 0
+
+        return SymmetricAllocator(
+            module, get(SYMMETRIC_BYTES_ATTR), get(SIGNAL_SLOTS_ATTR)
+        )
+
+    def buffer(self, size: int) -> int:
+        offset = self.symmetric_bytes
+        self.symmetric_bytes += -(-size // SYMMETRIC_ALIGNMENT) * SYMMETRIC_ALIGNMENT
+        self._store()
+        return offset
+
+    def slots(self, count: int) -> int:
+        base = self.signal_slots
+        self.signal_slots += count
+        self._store()
+        return base
+
+    def _store(self) -> None:
+        attributes = self.module.attributes
+        attributes[SYMMETRIC_BYTES_ATTR] = IntegerAttr(self.symmetric_bytes, i64)
+        attributes[SIGNAL_SLOTS_ATTR] = IntegerAttr(self.signal_slots, i64)
+
+
+def module_of(op: Operation) -> ModuleOp | None:
+    parent = op.parent_op()
+    while parent is not None and not isinstance(parent, ModuleOp):
+        parent = parent.parent_op()
+    return parent
+
+
+def lower_fused_collective(
+    lowering: Lowering, op: FusionOp, rewriter: PatternRewriter
+) -> bool:
+    """A `coco.fusion` holding reduce_scatters → one fused kernel launch (and
+    the sends after it). False, changing nothing, when the fusion holds no
+    reduce_scatter or is not of the shape the kernel handles (`FusedPlan.of`
+    says why); the caller then lowers it op by op."""
+    if not any(isinstance(o, ReduceScatterOp) for o in op.block.ops):
+        return False
+    module = module_of(op)
+    if module is None:
+        return False
+    plan = FusedPlan.of(op, lowering.world, lowering.fused_chunk)
+    if isinstance(plan, str):
+        return False
+    FusedCollectiveLowering(lowering, SymmetricAllocator.of(module)).lower(
+        plan, rewriter
+    )
+    return True
+
+
+@dataclass
+class FusedCollectiveLowering:
+    """The host side of one fused collective: buffers, symmetric layout,
+    launch, sends."""
+
+    lowering: Lowering
+    layout: SymmetricAllocator
+
+    @property
+    def world(self) -> int:
+        return self.lowering.world
+
+    def lower(self, plan: FusedPlan, rewriter: PatternRewriter) -> None:
+        fusion = plan.fusion
+        lowering = self.lowering
+        world, elements = self.world, plan.geometry.elements
+        yielded = list(fusion.yield_op.arguments)
+        slice_outputs = [v for v in yielded if coco.tensor_type(v).layout.is_sliced]
+        for send in plan.sends:
+            if send.operand not in slice_outputs and not isinstance(
+                send.operand.owner, AllGatherOp
+            ):
+                slice_outputs.append(send.operand)
+        kernel = FusedKernel(
+            plan,
+            list(dict.fromkeys(slice_outputs)),
+            list(plan.gathers),
+            self.layout.slots(plan.signal_slots),
+            self.dropout_index(plan),
+        )
+        name = lowering.kernel_name(fusion, "fused")
+        func = kernel.build(lowering.kernels, name)
+
+        host: list[Operation] = []
+        rank, peers, epoch = RankOp(), PeersOp(), NextEpochOp()
+        rank.result.name_hint, epoch.result.name_hint = "rank", "epoch"
+        host += [rank, peers, epoch]
+        args: dict[object, SSAValue] = {
+            "rank": rank.result,
+            "epoch": epoch.result,
+            "peers": peers.result,
+        }
+        inputs = dict(zip(fusion.block.args, fusion.inputs))
+
+        def flat(value: SSAValue) -> SSAValue:
+            ops, buffer = lowering.buffer(value)
+            more, collapsed = collapse(buffer)
+            host.extend([*ops, *more])
+            return collapsed
+
+        def symmetric(key: object, t: Attribute) -> None:
+            bytes_ = world * elements * element_info(t).bytes
+            sym = SymmetricBufferOp(
+                self.layout.buffer(bytes_), MemRefType(t, [world * elements])
+            )
+            host.append(sym)
+            args[key] = sym.result
+
+        for op in plan.reductions:
+            assert isinstance(op.operand, BlockArgument)
+            args[("input", op)] = flat(inputs[op.operand])
+            symmetric(("scratch", op), coco.tensor_type(op.operand).element_type)
+        for arg in kernel.read_arguments():
+            args[("read", arg)] = flat(inputs[arg])
+        results = dict(zip(yielded, fusion.results))
+        buffers: dict[SSAValue, SSAValue] = {}
+
+        def output(value: SSAValue) -> SSAValue:
+            """The buffer a group value is stored in: its result's
+            destination, or a new one."""
+            if value not in buffers:
+                result = results.get(value)
+                if result is None:
+                    t = coco.tensor_type(value)
+                    alloc = memref.AllocOp.get(
+                        t.element_type, shape=local_shape(t, world)
+                    )
+                    host.append(alloc)
+                    buffers[value] = alloc.memref
+                else:
+                    ops, buffer = lowering.result_buffer(
+                        fusion, result, reads_in_place=True
+                    )
+                    host.extend(ops)
+                    buffers[value] = buffer
+            return buffers[value]
+
+        def collapsed(value: SSAValue) -> SSAValue:
+            ops, buffer = collapse(output(value))
+            host.extend(ops)
+            return buffer
+
+        for op in kernel.gathered_outputs:
+            symmetric(("gather", op), coco.tensor_type(op.operand).element_type)
+            args[("gathered", op)] = collapsed(op.result)
+        for value in kernel.slice_outputs:
+            args[("slice", value)] = collapsed(value)
+
+        threads = lowering.threads
+        items = max(plan.chunks, (world - 1) * plan.chunks)
+        count = arith.ConstantOp(IntegerAttr(items * threads, index))
+        per_block = arith.ConstantOp(IntegerAttr(threads, index))
+        blocks = GridBlocksOp(count, per_block)
+        one = arith.ConstantOp(IntegerAttr(1, index))
+        blocks.result.name_hint = "blocks"
+        launch = gpu.LaunchFuncOp(
+            lowering.kernels.symbol_of(func),
+            [blocks, one, one],
+            [per_block, one, one],
+            kernelOperands=[args[key] for key in kernel.layout.positions],
+        )
+        host += [count, per_block, blocks, one, launch]
+        for send in plan.sends:
+            host.append(
+                NcclSendOp(
+                    output(send.operand),
+                    send.stage.root_reference.data,
+                    send.channel.value.data,
+                )
+            )
+        replace_with_buffers(rewriter, fusion, host, [output(v) for v in yielded])
+
+    def dropout_index(self, plan: FusedPlan) -> Callable[[Operation], DropoutIndex]:
+        """Dropout's global index: `Lowering.global_index`, with the overlap
+        chunk frame a cloned dropout carries."""
+        lowering = self.lowering
+        t = coco.tensor_type(plan.reductions[0].result)
+        shape = local_shape(t, self.world)
+
+        def for_op(op: Operation) -> DropoutIndex:
+            chunk = chunk_of(op)
+
+            def index_of(b: Builder, element: SSAValue, rank: SSAValue) -> SSAValue:
+                indexer = Indexer(b, element, shape)
+                return lowering.global_index(b, indexer, t, t, rank, chunk)
+
+            return index_of
+
+        return for_op

@@ -1,0 +1,91 @@
+// RUN: coconet-opt %s -p 'convert-coco-to-gpu{world=4}' | filecheck %s
+// RUN: coconet-opt %s -p 'convert-coco-to-gpu{world=2}' | filecheck %s --check-prefix=TWO
+
+// A fused all-reduce (reduce_scatter along an inner dim, compute with a
+// broadcast bias, dropout and an all_slice'd residual, all_gather) becomes ONE
+// kernel: no NCCL call, one launch, peer stores and signals (docs/gpu.md, "The
+// fused all-reduce kernel").
+
+// CHECK:      builtin.module attributes {coco_gpu.symmetric_bytes = 512 : i64, coco_gpu.signal_slots = 8 : i64
+// TWO:        builtin.module attributes {coco_gpu.symmetric_bytes = 512 : i64, coco_gpu.signal_slots = 4 : i64
+
+// The kernel: rank, epoch, peers, the reduced input and its scratch, the
+// inputs read per element, the gather buffer and the gathered output, the
+// sliced output.
+// CHECK:      gpu.func
+// CHECK-NOT:  gpu.func
+// CHECK:      %rank: index, %epoch: i64, %peers: {{.*}}, %input0: memref<64xf16>, %scratch0: memref<64xf16>, %in1: memref<4xf16>, %in2: memref<64xf16>, %gather0: memref<64xf16>, %gathered0: memref<64xf16>, %slice0: memref<16xf16>
+// CHECK:      %leader = arith.cmpi eq, %tid, %{{.*}} : index
+
+// Phase 1: (peer, chunk) items; store into the peer's scratch, then thread 0
+// signals the peer.
+// CHECK:      scf.for %item = %bid to %{{.*}} step %{{.*}} {
+// CHECK:        %[[PEER:.*]] = arith.remui
+// CHECK:        %[[SCRATCH:.*]] = coco_gpu.peer_view %peers, %scratch0, %[[PEER]] : memref<64xf16>
+// CHECK:        scf.for %l = %{{.*}} to %{{.*}} step %{{.*}} {
+// CHECK:          %[[X:.*]] = memref.load %input0[%{{.*}}] : memref<64xf16>
+// CHECK-NEXT:     memref.store %[[X]], %[[SCRATCH]][%{{.*}}] : memref<64xf16>
+// CHECK-NEXT:   }
+// CHECK-NEXT:   {{"?}}gpu.barrier{{"?}}
+// CHECK-NEXT:   scf.if %leader {
+// CHECK:          coco_gpu.signal %peers, %[[PEER]], %{{.*}}, %epoch
+// CHECK-NEXT:   }
+// CHECK-NEXT: }
+
+// Phase 2: per chunk of the own slice, thread 0 waits for every peer, the
+// block reduces in rank order (halves in f32), computes, stores locally and
+// into every peer's gather buffer, then thread 0 signals every peer.
+// CHECK:      scf.for %chunk{{.*}} = %bid to %{{.*}} step %{{.*}} {
+// CHECK-NEXT:   scf.if %leader {
+// CHECK:          scf.for %k = %{{.*}} to %{{.*}} step %{{.*}} {
+// CHECK:            coco_gpu.wait_signal %peers, %{{.*}}, %epoch
+// CHECK:        {{"?}}gpu.barrier{{"?}}
+// CHECK:        scf.for %q = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%acc = %{{.*}}) -> (f32) {
+// CHECK:          memref.load %scratch0
+// CHECK:          arith.addf %acc
+// CHECK:        arith.mului_extended
+// CHECK:        memref.store %{{.*}}, %slice0[%{{.*}}] : memref<16xf16>
+// CHECK:        memref.store %{{.*}}, %gathered0[%g] : memref<64xf16>
+// CHECK:        scf.for %k{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} {
+// CHECK:          %[[GATHER:.*]] = coco_gpu.peer_view %peers, %gather0, %{{.*}} : memref<64xf16>
+// CHECK-NEXT:     memref.store %{{.*}}, %[[GATHER]][%{{.*}}] : memref<64xf16>
+// CHECK:        {{"?}}gpu.barrier{{"?}}
+// CHECK-NEXT:   scf.if %leader {
+// CHECK:          coco_gpu.signal %peers, %{{.*}}, %{{.*}}, %epoch
+
+// Phase 3: wait for each peer's chunk (the closing sync), copy it out.
+// CHECK:      scf.for %item{{.*}} = %bid to %{{.*}} step %{{.*}} {
+// CHECK:        scf.if %leader {
+// CHECK:          coco_gpu.wait_signal %peers, %{{.*}}, %epoch
+// CHECK:        {{"?}}gpu.barrier{{"?}}
+// CHECK:          memref.load %gather0
+// CHECK-NEXT:     memref.store %{{.*}}, %gathered0
+// CHECK-NOT:  coco_gpu.signal
+// CHECK-NOT:  coco_gpu.wait_signal
+// CHECK-NOT:  gpu.func
+
+// The host: one epoch, two symmetric buffers, one launch, no NCCL.
+// CHECK-LABEL: func.func @layer(
+// CHECK-NOT:   coco_gpu.nccl
+// CHECK:       %epoch = coco_gpu.next_epoch
+// CHECK:       coco_gpu.symmetric_buffer offset = 0 : memref<64xf16>
+// CHECK:       coco_gpu.symmetric_buffer offset = 256 : memref<64xf16>
+// CHECK:       %blocks = coco_gpu.grid_blocks
+// CHECK:       @kernels::@layer_layer_fused_0
+// CHECK-NOT:   coco_gpu.nccl
+// CHECK-NOT:   launch_func
+// CHECK:       func.return
+
+func.func @layer(%x: !coco.tensor<2x8x4xf16, local>, %bias: !coco.tensor<4xf16, replicated>, %r: !coco.tensor<2x8x4xf16, replicated>) -> (!coco.tensor<2x8x4xf16, replicated>, !coco.tensor<2x8x4xf16, sliced<1>>) {
+  %out, %biased = coco.fusion (%x, %bias, %r) {name = "layer_fused"} : (!coco.tensor<2x8x4xf16, local>, !coco.tensor<4xf16, replicated>, !coco.tensor<2x8x4xf16, replicated>) -> (!coco.tensor<2x8x4xf16, replicated>, !coco.tensor<2x8x4xf16, sliced<1>>) {
+  ^bb0(%x1: !coco.tensor<2x8x4xf16, local>, %bias1: !coco.tensor<4xf16, replicated>, %r1: !coco.tensor<2x8x4xf16, replicated>):
+    %sum = coco.reduce_scatter %x1 reduction = sum dim = 1 : !coco.tensor<2x8x4xf16, local> -> !coco.tensor<2x8x4xf16, sliced<1>>
+    %b = coco.add %sum, %bias1 : (!coco.tensor<2x8x4xf16, sliced<1>>, !coco.tensor<4xf16, replicated>) -> !coco.tensor<2x8x4xf16, sliced<1>>
+    %d = coco.dropout %b p = 1.000000e-01 seed = 7 : (!coco.tensor<2x8x4xf16, sliced<1>>) -> !coco.tensor<2x8x4xf16, sliced<1>>
+    %rs = coco.all_slice %r1 dim = 1 : (!coco.tensor<2x8x4xf16, replicated>) -> !coco.tensor<2x8x4xf16, sliced<1>>
+    %o = coco.add %d, %rs : (!coco.tensor<2x8x4xf16, sliced<1>>, !coco.tensor<2x8x4xf16, sliced<1>>) -> !coco.tensor<2x8x4xf16, sliced<1>>
+    %g = coco.all_gather %o : !coco.tensor<2x8x4xf16, sliced<1>> -> !coco.tensor<2x8x4xf16, replicated>
+    coco.yield %g, %b : !coco.tensor<2x8x4xf16, replicated>, !coco.tensor<2x8x4xf16, sliced<1>>
+  }
+  func.return %out, %biased : !coco.tensor<2x8x4xf16, replicated>, !coco.tensor<2x8x4xf16, sliced<1>>
+}
