@@ -50,12 +50,21 @@ def main(directory: Path) -> int:
     request = pickle.loads((directory / "request.pkl").read_bytes())
     lib = ctypes.CDLL(request["library"])
     lib.coco_emu_create.restype = ctypes.c_void_p
-    lib.coco_emu_create.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_size_t, ctypes.c_size_t]
+    lib.coco_emu_create.argtypes = [
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_size_t,
+        ctypes.c_size_t,
+    ]
     lib.coco_emu_context.restype = ctypes.c_void_p
     lib.coco_emu_context.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
     lib.coco_emu_synchronize.argtypes = [ctypes.c_void_p]
     lib.coco_emu_stats_json.restype = ctypes.c_size_t
-    lib.coco_emu_stats_json.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
+    lib.coco_emu_stats_json.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_char_p,
+        ctypes.c_size_t,
+    ]
     lib.coco_emu_destroy.argtypes = [ctypes.c_void_p]
     lib.coco_last_error.restype = ctypes.c_char_p
     lib.coco_last_error.argtypes = [ctypes.c_void_p]

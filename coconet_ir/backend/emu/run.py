@@ -104,7 +104,9 @@ def run_emulated(
     names: dict[str, list[np.ndarray]] = {}  # output -> rank's argument
     for call in calls:
         if not 0 <= call.stage < num_stages:
-            raise CocoError(f"{call.entry}: stage {call.stage} out of range (0..{num_stages - 1})")
+            raise CocoError(
+                f"{call.entry}: stage {call.stage} out of range (0..{num_stages - 1})"
+            )
         if len(call.args) != world:
             raise CocoError(
                 f"{call.entry}: arguments for {len(call.args)} ranks, world has {world}"
@@ -112,8 +114,10 @@ def run_emulated(
         for name, index in call.outputs.items():
             if name in names:
                 raise CocoError(f"output '{name}' named twice")
-            arrays = [args[index] for args in call.args]
-            if not all(isinstance(a, np.ndarray) for a in arrays):
+            arrays = [
+                a for args in call.args if isinstance(a := args[index], np.ndarray)
+            ]
+            if len(arrays) != world:
                 raise CocoError(f"output '{name}' of {call.entry} is not an array")
             names[name] = arrays
     request = {
@@ -160,7 +164,8 @@ def run_emulated(
             )
         if "WARNING: ThreadSanitizer" in stderr or "ERROR: AddressSanitizer" in stderr:
             raise EmulationError(
-                f"sanitizer report in the emulated run of {library.name}:\n{stderr.strip()}",
+                f"sanitizer report in the emulated run of {library.name}:\n"
+                f"{stderr.strip()}",
                 stderr,
                 result.returncode,
             )

@@ -29,7 +29,9 @@ def test_command_has_the_contract_flags(tmp_path):
 
 
 @needs_nvcc
-@pytest.mark.skipif(not nccl_include_dirs(), reason="the nvidia-nccl wheel is not installed")
+@pytest.mark.skipif(
+    not nccl_include_dirs(), reason="the nvidia-nccl wheel is not installed"
+)
 @pytest.mark.parametrize("arch", ARCHS)
 def test_runtime_kernels_compile_with_nvcc(tmp_path, arch):
     out = tmp_path / f"kernels_{arch}.o"

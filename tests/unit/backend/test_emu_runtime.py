@@ -72,9 +72,27 @@ def test_half_and_bfloat16_conversions_round_like_numpy(lib):
     rng = np.random.default_rng(1)
     bits = rng.integers(0, 2**32, 4000, dtype=np.uint64).astype(np.uint32)
     special = np.array(
-        [0.0, -0.0, 1.0, 65504.0, 65519.99, 65520.0, 1e9, 2.0**-24, 2.0**-25,
-         2.0**-25 * 1.0000001, 3 * 2.0**-25, 2.0**-14, 6.1e-5, np.inf, -np.inf,
-         np.nan, 1.00048828125, 1.00146484375, 3.3895313892515355e38],
+        [
+            0.0,
+            -0.0,
+            1.0,
+            65504.0,
+            65519.99,
+            65520.0,
+            1e9,
+            2.0**-24,
+            2.0**-25,
+            2.0**-25 * 1.0000001,
+            3 * 2.0**-25,
+            2.0**-14,
+            6.1e-5,
+            np.inf,
+            -np.inf,
+            np.nan,
+            1.00048828125,
+            1.00146484375,
+            3.3895313892515355e38,
+        ],
         dtype=np.float32,
     )
     x = np.concatenate([bits.view(np.float32), special])
@@ -99,8 +117,12 @@ def test_half_and_bfloat16_conversions_round_like_numpy(lib):
         want_b = x.astype(BF16)
     nan = np.isnan(x)
     got_h, got_b = outputs["h"][0], outputs["b"][0]
-    np.testing.assert_array_equal(got_h.view(np.uint16)[~nan], want_h.view(np.uint16)[~nan])
-    np.testing.assert_array_equal(got_b.view(np.uint16)[~nan], want_b.view(np.uint16)[~nan])
+    np.testing.assert_array_equal(
+        got_h.view(np.uint16)[~nan], want_h.view(np.uint16)[~nan]
+    )
+    np.testing.assert_array_equal(
+        got_b.view(np.uint16)[~nan], want_b.view(np.uint16)[~nan]
+    )
     assert np.isnan(got_h[nan].astype(np.float32)).all()
     assert np.isnan(got_b[nan].astype(np.float32)).all()
     np.testing.assert_array_equal(outputs["back_h"][0], want_h.astype(np.float32))
@@ -111,7 +133,9 @@ def test_stream_ordered_temporary(lib):
     x = np.arange(300, dtype=np.float32)
     y = np.zeros(300, np.float32)
     outputs, _ = run_emulated(
-        lib, 1, [EntryCall("coco_twice_via_temp", [[x, y, np.int64(300)]], outputs={"y": 1})]
+        lib,
+        1,
+        [EntryCall("coco_twice_via_temp", [[x, y, np.int64(300)]], outputs={"y": 1})],
     )
     np.testing.assert_array_equal(outputs["y"][0], 2 * x)
 
@@ -134,7 +158,11 @@ def test_shared_memory_block_reduction(lib):
     )
     stride = blocks * 64
     expected = [
-        sum(x[i] for start in range(b * 64, count, stride) for i in range(start, min(start + 64, count)))
+        sum(
+            x[i]
+            for start in range(b * 64, count, stride)
+            for i in range(start, min(start + 64, count))
+        )
         for b in range(blocks)
     ]
     np.testing.assert_array_equal(outputs["partial"][0], np.array(expected, np.float32))
@@ -156,12 +184,16 @@ def test_flag_ping_pong_between_blocks_streams_and_ranks(lib, n):
         calls += [
             EntryCall(
                 "coco_pingpong_blocks",
-                per_rank(n, lambda r: [np.zeros(2 * rounds, np.int32), np.int32(rounds)]),
+                per_rank(
+                    n, lambda r: [np.zeros(2 * rounds, np.int32), np.int32(rounds)]
+                ),
                 outputs={f"blocks{repeat}": 0},
             ),
             EntryCall(
                 "coco_pingpong_streams",
-                per_rank(n, lambda r: [np.zeros(2 * rounds, np.int32), np.int32(rounds)]),
+                per_rank(
+                    n, lambda r: [np.zeros(2 * rounds, np.int32), np.int32(rounds)]
+                ),
                 outputs={f"streams{repeat}": 0},
             ),
             EntryCall(
@@ -199,13 +231,20 @@ def test_flag_ping_pong_between_blocks_streams_and_ranks(lib, n):
 def reduce_like_nccl(values: list[np.ndarray], op: str) -> np.ndarray:
     """Rank order, in f32 for halves (then rounded), wrapping int32."""
     dtype = values[0].dtype
-    wide = np.float32 if dtype in (np.float16, BF16) else (np.int64 if dtype == np.int32 else dtype)
+    wide = (
+        np.float32
+        if dtype in (np.float16, BF16)
+        else (np.int64 if dtype == np.int32 else dtype)
+    )
     acc = values[0].astype(wide)
     for v in values[1:]:
         v = v.astype(wide)
-        acc = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}[op](
-            acc, v
-        ).astype(wide)
+        acc = {
+            "sum": np.add,
+            "prod": np.multiply,
+            "max": np.maximum,
+            "min": np.minimum,
+        }[op](acc, v).astype(wide)
     return acc.astype(dtype)
 
 
@@ -215,7 +254,13 @@ def draw(rng, dtype, shape):
     return rng.uniform(0.5, 1.5, shape).astype(dtype)
 
 
-DTYPES = [np.dtype(np.float32), np.dtype(np.float16), BF16, np.dtype(np.float64), np.dtype(np.int32)]
+DTYPES = [
+    np.dtype(np.float32),
+    np.dtype(np.float16),
+    BF16,
+    np.dtype(np.float64),
+    np.dtype(np.int32),
+]
 
 
 @pytest.mark.parametrize("n", [2, 4, 8])
@@ -231,7 +276,16 @@ def test_nccl_collectives_against_numpy(lib, n):
             calls.append(
                 EntryCall(
                     "coco_nccl_all_reduce",
-                    per_rank(n, lambda r: [xs[r], np.zeros(block * n, dtype), np.int64(block * n), code, np.int32(NCCL_OPS[op])]),
+                    per_rank(
+                        n,
+                        lambda r: [
+                            xs[r],
+                            np.zeros(block * n, dtype),
+                            np.int64(block * n),
+                            code,
+                            np.int32(NCCL_OPS[op]),
+                        ],
+                    ),
                     outputs={name: 1},
                 )
             )
@@ -241,7 +295,16 @@ def test_nccl_collectives_against_numpy(lib, n):
             calls.append(
                 EntryCall(
                     "coco_nccl_reduce_scatter",
-                    per_rank(n, lambda r: [xs2[r], np.zeros(block, dtype), np.int64(block), code, np.int32(NCCL_OPS[op])]),
+                    per_rank(
+                        n,
+                        lambda r: [
+                            xs2[r],
+                            np.zeros(block, dtype),
+                            np.int64(block),
+                            code,
+                            np.int32(NCCL_OPS[op]),
+                        ],
+                    ),
                     outputs={name: 1},
                 )
             )
@@ -252,7 +315,15 @@ def test_nccl_collectives_against_numpy(lib, n):
         calls.append(
             EntryCall(
                 "coco_nccl_all_gather",
-                per_rank(n, lambda r: [xs[r], np.zeros(block * n, dtype), np.int64(block), code]),
+                per_rank(
+                    n,
+                    lambda r: [
+                        xs[r],
+                        np.zeros(block * n, dtype),
+                        np.int64(block),
+                        code,
+                    ],
+                ),
                 outputs={name: 1},
             )
         )
@@ -263,7 +334,16 @@ def test_nccl_collectives_against_numpy(lib, n):
         calls.append(
             EntryCall(
                 "coco_nccl_broadcast",
-                per_rank(n, lambda r: [xs3[r], np.zeros(block, dtype), np.int64(block), code, np.int32(root)]),
+                per_rank(
+                    n,
+                    lambda r: [
+                        xs3[r],
+                        np.zeros(block, dtype),
+                        np.int64(block),
+                        code,
+                        np.int32(root),
+                    ],
+                ),
                 outputs={name: 1},
             )
         )
@@ -272,19 +352,31 @@ def test_nccl_collectives_against_numpy(lib, n):
     calls.append(
         EntryCall(
             "coco_nccl_all_to_all",
-            per_rank(n, lambda r: [xs[r], np.zeros(block * n, np.float32), np.int64(block)]),
+            per_rank(
+                n, lambda r: [xs[r], np.zeros(block * n, np.float32), np.int64(block)]
+            ),
             outputs={"all_to_all": 1},
         )
     )
     expected["all_to_all"] = [
-        np.concatenate([xs[p][r * block : (r + 1) * block] for p in range(n)]) for r in range(n)
+        np.concatenate([xs[p][r * block : (r + 1) * block] for p in range(n)])
+        for r in range(n)
     ]
     # in place: y = x
     inplace = [np.full(4, r + 1, np.float32) for r in range(n)]
     calls.append(
         EntryCall(
             "coco_nccl_all_reduce",
-            per_rank(n, lambda r: [inplace[r], inplace[r], np.int64(4), np.int32(7), np.int32(0)]),
+            per_rank(
+                n,
+                lambda r: [
+                    inplace[r],
+                    inplace[r],
+                    np.int64(4),
+                    np.int32(7),
+                    np.int32(0),
+                ],
+            ),
             outputs={"in_place": 1},
         )
     )
@@ -293,7 +385,9 @@ def test_nccl_collectives_against_numpy(lib, n):
     outputs, stats = run_emulated(lib, n, calls)
     for name, want in expected.items():
         for r in range(n):
-            np.testing.assert_array_equal(outputs[name][r], want[r], err_msg=f"{name} rank {r}")
+            np.testing.assert_array_equal(
+                outputs[name][r], want[r], err_msg=f"{name} rank {r}"
+            )
     per_call = len(NCCL_OPS) * 2 + 2
     assert stats["nccl_calls"] == [[len(DTYPES) * per_call + 1, 2 * n, 0, 0]] * n
 
@@ -316,7 +410,13 @@ def test_nccl_statistics_follow_the_ring(lib, entry, kind, extra):
             entry,
             per_rank(
                 n,
-                lambda r: [np.ones(in_count, np.float32), np.zeros(out_count, np.float32), np.int64(count), np.int32(7), *extra],
+                lambda r: [
+                    np.ones(in_count, np.float32),
+                    np.zeros(out_count, np.float32),
+                    np.int64(count),
+                    np.int32(7),
+                    *extra,
+                ],
             ),
         )
     ]
@@ -331,10 +431,16 @@ def test_send_recv_across_two_stages(lib):
     n, count = 2, 10
     xs = [np.arange(count, dtype=np.float32) * (r + 1) for r in range(n)]
     calls = [
-        EntryCall("coco_send_to", per_rank(n, lambda r: [xs[r], np.int64(count), np.int32(1)]), stage=0),
+        EntryCall(
+            "coco_send_to",
+            per_rank(n, lambda r: [xs[r], np.int64(count), np.int32(1)]),
+            stage=0,
+        ),
         EntryCall(
             "coco_recv_from",
-            per_rank(n, lambda r: [np.zeros(count, np.float32), np.int64(count), np.int32(0)]),
+            per_rank(
+                n, lambda r: [np.zeros(count, np.float32), np.int64(count), np.int32(0)]
+            ),
             stage=1,
             outputs={"received": 0},
         ),
@@ -367,19 +473,45 @@ def test_gemm_row_major(lib, dtype):
     calls = [
         EntryCall(
             "coco_gemm",
-            [[a, b, np.zeros((m, n_), dtype), np.int32(m), np.int32(n_), np.int32(k), code, code, np.float32(0)]],
+            [
+                [
+                    a,
+                    b,
+                    np.zeros((m, n_), dtype),
+                    np.int32(m),
+                    np.int32(n_),
+                    np.int32(k),
+                    code,
+                    code,
+                    np.float32(0),
+                ]
+            ],
             outputs={"c": 2},
         ),
         EntryCall(
             "coco_gemm",
-            [[a, b, c0.copy(), np.int32(m), np.int32(n_), np.int32(k), code, f32, np.float32(1)]],
+            [
+                [
+                    a,
+                    b,
+                    c0.copy(),
+                    np.int32(m),
+                    np.int32(n_),
+                    np.int32(k),
+                    code,
+                    f32,
+                    np.float32(1),
+                ]
+            ],
             outputs={"c_acc": 2},
         ),
     ]
     outputs, stats = run_emulated(lib, 1, calls)
     exact = a.astype(np.float64) @ b.astype(np.float64)
     tolerance = 1e-5 if dtype == np.float32 else 1e-2
-    np.testing.assert_allclose(outputs["c"][0].astype(np.float64), exact, rtol=tolerance, atol=tolerance)
+    np.testing.assert_allclose(
+        outputs["c"][0].astype(np.float64), exact, rtol=tolerance, atol=tolerance
+    )
     assert outputs["c"][0].dtype == dtype
     np.testing.assert_allclose(outputs["c_acc"][0], exact + c0, rtol=1e-5, atol=1e-5)
     assert stats["gemms"] == [[2, 0, 0, 0]]
@@ -396,12 +528,24 @@ def test_gemm_strided_batched_transposed(lib):
         [
             EntryCall(
                 "coco_gemm_batched_bt",
-                [[a, b, np.zeros((batch, m, n_), np.float32), np.int32(batch), np.int32(m), np.int32(n_), np.int32(k)]],
+                [
+                    [
+                        a,
+                        b,
+                        np.zeros((batch, m, n_), np.float32),
+                        np.int32(batch),
+                        np.int32(m),
+                        np.int32(n_),
+                        np.int32(k),
+                    ]
+                ],
                 outputs={"c": 2},
             )
         ],
     )
-    np.testing.assert_allclose(outputs["c"][0], a @ b.transpose(0, 2, 1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        outputs["c"][0], a @ b.transpose(0, 2, 1), rtol=1e-5, atol=1e-5
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -420,7 +564,14 @@ def test_philox_matches_the_interpreter(lib, seed, first):
         [
             EntryCall(
                 "coco_philox",
-                [[np.zeros(count, np.float32), np.int64(count), np.uint64(seed), np.uint64(first)]],
+                [
+                    [
+                        np.zeros(count, np.float32),
+                        np.int64(count),
+                        np.uint64(seed),
+                        np.uint64(first),
+                    ]
+                ],
                 outputs={"u": 0},
             )
         ],
@@ -456,14 +607,22 @@ def test_watchdog_names_an_unmatched_receive(lib):
             stage=1,
         )
     ]
-    with pytest.raises(EmulationError, match=r"ncclRecv #0 from rank 0 of the pipeline") as caught:
+    with pytest.raises(
+        EmulationError, match=r"ncclRecv #0 from rank 0 of the pipeline"
+    ) as caught:
         run_emulated(lib, 1, calls, num_stages=2, watchdog=1)
     assert "rank 0 of stage 1, stream 0" in str(caught.value)
 
 
 def test_failing_entry_reports_the_call(lib):
-    with pytest.raises(EmulationError, match=r"coco_bad_launch on rank 0 of stage 0 returned status 1: .*cudaGetLastError\(\) failed: invalid configuration"):
-        run_emulated(lib, 1, [EntryCall("coco_bad_launch", [[np.zeros(1, np.float32)]])])
+    with pytest.raises(
+        EmulationError,
+        match=r"coco_bad_launch on rank 0 of stage 0 returned status 1: "
+        r".*cudaGetLastError\(\) failed: invalid configuration",
+    ):
+        run_emulated(
+            lib, 1, [EntryCall("coco_bad_launch", [[np.zeros(1, np.float32)]])]
+        )
 
 
 def test_compile_error_is_a_coco_error():

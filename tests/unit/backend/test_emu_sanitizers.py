@@ -24,23 +24,89 @@ def calls_for(n: int) -> list[EntryCall]:
     xs = [np.arange(count, dtype=np.float32) + r for r in range(n)]
     halves = [np.linspace(0, 1, count * n).astype(np.float16) for _ in range(n)]
     return [
-        EntryCall("coco_pingpong_blocks", ranks(lambda r: [np.zeros(2 * rounds, np.int32), np.int32(rounds)])),
-        EntryCall("coco_pingpong_streams", ranks(lambda r: [np.zeros(2 * rounds, np.int32), np.int32(rounds)])),
-        EntryCall("coco_ring_exchange", ranks(lambda r: [xs[r], np.zeros(count, np.float32), np.int64(count)])),
+        EntryCall(
+            "coco_pingpong_blocks",
+            ranks(lambda r: [np.zeros(2 * rounds, np.int32), np.int32(rounds)]),
+        ),
+        EntryCall(
+            "coco_pingpong_streams",
+            ranks(lambda r: [np.zeros(2 * rounds, np.int32), np.int32(rounds)]),
+        ),
+        EntryCall(
+            "coco_ring_exchange",
+            ranks(lambda r: [xs[r], np.zeros(count, np.float32), np.int64(count)]),
+        ),
         EntryCall(
             "coco_nccl_all_reduce",
-            ranks(lambda r: [halves[r], np.zeros(count * n, np.float16), np.int64(count * n), np.int32(6), np.int32(NCCL_OPS["sum"])]),
+            ranks(
+                lambda r: [
+                    halves[r],
+                    np.zeros(count * n, np.float16),
+                    np.int64(count * n),
+                    np.int32(6),
+                    np.int32(NCCL_OPS["sum"]),
+                ]
+            ),
             outputs={"all_reduce": 1},
         ),
         EntryCall(
             "coco_nccl_reduce_scatter",
-            ranks(lambda r: [halves[r], np.zeros(count, np.float16), np.int64(count), np.int32(6), np.int32(NCCL_OPS["max"])]),
+            ranks(
+                lambda r: [
+                    halves[r],
+                    np.zeros(count, np.float16),
+                    np.int64(count),
+                    np.int32(6),
+                    np.int32(NCCL_OPS["max"]),
+                ]
+            ),
         ),
-        EntryCall("coco_nccl_all_gather", ranks(lambda r: [xs[r], np.zeros(count * n, np.float32), np.int64(count), np.int32(7)])),
-        EntryCall("coco_nccl_broadcast", ranks(lambda r: [xs[r], np.zeros(count, np.float32), np.int64(count), np.int32(7), np.int32(0)])),
-        EntryCall("coco_nccl_all_to_all", ranks(lambda r: [np.ones(4 * n, np.float32), np.zeros(4 * n, np.float32), np.int64(4)])),
-        EntryCall("coco_send_to", ranks(lambda r: [xs[r], np.int64(count), np.int32(1)]), stage=0),
-        EntryCall("coco_recv_from", ranks(lambda r: [np.zeros(count, np.float32), np.int64(count), np.int32(0)]), stage=1, outputs={"received": 0}),
+        EntryCall(
+            "coco_nccl_all_gather",
+            ranks(
+                lambda r: [
+                    xs[r],
+                    np.zeros(count * n, np.float32),
+                    np.int64(count),
+                    np.int32(7),
+                ]
+            ),
+        ),
+        EntryCall(
+            "coco_nccl_broadcast",
+            ranks(
+                lambda r: [
+                    xs[r],
+                    np.zeros(count, np.float32),
+                    np.int64(count),
+                    np.int32(7),
+                    np.int32(0),
+                ]
+            ),
+        ),
+        EntryCall(
+            "coco_nccl_all_to_all",
+            ranks(
+                lambda r: [
+                    np.ones(4 * n, np.float32),
+                    np.zeros(4 * n, np.float32),
+                    np.int64(4),
+                ]
+            ),
+        ),
+        EntryCall(
+            "coco_send_to",
+            ranks(lambda r: [xs[r], np.int64(count), np.int32(1)]),
+            stage=0,
+        ),
+        EntryCall(
+            "coco_recv_from",
+            ranks(
+                lambda r: [np.zeros(count, np.float32), np.int64(count), np.int32(0)]
+            ),
+            stage=1,
+            outputs={"received": 0},
+        ),
     ]
 
 
@@ -50,11 +116,18 @@ def test_sanitizer_clean_three_times(sanitize):
     n = 2
     for _ in range(3):
         outputs, _ = run_emulated(
-            lib, n, calls_for(n), num_stages=2, symmetric_bytes=SYMMETRIC_BYTES, watchdog=30
+            lib,
+            n,
+            calls_for(n),
+            num_stages=2,
+            symmetric_bytes=SYMMETRIC_BYTES,
+            watchdog=30,
         )
         want = (np.linspace(0, 1, 40 * n).astype(np.float32) * n).astype(np.float16)
         np.testing.assert_array_equal(outputs["all_reduce"][0], want)
-        np.testing.assert_array_equal(outputs["received"][1], np.arange(40, dtype=np.float32) + 1)
+        np.testing.assert_array_equal(
+            outputs["received"][1], np.arange(40, dtype=np.float32) + 1
+        )
 
 
 def test_thread_sanitizer_reports_a_race():
