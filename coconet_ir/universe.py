@@ -83,8 +83,14 @@ def get_cuda_target() -> type[Target]:
     return CudaTarget
 
 
+def get_upstream_kernels_target() -> type[Target]:
+    from coconet_ir.backend.cuda.mlir_interop import UpstreamKernelsTarget
+
+    return UpstreamKernelsTarget
+
+
 def get_all_targets() -> dict[str, Callable[[], type[Target]]]:
-    return {"cuda": get_cuda_target}
+    return {"cuda": get_cuda_target, "upstream-kernels": get_upstream_kernels_target}
 
 
 COCONET_UNIVERSE = Universe(

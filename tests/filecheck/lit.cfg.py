@@ -1,5 +1,6 @@
 """lit configuration for the FileCheck suites (one folder per stage)."""
 
+import glob
 import os
 import shutil
 
@@ -25,3 +26,26 @@ if mlir_opt is None and os.path.exists("/usr/lib/llvm-22/bin/mlir-opt"):
 if mlir_opt is not None:
     config.available_features.add("mlir-opt")  # noqa: F821
     config.substitutions.append(("%mlir-opt", mlir_opt))  # noqa: F821
+
+# ptxas and the CUDA toolkit whose libdevice mlir-opt's gpu-module-to-binary
+# links (math ops become libdevice calls); tests that assemble PTX say
+# `REQUIRES: ptxas` and are UNSUPPORTED where either is missing.
+def cuda_toolkit():
+    roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")]
+    ptxas_path = shutil.which("ptxas")
+    if ptxas_path is not None:
+        roots.append(os.path.dirname(os.path.dirname(os.path.realpath(ptxas_path))))
+    roots += sorted(glob.glob("/usr/local/cuda*"), reverse=True)
+    for root in roots:
+        libdevice = os.path.join(root or "", "nvvm/libdevice/libdevice.10.bc")
+        if root and os.path.exists(libdevice):
+            return root
+    return None
+
+
+toolkit = cuda_toolkit()
+ptxas = shutil.which("ptxas")
+if ptxas is not None and toolkit is not None:
+    config.available_features.add("ptxas")  # noqa: F821
+    config.substitutions.append(("%ptxas", ptxas))  # noqa: F821
+    config.substitutions.append(("%cuda-toolkit", toolkit))  # noqa: F821

@@ -1,0 +1,42 @@
+// REQUIRES: mlir-opt, ptxas
+// Every example, lowered at world 4 as written and after coco-optimize: the
+// generic form of the device level parses in mlir-opt 22 (coco_gpu as an
+// unregistered dialect), and all its kernels — every one is upstream-only —
+// go through mlir-opt's NVVM pipeline to PTX that ptxas -arch=sm_90 assembles.
+// DEFINE: %{nvvm} = %mlir-opt --pass-pipeline='builtin.module(nvvm-attach-target{chip=sm_90},gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm),reconcile-unrealized-casts,gpu-module-to-binary{format=isa toolkit=%cuda-toolkit})'
+// DEFINE: %{ptx} = python -m coconet_ir.backend.cuda.mlir_interop ptx
+// DEFINE: %{examples} = %S/../../../examples
+
+// RUN: coconet-opt %{examples}/sgd.mlir -p 'convert-coco-to-gpu{world=4}' --print-op-generic | %mlir-opt --allow-unregistered-dialect -o /dev/null
+// RUN: coconet-opt %{examples}/sgd.mlir -p 'coco-optimize,convert-coco-to-gpu{world=4}' --print-op-generic | %mlir-opt --allow-unregistered-dialect -o /dev/null
+// RUN: coconet-opt %{examples}/adam.mlir -p 'convert-coco-to-gpu{world=4}' --print-op-generic | %mlir-opt --allow-unregistered-dialect -o /dev/null
+// RUN: coconet-opt %{examples}/adam.mlir -p 'coco-optimize,convert-coco-to-gpu{world=4}' --print-op-generic | %mlir-opt --allow-unregistered-dialect -o /dev/null
+// RUN: coconet-opt %{examples}/lamb.mlir -p 'convert-coco-to-gpu{world=4}' --print-op-generic | %mlir-opt --allow-unregistered-dialect -o /dev/null
+// RUN: coconet-opt %{examples}/lamb.mlir -p 'coco-optimize,convert-coco-to-gpu{world=4}' --print-op-generic | %mlir-opt --allow-unregistered-dialect -o /dev/null
+// RUN: coconet-opt %{examples}/megatron.mlir -p 'convert-coco-to-gpu{world=4}' --print-op-generic | %mlir-opt --allow-unregistered-dialect -o /dev/null
+// RUN: coconet-opt %{examples}/megatron.mlir -p 'coco-optimize,convert-coco-to-gpu{world=4}' --print-op-generic | %mlir-opt --allow-unregistered-dialect -o /dev/null
+// RUN: coconet-opt %{examples}/pipeline.mlir -p 'convert-coco-to-gpu{world=4}' --print-op-generic | %mlir-opt --allow-unregistered-dialect -o /dev/null
+// RUN: coconet-opt %{examples}/pipeline.mlir -p 'coco-optimize,convert-coco-to-gpu{world=4}' --print-op-generic | %mlir-opt --allow-unregistered-dialect -o /dev/null
+// RUN: coconet-opt %{examples}/matmul_reduce_scatter.mlir -p 'convert-coco-to-gpu{world=4}' --print-op-generic | %mlir-opt --allow-unregistered-dialect -o /dev/null
+// RUN: coconet-opt %{examples}/matmul_reduce_scatter.mlir -p 'coco-optimize,convert-coco-to-gpu{world=4}' --print-op-generic | %mlir-opt --allow-unregistered-dialect -o /dev/null
+// RUN: coconet-opt %{examples}/sequence_parallel.mlir -p 'convert-coco-to-gpu{world=4}' --print-op-generic | %mlir-opt --allow-unregistered-dialect -o /dev/null
+// RUN: coconet-opt %{examples}/sequence_parallel.mlir -p 'coco-optimize,convert-coco-to-gpu{world=4}' --print-op-generic | %mlir-opt --allow-unregistered-dialect -o /dev/null
+
+// RUN: coconet-opt %{examples}/sgd.mlir -p 'coco-optimize,convert-coco-to-gpu{world=4}' -t upstream-kernels | %{nvvm} | %{ptx} > %t.sgd.ptx
+// RUN: coconet-opt %{examples}/adam.mlir -p 'coco-optimize,convert-coco-to-gpu{world=4}' -t upstream-kernels | %{nvvm} | %{ptx} > %t.adam.ptx
+// RUN: coconet-opt %{examples}/lamb.mlir -p 'coco-optimize,convert-coco-to-gpu{world=4}' -t upstream-kernels | %{nvvm} | %{ptx} > %t.lamb.ptx
+// RUN: coconet-opt %{examples}/megatron.mlir -p 'coco-optimize,convert-coco-to-gpu{world=4}' -t upstream-kernels | %{nvvm} | %{ptx} > %t.megatron.ptx
+// RUN: coconet-opt %{examples}/pipeline.mlir -p 'coco-optimize,convert-coco-to-gpu{world=4}' -t upstream-kernels | %{nvvm} | %{ptx} > %t.pipeline.ptx
+// RUN: coconet-opt %{examples}/matmul_reduce_scatter.mlir -p 'coco-optimize,convert-coco-to-gpu{world=4}' -t upstream-kernels | %{nvvm} | %{ptx} > %t.mrs.ptx
+// RUN: coconet-opt %{examples}/sequence_parallel.mlir -p 'coco-optimize,convert-coco-to-gpu{world=4}' -t upstream-kernels | %{nvvm} | %{ptx} > %t.sp.ptx
+// RUN: coconet-opt %{examples}/lamb.mlir -p 'convert-coco-to-gpu{world=4}' -t upstream-kernels | %{nvvm} | %{ptx} > %t.lamb0.ptx
+// RUN: coconet-opt %{examples}/pipeline.mlir -p 'convert-coco-to-gpu{world=4}' -t upstream-kernels | %{nvvm} | %{ptx} > %t.pipeline0.ptx
+// RUN: %ptxas -arch=sm_90 %t.sgd.ptx -o %t.sgd.cubin
+// RUN: %ptxas -arch=sm_90 %t.adam.ptx -o %t.adam.cubin
+// RUN: %ptxas -arch=sm_90 %t.lamb.ptx -o %t.lamb.cubin
+// RUN: %ptxas -arch=sm_90 %t.megatron.ptx -o %t.megatron.cubin
+// RUN: %ptxas -arch=sm_90 %t.pipeline.ptx -o %t.pipeline.cubin
+// RUN: %ptxas -arch=sm_90 %t.mrs.ptx -o %t.mrs.cubin
+// RUN: %ptxas -arch=sm_90 %t.sp.ptx -o %t.sp.cubin
+// RUN: %ptxas -arch=sm_90 %t.lamb0.ptx -o %t.lamb0.cubin
+// RUN: %ptxas -arch=sm_90 %t.pipeline0.ptx -o %t.pipeline0.cubin
