@@ -286,6 +286,10 @@ class Scope:
         return name
 
 
+MAX_EVENTS = 64
+"""`COCO_MAX_EVENTS` of coco_runtime.h: the events a context holds."""
+
+
 @dataclass(eq=False, repr=False)
 class CudaPrinter(BasePrinter):
     """Prints one device-level module as a `.cu` file."""
@@ -442,6 +446,12 @@ class CudaPrinter(BasePrinter):
                 continue
             self.blank()
             self.print(f)
+        if self.event_count > MAX_EVENTS:
+            raise CocoError(
+                f"the module records {self.event_count} events; the context has "
+                f"{MAX_EVENTS} (COCO_MAX_EVENTS)",
+                op,
+            )
         self.blank()
         self.line(
             f'extern "C" int coco_event_count(void) {{ return {self.event_count}; }}'

@@ -24,6 +24,7 @@
 
 #define COCO_MAX_STREAMS 4
 #define COCO_MAX_RANKS 16
+#define COCO_MAX_EVENTS 64
 #define COCO_ERROR_TEXT 512
 #ifndef COCO_BLOCKS_PER_SM
 #define COCO_BLOCKS_PER_SM 4
@@ -50,6 +51,9 @@ struct coco_context {
   ncclComm_t pipeline_comm;  // every rank of every stage: stage s rank r is s*world+r
   cublasHandle_t cublas;
   cudaStream_t streams[COCO_MAX_STREAMS];
+  // Cross-stream events (overlap): an entry uses events[0 .. coco_event_count()),
+  // created by whoever builds the context (cudaEventDisableTiming on a GPU).
+  cudaEvent_t events[COCO_MAX_EVENTS];
   char *symmetric[COCO_MAX_RANKS];  // each rank's symmetric workspace (this stage)
   size_t symmetric_bytes;           // per rank
   uint64_t *signals[COCO_MAX_RANKS];  // each rank's signal pad (this stage)
