@@ -929,7 +929,8 @@ class CudaPrinter(BasePrinter):
             name = self.scope.fresh(hint, "acc")
             self.line(f"{self.ctype(arg.type, op)} {name} = {self.text(init)};")
             self.exprs[arg] = self.exprs[result] = Expr(name, True)
-        lb, ub, step = (self.text(v) for v in (op.lb, op.ub, op.step))
+        lb, step = self.text(op.lb), self.text(op.step)
+        ub = self.operand(op.ub)  # `i < (a < b ? a : b)`: the bound binds first
         i = self.name_value(induction, "i")
         itype = self.ctype(induction.type, op)
         self.line(f"for ({itype} {i} = {lb}; {i} < {ub}; {i} += {step}) ")
