@@ -14,10 +14,12 @@ one), as xDSL's `lower_mpi.py` does, over a shared base holding the
 conversion's state (`Lowering`). A coco value and its buffer meet through
 `builtin.unrealized_conversion_cast` until every coco op is gone.
 
-Two lowerings are fallbacks meant to be replaced, each in one place:
-`lower_fusion_with_collectives` (a `coco.fusion` holding collectives is
-inlined and lowered op by op) and `lower_overlap` (a `coco.overlap` runs its
-chunks one after the other on stream 0).
+A `coco.overlap` runs its chunks on two streams with events
+(`coconet_ir.lowering.overlap`); every pattern is wrapped so that the ops
+replacing a coco op marked `coco_gpu.stream = S` run on stream S. One lowering
+is a fallback: `lower_fusion_with_collectives` (a `coco.fusion` holding
+collectives that the fused kernel does not handle is inlined and lowered op
+by op).
 
 Preconditions: the world size is known (option `world`, or the module's
 `coco.world_size`; both given, they must agree) and divides every sliced dim.
@@ -70,6 +72,7 @@ from coconet_ir.dialects.coco import (
 )
 from coconet_ir.dialects.coco_gpu import (
     ENTRY_ATTR,
+    STREAM_ATTR,
     GemmOp,
     NcclAllGatherOp,
     NcclAllReduceOp,
@@ -994,6 +997,10 @@ def lower_fusion_with_collectives(
     and kernels on stream 0). The fused collective kernel (peer pointers and
     signals) replaces this function."""
     yielded = list(op.yield_op.arguments)
+    stream = op.attributes.get(STREAM_ATTR)
+    if stream is not None:
+        for inner in op.block.ops:
+            inner.attributes[STREAM_ATTR] = stream
     for result, value in zip(op.results, yielded):
         destination = lowering.destinations.pop(result, None)
         if destination is not None and isinstance(value, OpResult):
@@ -1025,99 +1032,17 @@ class LowerFusion(CocoLoweringPattern):
             lower_fusion_with_collectives(self.lowering, op, rewriter)
 
 
-def lower_overlap(
-    lowering: Lowering, op: coco.OverlapOp, rewriter: PatternRewriter
-) -> None:
-    """FALLBACK for `coco.overlap`: the chunks run one after the other, on
-    stream 0. For chunk `c`, each chunked input is copied out of its buffer
-    (a block kernel), the body is cloned on those chunks, and each output
-    chunk is copied into the output buffer. A dropout in the body keeps its
-    global index (`coco_gpu.chunk`). The two-stream overlap replaces this
-    function."""
-    world = lowering.world
-    chunks = op.chunk_count
-    input_dims = list(op.input_dims.get_values())
-    output_dims = list(op.output_dims.get_values())
-    dims = chunk_dims(op.block, input_dims).dims
-    host: list[Operation] = []
-    outputs: list[SSAValue] = []
-    for result in op.results:
-        more, out = lowering.result_buffer(op, result)
-        host += more
-        outputs.append(out)
-    body = [o for o in op.block.ops if not isinstance(o, coco.YieldOp)]
-    name = lowering.kernel_name(op, "overlap")
-    for chunk in range(chunks):
-        mapping: dict[SSAValue, SSAValue] = {}
-        for value, arg, dim in zip(op.inputs, op.block.args, input_dims):
-            if dim < 0:
-                mapping[arg] = value
-                continue
-            more, source = lowering.buffer(value)
-            piece = memref.AllocOp.get(
-                tensor_of(arg).element_type, shape=local_shape(tensor_of(arg), world)
-            )
-            piece.memref.name_hint = f"{arg.name_hint or 'in'}_chunk"
-            block = local_shape(tensor_of(arg), world)[dim]
-            start = arith.ConstantOp(IntegerAttr(chunk * block, index))
-            start.result.name_hint = "chunk_start"
-            host += [*more, piece, start]
-            host += copy_block(
-                lowering.kernels,
-                lowering.threads,
-                f"{name}_chunk",
-                source,
-                piece.memref,
-                local_shape(tensor_of(value), world),
-                dim,
-                block,
-                start.result,
-                extract=True,
-            )
-            cast = as_tensor(piece.memref, arg.type)
-            host.append(cast)
-            mapping[arg] = cast.results[0]
-        for inner in body:
-            clone = inner.clone(mapping)
-            for original, copied in zip(inner.walk(), clone.walk()):
-                if isinstance(original, coco.DropoutOp):
-                    dim = dims.get(original.operand, -1)
-                    if dim >= 0:
-                        copied.attributes[CHUNK_ATTR] = DenseArrayBase.from_list(
-                            i64, [dim, chunk, chunks]
-                        )
-            for old, new in zip(inner.results, clone.results):
-                mapping[old] = new
-            host.append(clone)
-        for value, out, dim in zip(op.yield_op.arguments, outputs, output_dims):
-            more, piece = lowering.buffer(mapping.get(value, value))
-            block = local_shape(tensor_of(value), world)[dim]
-            start = arith.ConstantOp(IntegerAttr(chunk * block, index))
-            start.result.name_hint = "chunk_start"
-            host += [*more, start]
-            host += copy_block(
-                lowering.kernels,
-                lowering.threads,
-                f"{name}_unchunk",
-                piece,
-                out,
-                memref_shape(out.type),
-                dim,
-                block,
-                start.result,
-                extract=False,
-            )
-    replace_with_buffers(rewriter, op, host, outputs)
-
-
 @dataclass
 class LowerOverlap(CocoLoweringPattern):
-    """`coco.overlap` → `lower_overlap`."""
+    """`coco.overlap chunks = K` → K chunks on two streams with events
+    (`coconet_ir.lowering.overlap`)."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: coco.OverlapOp, rewriter: PatternRewriter) -> None:
         if not ready(op):
             return
+        from coconet_ir.lowering.overlap import lower_overlap
+
         lower_overlap(self.lowering, op, rewriter)
 
 
@@ -1141,7 +1066,9 @@ def patterns(lowering: Lowering) -> list[RewritePattern]:
         LowerUpdate,
         LowerReturn,
     ]
-    return [kind(lowering) for kind in kinds]
+    from coconet_ir.lowering.overlap import OnItsStream
+
+    return [OnItsStream(kind(lowering)) for kind in kinds]
 
 
 def bufferize_function(lowering: Lowering, function: func.FuncOp) -> None:
