@@ -60,6 +60,11 @@ ENTRY_ATTR = "coco_gpu.entry"
 """On a host `func.func`: the coco function type it was converted from (so the
 host driver knows each buffer's layout and which arguments are updated)."""
 
+BYTES_ATTR = "coco_gpu.bytes"
+"""On a host `func.func` whose coco function communicates: `array<i64:
+MESSAGE, BUS>`, the nccl-tests size of its collectives and the bytes a rank
+sends (`coconet_ir.analysis.costs`), what the benchmark main reports."""
+
 
 def stream_of(op: Operation) -> int:
     """The stream `op` runs on (docs/gpu.md §1)."""
@@ -458,6 +463,7 @@ CocoGpu = Dialect("coco_gpu", COCO_GPU_OPS, [EventType, PeersType])
 
 __all__ = [
     "COCO_GPU_OPS",
+    "BYTES_ATTR",
     "ENTRY_ATTR",
     "STREAM_ATTR",
     "CocoGpu",

@@ -59,6 +59,7 @@ from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import PassFailedException
 
 from coconet_ir.analysis.chunks import chunk_dims
+from coconet_ir.analysis.costs import function_costs
 from coconet_ir.analysis.fused_plan import DEFAULT_CHUNK_ELEMENTS
 from coconet_ir.diagnostics import CocoError, value_name
 from coconet_ir.dialects import coco
@@ -71,6 +72,7 @@ from coconet_ir.dialects.coco import (
     world_size,
 )
 from coconet_ir.dialects.coco_gpu import (
+    BYTES_ATTR,
     ENTRY_ATTR,
     STREAM_ATTR,
     GemmOp,
@@ -1077,6 +1079,11 @@ def bufferize_function(lowering: Lowering, function: func.FuncOp) -> None:
     the `coco_gpu.entry` attribute."""
     block = function.body.block
     original = function.function_type
+    costs = function_costs(function, lowering.world)
+    if costs.message_bytes or costs.bytes_sent:
+        function.attributes[BYTES_ATTR] = DenseArrayBase.from_list(
+            i64, [costs.message_bytes, costs.bytes_sent]
+        )
     entry: list[Operation] = []
     for old in list(block.args):
         if not isinstance(old.type, TensorType):
