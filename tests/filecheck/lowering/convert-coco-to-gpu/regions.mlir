@@ -4,7 +4,7 @@
 // collectives and a coco.overlap have FALLBACK lowerings for now (op by op;
 // chunk by chunk on stream 0), which keep dropout's global index.
 
-// CHECK:      ^bb0(%n: index, %rank: index, %x: memref<16xf16>, %b: memref<8xf16>, %w: memref<16xf16>, %result0: memref<16xf16>, %w_1: memref<16xf16>):
+// CHECK:      gpu.func @chain_chain_0(%n: index, %rank: index, %x: memref<16xf16>, %b: memref<8xf16>, %w: memref<16xf16>, %result0: memref<16xf16>, %w_1: memref<16xf16>) kernel {
 // CHECK:        scf.for %i = %start to %n step %step {
 // CHECK-NEXT:     %5 = memref.load %x[%i] : memref<16xf16>
 // CHECK-NEXT:     %6 = arith.constant 8 : index
@@ -32,51 +32,51 @@
 // CHECK-NEXT:     memref.store %[[D]], %result0[%i] : memref<16xf16>
 // CHECK-NEXT:     memref.store %[[N]], %w_1[%i] : memref<16xf16>
 // CHECK-NEXT:   }
-// CHECK:      {sym_name = "chain_chain_0", gpu.kernel}
+// CHECK:      gpu.return
 
 // Inside chunk 1 of 2 along dim 0 of the [4, 8] product, the dropout's global
 // row is i / 8 + 2.
-// CHECK:      {sym_name = "overlap_dropout_0", gpu.kernel}
-// CHECK:      ^bb0(%n: index, %p: memref<16xf32>, %d: memref<16xf32>):
+// CHECK:      gpu.func @overlap_dropout_0(
+// CHECK:      gpu.func @overlap_dropout_1(%n: index, %p: memref<16xf32>, %d: memref<16xf32>) kernel {
 // CHECK:          %5 = memref.load %p[%i] : memref<16xf32>
 // CHECK-NEXT:     %6 = arith.constant 8 : index
 // CHECK-NEXT:     %7 = arith.divui %i, %6 : index
 // CHECK-NEXT:     %8 = arith.constant 2 : index
 // CHECK-NEXT:     %9 = arith.addi %7, %8 : index
-// CHECK:      {sym_name = "overlap_dropout_1", gpu.kernel}
+// CHECK:      gpu.return
 
 // The elementwise fusion writes its first output into the out-parameter and
 // its second into %w in place (it reads %w at the index it writes).
 // CHECK-LABEL: func.func @chain(%x: memref<2x8xf16>, %b: memref<8xf16>, %w: memref<2x8xf16>, %result0: memref<2x8xf16>)
 // CHECK-NEXT:    %rank = coco_gpu.rank
-// CHECK:         "gpu.launch_func"({{.*}}, %n, %rank, %x_flat, %b, %w_flat, %result0_flat, %w_flat_1) <{kernel = @kernels::@chain_chain_0
+// CHECK:         gpu.launch_func  @kernels::@chain_chain_0 {{.*}}args({{.*}}%n : {{[^,]*}}, %rank : {{[^,]*}}, %x_flat : {{[^,]*}}, %b : {{[^,]*}}, %w_flat : {{[^,]*}}, %result0_flat : {{[^,]*}}, %w_flat_1 : {{[^,]*}})
 // CHECK-NEXT:    func.return
 
 // FALLBACK: the fused all-reduce runs op by op; the gather writes %w.
 // CHECK-LABEL: func.func @fused_all_reduce(%g: memref<16xf32>, %lr: memref<f32>, %w: memref<16xf32>)
 // CHECK-NEXT:    %s = memref.alloc() : memref<8xf32>
 // CHECK-NEXT:    coco_gpu.nccl_reduce_scatter %g, %s reduction = sum : memref<16xf32>, memref<8xf32>
-// CHECK:         "gpu.launch_func"({{.*}}) <{kernel = @kernels::@fused_all_reduce_mul_0
-// CHECK:         "gpu.launch_func"({{.*}}) <{kernel = @kernels::@fused_all_reduce_all_slice_0
-// CHECK:         "gpu.launch_func"({{.*}}) <{kernel = @kernels::@fused_all_reduce_sub_0
+// CHECK:         gpu.launch_func  @kernels::@fused_all_reduce_mul_0 {{.*}}args({{.*}} : {{[^,]*}})
+// CHECK:         gpu.launch_func  @kernels::@fused_all_reduce_all_slice_0 {{.*}}args({{.*}} : {{[^,]*}})
+// CHECK:         gpu.launch_func  @kernels::@fused_all_reduce_sub_0 {{.*}}args({{.*}} : {{[^,]*}})
 // CHECK-NEXT:    coco_gpu.nccl_all_gather %new, %w : memref<8xf32>, memref<16xf32>
 
 // FALLBACK: the overlap runs its 2 chunks one after the other.
 // CHECK-LABEL: func.func @overlap(%x: memref<4x8xf32>, %m: memref<8x8xf32>, %result0: memref<4x8xf32>)
 // CHECK-NEXT:    %xc_chunk = memref.alloc() : memref<2x8xf32>
 // CHECK-NEXT:    %chunk_start = arith.constant 0 : index
-// CHECK:         "gpu.launch_func"({{.*}}, %chunk_start, %x_flat, %xc_chunk_flat) <{kernel = @kernels::@overlap_mm_chunk_0
+// CHECK:         gpu.launch_func  @kernels::@overlap_mm_chunk_0 {{.*}}args({{.*}}%chunk_start : {{[^,]*}}, %x_flat : {{[^,]*}}, %xc_chunk_flat : {{[^,]*}})
 // CHECK-NEXT:    %p = memref.alloc() : memref<2x8xf32>
 // CHECK-NEXT:    coco_gpu.gemm %xc_chunk, %m, %p
-// CHECK:         "gpu.launch_func"({{.*}}) <{kernel = @kernels::@overlap_dropout_0
+// CHECK:         gpu.launch_func  @kernels::@overlap_dropout_0 {{.*}}args({{.*}} : {{[^,]*}})
 // CHECK:         coco_gpu.nccl_all_reduce %d, %r reduction = sum
 // CHECK-NEXT:    %chunk_start_1 = arith.constant 0 : index
-// CHECK:         "gpu.launch_func"({{.*}}, %chunk_start_1, %{{.*}}, %result0_flat) <{kernel = @kernels::@overlap_mm_unchunk_0
+// CHECK:         gpu.launch_func  @kernels::@overlap_mm_unchunk_0 {{.*}}args({{.*}}%chunk_start_1 : {{[^,]*}}, %{{.*}} : {{[^,]*}}, %result0_flat : {{[^,]*}})
 // CHECK-NEXT:    %xc_chunk_1 = memref.alloc() : memref<2x8xf32>
 // CHECK-NEXT:    %chunk_start_2 = arith.constant 2 : index
 // CHECK:         coco_gpu.gemm %xc_chunk_1, %m, %p_1
-// CHECK:         "gpu.launch_func"({{.*}}) <{kernel = @kernels::@overlap_dropout_1
-// CHECK:         "gpu.launch_func"({{.*}}) <{kernel = @kernels::@overlap_mm_unchunk_0
+// CHECK:         gpu.launch_func  @kernels::@overlap_dropout_1 {{.*}}args({{.*}} : {{[^,]*}})
+// CHECK:         gpu.launch_func  @kernels::@overlap_mm_unchunk_0 {{.*}}args({{.*}} : {{[^,]*}})
 
 module attributes {coco.world_size = 2 : i64} {
   func.func @chain(%x: !coco.tensor<4x8xf16, sliced<0>>, %b: !coco.tensor<8xf16, replicated>, %w: !coco.tensor<4x8xf16, sliced<0>>) -> !coco.tensor<4x8xf16, sliced<0>> {
