@@ -1,8 +1,9 @@
 // RUN: coconet-opt %s -p convert-coco-to-gpu | filecheck %s
 // Regions: an elementwise coco.fusion is ONE kernel computing the whole chain
 // per element (several outputs, rounded after each op); a fusion holding
-// collectives and a coco.overlap have FALLBACK lowerings for now (op by op;
-// chunk by chunk on stream 0), which keep dropout's global index.
+// collectives the fused kernel does not take has a FALLBACK lowering (op by
+// op); a coco.overlap runs chunk by chunk on two streams; both keep dropout's
+// global index.
 
 // CHECK:      gpu.func @chain_chain_0(%n: index, %rank: index, %x: memref<16xf16>, %b: memref<8xf16>, %w: memref<16xf16>, %result0: memref<16xf16>, %w_1: memref<16xf16>) kernel {
 // CHECK:        scf.for %i = %start to %n step %step {
@@ -52,31 +53,42 @@
 // CHECK:         gpu.launch_func  @kernels::@chain_chain_0 {{.*}}args({{.*}}%n : {{[^,]*}}, %rank : {{[^,]*}}, %x_flat : {{[^,]*}}, %b : {{[^,]*}}, %w_flat : {{[^,]*}}, %result0_flat : {{[^,]*}}, %w_flat_1 : {{[^,]*}})
 // CHECK-NEXT:    func.return
 
-// FALLBACK: the fused all-reduce runs op by op; the gather writes %w.
+// The fused all-reduce is one fused kernel (fusion-collectives.mlir), which
+// writes the gathered %w itself: no NCCL call.
 // CHECK-LABEL: func.func @fused_all_reduce(%g: memref<16xf32>, %lr: memref<f32>, %w: memref<16xf32>)
-// CHECK-NEXT:    %s = memref.alloc() : memref<8xf32>
-// CHECK-NEXT:    coco_gpu.nccl_reduce_scatter %g, %s reduction = sum : memref<16xf32>, memref<8xf32>
-// CHECK:         gpu.launch_func  @kernels::@fused_all_reduce_mul_0 {{.*}}args({{.*}} : {{[^,]*}})
-// CHECK:         gpu.launch_func  @kernels::@fused_all_reduce_all_slice_0 {{.*}}args({{.*}} : {{[^,]*}})
-// CHECK:         gpu.launch_func  @kernels::@fused_all_reduce_sub_0 {{.*}}args({{.*}} : {{[^,]*}})
-// CHECK-NEXT:    coco_gpu.nccl_all_gather %new, %w : memref<8xf32>, memref<16xf32>
+// CHECK-NOT:     coco_gpu.nccl
+// CHECK:         gpu.launch_func  @kernels::@fused_all_reduce_sgd_0 {{.*}}args({{.*}}%g : memref<16xf32>, {{.*}}%w : memref<16xf32>)
+// CHECK-NEXT:    func.return
 
-// FALLBACK: the overlap runs its 2 chunks one after the other.
+// The overlap runs its 2 chunks on two streams (overlap.mlir has the other
+// shapes): the chunk copy, gemm and dropout on stream 0, then an event that
+// stream 1 waits for before the all_reduce; the unchunk copy on stream 1.
 // CHECK-LABEL: func.func @overlap(%x: memref<4x8xf32>, %m: memref<8x8xf32>, %result0: memref<4x8xf32>)
-// CHECK-NEXT:    %xc_chunk = memref.alloc() : memref<2x8xf32>
+// CHECK-NEXT:    %overlap_start = coco_gpu.record_event
+// CHECK-NEXT:    coco_gpu.wait_event %overlap_start {coco_gpu.stream = 1 : i64}
 // CHECK-NEXT:    %chunk_start = arith.constant 0 : index
-// CHECK:         gpu.launch_func  @kernels::@overlap_mm_chunk_0 {{.*}}args({{.*}}%chunk_start : {{[^,]*}}, %x_flat : {{[^,]*}}, %xc_chunk_flat : {{[^,]*}})
+// CHECK-NEXT:    %xc_chunk = memref.alloc() : memref<2x8xf32>
+// CHECK:         gpu.launch_func  @kernels::@overlap_mm_chunk_0 {{.*}}args({{.*}}%chunk_start : {{[^,]*}}, %x_flat : {{[^,]*}}, %xc_chunk_flat : {{[^,]*}}){{$}}
 // CHECK-NEXT:    %p = memref.alloc() : memref<2x8xf32>
-// CHECK-NEXT:    coco_gpu.gemm %xc_chunk, %m, %p
-// CHECK:         gpu.launch_func  @kernels::@overlap_dropout_0 {{.*}}args({{.*}} : {{[^,]*}})
-// CHECK:         coco_gpu.nccl_all_reduce %d, %r reduction = sum
+// CHECK-NEXT:    coco_gpu.gemm %xc_chunk, %m, %p : memref<2x8xf32>, memref<8x8xf32>, memref<2x8xf32>{{$}}
+// CHECK:         gpu.launch_func  @kernels::@overlap_dropout_0 {{.*}}args({{.*}} : {{[^,]*}}){{$}}
+// CHECK-NEXT:    %chunk_ready = coco_gpu.record_event{{$}}
+// CHECK-NEXT:    coco_gpu.wait_event %chunk_ready {coco_gpu.stream = 1 : i64}
+// CHECK-NEXT:    %r = memref.alloc() {coco_gpu.stream = 1 : i64} : memref<2x8xf32>
+// CHECK-NEXT:    coco_gpu.nccl_all_reduce %d, %r reduction = sum {coco_gpu.stream = 1 : i64}
 // CHECK-NEXT:    %chunk_start_1 = arith.constant 0 : index
-// CHECK:         gpu.launch_func  @kernels::@overlap_mm_unchunk_0 {{.*}}args({{.*}}%chunk_start_1 : {{[^,]*}}, %{{.*}} : {{[^,]*}}, %result0_flat : {{[^,]*}})
+// CHECK:         gpu.launch_func  @kernels::@overlap_mm_unchunk_0 {{.*}}args({{.*}}%chunk_start_1 : {{[^,]*}}, %{{.*}} : {{[^,]*}}, %result0_flat : {{[^,]*}}) {coco_gpu.stream = 1 : i64}
+// CHECK:         %chunk_start_2 = arith.constant 2 : index
 // CHECK-NEXT:    %xc_chunk_1 = memref.alloc() : memref<2x8xf32>
-// CHECK-NEXT:    %chunk_start_2 = arith.constant 2 : index
-// CHECK:         coco_gpu.gemm %xc_chunk_1, %m, %p_1
-// CHECK:         gpu.launch_func  @kernels::@overlap_dropout_1 {{.*}}args({{.*}} : {{[^,]*}})
-// CHECK:         gpu.launch_func  @kernels::@overlap_mm_unchunk_0 {{.*}}args({{.*}} : {{[^,]*}})
+// CHECK:         coco_gpu.gemm %xc_chunk_1, %m, %p_1 : {{.*}}>{{$}}
+// CHECK:         gpu.launch_func  @kernels::@overlap_dropout_1 {{.*}}args({{.*}} : {{[^,]*}}){{$}}
+// CHECK-NEXT:    %chunk_ready_1 = coco_gpu.record_event{{$}}
+// CHECK-NEXT:    coco_gpu.wait_event %chunk_ready_1 {coco_gpu.stream = 1 : i64}
+// CHECK:         coco_gpu.nccl_all_reduce %d_1, %r_1 reduction = sum {coco_gpu.stream = 1 : i64}
+// CHECK:         gpu.launch_func  @kernels::@overlap_mm_unchunk_0 {{.*}} {coco_gpu.stream = 1 : i64}
+// CHECK-NEXT:    %overlap_done = coco_gpu.record_event {coco_gpu.stream = 1 : i64}
+// CHECK-NEXT:    coco_gpu.wait_event %overlap_done{{$}}
+// CHECK-NEXT:    memref.dealloc %xc_chunk
 
 module attributes {coco.world_size = 2 : i64} {
   func.func @chain(%x: !coco.tensor<4x8xf16, sliced<0>>, %b: !coco.tensor<8xf16, replicated>, %w: !coco.tensor<4x8xf16, sliced<0>>) -> !coco.tensor<4x8xf16, sliced<0>> {
