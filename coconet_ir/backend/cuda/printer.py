@@ -1089,10 +1089,10 @@ class CudaPrinter(BasePrinter):
         block = self.scope.fresh("block", "block")
         p = self.scope.fresh("peer", "peer")
         self.line(
-            f"const size_t {block} = {element_count(source)} / (size_t)ctx->world_size;"
+            f"const size_t {block} = {element_count(source)} / (size_t)ctx->world;"
         )
         self.line("COCO_CHECK_NCCL(ncclGroupStart());")
-        self.line(f"for (int {p} = 0; {p} < ctx->world_size; ++{p}) {{")
+        self.line(f"for (int {p} = 0; {p} < ctx->world; ++{p}) {{")
         with self.indented():
             self.line(
                 f"COCO_CHECK_NCCL(ncclSend({self.operand(op.input)} + {p} * {block}, "
@@ -1115,7 +1115,7 @@ class CudaPrinter(BasePrinter):
         self.nccl(
             op,
             f"{function}({self.text(buffer)}, {element_count(t)}, "
-            f"{self.nccl_type(t, op)}, {stage} * ctx->world_size + ctx->rank, "
+            f"{self.nccl_type(t, op)}, {stage} * ctx->world + ctx->rank, "
             f"ctx->pipeline_comm, {self.on_stream(op)})",
         )
 
