@@ -221,6 +221,8 @@ class Lowering:
         for reader in readers:
             if isinstance(reader, coco.UpdateOp | UnrealizedConversionCastOp):
                 continue
+            if isinstance(reader, memref.CopyOp) and reader.destination is buffer:
+                continue  # a copy into the buffer does not read it
             where = top.get_operation_index(top_level(reader, top))
             if where > at or (where == at and not reads_in_place):
                 return False
@@ -1119,6 +1121,15 @@ def find_destinations(lowering: Lowering, function: func.FuncOp) -> None:
                     lowering.destinations.setdefault(value, out)
 
 
+def drop_self_copies(function: func.FuncOp) -> None:
+    """Erase the copies of a buffer onto itself (an overlap's output chunk
+    its producer wrote in place)."""
+    for op in list(function.body.block.ops):
+        if isinstance(op, memref.CopyOp) and op.source is op.destination:
+            op.detach()
+            op.erase()
+
+
 def insert_deallocs(function: func.FuncOp) -> None:
     """Free every buffer the function allocated, before it returns."""
     block = function.body.block
@@ -1241,6 +1252,7 @@ class ConvertCocoToGpu(ModulePass):
             raise CocoError(f"{self.name} has no lowering for this op", left)
         for function in functions:
             fold_casts(list(function.walk()))
+            drop_self_copies(function)
             insert_deallocs(function)
         kernels.renumber([o for o in op.walk() if isinstance(o, gpu.LaunchFuncOp)])
         op.body.block.insert_op_before(kernels.module, op.body.block.first_op)  # type: ignore[arg-type]

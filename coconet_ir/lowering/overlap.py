@@ -43,6 +43,7 @@ stream that produced it. A dropout keeps its global index
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -53,17 +54,19 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from coconet_ir.analysis.chunks import chunk_dims
 from coconet_ir.dialects import coco
+from coconet_ir.dialects.coco import TensorType
 from coconet_ir.dialects.coco_gpu import (
     GemmOp,
     NcclCollectiveOp,
     NcclRecvOp,
     NcclSendOp,
     RecordEventOp,
+    ViewOp,
     WaitEventOp,
     set_stream,
     stream_of,
 )
-from coconet_ir.lowering.bufferize import as_tensor, local_shape
+from coconet_ir.lowering.bufferize import as_tensor, buffer_type, local_shape
 from coconet_ir.lowering.kernels import copy_block, memref_shape
 
 index = IndexType()
@@ -192,6 +195,17 @@ class Chunk:
         self.host.append(WaitEventOp(self.events[value], stream))
 
 
+def chunk_view(
+    buffer: SSAValue, chunk: TensorType, dim: int, c: int, world: int
+) -> ViewOp | None:
+    """Chunk `c` of `buffer` as a `coco_gpu.view` when it is contiguous (every
+    dim before the chunk dim is 1 in the chunk), else None."""
+    shape = local_shape(chunk, world)
+    if math.prod(shape[:dim]) != 1:
+        return None
+    return ViewOp(buffer, c * math.prod(shape), buffer_type(chunk, world))
+
+
 def lower_overlap(lowering, op: coco.OverlapOp, rewriter: PatternRewriter) -> None:
     """`coco.overlap chunks = K` → K unrolled chunks on two streams with
     events (the module docstring)."""
@@ -235,6 +249,13 @@ def lower_overlap(lowering, op: coco.OverlapOp, rewriter: PatternRewriter) -> No
                 continue
             stream = min(readers.get(arg, {COMPUTE_STREAM}))
             more, source = lowering.buffer(value)
+            view = chunk_view(source, tensor_of(arg), dim, c, world)
+            if view is not None:
+                view.result.name_hint = f"{arg.name_hint or 'in'}_chunk"
+                cast = as_tensor(view.result, arg.type)
+                host += [*more, view, cast]
+                mapping[arg] = cast.results[0]
+                continue
             piece = memref.AllocOp.get(
                 tensor_of(arg).element_type, shape=local_shape(tensor_of(arg), world)
             )
@@ -265,6 +286,13 @@ def lower_overlap(lowering, op: coco.OverlapOp, rewriter: PatternRewriter) -> No
             host.append(cast)
             mapping[arg] = cast.results[0]
             chunk.produced(cast.results[0], arg, stream)
+        views: dict[SSAValue, SSAValue] = {}
+        for value, out, dim in zip(op.yield_op.arguments, outputs, output_dims):
+            view = chunk_view(out, tensor_of(value), dim, c, world)
+            if view is not None and value.owner in streams:
+                view.result.name_hint = f"{out.name_hint or 'out'}_chunk"
+                host.append(view)
+                views[value] = view.result
         for inner in body:
             stream = streams[inner]
             for value in inner.operands:
@@ -282,10 +310,19 @@ def lower_overlap(lowering, op: coco.OverlapOp, rewriter: PatternRewriter) -> No
             for old, new in zip(inner.results, clone.results):
                 mapping[old] = new
                 chunk.produced(new, old, stream)
+                if old in views:
+                    lowering.destinations[new] = views[old]
         for value, out, dim in zip(op.yield_op.arguments, outputs, output_dims):
             piece_value = mapping.get(value, value)
             stream = chunk.streams.get(piece_value, COMPUTE_STREAM)
             more, piece = lowering.buffer(piece_value)
+            if value in views:
+                # The producer writes the output's chunk in place; if it
+                # cannot, this copy remains (a copy onto itself is dropped).
+                copy = memref.CopyOp(piece, views[value])
+                set_stream(copy, stream)
+                host += [*more, copy]
+                continue
             block = local_shape(tensor_of(value), world)[dim]
             start_at = arith.ConstantOp(IntegerAttr(c * block, index))
             start_at.result.name_hint = "chunk_start"

@@ -74,6 +74,7 @@ VIEW_OPS = (
     memref.ExpandShapeOp,
     memref.CastOp,
     memref.ReinterpretCastOp,
+    coco_gpu.ViewOp,
 )
 
 
@@ -1182,6 +1183,14 @@ class CudaPrinter(BasePrinter):
                 f"coco::symmetric_buffer<{element}>(ctx, {op.offset.value.data})", True
             ),
         )
+
+    @print.register
+    def _(self, op: coco_gpu.ViewOp) -> None:
+        offset = op.offset.value.data
+        if not offset:
+            self.bind(op.result, self.expr(op.source))
+        else:
+            self.bind(op.result, f"{self.operand(op.source)} + {offset}")
 
     @print.register
     def _(self, op: coco_gpu.PeersOp) -> None:
