@@ -5,9 +5,10 @@
 // chunk value between the streams (recorded right after its producer, waited
 // right before its reader), and the join (1 -> 0) after the last chunk.
 
-// all_gather -> matmul: the roles swap. Chunk c's input copy and gather run
-// on stream 1; stream 0 waits for the gather, multiplies and copies the chunk
-// out, so gather c+1 overlaps matmul c.
+// all_gather -> matmul: the roles swap. Chunk c's input copy (dim 1 is not
+// contiguous: a <label>_chunk kernel, on the stream of its reader) and gather
+// run on stream 1; stream 0 waits for the gather, multiplies and copies the
+// chunk out, so gather c+1 overlaps matmul c.
 // CHECK-LABEL: func.func @gather_mm(
 // CHECK-NEXT:    %overlap_start = coco_gpu.record_event{{$}}
 // CHECK-NEXT:    coco_gpu.wait_event %overlap_start {coco_gpu.stream = 1 : i64}
@@ -33,26 +34,29 @@
 // CHECK:         func.return
 
 // matmul -> fusion(reduce_scatter, compute, all_gather): the gemm on stream
-// 0, the fused kernel (no NCCL) on stream 1; the residual's chunk is copied
-// on stream 1 (only the fused kernel reads it).
+// 0, the fused kernel (no NCCL) on stream 1. Chunks along dim 0 are
+// contiguous: the inputs' chunks are coco_gpu.view's (no copy kernel) and the
+// fused kernel writes the output's chunk in place (no unchunk copy).
 // CHECK-LABEL: func.func @mm_fused(
 // CHECK-NEXT:    %overlap_start = coco_gpu.record_event{{$}}
 // CHECK-NEXT:    coco_gpu.wait_event %overlap_start {coco_gpu.stream = 1 : i64}
-// CHECK:         gpu.launch_func  @kernels::@mm_fused_mf_chunk_0 {{.*}}%xc_chunk_flat : memref<8xf32>){{$}}
-// CHECK:         gpu.launch_func  @kernels::@mm_fused_mf_chunk_1 {{.*}}%rc_chunk_flat : memref<16xf32>) {coco_gpu.stream = 1 : i64}
+// CHECK-NEXT:    %xc_chunk = coco_gpu.view %x[0] : memref<4x4xf32> to memref<2x4xf32>
+// CHECK-NEXT:    %rc_chunk = coco_gpu.view %r[0] : memref<4x8xf32> to memref<2x8xf32>
+// CHECK-NEXT:    %result0_chunk = coco_gpu.view %result0[0] : memref<4x8xf32> to memref<2x8xf32>
 // CHECK-NEXT:    %p = memref.alloc() : memref<2x8xf32>
 // CHECK-NEXT:    coco_gpu.gemm %xc_chunk, %w, %p : {{.*}}>{{$}}
 // CHECK-NEXT:    %chunk_ready = coco_gpu.record_event{{$}}
 // CHECK-NEXT:    coco_gpu.wait_event %chunk_ready {coco_gpu.stream = 1 : i64}
 // CHECK-NOT:     coco_gpu.nccl
-// CHECK:         gpu.launch_func  @kernels::@mm_fused_ar_{{[01]}} {{.*}}%p_flat : memref<16xf32>{{.*}} {coco_gpu.stream = 1 : i64}
-// CHECK:         gpu.launch_func  @kernels::@mm_fused_mf_unchunk_0 {{.*}} {coco_gpu.stream = 1 : i64}
+// CHECK:         gpu.launch_func  @kernels::@mm_fused_ar_{{[01]}} {{.*}}%p_flat : memref<16xf32>, {{.*}}%rc_chunk_flat : memref<16xf32>, {{.*}}%result0_chunk_flat : memref<16xf32>) {coco_gpu.stream = 1 : i64}
+// CHECK-NEXT:    %xc_chunk_1 = coco_gpu.view %x[8] : memref<4x4xf32> to memref<2x4xf32>
+// CHECK-NEXT:    %rc_chunk_1 = coco_gpu.view %r[16] : memref<4x8xf32> to memref<2x8xf32>
+// CHECK-NEXT:    %result0_chunk_1 = coco_gpu.view %result0[16] : memref<4x8xf32> to memref<2x8xf32>
 // CHECK:         coco_gpu.gemm %xc_chunk_1, %w, %p_1 : {{.*}}>{{$}}
 // CHECK-NEXT:    %chunk_ready_1 = coco_gpu.record_event{{$}}
 // CHECK-NEXT:    coco_gpu.wait_event %chunk_ready_1 {coco_gpu.stream = 1 : i64}
 // CHECK-NOT:     coco_gpu.nccl
-// CHECK:         gpu.launch_func  @kernels::@mm_fused_ar_{{[01]}} {{.*}}%p_flat_1 : memref<16xf32>{{.*}} {coco_gpu.stream = 1 : i64}
-// CHECK:         gpu.launch_func  @kernels::@mm_fused_mf_unchunk_0 {{.*}} {coco_gpu.stream = 1 : i64}
+// CHECK:         gpu.launch_func  @kernels::@mm_fused_ar_{{[01]}} {{.*}}%p_flat_1 : memref<16xf32>, {{.*}}%result0_chunk_flat_1 : memref<16xf32>) {coco_gpu.stream = 1 : i64}
 // CHECK-NEXT:    %overlap_done = coco_gpu.record_event {coco_gpu.stream = 1 : i64}
 // CHECK-NEXT:    coco_gpu.wait_event %overlap_done{{$}}
 

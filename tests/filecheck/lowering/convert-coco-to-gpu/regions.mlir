@@ -61,34 +61,31 @@
 // CHECK-NEXT:    func.return
 
 // The overlap runs its 2 chunks on two streams (overlap.mlir has the other
-// shapes): the chunk copy, gemm and dropout on stream 0, then an event that
-// stream 1 waits for before the all_reduce; the unchunk copy on stream 1.
+// shapes): chunks along dim 0 are contiguous, so each is a coco_gpu.view of
+// the full buffer (no copy); the gemm and dropout on stream 0, then an event
+// that stream 1 waits for before the all_reduce, which writes the output's
+// chunk in place.
 // CHECK-LABEL: func.func @overlap(%x: memref<4x8xf32>, %m: memref<8x8xf32>, %result0: memref<4x8xf32>)
 // CHECK-NEXT:    %overlap_start = coco_gpu.record_event
 // CHECK-NEXT:    coco_gpu.wait_event %overlap_start {coco_gpu.stream = 1 : i64}
-// CHECK-NEXT:    %chunk_start = arith.constant 0 : index
-// CHECK-NEXT:    %xc_chunk = memref.alloc() : memref<2x8xf32>
-// CHECK:         gpu.launch_func  @kernels::@overlap_mm_chunk_0 {{.*}}args({{.*}}%chunk_start : {{[^,]*}}, %x_flat : {{[^,]*}}, %xc_chunk_flat : {{[^,]*}}){{$}}
+// CHECK-NEXT:    %xc_chunk = coco_gpu.view %x[0] : memref<4x8xf32> to memref<2x8xf32>
+// CHECK-NEXT:    %result0_chunk = coco_gpu.view %result0[0] : memref<4x8xf32> to memref<2x8xf32>
 // CHECK-NEXT:    %p = memref.alloc() : memref<2x8xf32>
 // CHECK-NEXT:    coco_gpu.gemm %xc_chunk, %m, %p : memref<2x8xf32>, memref<8x8xf32>, memref<2x8xf32>{{$}}
 // CHECK:         gpu.launch_func  @kernels::@overlap_dropout_0 {{.*}}args({{.*}} : {{[^,]*}}){{$}}
 // CHECK-NEXT:    %chunk_ready = coco_gpu.record_event{{$}}
 // CHECK-NEXT:    coco_gpu.wait_event %chunk_ready {coco_gpu.stream = 1 : i64}
-// CHECK-NEXT:    %r = memref.alloc() {coco_gpu.stream = 1 : i64} : memref<2x8xf32>
-// CHECK-NEXT:    coco_gpu.nccl_all_reduce %d, %r reduction = sum {coco_gpu.stream = 1 : i64}
-// CHECK-NEXT:    %chunk_start_1 = arith.constant 0 : index
-// CHECK:         gpu.launch_func  @kernels::@overlap_mm_unchunk_0 {{.*}}args({{.*}}%chunk_start_1 : {{[^,]*}}, %{{.*}} : {{[^,]*}}, %result0_flat : {{[^,]*}}) {coco_gpu.stream = 1 : i64}
-// CHECK:         %chunk_start_2 = arith.constant 2 : index
-// CHECK-NEXT:    %xc_chunk_1 = memref.alloc() : memref<2x8xf32>
+// CHECK-NEXT:    coco_gpu.nccl_all_reduce %d, %result0_chunk reduction = sum {coco_gpu.stream = 1 : i64}
+// CHECK-NEXT:    %xc_chunk_1 = coco_gpu.view %x[16] : memref<4x8xf32> to memref<2x8xf32>
+// CHECK-NEXT:    %result0_chunk_1 = coco_gpu.view %result0[16] : memref<4x8xf32> to memref<2x8xf32>
 // CHECK:         coco_gpu.gemm %xc_chunk_1, %m, %p_1 : {{.*}}>{{$}}
 // CHECK:         gpu.launch_func  @kernels::@overlap_dropout_1 {{.*}}args({{.*}} : {{[^,]*}}){{$}}
 // CHECK-NEXT:    %chunk_ready_1 = coco_gpu.record_event{{$}}
 // CHECK-NEXT:    coco_gpu.wait_event %chunk_ready_1 {coco_gpu.stream = 1 : i64}
-// CHECK:         coco_gpu.nccl_all_reduce %d_1, %r_1 reduction = sum {coco_gpu.stream = 1 : i64}
-// CHECK:         gpu.launch_func  @kernels::@overlap_mm_unchunk_0 {{.*}} {coco_gpu.stream = 1 : i64}
+// CHECK-NEXT:    coco_gpu.nccl_all_reduce %d_1, %result0_chunk_1 reduction = sum {coco_gpu.stream = 1 : i64}
 // CHECK-NEXT:    %overlap_done = coco_gpu.record_event {coco_gpu.stream = 1 : i64}
 // CHECK-NEXT:    coco_gpu.wait_event %overlap_done{{$}}
-// CHECK-NEXT:    memref.dealloc %xc_chunk
+// CHECK-NEXT:    memref.dealloc %p
 
 module attributes {coco.world_size = 2 : i64} {
   func.func @chain(%x: !coco.tensor<4x8xf16, sliced<0>>, %b: !coco.tensor<8xf16, replicated>, %w: !coco.tensor<4x8xf16, sliced<0>>) -> !coco.tensor<4x8xf16, sliced<0>> {
