@@ -317,12 +317,11 @@ class ViewOp(IRDLOperation):
         ):
             raise VerifyException("a view is of and into identity-layout buffers")
         total = math.prod(source.get_shape())
-        if self.offset.value.data < 0 or (
-            self.offset.value.data + math.prod(result.get_shape()) > total
-        ):
+        start, count = self.offset.value.data, math.prod(result.get_shape())
+        if start < 0 or start + count > total:
             raise VerifyException(
-                f"elements [{self.offset.value.data}, +{math.prod(result.get_shape())}) "
-                f"are not within the {total} of the source"
+                f"elements [{start}, {start + count}) are not within the "
+                f"{total} of the source"
             )
 
 

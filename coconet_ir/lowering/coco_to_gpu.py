@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 from xdsl.builder import Builder
 from xdsl.context import Context
-from xdsl.dialects import arith, func, gpu, memref
+from xdsl.dialects import arith, func, memref
 from xdsl.dialects.builtin import (
     DenseArrayBase,
     FunctionType,
@@ -61,7 +61,7 @@ from xdsl.utils.exceptions import PassFailedException
 from coconet_ir.analysis.chunks import chunk_dims
 from coconet_ir.analysis.fused_plan import DEFAULT_CHUNK_ELEMENTS
 from coconet_ir.diagnostics import CocoError, value_name
-from coconet_ir.dialects import coco
+from coconet_ir.dialects import coco, gpu  # gpu: xDSL's, in MLIR's syntax
 from coconet_ir.dialects.coco import (
     ELEMENTWISE_OPS,
     WORLD_SIZE_ATTR,
@@ -102,7 +102,6 @@ from coconet_ir.lowering.kernels import (
     index_constant,
     launch,
     linear,
-    memref_shape,
     rank_major,
     reduce_kernel,
 )

@@ -30,14 +30,16 @@ fresh event):
    every later op of the function (on stream 0) and the entry's return see
    the results.
 
-Buffers: every chunk has buffers of its own (a copy of each chunked input,
-each intermediate, allocated on the stream that writes it first), none is
-reused across chunks, and all are freed at the function's end on stream 0,
-after the join: nothing a stream may still read is ever overwritten or
-freed. A chunked input is copied out (`<label>_chunk` kernel at offset
-`c * chunk`) on the stream of its readers (stream 0 when both read it); each
-output chunk is copied into the full-size output (`<label>_unchunk`) on the
-stream that produced it. A dropout keeps its global index
+Buffers: every chunk has buffers of its own (each intermediate, allocated on
+the stream that writes it first), none is reused across chunks, and all are
+freed at the function's end on stream 0, after the join: nothing a stream may
+still read is ever overwritten or freed. A chunk that is contiguous in its
+full buffer is a `coco_gpu.view` of it: the gemm reads its input chunk in
+place and the chunk's last producer writes the output's chunk in place.
+Otherwise a chunked input is copied out (`<label>_chunk` kernel at offset
+`c * chunk`) on the stream of its readers (stream 0 when both read it), and
+each output chunk is copied into the full-size output (`<label>_unchunk`) on
+the stream that produced it. A dropout keeps its global index
 (`coco_gpu.chunk`, COCO_DIALECT.md §7).
 """
 
@@ -46,6 +48,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from xdsl.dialects import arith, gpu, memref
 from xdsl.dialects.builtin import DenseArrayBase, IndexType, IntegerAttr, i64
@@ -68,6 +71,9 @@ from coconet_ir.dialects.coco_gpu import (
 )
 from coconet_ir.lowering.bufferize import as_tensor, buffer_type, local_shape
 from coconet_ir.lowering.kernels import copy_block, memref_shape
+
+if TYPE_CHECKING:
+    from coconet_ir.lowering.coco_to_gpu import Lowering
 
 index = IndexType()
 
@@ -206,7 +212,9 @@ def chunk_view(
     return ViewOp(buffer, c * math.prod(shape), buffer_type(chunk, world))
 
 
-def lower_overlap(lowering, op: coco.OverlapOp, rewriter: PatternRewriter) -> None:
+def lower_overlap(
+    lowering: Lowering, op: coco.OverlapOp, rewriter: PatternRewriter
+) -> None:
     """`coco.overlap chunks = K` → K unrolled chunks on two streams with
     events (the module docstring)."""
     from coconet_ir.lowering.coco_to_gpu import (
@@ -347,4 +355,3 @@ def lower_overlap(lowering, op: coco.OverlapOp, rewriter: PatternRewriter) -> No
         done.event.name_hint = "overlap_done"
         host += [done, WaitEventOp(done.event, COMPUTE_STREAM)]
     replace_with_buffers(rewriter, op, host, outputs)
-
