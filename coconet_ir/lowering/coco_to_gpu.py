@@ -116,7 +116,7 @@ __all__ = [
 index = IndexType()
 
 CHUNK_ATTR = "coco_gpu.chunk"
-"""On a dropout cloned into one chunk of a `coco.overlap` (the fallback
+"""On a dropout cloned into one chunk of a `coco.overlap` (while
 lowering): `array<i64: DIM, INDEX, CHUNKS>` — its operand is chunk INDEX of
 CHUNKS along DIM of the un-chunked value, so its global index is kept."""
 
