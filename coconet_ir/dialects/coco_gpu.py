@@ -17,6 +17,7 @@ The dialect imports no pass, analysis or lowering (docs/architecture.md).
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
 from xdsl.dialects.builtin import (
@@ -24,6 +25,7 @@ from xdsl.dialects.builtin import (
     IndexType,
     IntegerAttr,
     MemRefType,
+    NoneAttr,
     SymbolRefAttr,
     UnitAttr,
     i64,
@@ -49,6 +51,7 @@ from xdsl.irdl import (
     traits_def,
 )
 from xdsl.traits import Pure
+from xdsl.utils.exceptions import VerifyException
 
 from coconet_ir.dialects.coco.attributes import ReductionKindAttr
 
@@ -286,6 +289,48 @@ class WaitEventOp(IRDLOperation):
 
 
 @irdl_op_definition
+class ViewOp(IRDLOperation):
+    """A contiguous piece of `source`: the `result`-shaped buffer starting at
+    element `offset` of its flat (row-major) elements, as an identity-layout
+    buffer (an overlap chunk cut along the outermost non-unit dim). MLIR's
+    `memref.subview` would give a strided type and `memref.view` wants an i8
+    buffer; on the device both are `source + offset`."""
+
+    name = "coco_gpu.view"
+    traits = traits_def(Pure())
+    source = operand_def(MemRefType)
+    offset = prop_def(IntegerAttr[I64])
+    result = result_def(MemRefType)
+    assembly_format = (
+        "$source `[` $offset `]` attr-dict `:` type($source) `to` type($result)"
+    )
+
+    def __init__(self, source: SSAValue | Operation, offset: int, type: MemRefType):
+        super().__init__(
+            operands=[source],
+            properties={"offset": IntegerAttr(offset, i64)},
+            result_types=[type],
+        )
+
+    def verify_(self) -> None:
+        source, result = self.source.type, self.result.type
+        assert isinstance(source, MemRefType) and isinstance(result, MemRefType)
+        if source.element_type != result.element_type:
+            raise VerifyException("a view keeps the element type")
+        if not isinstance(source.layout, NoneAttr) or not isinstance(
+            result.layout, NoneAttr
+        ):
+            raise VerifyException("a view is of and into identity-layout buffers")
+        total = math.prod(source.get_shape())
+        start, count = self.offset.value.data, math.prod(result.get_shape())
+        if start < 0 or start + count > total:
+            raise VerifyException(
+                f"elements [{start}, {start + count}) are not within the "
+                f"{total} of the source"
+            )
+
+
+@irdl_op_definition
 class GridBlocksOp(IRDLOperation):
     """The number of blocks of a grid-stride launch over `count` items with
     `threads` threads per block: enough to cover them, capped to fill the
@@ -448,6 +493,7 @@ COCO_GPU_OPS = [
     GemmOp,
     RecordEventOp,
     WaitEventOp,
+    ViewOp,
     GridBlocksOp,
     RankOp,
     SymmetricBufferOp,
@@ -487,6 +533,7 @@ __all__ = [
     "RecordEventOp",
     "SignalOp",
     "SymmetricBufferOp",
+    "ViewOp",
     "WaitEventOp",
     "WaitSignalOp",
     "set_stream",

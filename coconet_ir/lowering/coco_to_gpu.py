@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 from xdsl.builder import Builder
 from xdsl.context import Context
-from xdsl.dialects import arith, func, gpu, memref
+from xdsl.dialects import arith, func, memref
 from xdsl.dialects.builtin import (
     DenseArrayBase,
     FunctionType,
@@ -62,7 +62,7 @@ from coconet_ir.analysis.chunks import chunk_dims
 from coconet_ir.analysis.costs import function_costs
 from coconet_ir.analysis.fused_plan import DEFAULT_CHUNK_ELEMENTS
 from coconet_ir.diagnostics import CocoError, value_name
-from coconet_ir.dialects import coco
+from coconet_ir.dialects import coco, gpu  # gpu: xDSL's, in MLIR's syntax
 from coconet_ir.dialects.coco import (
     ELEMENTWISE_OPS,
     WORLD_SIZE_ATTR,
@@ -104,7 +104,6 @@ from coconet_ir.lowering.kernels import (
     index_constant,
     launch,
     linear,
-    memref_shape,
     rank_major,
     reduce_kernel,
 )
@@ -119,7 +118,7 @@ __all__ = [
 index = IndexType()
 
 CHUNK_ATTR = "coco_gpu.chunk"
-"""On a dropout cloned into one chunk of a `coco.overlap` (the fallback
+"""On a dropout cloned into one chunk of a `coco.overlap` (while
 lowering): `array<i64: DIM, INDEX, CHUNKS>` — its operand is chunk INDEX of
 CHUNKS along DIM of the un-chunked value, so its global index is kept."""
 
@@ -223,6 +222,8 @@ class Lowering:
         for reader in readers:
             if isinstance(reader, coco.UpdateOp | UnrealizedConversionCastOp):
                 continue
+            if isinstance(reader, memref.CopyOp) and reader.destination is buffer:
+                continue  # a copy into the buffer does not read it
             where = top.get_operation_index(top_level(reader, top))
             if where > at or (where == at and not reads_in_place):
                 return False
@@ -1126,6 +1127,15 @@ def find_destinations(lowering: Lowering, function: func.FuncOp) -> None:
                     lowering.destinations.setdefault(value, out)
 
 
+def drop_self_copies(function: func.FuncOp) -> None:
+    """Erase the copies of a buffer onto itself (an overlap's output chunk
+    its producer wrote in place)."""
+    for op in list(function.body.block.ops):
+        if isinstance(op, memref.CopyOp) and op.source is op.destination:
+            op.detach()
+            op.erase()
+
+
 def insert_deallocs(function: func.FuncOp) -> None:
     """Free every buffer the function allocated, before it returns."""
     block = function.body.block
@@ -1248,6 +1258,7 @@ class ConvertCocoToGpu(ModulePass):
             raise CocoError(f"{self.name} has no lowering for this op", left)
         for function in functions:
             fold_casts(list(function.walk()))
+            drop_self_copies(function)
             insert_deallocs(function)
         kernels.renumber([o for o in op.walk() if isinstance(o, gpu.LaunchFuncOp)])
         op.body.block.insert_op_before(kernels.module, op.body.block.first_op)  # type: ignore[arg-type]

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from math import prod
 
 from xdsl.builder import Builder
-from xdsl.dialects import arith, gpu, memref, scf
+from xdsl.dialects import arith, memref, scf
 from xdsl.dialects.builtin import (
     IndexType,
     IntegerAttr,
@@ -63,7 +63,7 @@ from coconet_ir.analysis.fused_plan import (
     FusedPlan,
     SliceGeometry,
 )
-from coconet_ir.dialects import coco
+from coconet_ir.dialects import coco, gpu  # gpu: xDSL's, in MLIR's syntax
 from coconet_ir.dialects.coco import (
     AllGatherOp,
     AllSliceOp,

@@ -30,21 +30,25 @@ fresh event):
    every later op of the function (on stream 0) and the entry's return see
    the results.
 
-Buffers: every chunk has buffers of its own (a copy of each chunked input,
-each intermediate, allocated on the stream that writes it first), none is
-reused across chunks, and all are freed at the function's end on stream 0,
-after the join: nothing a stream may still read is ever overwritten or
-freed. A chunked input is copied out (`<label>_chunk` kernel at offset
-`c * chunk`) on the stream of its readers (stream 0 when both read it); each
-output chunk is copied into the full-size output (`<label>_unchunk`) on the
-stream that produced it. A dropout keeps its global index
+Buffers: every chunk has buffers of its own (each intermediate, allocated on
+the stream that writes it first), none is reused across chunks, and all are
+freed at the function's end on stream 0, after the join: nothing a stream may
+still read is ever overwritten or freed. A chunk that is contiguous in its
+full buffer is a `coco_gpu.view` of it: the gemm reads its input chunk in
+place and the chunk's last producer writes the output's chunk in place.
+Otherwise a chunked input is copied out (`<label>_chunk` kernel at offset
+`c * chunk`) on the stream of its readers (stream 0 when both read it), and
+each output chunk is copied into the full-size output (`<label>_unchunk`) on
+the stream that produced it. A dropout keeps its global index
 (`coco_gpu.chunk`, COCO_DIALECT.md §7).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from xdsl.dialects import arith, gpu, memref
 from xdsl.dialects.builtin import DenseArrayBase, IndexType, IntegerAttr, i64
@@ -53,18 +57,23 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from coconet_ir.analysis.chunks import chunk_dims
 from coconet_ir.dialects import coco
+from coconet_ir.dialects.coco import TensorType
 from coconet_ir.dialects.coco_gpu import (
     GemmOp,
     NcclCollectiveOp,
     NcclRecvOp,
     NcclSendOp,
     RecordEventOp,
+    ViewOp,
     WaitEventOp,
     set_stream,
     stream_of,
 )
-from coconet_ir.lowering.bufferize import as_tensor, local_shape
+from coconet_ir.lowering.bufferize import as_tensor, buffer_type, local_shape
 from coconet_ir.lowering.kernels import copy_block, memref_shape
+
+if TYPE_CHECKING:
+    from coconet_ir.lowering.coco_to_gpu import Lowering
 
 index = IndexType()
 
@@ -192,7 +201,20 @@ class Chunk:
         self.host.append(WaitEventOp(self.events[value], stream))
 
 
-def lower_overlap(lowering, op: coco.OverlapOp, rewriter: PatternRewriter) -> None:
+def chunk_view(
+    buffer: SSAValue, chunk: TensorType, dim: int, c: int, world: int
+) -> ViewOp | None:
+    """Chunk `c` of `buffer` as a `coco_gpu.view` when it is contiguous (every
+    dim before the chunk dim is 1 in the chunk), else None."""
+    shape = local_shape(chunk, world)
+    if math.prod(shape[:dim]) != 1:
+        return None
+    return ViewOp(buffer, c * math.prod(shape), buffer_type(chunk, world))
+
+
+def lower_overlap(
+    lowering: Lowering, op: coco.OverlapOp, rewriter: PatternRewriter
+) -> None:
     """`coco.overlap chunks = K` → K unrolled chunks on two streams with
     events (the module docstring)."""
     from coconet_ir.lowering.coco_to_gpu import (
@@ -235,6 +257,13 @@ def lower_overlap(lowering, op: coco.OverlapOp, rewriter: PatternRewriter) -> No
                 continue
             stream = min(readers.get(arg, {COMPUTE_STREAM}))
             more, source = lowering.buffer(value)
+            view = chunk_view(source, tensor_of(arg), dim, c, world)
+            if view is not None:
+                view.result.name_hint = f"{arg.name_hint or 'in'}_chunk"
+                cast = as_tensor(view.result, arg.type)
+                host += [*more, view, cast]
+                mapping[arg] = cast.results[0]
+                continue
             piece = memref.AllocOp.get(
                 tensor_of(arg).element_type, shape=local_shape(tensor_of(arg), world)
             )
@@ -265,6 +294,13 @@ def lower_overlap(lowering, op: coco.OverlapOp, rewriter: PatternRewriter) -> No
             host.append(cast)
             mapping[arg] = cast.results[0]
             chunk.produced(cast.results[0], arg, stream)
+        views: dict[SSAValue, SSAValue] = {}
+        for value, out, dim in zip(op.yield_op.arguments, outputs, output_dims):
+            view = chunk_view(out, tensor_of(value), dim, c, world)
+            if view is not None and value.owner in streams:
+                view.result.name_hint = f"{out.name_hint or 'out'}_chunk"
+                host.append(view)
+                views[value] = view.result
         for inner in body:
             stream = streams[inner]
             for value in inner.operands:
@@ -282,10 +318,19 @@ def lower_overlap(lowering, op: coco.OverlapOp, rewriter: PatternRewriter) -> No
             for old, new in zip(inner.results, clone.results):
                 mapping[old] = new
                 chunk.produced(new, old, stream)
+                if old in views:
+                    lowering.destinations[new] = views[old]
         for value, out, dim in zip(op.yield_op.arguments, outputs, output_dims):
             piece_value = mapping.get(value, value)
             stream = chunk.streams.get(piece_value, COMPUTE_STREAM)
             more, piece = lowering.buffer(piece_value)
+            if value in views:
+                # The producer writes the output's chunk in place; if it
+                # cannot, this copy remains (a copy onto itself is dropped).
+                copy = memref.CopyOp(piece, views[value])
+                set_stream(copy, stream)
+                host += [*more, copy]
+                continue
             block = local_shape(tensor_of(value), world)[dim]
             start_at = arith.ConstantOp(IntegerAttr(c * block, index))
             start_at.result.name_hint = "chunk_start"
@@ -310,4 +355,3 @@ def lower_overlap(lowering, op: coco.OverlapOp, rewriter: PatternRewriter) -> No
         done.event.name_hint = "overlap_done"
         host += [done, WaitEventOp(done.event, COMPUTE_STREAM)]
     replace_with_buffers(rewriter, op, host, outputs)
-

@@ -75,6 +75,7 @@ VIEW_OPS = (
     memref.ExpandShapeOp,
     memref.CastOp,
     memref.ReinterpretCastOp,
+    coco_gpu.ViewOp,
 )
 
 
@@ -1152,10 +1153,10 @@ class CudaPrinter(BasePrinter):
         block = self.scope.fresh("block", "block")
         p = self.scope.fresh("peer", "peer")
         self.line(
-            f"const size_t {block} = {element_count(source)} / (size_t)ctx->world_size;"
+            f"const size_t {block} = {element_count(source)} / (size_t)ctx->world;"
         )
         self.line("COCO_CHECK_NCCL(ncclGroupStart());")
-        self.line(f"for (int {p} = 0; {p} < ctx->world_size; ++{p}) {{")
+        self.line(f"for (int {p} = 0; {p} < ctx->world; ++{p}) {{")
         with self.indented():
             self.line(
                 f"COCO_CHECK_NCCL(ncclSend({self.operand(op.input)} + {p} * {block}, "
@@ -1178,7 +1179,7 @@ class CudaPrinter(BasePrinter):
         self.nccl(
             op,
             f"{function}({self.text(buffer)}, {element_count(t)}, "
-            f"{self.nccl_type(t, op)}, {stage} * ctx->world_size + ctx->rank, "
+            f"{self.nccl_type(t, op)}, {stage} * ctx->world + ctx->rank, "
             f"ctx->pipeline_comm, {self.on_stream(op)})",
         )
 
@@ -1245,6 +1246,14 @@ class CudaPrinter(BasePrinter):
                 f"coco::symmetric_buffer<{element}>(ctx, {op.offset.value.data})", True
             ),
         )
+
+    @print.register
+    def _(self, op: coco_gpu.ViewOp) -> None:
+        offset = op.offset.value.data
+        if not offset:
+            self.bind(op.result, self.expr(op.source))
+        else:
+            self.bind(op.result, f"{self.operand(op.source)} + {offset}")
 
     @print.register
     def _(self, op: coco_gpu.PeersOp) -> None:

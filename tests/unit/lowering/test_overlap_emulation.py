@@ -10,8 +10,6 @@ stage boundary."""
 
 from __future__ import annotations
 
-import re
-from collections import Counter
 from functools import cache
 
 import numpy as np
@@ -22,7 +20,12 @@ from xdsl.dialects import func, gpu
 from xdsl.dialects.builtin import ModuleOp
 
 import coconet_ir as cc
-from coconet_ir.backend.emu import EmulationError, EntryCall, compile_emulated, run_emulated
+from coconet_ir.backend.emu import (
+    EmulationError,
+    EntryCall,
+    compile_emulated,
+    run_emulated,
+)
 from coconet_ir.dialects import coco
 from coconet_ir.dialects.coco_gpu import (
     GemmOp,
@@ -36,13 +39,20 @@ from coconet_ir.dialects.coco_gpu import (
 from coconet_ir.interpreter.inputs import draw_inputs
 from coconet_ir.interpreter.values import DistValue
 
-OVERLAP_EXAMPLES = ["megatron", "pipeline", "sequence_parallel", "matmul_reduce_scatter"]
+OVERLAP_EXAMPLES = [
+    "megatron",
+    "pipeline",
+    "sequence_parallel",
+    "matmul_reduce_scatter",
+]
 STREAMS = 4  # the emulation's COCO_MAX_STREAMS
 
 
 @cache
 def optimized(name: str) -> ModuleOp:
-    return cc.Pipeline("coco-optimize")(cc.parse_file(str(EXAMPLES_DIR / f"{name}.mlir")))
+    return cc.Pipeline("coco-optimize")(
+        cc.parse_file(str(EXAMPLES_DIR / f"{name}.mlir"))
+    )
 
 
 def lowered(name: str, world: int) -> ModuleOp:
@@ -145,10 +155,12 @@ def test_stream_roles(name: str, kernel_on_1: str | None):
 
 FLAG_KERNELS = """
 __global__ void test_wait_flag(coco_peers peers) {
-  if (threadIdx.x == 0 && blockIdx.x == 0) coco::wait_signal(coco::own_slot(peers, 0), 1);
+  if (threadIdx.x == 0 && blockIdx.x == 0)
+    coco::wait_signal(coco::own_slot(peers, 0), 1);
 }
 __global__ void test_set_flag(coco_peers peers) {
-  if (threadIdx.x == 0 && blockIdx.x == 0) coco::signal(coco::own_slot(peers, 0), 1);
+  if (threadIdx.x == 0 && blockIdx.x == 0)
+    coco::signal(coco::own_slot(peers, 0), 1);
 }
 """
 
@@ -163,7 +175,10 @@ def with_flags(source: str, serialize: bool) -> str:
     lines = source.splitlines()
     first = next(i for i, line in enumerate(lines) if "ncclReduceScatter(" in line)
     last = max(i for i, line in enumerate(lines) if "cublasGemmEx(" in line)
-    launch = "  COCO_LAUNCH({}, dim3(1u), dim3(1u), 0, ctx->streams[{}], coco::peers_of(ctx));"
+    launch = (
+        "  COCO_LAUNCH({}, dim3(1u), dim3(1u), 0, ctx->streams[{}], "
+        "coco::peers_of(ctx));"
+    )
     lines.insert(last + 1, launch.format("test_set_flag", 0))
     lines.insert(first, launch.format("test_wait_flag", 1))
     text = "\n".join(lines) + "\n"
@@ -175,11 +190,14 @@ def with_flags(source: str, serialize: bool) -> str:
 def flag_run(serialize: bool, world: int = 2) -> dict:
     module = lowered("matmul_reduce_scatter", world)
     library = compile_emulated(with_flags(cuda_source(module), serialize))
-    (function,) = [f for f in optimized("matmul_reduce_scatter").ops if isinstance(f, func.FuncOp)]
+    (function,) = [
+        f for f in optimized("matmul_reduce_scatter").ops if isinstance(f, func.FuncOp)
+    ]
     inputs = draw_inputs(optimized("matmul_reduce_scatter"), world)
     args: list[list[np.ndarray]] = [[] for _ in range(world)]
     for position, arg in enumerate(function.body.block.args):
-        value = DistValue.from_global(arg.type, inputs[f"{function.sym_name.data}.arg{position}"], world)  # type: ignore[arg-type]
+        key = f"{function.sym_name.data}.arg{position}"
+        value = DistValue.from_global(arg.type, inputs[key], world)  # type: ignore[arg-type]
         for r in range(world):
             args[r].append(np.array(value.rank(r), copy=True, order="C"))
     for r in range(world):
@@ -204,17 +222,30 @@ def test_streams_really_overlap():
 def test_one_stream_would_deadlock():
     """The control: the same program on stream 0 only never ends (the
     watchdog names the wait), so the test above can fail."""
-    with pytest.raises(EmulationError, match="(?i)wait|stuck|timeout|timed out"):
+    with pytest.raises(EmulationError, match=r"(?i)wait|stuck|timeout|timed out"):
         flag_run(serialize=True)
 
 
-def test_overlap_is_thread_sanitizer_clean_three_calls_back_to_back():
-    module = optimized("megatron").clone()
+@pytest.mark.parametrize("name", OVERLAP_EXAMPLES)
+def test_overlap_is_thread_sanitizer_clean_three_calls_back_to_back(name: str):
+    module = optimized(name).clone()
     run = emulate(module, 2, seeds=(0, 1, 2), sanitize="thread")
     for expected, actual in zip(run.expected, run.actual):
         for key, value in expected.items():
             np.testing.assert_allclose(actual[key], value, rtol=1e-5, atol=1e-5)
-    assert [s[:2] for s in run.stats["gemms"]] == [[12, 0]] * 2
+    overlapped = overlap_function(name, 2)
+    gemms = static_counts(overlapped)["gemms"][0]
+    stage = [f for f in run.lowered.ops if isinstance(f, func.FuncOp)].index(
+        next(
+            f
+            for f in run.lowered.ops
+            if isinstance(f, func.FuncOp)
+            and f.sym_name.data == overlapped.sym_name.data
+        )
+    )
+    assert [s[0] for s in run.stats["gemms"][2 * stage : 2 * stage + 2]] == [
+        3 * gemms
+    ] * 2
 
 
 @pytest.mark.parametrize("world", [2, 4])
@@ -228,9 +259,13 @@ def test_pipeline_sends_the_slice(world: int):
     sends = [o for o in stage1.walk() if isinstance(o, NcclSendOp)]
     assert len(sends) == 1
     assert sends[0].input.type.get_shape() == (4, 8 // world, 64)  # type: ignore[attr-defined]
-    launches = [o for o in stage1.body.block.ops if isinstance(o, gpu.LaunchFuncOp | NcclSendOp)]
+    launches = [
+        o for o in stage1.body.block.ops if isinstance(o, gpu.LaunchFuncOp | NcclSendOp)
+    ]
     assert isinstance(launches[-1], NcclSendOp)  # after the fused kernel
-    assert "sum_rs_fused" in launches[-2].kernel.nested_references.data[-1].data  # type: ignore[attr-defined]
+    fused = launches[-2]
+    assert isinstance(fused, gpu.LaunchFuncOp)
+    assert "sum_rs_fused" in fused.kernel.nested_references.data[-1].data
     gathers = [o for o in stage2.walk() if isinstance(o, NcclCollectiveOp)]
     assert len(gathers) == 4 and all(stream_of(o) == 1 for o in gathers)
     run = emulate(optimized("pipeline").clone(), world, seeds=(0,))
@@ -238,9 +273,5 @@ def test_pipeline_sends_the_slice(world: int):
         np.testing.assert_allclose(run.actual[0][key], value, rtol=1e-5, atol=1e-5)
     moved = np.array(run.stats["bytes"]).sum(axis=-1)
     slice_bytes = 4 * 8 * 64 * 4 // world
-    for r in range(world):
-        assert moved[r, world + r] == slice_bytes
-    assert Counter(
-        int(moved[r, world + p] > 0) for r in range(world) for p in range(world) if p != r
-    ) == Counter({0: world * (world - 1)})
-    assert re.search(r"ncclSend", cuda_source(module))
+    across = moved[:world, world:]  # stage 1's ranks -> stage 2's ranks
+    assert (across == np.diag([slice_bytes] * world)).all()

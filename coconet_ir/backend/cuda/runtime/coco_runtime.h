@@ -99,6 +99,14 @@ inline coco_peers peers_of(const coco_context *ctx) {
   return peers;
 }
 
+// What the cuda target prints for `coco_gpu.peers` and `coco_gpu.symmetric_buffer`:
+// the peer table of a fused launch, and this rank's view of the symmetric
+// workspace at a byte offset.
+inline coco_peers peers(const coco_context *ctx) { return peers_of(ctx); }
+template <class T> inline T *symmetric_buffer(coco_context *ctx, size_t offset) {
+  return reinterpret_cast<T *>(ctx->symmetric[ctx->rank] + offset);
+}
+
 // The next value of the rank's monotonic epoch counter: a launch that signals
 // with it and waits for `slot >= epoch` never needs the pad reset.
 inline uint64_t next_epoch(coco_context *ctx) { return ++ctx->epoch; }

@@ -76,6 +76,7 @@ builtin.module attributes {gpu.container_module, coco.world_size = 4 : i64} {
 // CHECK-NEXT:    const int64_t i = (int64_t)threadIdx.x;
 // CHECK-NEXT:    w[i] = w[i] - g[i];
 // CHECK:       extern "C" size_t coco_symmetric_bytes(void) { return 0; }
+// CHECK-NEXT:  extern "C" size_t coco_signal_slots(void) { return 0; }
 // CHECK-NEXT:  extern "C" int coco_world_size(void) { return 4; }
 // CHECK-LABEL: extern "C" int coco_stage_of_sgd(void) { return 0; }
 // CHECK-NEXT:  extern "C" int coco_sgd(coco_context *ctx, float *g, float *w, float *lr) {

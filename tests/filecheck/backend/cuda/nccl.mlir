@@ -28,9 +28,9 @@ builtin.module attributes {coco.world_size = 4 : i64} {
 // CHECK-NEXT:    COCO_CHECK_NCCL(ncclReduceScatter(x, part, 16, ncclFloat, ncclMax, ctx->comm, ctx->streams[2]));
 // CHECK-NEXT:    COCO_CHECK_NCCL(ncclAllGather(b, all, 64, ncclBfloat16, ctx->comm, ctx->streams[0]));
 // CHECK-NEXT:    COCO_CHECK_NCCL(ncclBroadcast(h, h, 64, ncclHalf, 1, ctx->comm, ctx->streams[0]));
-// CHECK-NEXT:    const size_t block = 64 / (size_t)ctx->world_size;
+// CHECK-NEXT:    const size_t block = 64 / (size_t)ctx->world;
 // CHECK-NEXT:    COCO_CHECK_NCCL(ncclGroupStart());
-// CHECK-NEXT:    for (int peer = 0; peer < ctx->world_size; ++peer) {
+// CHECK-NEXT:    for (int peer = 0; peer < ctx->world; ++peer) {
 // CHECK-NEXT:      COCO_CHECK_NCCL(ncclSend(x + peer * block, block, ncclFloat, peer, ctx->comm, ctx->streams[0]));
 // CHECK-NEXT:      COCO_CHECK_NCCL(ncclRecv(out + peer * block, block, ncclFloat, peer, ctx->comm, ctx->streams[0]));
 // CHECK-NEXT:    }
@@ -38,7 +38,7 @@ builtin.module attributes {coco.world_size = 4 : i64} {
 // CHECK-NEXT:    return 0;
 // CHECK-LABEL: extern "C" int coco_stage_of_stage1(void) { return 0; }
 // CHECK-NEXT:  extern "C" int coco_stage1(coco_context *ctx, float *y) {
-// CHECK-NEXT:    COCO_CHECK_NCCL(ncclSend(y, 512, ncclFloat, 1 * ctx->world_size + ctx->rank, ctx->pipeline_comm, ctx->streams[0]));
+// CHECK-NEXT:    COCO_CHECK_NCCL(ncclSend(y, 512, ncclFloat, 1 * ctx->world + ctx->rank, ctx->pipeline_comm, ctx->streams[0]));
 // CHECK-LABEL: extern "C" int coco_stage_of_stage2(void) { return 1; }
 // CHECK-NEXT:  extern "C" int coco_stage2(coco_context *ctx, float *z) {
-// CHECK-NEXT:    COCO_CHECK_NCCL(ncclRecv(z, 512, ncclFloat, 0 * ctx->world_size + ctx->rank, ctx->pipeline_comm, ctx->streams[0]));
+// CHECK-NEXT:    COCO_CHECK_NCCL(ncclRecv(z, 512, ncclFloat, 0 * ctx->world + ctx->rank, ctx->pipeline_comm, ctx->streams[0]));

@@ -4,7 +4,7 @@
 // out-parameters, coco.update written in place when the old value is dead.
 
 // CHECK:      builtin.module attributes {gpu.container_module, coco.world_size = 4 : i64} {
-// CHECK-NEXT:   "gpu.module"() <{sym_name = "kernels"}> ({
+// CHECK-NEXT:   gpu.module @kernels {
 
 // CHECK-LABEL: func.func @signature(%s: memref<2x8xf32>, %l: memref<8xf16>, %c: memref<f32>, %result0: memref<8x2xf32>, %result1: memref<f32>) attributes {coco_gpu.entry = (!coco.tensor<8x8xf32, sliced<0>>, !coco.tensor<8xf16, local>, !coco.tensor<f32, replicated>) -> (!coco.tensor<8x8xf32, sliced<1>>, !coco.tensor<f32, replicated>)} {
 // CHECK:         coco_gpu.nccl_all_to_all %{{.*}}, %result0
@@ -17,7 +17,7 @@
 // CHECK-LABEL: func.func @in_place(%g: memref<16xf32>, %w: memref<16xf32>) attributes
 // CHECK:         %sum = memref.alloc() : memref<16xf32>
 // CHECK-NEXT:    coco_gpu.nccl_all_reduce %g, %sum reduction = sum : memref<16xf32>, memref<16xf32>
-// CHECK:         "gpu.launch_func"({{.*}}, %n, %w, %sum, %w) <{kernel = @kernels::@in_place_sub_0
+// CHECK:         gpu.launch_func  @kernels::@in_place_sub_0 {{.*}}args({{.*}}%n : {{[^,]*}}, %w : {{[^,]*}}, %sum : {{[^,]*}}, %w : {{[^,]*}})
 // CHECK-NEXT:    memref.dealloc %sum : memref<16xf32>
 // CHECK-NEXT:    func.return
 
@@ -25,8 +25,8 @@
 // copied into %w at the end.
 // CHECK-LABEL: func.func @copy_back(%w: memref<16xf32>, %result0: memref<16xf32>)
 // CHECK:         %w1 = memref.alloc() : memref<16xf32>
-// CHECK:         "gpu.launch_func"({{.*}}, %n, %w, %w1) <{kernel = @kernels::@copy_back_neg_0
-// CHECK:         "gpu.launch_func"({{.*}}, %n_1, %w, %w1, %result0) <{kernel = @kernels::@copy_back_add_0
+// CHECK:         gpu.launch_func  @kernels::@copy_back_neg_0 {{.*}}args({{.*}}%n : {{[^,]*}}, %w : {{[^,]*}}, %w1 : {{[^,]*}})
+// CHECK:         gpu.launch_func  @kernels::@copy_back_add_0 {{.*}}args({{.*}}%n_1 : {{[^,]*}}, %w : {{[^,]*}}, %w1 : {{[^,]*}}, %result0 : {{[^,]*}})
 // CHECK-NEXT:    "memref.copy"(%w1, %w) : (memref<16xf32>, memref<16xf32>) -> ()
 // CHECK-NEXT:    memref.dealloc %w1 : memref<16xf32>
 // CHECK-NEXT:    func.return

@@ -6,8 +6,8 @@
 // kernel: no NCCL call, one launch, peer stores and signals (docs/gpu.md, "The
 // fused all-reduce kernel").
 
-// CHECK:      builtin.module attributes {coco_gpu.symmetric_bytes = 512 : i64, coco_gpu.signal_slots = 8 : i64
-// TWO:        builtin.module attributes {coco_gpu.symmetric_bytes = 512 : i64, coco_gpu.signal_slots = 4 : i64
+// CHECK:      builtin.module attributes {gpu.container_module, coco.world_size = {{[0-9]+}} : i64, coco_gpu.symmetric_bytes = 512 : i64, coco_gpu.signal_slots = 8 : i64
+// TWO:        builtin.module attributes {gpu.container_module, coco.world_size = {{[0-9]+}} : i64, coco_gpu.symmetric_bytes = 512 : i64, coco_gpu.signal_slots = 4 : i64
 
 // The kernel: rank, epoch, peers, the reduced input and its scratch, the
 // inputs read per element, the gather buffer and the gathered output, the

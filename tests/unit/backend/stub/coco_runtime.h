@@ -15,14 +15,14 @@
 
 struct coco_peers {
   int rank;
-  int world_size;
+  int world;
   char *const *symmetric;
   uint64_t *const *signals;
 };
 
 struct coco_context {
   int rank;
-  int world_size;
+  int world;
   int stage;
   ncclComm_t comm;
   ncclComm_t pipeline_comm;
