@@ -508,8 +508,8 @@ COCO_GPU_OPS = [
 CocoGpu = Dialect("coco_gpu", COCO_GPU_OPS, [EventType, PeersType])
 
 __all__ = [
-    "COCO_GPU_OPS",
     "BYTES_ATTR",
+    "COCO_GPU_OPS",
     "ENTRY_ATTR",
     "STREAM_ATTR",
     "CocoGpu",

@@ -497,10 +497,11 @@ class CudaPrinter(BasePrinter):
                 casts.append(f"({self.ctype(arg.type, f)})a[{k}]")
             table = f"coco_bench_args_{name}"
             if args:
-                self.line(f"static const coco_bench_arg {table}[] = {{{', '.join(args)}}};")
-            self.line(
-                f"static int coco_bench_call_{name}(coco_context *ctx, void *const *a) {{"
-            )
+                self.line(
+                    f"static const coco_bench_arg {table}[] = {{{', '.join(args)}}};"
+                )
+            call = f"coco_bench_call_{name}"
+            self.line(f"static int {call}(coco_context *ctx, void *const *a) {{")
             if not args:
                 self.line("  (void)a;")
             self.line(f"  return coco_{name}({', '.join(['ctx', *casts])});")
@@ -508,8 +509,7 @@ class CudaPrinter(BasePrinter):
             message, bus = collective_bytes(f)
             rows.append(
                 f'{{"{name}", {self.stages.get(name, 0)}, {len(args)}, '
-                f"{table if args else 'nullptr'}, coco_bench_call_{name}, {message}ull, "
-                f"{bus}ull}}"
+                f"{table if args else 'nullptr'}, {call}, {message}ull, {bus}ull}}"
             )
         self.line("static const coco_bench_entry coco_bench_entries[] = {")
         for row in rows:

@@ -147,7 +147,9 @@ def _main(argv: list[str] | None = None) -> int:
         "--shared", action="store_true", help="a shared library with the GPU harness"
     )
     kind.add_argument(
-        "--nvcc-flags", action="store_true", help="print the flags only, not the command"
+        "--nvcc-flags",
+        action="store_true",
+        help="print the flags only, not the command",
     )
     args = parser.parse_args(argv)
     source = Path(args.file)
@@ -162,7 +164,9 @@ def _main(argv: list[str] | None = None) -> int:
         optimize=True,
     )
     if args.nvcc_flags:
-        command = [c for c in command[1:] if c not in (str(source), "-o", out, "-x", "cu")]
+        command = [
+            c for c in command[1:] if c not in (str(source), "-o", out, "-x", "cu")
+        ]
     print(shlex.join(command))
     return 0
 
