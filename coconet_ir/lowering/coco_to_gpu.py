@@ -107,6 +107,7 @@ from coconet_ir.lowering.kernels import (
     rank_major,
     reduce_kernel,
 )
+from coconet_ir.lowering.overlap import OnItsStream, lower_overlap
 from coconet_ir.passes.base import move_contents
 
 __all__ = [
@@ -1089,8 +1090,6 @@ class LowerOverlap(CocoLoweringPattern):
     def match_and_rewrite(self, op: coco.OverlapOp, rewriter: PatternRewriter) -> None:
         if not ready(op):
             return
-        from coconet_ir.lowering.overlap import lower_overlap
-
         lower_overlap(self.lowering, op, rewriter)
 
 
@@ -1114,8 +1113,6 @@ def patterns(lowering: Lowering) -> list[RewritePattern]:
         LowerUpdate,
         LowerReturn,
     ]
-    from coconet_ir.lowering.overlap import OnItsStream
-
     return [OnItsStream(kind(lowering)) for kind in kinds]
 
 
