@@ -149,7 +149,7 @@ class FusedPlan:
         if slice_type.rank == 0 or slice_type.dims[dim] % world:
             return f"cannot cut {slice_type} into {world} blocks"
         geometry = SliceGeometry(tuple(slice_type.dims), dim, world)
-        problems = _problems(ops, slice_type)
+        problems = _problems(ops, slice_type) + _yield_problems(fusion)
         if problems:
             return problems[0]
         return FusedPlan(
@@ -282,6 +282,19 @@ def _problems(ops: list[Operation], slice_type: TensorType) -> list[str]:
             problems.append(f"computes {t}, neither a slice {slice_type} nor a scalar")
         for operand in op.operands:
             problems.extend(_operand_problem(operand, is_slice, is_scalar, broadcasts))
+    return problems
+
+
+def _yield_problems(fusion: FusionOp) -> list[str]:
+    """The kernel writes slices computed in the body and gathered values; a
+    yielded input or scalar has no element the kernel would store."""
+    problems: list[str] = []
+    for value in fusion.yield_op.arguments:
+        t = coco.tensor_type(value)
+        if isinstance(value, BlockArgument):
+            problems.append("yields one of its inputs unchanged")
+        elif not (t.layout.is_sliced or isinstance(value.owner, AllGatherOp)):
+            problems.append(f"yields {t}, neither a slice nor a gathered value")
     return problems
 
 

@@ -4,7 +4,9 @@ Each implementation takes the operands' `DistValue`s and returns the results'
 `DistValue`s; one numpy computation covers all ranks (the leading axis of
 `DistValue.data` is the rank). Arithmetic on f16/bf16 runs in f32 and is rounded
 to the element type after each op; reductions, norms and matmuls on halves
-accumulate in f32 and round once.
+accumulate in f32 and round once. In a promoted run (`promoted_precision`) the
+dtypes come from the element table's promoted columns (f32 held as f64, every
+float computed in f64); the rules are the same.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from coconet_ir.interpreter.values import (
     DistValue,
     compute_dtype,
     cut,
+    rounded_constant,
     storage_dtype,
 )
 
@@ -267,7 +270,8 @@ class CocoFunctions(InterpreterFunctions):
         self, interpreter: Interpreter, op: coco.ConstantOp, args: PythonValues
     ) -> PythonValues:
         world = stage_context(interpreter).world
-        return (finish(op, np.array([op.python_value]), world),)
+        value = rounded_constant(result_type(op).element_type, [op.python_value])
+        return (finish(op, value, world),)
 
     @impl(coco.DropoutOp)
     def run_dropout(
@@ -278,8 +282,8 @@ class CocoFunctions(InterpreterFunctions):
         frames = stage_context(interpreter).chunk_frames
         u = dropout_uniform(op.seed.value.data, dropout_indices(op, operand, frames))
         data = in_compute_dtype(operand)
-        dtype = storage_dtype(operand.type.element_type)
-        scale = np.asarray(1.0 - p).astype(dtype).astype(data.dtype)
+        scale = rounded_constant(operand.type.element_type, 1.0 - p)
+        scale = scale.astype(data.dtype)
         kept = np.where(u >= p, data, data.dtype.type(0))
         return (finish(op, kept / scale, operand.world),)
 

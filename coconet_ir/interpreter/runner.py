@@ -39,7 +39,7 @@ from coconet_ir.interpreter.stages import (
     describe,
     select_functions,
 )
-from coconet_ir.interpreter.values import DistValue
+from coconet_ir.interpreter.values import DistValue, promoted_precision
 
 EXTRA_FUNCTIONS: list[InterpreterFunctions] = []
 """Implementations other modules add (e.g. for fusion or chunked regions)."""
@@ -209,12 +209,16 @@ def interpret(
     inputs: Mapping[str, np.ndarray] | None = None,
     seed: int = 0,
     entry: str | None = None,
+    promoted: bool = False,
 ) -> RunResult:
     """Run `module` on `world` simulated ranks (see the module docstring).
 
     `inputs` overrides drawn arguments by key `FUNC.argI` (global values;
-    `(N, *shape)` for local arguments). Raises `CocoError` on a bad request
-    or program."""
+    `(N, *shape)` for local arguments). `promoted=True` holds f32 values as
+    f64 and computes every float in f64 (halves still rounded to their type
+    after each op), as an equivalence check does: the inputs are the same
+    (f32-rounded) values, the outputs of f32 type are f64 arrays. Raises
+    `CocoError` on a bad request or program."""
     check_world(world)
     check_world_attribute(module, world)
     channels = PipelineChannels.of(module)
@@ -223,12 +227,15 @@ def interpret(
     check_rules(functions, all_rules())
     fed = prepare_inputs(functions, world, seed, inputs)
     mailbox = Mailbox()
-    stages = [start_stage(f, module, world, mailbox, channels, fed) for f in functions]
-    try:
-        with np.errstate(all="ignore"):
-            run_stages(stages)
-    except CocoError as err:
-        if hasattr(err, "__notes__"):
-            del err.__notes__  # xDSL appends a dump of the whole module
-        raise
-    return RunResult(collect_outputs(stages), fed, world)
+    with promoted_precision(promoted):
+        stages = [
+            start_stage(f, module, world, mailbox, channels, fed) for f in functions
+        ]
+        try:
+            with np.errstate(all="ignore"):
+                run_stages(stages)
+        except CocoError as err:
+            if hasattr(err, "__notes__"):
+                del err.__notes__  # xDSL appends a dump of the whole module
+            raise
+        return RunResult(collect_outputs(stages), fed, world)

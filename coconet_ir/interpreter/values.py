@@ -17,6 +17,9 @@ rank, so that an op on all ranks is one numpy call:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,16 +27,47 @@ from xdsl.ir import Attribute
 
 from coconet_ir.dialects.coco import TensorType, element_info
 
+_PROMOTED: ContextVar[bool] = ContextVar("coconet_promoted", default=False)
+
+
+@contextmanager
+def promoted_precision(promoted: bool = True) -> Iterator[None]:
+    """Within the block, values are held and computed promoted (the element
+    table's `promoted_storage`/`promoted_compute`: f32 as f64, every float
+    computed in f64, halves still rounded after each op); `interpret(...,
+    promoted=True)` runs a program so for an equivalence check."""
+    token = _PROMOTED.set(promoted)
+    try:
+        yield
+    finally:
+        _PROMOTED.reset(token)
+
+
+def is_promoted() -> bool:
+    """Whether the current run holds and computes values promoted."""
+    return _PROMOTED.get()
+
 
 def storage_dtype(element_type: Attribute) -> np.dtype:
-    """The numpy dtype that holds values of a coco element type."""
-    return element_info(element_type).storage
+    """The numpy dtype that holds values of a coco element type in this run:
+    the type's own, or its promoted one (f64 for f32) in a promoted run."""
+    info = element_info(element_type)
+    return info.promoted_storage if _PROMOTED.get() else info.storage
 
 
 def compute_dtype(element_type: Attribute) -> np.dtype:
     """The dtype arithmetic runs in: f32 for f16/bf16 (rounded back after each
-    op, as the generated CUDA does), the storage dtype otherwise."""
-    return element_info(element_type).compute
+    op, as the generated CUDA does), the storage dtype otherwise; f64 for every
+    float in a promoted run."""
+    info = element_info(element_type)
+    return info.promoted_compute if _PROMOTED.get() else info.compute
+
+
+def rounded_constant(element_type: Attribute, value: object) -> np.ndarray:
+    """A constant as a value of its element type (an f32 constant is rounded
+    to f32 also in a promoted run, where it is then held exactly as an f64)."""
+    exact = np.asarray(value).astype(element_info(element_type).storage)
+    return exact.astype(storage_dtype(element_type))
 
 
 def block_size(tensor_type: TensorType, world: int) -> int:

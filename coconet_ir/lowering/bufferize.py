@@ -68,6 +68,7 @@ def buffer_of(value: SSAValue, world: int) -> tuple[list[Operation], SSAValue]:
         return [], owner.inputs[0]
     assert isinstance(value.type, TensorType)
     cast = UnrealizedConversionCastOp.get([value], [buffer_type(value.type, world)])
+    cast.results[0].name_hint = value.name_hint
     return [cast], cast.results[0]
 
 

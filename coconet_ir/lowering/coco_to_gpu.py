@@ -35,12 +35,13 @@ from dataclasses import dataclass, field
 
 from xdsl.builder import Builder
 from xdsl.context import Context
-from xdsl.dialects import arith, func, memref
+from xdsl.dialects import arith, func, gpu, memref
 from xdsl.dialects.builtin import (
     DenseArrayBase,
     FunctionType,
     IndexType,
     IntegerAttr,
+    MemRefType,
     ModuleOp,
     UnitAttr,
     UnrealizedConversionCastOp,
@@ -58,18 +59,18 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import PassFailedException
 
+from coconet_ir.analysis.channels import PipelineChannels, channel_of
 from coconet_ir.analysis.chunks import chunk_dims
 from coconet_ir.analysis.costs import function_costs
 from coconet_ir.analysis.fused_plan import DEFAULT_CHUNK_ELEMENTS
 from coconet_ir.diagnostics import CocoError, value_name
-from coconet_ir.dialects import coco, gpu  # gpu: xDSL's, in MLIR's syntax
+from coconet_ir.dialects import coco
 from coconet_ir.dialects.coco import (
     ELEMENTWISE_OPS,
     WORLD_SIZE_ATTR,
     TensorType,
     divisibility_problem,
     label_of,
-    world_size,
 )
 from coconet_ir.dialects.coco_gpu import (
     BYTES_ATTR,
@@ -85,6 +86,7 @@ from coconet_ir.dialects.coco_gpu import (
     NcclSendOp,
     RankOp,
 )
+from coconet_ir.ir import declared_world_size
 from coconet_ir.lowering.bufferize import (
     as_tensor,
     buffer_of,
@@ -107,12 +109,22 @@ from coconet_ir.lowering.kernels import (
     rank_major,
     reduce_kernel,
 )
+from coconet_ir.lowering.overlap import OnItsStream, lower_overlap
+from coconet_ir.passes.base import move_contents
 
 __all__ = [
     "CHUNK_ATTR",
+    "KERNELS_MODULE",
+    "CocoLoweringPattern",
     "ConversionRefused",
     "ConvertCocoToGpu",
+    "ElementContext",
     "Lowering",
+    "lower_fused_elementwise",
+    "lower_fusion_with_collectives",
+    "lower_overlap",
+    "patterns",
+    "replace_with_buffers",
 ]
 
 index = IndexType()
@@ -159,11 +171,14 @@ class Lowering:
     )
     """coco value → the buffer its final value must be in (an updated
     parameter's or an out-parameter)."""
-    written: set[SSAValue] = field(default_factory=set[SSAValue])
-    """coco values whose producer wrote them straight into their destination."""
     out_params: dict[func.FuncOp, list[BlockArgument]] = field(
         default_factory=dict[func.FuncOp, list[BlockArgument]]
     )
+    updates: dict[func.FuncOp, list[tuple[SSAValue, SSAValue]]] = field(
+        default_factory=dict[func.FuncOp, list[tuple[SSAValue, SSAValue]]]
+    )
+    """The (value, parameter) buffer copies the updates of each function
+    still need (emitted together by `finish_updates`)."""
 
     # -- buffers -------------------------------------------------------------
 
@@ -193,7 +208,6 @@ class Lowering:
         if destination is not None and self.may_overwrite(
             producer, destination, reads_in_place
         ):
-            self.written.add(value)
             return [], destination
         assert isinstance(value.type, TensorType)
         alloc = memref.AllocOp.get(
@@ -215,14 +229,17 @@ class Lowering:
             return True
         top = function.body.block
         at = top.get_operation_index(top_level(producer, top))
-        readers = [use.operation for use in buffer.uses]
+        uses = list(buffer.uses)
         for use in list(buffer.uses):
             if isinstance(use.operation, UnrealizedConversionCastOp):
-                readers += [u.operation for r in use.operation.results for u in r.uses]
-        for reader in readers:
-            if isinstance(reader, coco.UpdateOp | UnrealizedConversionCastOp):
-                continue
-            if isinstance(reader, memref.CopyOp) and reader.destination is buffer:
+                uses += [u for r in use.operation.results for u in r.uses]
+        for use in uses:
+            reader = use.operation
+            if isinstance(reader, UnrealizedConversionCastOp) or (
+                isinstance(reader, coco.UpdateOp) and use.index == 0
+            ):
+                continue  # a cast, or the update of this very parameter
+            if isinstance(reader, memref.CopyOp) and use.index == 1:
                 continue  # a copy into the buffer does not read it
             where = top.get_operation_index(top_level(reader, top))
             if where > at or (where == at and not reads_in_place):
@@ -317,22 +334,17 @@ class Lowering:
             digit: SSAValue | int = (
                 0 if axis.digit is None else indexer.digit(axis.digit)
             )
-            if axis.rank_stride or (
-                value.layout.is_sliced and value.layout.sliced_dim == a
-            ):
+            sliced_here = value.layout.is_sliced and value.layout.sliced_dim == a
+            if axis.rank_stride or sliced_here:
+                # a replicated value read at the domain's block, or the rank's
+                # own block of a sliced value
                 assert rank is not None
-                offset = b.insert(
-                    arith.MuliOp(rank, index_constant(b, shape[a]))
-                ).result
+                block = axis.rank_stride or shape[a]
+                offset = b.insert(arith.MuliOp(rank, index_constant(b, block)))
                 digit = (
-                    offset
-                    if digit == 0
-                    else b.insert(
-                        arith.AddiOp(
-                            index_constant(b, 0) if isinstance(digit, int) else digit,
-                            offset,
-                        )
-                    ).result
+                    offset.result
+                    if isinstance(digit, int)
+                    else b.insert(arith.AddiOp(digit, offset.result)).result
                 )
             if chunk is not None and chunk[0] == a:
                 global_shape[a] *= chunk[2]
@@ -542,18 +554,49 @@ class LowerElementwise(CocoLoweringPattern):
 @dataclass
 class LowerUpdate(CocoLoweringPattern):
     """`coco.update %p, %v` → nothing when `%v`'s producer wrote `%p`'s
-    buffer, else `memref.copy` of `%v` into it."""
+    buffer, else a copy of `%v` into `%p` at the end of the function (ops after
+    the update still read the parameter's old value); `finish_updates` emits
+    the copies."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: coco.UpdateOp, rewriter: PatternRewriter) -> None:
-        if not ready(op):
+        function = enclosing(op)
+        if function is None or not ready(op):
             return
         host, target = self.lowering.buffer(op.param)
         more, source = self.lowering.buffer(op.value)
-        if source is target:
-            rewriter.erase(op)
-            return
-        rewriter.replace(op, [*host, *more, memref.CopyOp(source, target)], [])
+        if source is not target:
+            rewriter.insert([*host, *more])
+            pending = self.lowering.updates.setdefault(function, [])
+            pending.append((source, target))
+        rewriter.erase(op)
+
+
+def finish_updates(function: func.FuncOp, copies: list[tuple[SSAValue, SSAValue]]):
+    """The updates' copies, before `func.return`: all at once, as a parallel
+    assignment (`update %q, %p` with `%p` updated too copies the old `%p`),
+    so a copy out of a buffer comes before the copy into it; a cycle goes
+    through a temporary buffer."""
+    terminator = function.body.block.last_op
+    assert terminator is not None
+    ops: list[Operation] = []
+    pending = list(copies)
+    while pending:
+        sources = {id(s) for s, _ in pending}
+        free = next((c for c in pending if id(c[1]) not in sources), None)
+        if free is None:  # a cycle: save one target's old value first
+            _, target = pending[0]
+            assert isinstance(target.type, MemRefType)
+            saved = memref.AllocOp.get(
+                target.type.element_type, shape=target.type.get_shape()
+            )
+            saved.memref.name_hint = f"{target.name_hint or 'param'}_old"
+            ops += [saved, memref.CopyOp(target, saved.memref)]
+            pending = [(saved.memref if s is target else s, t) for s, t in pending]
+            continue
+        pending.remove(free)
+        ops.append(memref.CopyOp(*free))
+    function.body.block.insert_ops_before(ops, terminator)
 
 
 @dataclass
@@ -868,28 +911,33 @@ class LowerAllToAll(CocoLoweringPattern):
 
 @dataclass
 class LowerSend(CocoLoweringPattern):
-    """`coco.send %a to @S channel = C` → `coco_gpu.nccl_send` (to rank `r`
-    of stage @S)."""
+    """`coco.send %a to @S channel = C` → `coco_gpu.nccl_send` to rank `r` of
+    stage @S on the channel (coconet_ir.analysis.channels)."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: coco.SendOp, rewriter: PatternRewriter) -> None:
-        if not ready(op):
+        function = enclosing(op)
+        if function is None or not ready(op):
             return
         host, source = self.lowering.buffer(op.operand)
-        stage = op.stage.root_reference.data
-        call = NcclSendOp(source, stage, op.channel.value.data)
+        channel = channel_of(op, function.sym_name.data)
+        call = NcclSendOp(source, channel.dest, channel.channel)
         rewriter.replace(op, [*host, call], [])
 
 
 @dataclass
 class LowerRecv(CocoLoweringPattern):
-    """`coco.recv from @S channel = C` → a buffer and `coco_gpu.nccl_recv`."""
+    """`coco.recv from @S channel = C` → a buffer and `coco_gpu.nccl_recv`
+    from rank `r` of stage @S."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: coco.RecvOp, rewriter: PatternRewriter) -> None:
+        function = enclosing(op)
+        if function is None:
+            return
         host, out = self.lowering.result_buffer(op, op.result)
-        stage = op.stage.root_reference.data
-        call = NcclRecvOp(out, stage, op.channel.value.data)
+        channel = channel_of(op, function.sym_name.data)
+        call = NcclRecvOp(out, channel.source, channel.channel)
         replace_with_buffers(rewriter, op, [*host, call], [out])
 
 
@@ -999,17 +1047,17 @@ def lower_fusion_with_collectives(
     all_gather, send): its body is inlined and lowered op by op (NCCL calls
     and kernels on stream 0). The fused collective kernel (peer pointers and
     signals) replaces this function."""
-    yielded = list(op.yield_op.arguments)
     stream = op.attributes.get(STREAM_ATTR)
     if stream is not None:
         for inner in op.block.ops:
             inner.attributes[STREAM_ATTR] = stream
-    for result, value in zip(op.results, yielded):
+    for result, value in zip(op.results, op.yield_op.arguments):
         destination = lowering.destinations.pop(result, None)
         if destination is not None and isinstance(value, OpResult):
             lowering.destinations.setdefault(value, destination)
     terminator = op.yield_op
     rewriter.inline_block(op.block, InsertPoint.before(op), list(op.inputs))
+    yielded = list(terminator.arguments)  # the inputs, where an argument was
     rewriter.erase(terminator)
     rewriter.replace(op, [], yielded)
 
@@ -1044,8 +1092,6 @@ class LowerOverlap(CocoLoweringPattern):
     def match_and_rewrite(self, op: coco.OverlapOp, rewriter: PatternRewriter) -> None:
         if not ready(op):
             return
-        from coconet_ir.lowering.overlap import lower_overlap
-
         lower_overlap(self.lowering, op, rewriter)
 
 
@@ -1069,8 +1115,6 @@ def patterns(lowering: Lowering) -> list[RewritePattern]:
         LowerUpdate,
         LowerReturn,
     ]
-    from coconet_ir.lowering.overlap import OnItsStream
-
     return [OnItsStream(kind(lowering)) for kind in kinds]
 
 
@@ -1167,10 +1211,10 @@ class ConvertCocoToGpu(ModulePass):
 
     fused_chunk: int = DEFAULT_CHUNK_ELEMENTS
     """Elements of a rank's slice per pipelined chunk of a fused collective
-    kernel (docs/gpu.md §4)."""
+    kernel (docs/gpu.md §5)."""
 
     def resolve_world(self, module: ModuleOp) -> int:
-        declared = world_size(module)
+        declared = declared_world_size(module)
         if self.world is not None and self.world < 1:
             raise ConversionRefused(
                 f"{self.name}: world must be >= 1, got {self.world}"
@@ -1205,6 +1249,8 @@ class ConvertCocoToGpu(ModulePass):
             reason = self.problem(op, world)
             if reason is not None:
                 raise ConversionRefused(f"{self.name} cannot convert: {reason}", op)
+        for op, reason in PipelineChannels.of(module).problems():
+            raise ConversionRefused(f"{self.name} cannot convert: {reason}", op)
 
     @staticmethod
     def problem(op: Operation, world: int) -> str | None:
@@ -1242,6 +1288,13 @@ class ConvertCocoToGpu(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         world = self.resolve_world(op)
         self.check(op, world)
+        converted = op.clone()
+        self.convert(converted, world)
+        move_contents(op, converted)
+
+    def convert(self, op: ModuleOp, world: int) -> None:
+        """Convert `op` (a copy of the module: whatever goes wrong, the
+        module is left as it was)."""
         kernels = KernelModule.create(KERNELS_MODULE)
         lowering = Lowering(world, self.threads, kernels, self.fused_chunk)
         functions = [
@@ -1258,9 +1311,13 @@ class ConvertCocoToGpu(ModulePass):
             raise CocoError(f"{self.name} has no lowering for this op", left)
         for function in functions:
             fold_casts(list(function.walk()))
+            finish_updates(function, lowering.updates.get(function, []))
+            fold_casts(list(function.walk()))
             drop_self_copies(function)
             insert_deallocs(function)
-        kernels.renumber([o for o in op.walk() if isinstance(o, gpu.LaunchFuncOp)])
+        launches = [o for o in op.walk() if isinstance(o, gpu.LaunchFuncOp)]
+        kernels.deduplicate(launches)
+        kernels.renumber(launches)
         op.body.block.insert_op_before(kernels.module, op.body.block.first_op)  # type: ignore[arg-type]
         others = {
             k: v

@@ -165,9 +165,15 @@ def store(
     b.insert(memref.StoreOp.get(value, buffer, indices))
 
 
+Index = SSAValue | int
+"""An `index` value, or a constant not yet materialized."""
+
+
 @dataclass
 class Ints:
-    """Index arithmetic with constants folded where both sides are known."""
+    """`index` arithmetic that folds what is known at compile time (constant
+    operands, `x + 0`, `x * 1`, `x * 0`) and makes one `arith.constant` per
+    value."""
 
     b: Builder
     constants: dict[int, SSAValue] = field(default_factory=dict[int, SSAValue])
@@ -177,34 +183,40 @@ class Ints:
             self.constants[value] = index_constant(self.b, value)
         return self.constants[value]
 
-    def add(self, x: SSAValue | int, y: SSAValue | int) -> SSAValue:
-        if isinstance(y, int) and y == 0:
-            return self.c(x) if isinstance(x, int) else x
-        if isinstance(x, int) and x == 0:
-            return self.c(y) if isinstance(y, int) else y
-        return binary(self.b, arith.AddiOp, self._v(x), self._v(y))
+    def v(self, x: Index) -> SSAValue:
+        return self.c(x) if isinstance(x, int) else x
 
-    def mul(self, x: SSAValue | int, y: SSAValue | int) -> SSAValue:
-        if isinstance(y, int) and y == 1:
-            return self.c(x) if isinstance(x, int) else x
-        if isinstance(x, int) and x == 1:
-            return self.c(y) if isinstance(y, int) else y
-        return binary(self.b, arith.MuliOp, self._v(x), self._v(y))
+    def add(self, x: Index, y: Index) -> SSAValue:
+        if isinstance(x, int) and isinstance(y, int):
+            return self.c(x + y)
+        if y == 0:
+            return self.v(x)
+        if x == 0:
+            return self.v(y)
+        return binary(self.b, arith.AddiOp, self.v(x), self.v(y))
+
+    def mul(self, x: Index, y: Index) -> SSAValue:
+        if isinstance(x, int) and isinstance(y, int):
+            return self.c(x * y)
+        if x == 0 or y == 0:
+            return self.c(0)
+        if y == 1:
+            return self.v(x)
+        if x == 1:
+            return self.v(y)
+        return binary(self.b, arith.MuliOp, self.v(x), self.v(y))
 
     def div(self, x: SSAValue, y: int) -> SSAValue:
         return x if y == 1 else binary(self.b, arith.DivUIOp, x, self.c(y))
 
-    def rem(self, x: SSAValue, y: SSAValue | int) -> SSAValue:
-        return binary(self.b, arith.RemUIOp, x, self._v(y))
+    def rem(self, x: SSAValue, y: Index) -> SSAValue:
+        return binary(self.b, arith.RemUIOp, x, self.v(y))
 
-    def min(self, x: SSAValue, y: SSAValue | int) -> SSAValue:
-        return binary(self.b, arith.MinUIOp, x, self._v(y))
+    def min(self, x: SSAValue, y: Index) -> SSAValue:
+        return binary(self.b, arith.MinUIOp, x, self.v(y))
 
-    def eq(self, x: SSAValue, y: SSAValue | int) -> SSAValue:
-        return self.b.insert(arith.CmpiOp(x, self._v(y), "eq")).result
-
-    def _v(self, x: SSAValue | int) -> SSAValue:
-        return self.c(x) if isinstance(x, int) else x
+    def eq(self, x: SSAValue, y: Index) -> SSAValue:
+        return self.b.insert(arith.CmpiOp(x, self.v(y), "eq")).result
 
 
 # ============================================================================
@@ -244,9 +256,10 @@ class KernelArgs:
 @dataclass
 class FusedKernel:
     """Builds the device side of one fused collective (the module docstring's
-    phases) from its plan. `inputs` are the fusion's block arguments the body
-    reads (other than through reduce_scatter), `slice_outputs` the sliced
-    values the kernel must store (yielded or sent)."""
+    phases) from its plan: `slice_outputs` are the sliced values the kernel
+    stores (yielded or sent), `gathered_outputs` the all_gathers it completes,
+    `slot_base` the first of its signal slots, `dropout_index` the global index
+    of each dropout's elements."""
 
     plan: FusedPlan
     slice_outputs: list[SSAValue]
@@ -254,6 +267,15 @@ class FusedKernel:
     slot_base: int
     dropout_index: Callable[[Operation], DropoutIndex]
     layout: KernelArgs = field(default_factory=KernelArgs)
+    func: gpu.FuncOp = field(init=False)
+    tid: SSAValue = field(init=False)
+    bid: SSAValue = field(init=False)
+    bdim: SSAValue = field(init=False)
+    gdim: SSAValue = field(init=False)
+    rank: SSAValue = field(init=False)
+    epoch: SSAValue = field(init=False)
+    peers: SSAValue = field(init=False)
+    is_leader: SSAValue = field(init=False)
 
     # ---------------------------------------------------------------- args
 
@@ -327,13 +349,13 @@ class FusedKernel:
     def chunks(self) -> int:
         return self.plan.chunks
 
-    def slot(self, n: Ints, phase: int, source: SSAValue, chunk: SSAValue) -> SSAValue:
+    def slot(self, n: Ints, phase: int, source: SSAValue, chunk: Index) -> SSAValue:
         """Slot `base + (phase * N + source) * C + chunk` of a signal pad."""
         world, chunks = self.plan.world, self.chunks
         row = n.add(self.slot_base + phase * world * chunks, n.mul(source, chunks))
         return n.add(row, chunk)
 
-    def peer_items(self, b: Builder) -> tuple[Builder, SSAValue, SSAValue]:
+    def peer_items(self, b: Builder) -> tuple[Builder, SSAValue, Index]:
         """`for it = bid; it < (N-1) * C; it += gdim`: the peer `(rank + 1 +
         it / C) mod N` and the chunk `it mod C` of each work item."""
         n = Ints(b)
@@ -342,11 +364,14 @@ class FusedKernel:
         m = Ints(body)
         step = m.add(m.div(item, self.chunks), 1)
         peer = m.rem(m.add(self.rank, step), self.plan.world)
-        chunk = m.rem(item, self.chunks) if self.chunks > 1 else m.c(0)
-        peer.name_hint, chunk.name_hint = "peer", "chunk"
+        peer.name_hint = "peer"
+        if self.chunks == 1:
+            return body, peer, 0
+        chunk = m.rem(item, self.chunks)
+        chunk.name_hint = "chunk"
         return body, peer, chunk
 
-    def chunk_elements(self, b: Builder, chunk: SSAValue) -> tuple[Builder, SSAValue]:
+    def chunk_elements(self, b: Builder, chunk: Index) -> tuple[Builder, SSAValue]:
         """`for l = chunk * K + tid; l < min(L, (chunk + 1) * K); l += bdim`."""
         n = Ints(b)
         size, total = self.plan.chunk_size, self.plan.geometry.elements
@@ -358,7 +383,7 @@ class FusedKernel:
         body, element = for_loop(b, start, end, self.bdim, "l")
         return body, element
 
-    def chunk_bytes(self, b: Builder, chunk: SSAValue, element_bytes: int) -> SSAValue:
+    def chunk_bytes(self, b: Builder, chunk: Index, element_bytes: int) -> SSAValue:
         """Bytes of `element_bytes` per element in chunk `chunk` (the last
         chunk may be short)."""
         n = Ints(b)
@@ -371,7 +396,7 @@ class FusedKernel:
         return n.mul(count, element_bytes)
 
     def count_bytes(
-        self, b: Builder, peer: SSAValue, chunk: SSAValue, element_bytes: int
+        self, b: Builder, peer: SSAValue, chunk: Index, element_bytes: int
     ) -> None:
         """`coco_gpu.count_peer_bytes` of one chunk's stores into `peer`."""
         if element_bytes:
@@ -462,7 +487,7 @@ class FusedKernel:
         peer.name_hint = "peer"
         emit(body, peer)
 
-    def wait_for_peers(self, b: Builder, chunk: SSAValue) -> None:
+    def wait_for_peers(self, b: Builder, chunk: Index) -> None:
         """Thread 0 waits for every peer's phase-1 slot of `chunk`."""
         lead = self.leader(b)
         self.for_peers(
@@ -606,9 +631,9 @@ class FusedKernel:
                 self.epoch,
             )
         )
-        self.barrier(body)
         if not self.gathered_outputs:
-            return
+            return  # only the closing sync: nothing for the block to copy
+        self.barrier(body)
         loop, element = self.chunk_elements(body, chunk)
         m = Ints(loop)
         target = self.global_index(m, source, element)
@@ -766,6 +791,7 @@ class FusedCollectiveLowering:
         host: list[Operation] = []
         rank, peers, epoch = RankOp(), PeersOp(), NextEpochOp()
         rank.result.name_hint, epoch.result.name_hint = "rank", "epoch"
+        peers.result.name_hint = "peers"
         host += [rank, peers, epoch]
         args: dict[object, SSAValue] = {
             "rank": rank.result,
@@ -780,18 +806,19 @@ class FusedCollectiveLowering:
             host.extend([*ops, *more])
             return collapsed
 
-        def symmetric(key: object, t: Attribute) -> None:
+        def symmetric(kind: str, op: Operation, t: Attribute) -> None:
             bytes_ = world * elements * element_info(t).bytes
             sym = SymmetricBufferOp(
                 self.layout.buffer(bytes_), MemRefType(t, [world * elements])
             )
+            sym.result.name_hint = kind
             host.append(sym)
-            args[key] = sym.result
+            args[(kind, op)] = sym.result
 
         for op in plan.reductions:
             assert isinstance(op.operand, BlockArgument)
             args[("input", op)] = flat(inputs[op.operand])
-            symmetric(("scratch", op), coco.tensor_type(op.operand).element_type)
+            symmetric("scratch", op, coco.tensor_type(op.operand).element_type)
         for arg in kernel.read_arguments():
             args[("read", arg)] = flat(inputs[arg])
         results = dict(zip(yielded, fusion.results))
@@ -823,7 +850,7 @@ class FusedCollectiveLowering:
             return buffer
 
         for op in kernel.gathered_outputs:
-            symmetric(("gather", op), coco.tensor_type(op.operand).element_type)
+            symmetric("gather", op, coco.tensor_type(op.operand).element_type)
             args[("gathered", op)] = collapsed(op.result)
         for value in kernel.slice_outputs:
             args[("slice", value)] = collapsed(value)
@@ -834,7 +861,8 @@ class FusedCollectiveLowering:
         per_block = arith.ConstantOp(IntegerAttr(threads, index))
         blocks = GridBlocksOp(count, per_block)
         one = arith.ConstantOp(IntegerAttr(1, index))
-        blocks.result.name_hint = "blocks"
+        count.result.name_hint, per_block.result.name_hint = "items", "threads"
+        blocks.result.name_hint, one.result.name_hint = "blocks", "c1"
         launch = gpu.LaunchFuncOp(
             lowering.kernels.symbol_of(func),
             [blocks, one, one],

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from xdsl.builder import Builder
-from xdsl.dialects import arith, memref, scf
+from xdsl.dialects import arith, gpu, memref, scf
 from xdsl.dialects import math as mathd
 from xdsl.dialects.builtin import (
     AnyFloat,
@@ -43,7 +43,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 
-from coconet_ir.dialects import coco, gpu  # gpu: xDSL's, in MLIR's syntax
+from coconet_ir.dialects import coco
 from coconet_ir.dialects.coco import element_info
 from coconet_ir.dialects.coco_gpu import GridBlocksOp
 from coconet_ir.lowering.philox import dropout_keep
@@ -87,6 +87,8 @@ class KernelModule:
     module: gpu.ModuleOp
     names: set[str] = field(default_factory=set[str])
     bases: dict[str, str] = field(default_factory=dict[str, str])
+    counts: dict[str, int] = field(default_factory=dict[str, int])
+    """The next number to try for each name."""
     """Each kernel's name → the name it was asked for (without `_<n>`)."""
     cache: dict[object, gpu.FuncOp] = field(default_factory=dict[object, gpu.FuncOp])
 
@@ -102,13 +104,49 @@ class KernelModule:
 
     def unique(self, name: str) -> str:
         """`name_0`, `name_1`, ...: the first that is free."""
-        n = 0
+        n = self.counts.get(name, 0)
         while f"{name}_{n}" in self.names:
             n += 1
+        self.counts[name] = n + 1
         found = f"{name}_{n}"
         self.names.add(found)
         self.bases[found] = name
         return found
+
+    def deduplicate(self, launches: Sequence[gpu.LaunchFuncOp]) -> None:
+        """Launch one kernel for every set of kernels asked for under the same
+        name and built identically (e.g. an op cloned into every chunk of an
+        overlap), and drop the copies."""
+        from io import StringIO
+
+        from xdsl.printer import Printer
+
+        first: dict[tuple[str, str], str] = {}
+        replaced: dict[str, str] = {}
+        for kernel in list(self.module.body.block.ops):
+            if not isinstance(kernel, gpu.FuncOp):
+                continue
+            name = kernel.sym_name.data
+            text = StringIO()
+            Printer(stream=text).print_region(kernel.body)
+            key = (
+                self.bases.get(name, name),
+                f"{kernel.function_type}{text.getvalue()}",
+            )
+            if key in first:
+                replaced[name] = first[key]
+                kernel.detach()
+                kernel.erase()
+            else:
+                first[key] = name
+        for call in launches:
+            name = call.kernel.nested_references.data[-1].data
+            if name in replaced:
+                call.kernel = SymbolRefAttr(self.symbol, [StringAttr(replaced[name])])
+        for name in replaced:
+            self.names.discard(name)
+            self.bases.pop(name, None)
+        self.cache = {k: v for k, v in self.cache.items() if v.parent is not None}
 
     def renumber(self, launches: Sequence[gpu.LaunchFuncOp]) -> None:
         """Number the kernels `<name>_0, _1, ...` and order them by their
@@ -728,7 +766,7 @@ def reduce_kernel(
     for position, d in enumerate(dims):
         offset_digits[d] = inner.digit(position)
     at = ib.insert(arith.AddiOp(base, linear(ib, offset_digits, shape))).result
-    x = to_compute(ib, ib.insert(memref.LoadOp.get(src_arg, [at])).res)
+    x = to_compute(ib, ib.insert(memref.LoadOp.get(src_arg, [at] if shape else [])).res)
     if square:
         x = ib.insert(arith.MulfOp(x, x)).result
     ib.insert(scf.YieldOp(_combine(ib, kind, acc, x)))

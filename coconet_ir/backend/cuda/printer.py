@@ -105,6 +105,15 @@ def root_memref(value: SSAValue) -> SSAValue:
     return value
 
 
+def alias_key(value: SSAValue) -> object:
+    """What a buffer may overlap with: its root buffer, or the symmetric
+    workspace as a whole."""
+    root = root_memref(value)
+    if isinstance(root.owner, coco_gpu.SymmetricBufferOp):
+        return coco_gpu.SymmetricBufferOp
+    return root
+
+
 def is_written(value: SSAValue) -> bool:
     """Whether a kernel stores into `value` or any view of it."""
     for use in value.uses:
@@ -391,8 +400,14 @@ class CudaPrinter(BasePrinter):
             return c_type(t)
         except UnsupportedType as err:
             op = at.owner if isinstance(at, SSAValue) else at
+            hint = (
+                " (the CUDA target prints the device level: run "
+                "convert-coco-to-gpu first)"
+                if t.name.startswith("coco.")
+                else ""
+            )
             raise CocoError(
-                f"the CUDA target cannot print this: {err}",
+                f"the CUDA target cannot print this: {err}{hint}",
                 op if isinstance(op, Operation) else None,
             ) from None
 
@@ -412,6 +427,12 @@ class CudaPrinter(BasePrinter):
 
     @singledispatchmethod
     def print(self, op: Operation) -> None:
+        if op.name.startswith("coco."):
+            raise CocoError(
+                "is tensor-level: the CUDA target prints the device level "
+                "(run convert-coco-to-gpu first)",
+                op,
+            )
         raise CocoError(
             f"the CUDA target does not know '{op.name}' "
             f"({'in a kernel' if self.in_kernel else 'on the host'})",
@@ -441,11 +462,11 @@ class CudaPrinter(BasePrinter):
             f'extern "C" size_t coco_symmetric_bytes(void) {{ return '
             f"{symmetric_bytes(op)}; }}"
         )
+        self.line(f'extern "C" int coco_world_size(void) {{ return {size or 1}; }}')
         self.line(
             f'extern "C" size_t coco_signal_slots(void) {{ return '
             f"{signal_slots(op)}; }}"
         )
-        self.line(f'extern "C" int coco_world_size(void) {{ return {size or 1}; }}')
         for f in host:
             if f.is_declaration:
                 continue
@@ -547,12 +568,13 @@ class CudaPrinter(BasePrinter):
                 self.block_threads[kernel] = threads
 
     def note_aliases(self, kernel: str, args: Sequence[SSAValue]) -> None:
-        roots = [
-            root_memref(a) if isinstance(a.type, MemRefType) else None for a in args
-        ]
+        """Which parameters of `kernel` this launch passes buffers that may
+        overlap another parameter's: views of one buffer, or any two views of
+        the symmetric workspace."""
+        roots = [alias_key(a) if isinstance(a.type, MemRefType) else None for a in args]
         for i, r in enumerate(roots):
             if r is not None and any(
-                j != i and other is r for j, other in enumerate(roots)
+                j != i and other == r for j, other in enumerate(roots)
             ):
                 self.aliased.setdefault(kernel, set()).add(i)
 
@@ -576,12 +598,20 @@ class CudaPrinter(BasePrinter):
                 element = self.ctype(arg.type.element_type, op)
                 const = "" if is_written(arg) else "const "
                 restrict = "" if arg.index in aliased else "__restrict__ "
+                if is_symmetric(arg):
+                    # Peers write it while the kernel runs: no read-only,
+                    # non-coherent loads (ld.global.nc) of it.
+                    const = restrict = ""
                 params.append(f"{const}{element} *{restrict}{pname}")
             else:
                 params.append(f"{self.ctype(arg.type, op)} {pname}")
         if is_kernel(op):
             threads = self.known_block_size(op)
-            bounds = f"__launch_bounds__({threads}) " if threads else ""
+            bounds = (
+                f"__launch_bounds__({threads}, {min_blocks(threads)}) "
+                if threads
+                else ""
+            )
             head = f'extern "C" __global__ void {bounds}{name}'
         else:
             outputs = op.function_type.outputs.data
@@ -1257,7 +1287,7 @@ class CudaPrinter(BasePrinter):
 
     @print.register
     def _(self, op: coco_gpu.PeersOp) -> None:
-        self.bind(op.result, Expr("coco::peers(ctx)", True))
+        self.bind(op.result, Expr("coco::peers_of(ctx)", True))
 
     @print.register
     def _(self, op: coco_gpu.NextEpochOp) -> None:
@@ -1308,6 +1338,14 @@ for _math_op in MATH_FUNCTIONS:
     CudaPrinter.print.register(_math_op)(CudaPrinter.print_math)
 
 
+def min_blocks(threads: int) -> int:
+    """The blocks per SM a kernel's registers must allow (`__launch_bounds__`'s
+    second argument): 1024 threads' worth, so ptxas may use up to 64 registers
+    a thread rather than squeezing to full occupancy (and spilling around
+    libdevice's slow paths)."""
+    return max(1, 1024 // threads)
+
+
 def launch_threads(op: gpu.LaunchFuncOp) -> int | None:
     """The threads per block of a launch whose sizes are constants."""
     sizes: list[int] = []
@@ -1319,6 +1357,12 @@ def launch_threads(op: gpu.LaunchFuncOp) -> int | None:
             return None
         sizes.append(owner.value.value.data)
     return math.prod(sizes)
+
+
+def is_symmetric(arg: SSAValue) -> bool:
+    """Whether a kernel parameter is a symmetric buffer (it reaches a
+    `coco_gpu.peer_view`), which peers write during the kernel."""
+    return any(isinstance(use.operation, coco_gpu.PeerViewOp) for use in arg.uses)
 
 
 def symmetric_bytes(module: ModuleOp) -> int:

@@ -1,5 +1,5 @@
 """Where nvcc, the CUDA headers and the NCCL/cuBLAS wheels are, and the nvcc
-command line an emitted `.cu` compiles with (docs/gpu.md §4).
+command line an emitted `.cu` compiles with (docs/gpu.md §2).
 
 NCCL and cuBLAS come from the `nvidia-nccl-cu13` and `nvidia-cublas` wheels
 (the `cuda` extra); their `include`/`lib` directories are found through the

@@ -1,24 +1,256 @@
-"""Vectorized grid-stride loops (docs/gpu.md §2, "Vectorization")."""
+"""Vectorized grid-stride loops (docs/gpu.md §2, "Vectorization").
+
+A kernel whose body is the lowering's grid-stride elementwise loop
+
+    for (i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+      ... loads of x[i], stores of y[i], arith and math ...
+
+over contiguous 1-D buffers of one 16-bit or 32-bit float type (f16/bf16: 8 per
+16 bytes, f32: 4) is printed with a main loop that moves 16 bytes per buffer
+and iteration (`float4`, or `uint4` holding 8 halves) and computes the W lanes
+one after another, then the scalar loop for the tail. The main loop runs only
+when every vector buffer is 16-byte aligned (a runtime test: views of a
+buffer may start anywhere), else the scalar loop does all the work. Rank-0
+buffers (scalars such as the learning rate) stay scalar loads; the induction
+variable, where the body uses it (dropout's counter), is each lane's index.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from xdsl.dialects import gpu
+from xdsl.dialects import arith, gpu, memref, scf
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Float16Type,
+    Float32Type,
+    MemRefType,
+    NoneAttr,
+)
+from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 
 if TYPE_CHECKING:
     from coconet_ir.backend.cuda.printer import CudaPrinter
 
+VECTOR_BYTES = 16
+ID_OPS = ("gpu.thread_id", "gpu.block_id", "gpu.block_dim", "gpu.grid_dim")
+
 
 @dataclass(frozen=True)
 class VectorPlan:
+    """How to vectorize one grid-stride kernel."""
+
+    loop: scf.ForOp
     width: int
+    """Elements per 16-byte vector."""
+    vector_type: str
+    """`float4` or `uint4`."""
+    buffers: tuple[SSAValue, ...]
+    """The kernel's buffers accessed at `[i]`, in first-use order."""
 
 
-def vector_plan(op: gpu.FuncOp) -> VectorPlan | None:
+def is_op(value: SSAValue, kind: type[Operation]) -> Operation | None:
+    owner = value.owner
+    return owner if isinstance(owner, kind) else None
+
+
+def is_global_thread_index(value: SSAValue) -> bool:
+    """`blockIdx * blockDim + threadIdx` (either order)."""
+    add = is_op(value, arith.AddiOp)
+    if add is None:
+        return False
+    for a, b in (add.operands, reversed(add.operands)):
+        if is_op(a, gpu.ThreadIdOp) is not None and is_block_offset(b):
+            return True
+    return False
+
+
+def is_block_offset(value: SSAValue) -> bool:
+    mul = is_op(value, arith.MuliOp)
+    if mul is None:
+        return False
+    names = {o.owner.name for o in mul.operands if isinstance(o.owner, Operation)}
+    return names == {"gpu.block_id", "gpu.block_dim"}
+
+
+def is_grid_stride(value: SSAValue) -> bool:
+    mul = is_op(value, arith.MuliOp)
+    if mul is None:
+        return False
+    names = {o.owner.name for o in mul.operands if isinstance(o.owner, Operation)}
+    return names == {"gpu.grid_dim", "gpu.block_dim"}
+
+
+def vector_width(t: MemRefType) -> tuple[int, str] | None:
+    element = t.element_type
+    if isinstance(element, Float32Type):
+        return 4, "float4"
+    if isinstance(element, Float16Type | BFloat16Type):
+        return 8, "uint4"
     return None
 
 
-def print_vectorized(printer: CudaPrinter, op: gpu.FuncOp, plan: VectorPlan) -> None:
-    printer.print_body(op.body.block)
+def is_contiguous_1d(t: MemRefType) -> bool:
+    return (
+        len(t.get_shape()) == 1
+        and t.get_shape()[0] > 0
+        and (isinstance(t.layout, NoneAttr) or t.get_strides() == (1,))
+    )
+
+
+def vector_plan(kernel: gpu.FuncOp) -> VectorPlan | None:
+    """The plan for `kernel`, or None if it is not a vectorizable grid-stride
+    elementwise kernel."""
+    block = kernel.body.block
+    loops = [op for op in block.ops if isinstance(op, scf.ForOp)]
+    if len(loops) != 1:
+        return None
+    (loop,) = loops
+    for op in block.ops:
+        if op is loop or isinstance(op, gpu.ReturnOp):
+            continue
+        if op.regions or not (
+            op.name.split(".")[0] == "arith"
+            or op.name
+            in ("gpu.thread_id", "gpu.block_id", "gpu.block_dim", "gpu.grid_dim")
+        ):
+            return None
+    if loop.iter_args or not (
+        is_global_thread_index(loop.lb) and is_grid_stride(loop.step)
+    ):
+        return None
+    body = loop.body.block
+    induction = body.args[0]
+    buffers: list[SSAValue] = []
+    shape: tuple[int, str] | None = None
+    for op in body.ops:
+        if isinstance(op, scf.YieldOp):
+            continue
+        if op.regions:
+            return None
+        if isinstance(op, memref.LoadOp | memref.StoreOp):
+            t = op.memref.type
+            assert isinstance(t, MemRefType)
+            if not op.indices and not isinstance(op, memref.StoreOp):
+                continue  # a scalar, loaded in every lane
+            if list(op.indices) != [induction] or not is_contiguous_1d(t):
+                return None
+            if not isinstance(op.memref, BlockArgument):
+                return None
+            width = vector_width(t)
+            if width is None or (shape is not None and width != shape):
+                return None
+            if t.get_shape()[0] % width[0]:
+                return None
+            shape = width
+            if op.memref not in buffers:
+                buffers.append(op.memref)
+            continue
+        if op.name.split(".")[0] not in ("arith", "math"):
+            return None
+    if shape is None:
+        return None
+    return VectorPlan(loop, shape[0], shape[1], tuple(buffers))
+
+
+def print_vectorized(
+    printer: CudaPrinter, kernel: gpu.FuncOp, plan: VectorPlan
+) -> None:
+    """The kernel body: the prologue, the vector loop (when aligned), the
+    scalar tail."""
+    from coconet_ir.backend.cuda.printer import Expr
+
+    loop, width = plan.loop, plan.width
+    printer.print_string("{")
+    with printer.indented():
+        for op in kernel.body.block.ops:
+            if op is loop:
+                break
+            printer.print(op)
+        start = printer.scope.fresh("start", "start")
+        stride = printer.scope.fresh("stride", "stride")
+        vectors = printer.scope.fresh("vectors", "vectors")
+        tail = printer.scope.fresh("tail", "tail")
+        bound = printer.text(loop.ub)
+        printer.line(f"const int64_t {start} = {printer.text(loop.lb)};")
+        printer.line(f"const int64_t {stride} = {printer.text(loop.step)};")
+        printer.line(f"const int64_t {vectors} = {printer.operand(loop.ub)} / {width};")
+        printer.line(f"int64_t {tail} = {start};")
+        pointers = " | ".join(f"(uintptr_t){printer.text(b)}" for b in plan.buffers)
+        printer.line(f"if ((({pointers}) % {VECTOR_BYTES}) == 0) {{")
+        with printer.indented():
+            v = printer.scope.fresh("v", "v")
+            printer.line(
+                f"for (int64_t {v} = {start}; {v} < {vectors}; {v} += {stride}) {{"
+            )
+            with printer.indented():
+                print_vector_iteration(printer, plan, v)
+            printer.line("}")
+            printer.line(f"{tail} = {vectors} * {width} + {start};")
+        printer.line("}")
+        printer.exprs[loop.lb] = Expr(tail, True)
+        printer.exprs[loop.step] = Expr(stride, True)
+        printer.exprs[loop.ub] = Expr(bound, True)
+        printer.print(loop)
+        for op in kernel.body.block.ops:
+            if op is not loop and op.parent_block() is not None and is_after(op, loop):
+                printer.print(op)
+    printer.line("}")
+
+
+def is_after(op: Operation, anchor: Operation) -> bool:
+    current = anchor.next_op
+    while current is not None:
+        if current is op:
+            return True
+        current = current.next_op
+    return False
+
+
+def print_vector_iteration(printer: CudaPrinter, plan: VectorPlan, v: str) -> None:
+    """One iteration of the vector loop: load every buffer's 16 bytes into a
+    lane array, compute the lanes, store the arrays that were written."""
+    from coconet_ir.backend.cuda.ctypes import scalar_type
+    from coconet_ir.backend.cuda.printer import Expr
+
+    body: Block = plan.loop.body.block
+    induction = body.args[0]
+    written = {
+        op.memref for op in body.ops if isinstance(op, memref.StoreOp) and op.indices
+    }
+    loaded = {
+        op.memref for op in body.ops if isinstance(op, memref.LoadOp) and op.indices
+    }
+    lanes: dict[SSAValue, str] = {}
+    for buffer in plan.buffers:
+        t = buffer.type
+        assert isinstance(t, MemRefType)
+        element = scalar_type(t.element_type)
+        name = printer.scope.fresh(f"{printer.text(buffer)}_v", "lanes")
+        lanes[buffer] = name
+        printer.line(f"alignas({VECTOR_BYTES}) {element} {name}[{plan.width}];")
+        if buffer in loaded:
+            printer.line(
+                f"*reinterpret_cast<{plan.vector_type} *>({name}) = "
+                f"reinterpret_cast<const {plan.vector_type} *>"
+                f"({printer.text(buffer)})[{v}];"
+            )
+    for lane in range(plan.width):
+        printer.exprs[induction] = Expr(f"{v} * {plan.width} + {lane}")
+        for op in body.ops:
+            if isinstance(op, scf.YieldOp):
+                continue
+            if isinstance(op, memref.LoadOp) and op.indices:
+                printer.exprs[op.res] = Expr(f"{lanes[op.memref]}[{lane}]", True)
+            elif isinstance(op, memref.StoreOp) and op.indices:
+                printer.line(f"{lanes[op.memref]}[{lane}] = {printer.text(op.value)};")
+            else:
+                printer.print(op)
+    for buffer in plan.buffers:
+        if buffer in written:
+            vector = plan.vector_type
+            printer.line(
+                f"reinterpret_cast<{vector} *>({printer.text(buffer)})[{v}] = "
+                f"*reinterpret_cast<const {vector} *>({lanes[buffer]});"
+            )

@@ -32,7 +32,8 @@ SCALARS = {
 }
 
 
-def c_argument(value):
+def c_argument(value: object) -> ctypes._SimpleCData:
+    """An entry argument as ctypes passes it (docs/gpu.md §3)."""
     if isinstance(value, np.ndarray):
         if not value.flags.c_contiguous or not value.flags.writeable:
             raise ValueError("entry arrays must be C-contiguous and writable")

@@ -2,19 +2,27 @@
 each: the one table the dialect, the interpreter, the cost analysis and the
 lowering read (docs/dialect.md, "Element types").
 
-| name | kind | stored as | computed in | bytes | CUDA C |
-| --- | --- | --- | --- | --- | --- |
-| f16 | half | float16 | float32 | 2 | `__half` |
-| bf16 | half | bfloat16 (ml_dtypes) | float32 | 2 | `__nv_bfloat16` |
-| f32 | float | float32 | float32 | 4 | `float` |
-| f64 | float | float64 | float64 | 8 | `double` |
-| i32 | int | int32 | int32 | 4 | `int32_t` |
-| i1 | bool | bool | bool | 1 | `bool` |
+| name | kind | stored as | computed in | promoted to | bytes | CUDA C |
+| --- | --- | --- | --- | --- | --- | --- |
+| f16 | half | float16 | float32 | f16 | 2 | `__half` |
+| bf16 | half | bfloat16 (ml_dtypes) | float32 | bf16 | 2 | `__nv_bfloat16` |
+| f32 | float | float32 | float32 | f64 | 4 | `float` |
+| f64 | float | float64 | float64 | f64 | 8 | `double` |
+| i32 | int | int32 | int32 | i32 | 4 | `int32_t` |
+| i1 | bool | bool | bool | i1 | 1 | `bool` |
 
 Half-precision arithmetic runs in f32 and is rounded back after each op, as the
 generated CUDA does. `tolerance` is the `(rtol, atol)` an equivalence check uses
-by default for values of the type. numpy (and ml_dtypes, for bf16) is imported
-only when a numpy dtype is asked for, so that loading the dialect stays cheap.
+by default for values of the type.
+
+An equivalence check runs both programs *promoted* (docs/interpreter.md,
+"Equivalence"): an f32 value is held and computed as an f64 (`promoted` names
+the type a value is held as), and every float is computed in f64; halves are
+still rounded to their type after each op, which is their meaning. A promoted
+value is compared with the tolerance of the type it is held as.
+
+numpy (and ml_dtypes, for bf16) is imported only when a numpy dtype is asked
+for, so that loading the dialect stays cheap.
 """
 
 from __future__ import annotations
@@ -56,7 +64,11 @@ class ElementType:
     cuda: str
     """The CUDA C type of a value."""
     tolerance: tuple[float, float]
-    """The default `(rtol, atol)` of an equivalence check."""
+    """The default `(rtol, atol)` of an equivalence check of values held in
+    this type."""
+    promoted: str
+    """The type a value is held as in a promoted (comparison) run, by name:
+    f64 for f32, the type itself otherwise."""
 
     @property
     def is_float(self) -> bool:
@@ -75,6 +87,28 @@ class ElementType:
     def compute(self) -> np.dtype:
         """The numpy dtype arithmetic runs in."""
         return numpy_dtype("float32") if self.is_half else self.storage
+
+    @property
+    def promoted_storage(self) -> np.dtype:
+        """The numpy dtype that holds a value in a promoted run."""
+        return element_info(self.promoted).storage
+
+    @property
+    def promoted_compute(self) -> np.dtype:
+        """The numpy dtype arithmetic runs in in a promoted run: f64 for every
+        float (a half is still rounded to its type after each op)."""
+        return numpy_dtype("float64") if self.is_float else self.storage
+
+    @property
+    def unit_roundoff(self) -> float:
+        """`u`, half the machine epsilon of the dtype arithmetic runs in (f32's
+        for halves, which accumulate in f32): the relative error of one
+        rounded operation."""
+        import numpy as np
+
+        if not self.is_float:
+            return 0.0
+        return float(np.finfo(self.compute).eps) / 2
 
     def from_bits(self, bits: int) -> float:
         """The float whose bit pattern is `bits` (MLIR's meaning of a
@@ -112,12 +146,14 @@ _HALF, _FLOAT, _INT, _BOOL = (
     ElementKind.BOOL,
 )
 ELEMENT_TABLE: tuple[ElementType, ...] = (
-    ElementType("f16", f16, _HALF, "float16", 2, "__half", (1e-2, 1e-3)),
-    ElementType("bf16", bf16, _HALF, "bfloat16", 2, "__nv_bfloat16", (2e-2, 1e-2)),
-    ElementType("f32", f32, _FLOAT, "float32", 4, "float", (1e-5, 1e-6)),
-    ElementType("f64", f64, _FLOAT, "float64", 8, "double", (1e-9, 1e-12)),
-    ElementType("i32", i32, _INT, "int32", 4, "int32_t", (0.0, 0.0)),
-    ElementType("i1", i1, _BOOL, "bool", 1, "bool", (0.0, 0.0)),
+    ElementType("f16", f16, _HALF, "float16", 2, "__half", (1e-2, 1e-3), "f16"),
+    ElementType(
+        "bf16", bf16, _HALF, "bfloat16", 2, "__nv_bfloat16", (2e-2, 1e-2), "bf16"
+    ),
+    ElementType("f32", f32, _FLOAT, "float32", 4, "float", (1e-5, 1e-6), "f64"),
+    ElementType("f64", f64, _FLOAT, "float64", 8, "double", (1e-9, 1e-12), "f64"),
+    ElementType("i32", i32, _INT, "int32", 4, "int32_t", (0.0, 0.0), "i32"),
+    ElementType("i1", i1, _BOOL, "bool", 1, "bool", (0.0, 0.0), "i1"),
 )
 
 ELEMENT_TYPES: dict[str, Attribute] = {e.name: e.ir_type for e in ELEMENT_TABLE}

@@ -149,3 +149,16 @@ def test_fused_plans_of_a_module():
     module = optimized("adam")
     (plan,) = fused_plans(module, 4).values()
     assert isinstance(plan, FusedPlan) and plan.chunks == 1
+
+
+def test_refuses_to_yield_an_input():
+    whole = T("8x4xf32", "replicated")
+    text = FUSION.format(
+        local=T("8x4xf32", "local"),
+        sliced=SLICE,
+        other=whole,
+        result=whole,
+        compute=f"coco.all_slice %x1 dim = 0 : ({whole}) -> {SLICE}",
+    ).replace("coco.yield %y", "coco.yield %x1")
+    plan = FusedPlan.of(the_fusion(cc.parse(text)), 2)
+    assert plan == "yields one of its inputs unchanged"

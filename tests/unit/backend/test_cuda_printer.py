@@ -4,16 +4,14 @@ compile with nvcc for sm_90 and sm_80 without a warning, and no kernel spills.
 The FileCheck inputs under tests/filecheck/backend/cuda/ are the op families;
 nvcc compiles all of them in one call per architecture (nvcc is slow). The
 compile tests skip, with the reason, where nvcc or the NCCL/cuBLAS header
-wheels are missing. They include the package's `coco_runtime.h` when it
-exists, else the stub next to this file (the names of docs/gpu.md §2 only).
+wheels are missing; they compile against the package's `coco_runtime.h`
+with `toolchain`'s flags and include path.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -23,11 +21,10 @@ from xdsl.dialects import arith
 from xdsl.dialects.builtin import ModuleOp
 
 import coconet_ir as cc
-from coconet_ir.backend.cuda import CudaPrinter, CudaTarget, print_cuda
+from coconet_ir.backend.cuda import CudaPrinter, CudaTarget, print_cuda, toolchain
 from coconet_ir.diagnostics import CocoError
 
 FAMILIES = ROOT / "tests" / "filecheck" / "backend" / "cuda"
-STUB = Path(__file__).parent / "stub"
 ARCHES = ("sm_90", "sm_80")
 
 
@@ -86,7 +83,7 @@ def test_multi_use_values_are_named_single_use_values_fold():
     # blockDim.x is used twice: named; the thread index once: folded.
     assert "const int64_t bdim = (int64_t)blockDim.x;" in text
     assert "const int64_t tid" not in text
-    assert "+ (int64_t)threadIdx.x; i < n;" in text
+    assert "start = ((int64_t)blockIdx.x * bdim) + (int64_t)threadIdx.x;" in text
 
 
 def test_names_are_sanitized_and_unique():
@@ -122,42 +119,15 @@ def test_constants_by_type():
 # ---------------------------------------------------------------------------
 
 
-def cuda_include_dirs() -> list[Path] | str:
-    """The NCCL and cuBLAS include dirs of the `nvidia` wheels, or why not."""
-    spec = importlib.util.find_spec("nvidia")
-    if spec is None or not spec.submodule_search_locations:
-        return "the nvidia-* wheels (NCCL, cuBLAS headers) are not installed"
-    found: dict[str, Path] = {}
-    for base in map(Path, spec.submodule_search_locations):
-        for header in ("nccl.h", "cublas_v2.h"):
-            for candidate in sorted(base.glob(f"*/include/{header}")):
-                found.setdefault(header, candidate.parent)
-    missing = {"nccl.h", "cublas_v2.h"} - found.keys()
-    if missing:
-        return f"no {', '.join(sorted(missing))} in the nvidia wheels"
-    return sorted(set(found.values()))
-
-
-def runtime_include_dir() -> Path:
-    """The package's runtime header dir when it ships one, else the stub."""
-    import coconet_ir.backend.cuda as cuda
-
-    runtime_dir = getattr(cuda, "runtime_dir", None)
-    if runtime_dir is not None:
-        path = Path(runtime_dir())
-        if (path / "coco_runtime.h").exists():
-            return path
-    return STUB
-
-
 def nvcc_or_skip() -> tuple[str, list[Path]]:
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
+    """nvcc and the include path of an emitted `.cu` (the runtime header, the
+    NCCL and cuBLAS wheels: `toolchain`), or skip saying which is missing."""
+    compiler = toolchain.nvcc()
+    if compiler is None:
         pytest.skip("nvcc is not installed")
-    includes = cuda_include_dirs()
-    if isinstance(includes, str):
-        pytest.skip(includes)
-    return nvcc, includes
+    if not toolchain.nccl_include_dirs() or not toolchain.cublas_include_dirs():
+        pytest.skip("the nvidia-nccl-cu13 / nvidia-cublas wheels are not installed")
+    return str(compiler), toolchain.cuda_include_dirs()
 
 
 SPILL = re.compile(
@@ -179,8 +149,8 @@ def compile_all(
         path = workdir / f"{name}.cu"
         path.write_text(text)
         files.append(path.name)
-    flags = ["-std=c++17", "-Werror", "all-warnings", "-Xptxas", "-v", "-c"]
-    include_flags = [f"-I{p}" for p in [runtime_include_dir(), *includes]]
+    flags = [*toolchain.NVCC_FLAGS, "-Xptxas", "-v", "-c"]
+    include_flags = [f"-I{p}" for p in includes]
     reports: dict[str, str] = {}
     for arch in arches:
         proc = subprocess.run(
@@ -241,3 +211,30 @@ def test_every_example_lowered_compiles_with_nvcc(tmp_path: Path):
     assert kernels > 50
     reports = compile_all(sources, tmp_path, ("sm_90",))
     assert_no_spills(reports, kernels)
+
+
+def test_printed_sgd_runs_in_the_emulation():
+    """The printed SGD (as written and coco-optimized) run by the CPU emulation
+    of the runtime on 4 ranks updates `w` as the math says."""
+    import shutil
+
+    import numpy as np
+
+    if shutil.which("g++") is None:
+        pytest.skip("g++ is not installed")
+    from coconet_ir.backend import emu
+
+    rng = np.random.default_rng(0)
+    grads = [rng.standard_normal(1024).astype(np.float32) for _ in range(4)]
+    w0 = rng.standard_normal(1024).astype(np.float32)
+    lr = np.array(0.1, dtype=np.float32)
+    expected = w0 - lr * sum(grads)
+    for pipeline in ("", "coco-optimize,"):
+        module = cc.parse_file(str(ROOT / "examples" / "sgd.mlir"))
+        lowered = cc.Pipeline(f"{pipeline}convert-coco-to-gpu{{world=4}}")(module)
+        library = emu.compile_emulated(printed(lowered))
+        args = [[g.copy(), w0.copy(), lr.copy()] for g in grads]
+        call = emu.EntryCall("coco_sgd", args, outputs={"w": 1})
+        outputs, _ = emu.run_emulated(library, 4, [call])
+        for w in outputs["w"]:
+            np.testing.assert_allclose(w, expected, rtol=1e-5, atol=1e-6)

@@ -169,6 +169,41 @@ def test_shared_memory_block_reduction(lib):
     assert outputs["total"][0][0] == x.sum()
 
 
+def test_dynamic_shared_atomics_umulhi_dtype_helpers(lib):
+    n = 2
+    xs = [np.arange(32, dtype=np.float32) + r for r in range(n)]
+    outputs, _ = run_emulated(
+        lib,
+        n,
+        [
+            EntryCall(
+                "coco_odds_and_ends",
+                [
+                    [
+                        xs[r],
+                        np.zeros(32, np.float32),
+                        np.array([5, 0], np.int32),
+                        np.zeros(1, np.float64),
+                        np.zeros(32, np.uint32),
+                        np.zeros(32, np.float32),
+                    ]
+                    for r in range(n)
+                ],
+                outputs={"reversed": 1, "count": 2, "sum": 3, "high": 4, "ar": 5},
+            )
+        ],
+        symmetric_bytes=SYMMETRIC_BYTES,
+    )
+    t = np.arange(32, dtype=np.uint64)
+    high = ((0x80000000 + t) * (0xFFFFFFFF - t)) >> np.uint64(32)
+    for r in range(n):
+        np.testing.assert_array_equal(outputs["reversed"][r], xs[r][::-1])
+        assert outputs["count"][r].tolist() == [5 + 32, 15]
+        assert outputs["sum"][r][0] == xs[r].sum()
+        np.testing.assert_array_equal(outputs["high"][r], high.astype(np.uint32))
+        np.testing.assert_array_equal(outputs["ar"][r], xs[0] + xs[1])
+
+
 # ---------------------------------------------------------------------------
 # (b) flags: blocks, streams and ranks spin on each other concurrently
 # ---------------------------------------------------------------------------
@@ -618,7 +653,7 @@ def test_failing_entry_reports_the_call(lib):
     with pytest.raises(
         EmulationError,
         match=r"coco_bad_launch on rank 0 of stage 0 returned status 1: "
-        r".*cudaGetLastError\(\) failed: invalid configuration",
+        r".*COCO_LAUNCH\(twice\) failed: invalid configuration",
     ):
         run_emulated(
             lib, 1, [EntryCall("coco_bad_launch", [[np.zeros(1, np.float32)]])]
@@ -631,8 +666,16 @@ def test_compile_error_is_a_coco_error():
     assert isinstance(caught.value, CocoError)
 
 
-def test_builds_are_cached_by_content(lib):
-    again = compile_emulated(kernels_source())
-    assert again == lib
-    other = compile_emulated(kernels_source() + "\n// another build\n")
-    assert other != lib
+def test_builds_are_cached_by_content(lib, tmp_path, monkeypatch):
+    assert compile_emulated(kernels_source()) == lib
+    monkeypatch.setenv("COCONET_CACHE", str(tmp_path))
+    tiny = (
+        '#include "coco_runtime.h"\n'
+        'extern "C" int coco_nothing(coco_context *) { return 0; }\n'
+    )
+    first = compile_emulated(tiny)
+    assert first.parent == tmp_path / "emu"
+    built = first.stat().st_mtime_ns
+    assert compile_emulated(tiny) == first
+    assert first.stat().st_mtime_ns == built
+    assert first.name != lib.name

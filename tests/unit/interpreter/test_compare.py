@@ -84,7 +84,7 @@ def test_sub_instead_of_add_is_not_equivalent(world):
     assert difference.message.startswith(
         f"f.result0: max abs error {difference.max_abs_error:.6g} (rel "
     )
-    assert "exceeds atol=1e-06 rtol=1e-05" in difference.message
+    assert "exceeds atol=1e-12 rtol=1e-09 of max |a| = " in difference.message
 
 
 @pytest.mark.parametrize("world", WORLDS)

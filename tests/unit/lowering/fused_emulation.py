@@ -11,6 +11,10 @@ and the emulator's statistics.
 
 from __future__ import annotations
 
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from io import StringIO
 
@@ -19,38 +23,47 @@ from xdsl.dialects.builtin import IntegerAttr, ModuleOp
 from xdsl.dialects.func import FuncOp
 
 import coconet_ir as cc
-from coconet_ir.backend.cuda import runtime_dir
 from coconet_ir.backend.cuda.printer import print_cuda
 from coconet_ir.backend.emu import EntryCall, compile_emulated, run_emulated
+from coconet_ir.backend.emu import run as emu_run
 from coconet_ir.dialects.coco import TensorType
 from coconet_ir.interpreter.inputs import argument_key, draw_inputs, result_key
 from coconet_ir.interpreter.values import DistValue, join, storage_dtype
 from coconet_ir.lowering.bufferize import local_shape
 
-COMPAT = """
-namespace coco {
-inline coco_peers peers(const coco_context *ctx) { return peers_of(ctx); }
-template <class T> T *symmetric_buffer(coco_context *ctx, size_t offset) {
-  return reinterpret_cast<T *>(ctx->symmetric[ctx->rank] + offset);
-}
-}  // namespace coco
-"""
-"""What the printed host code calls and the runtime header may not define yet
-(the printer and the runtime were written in parallel)."""
-
 
 def cuda_source(lowered: ModuleOp) -> str:
     out = StringIO()
     print_cuda(lowered, out)
-    text = out.getvalue()
-    header = "".join(p.read_text() for p in runtime_dir().glob("*.h"))
-    compat = "" if "symmetric_buffer" in header else COMPAT
-    if "__launch_bounds__" not in header:
-        compat += "#define __launch_bounds__(...)\n"
-    if "int world_size;" not in header and "ctx->world_size" in text:
-        compat += "#define world_size world\n"
-    include = '#include "coco_runtime.h"\n'
-    return text.replace(include, include + compat, 1)
+    return out.getvalue()
+
+
+TSAN_SUPPRESSIONS = "race:_dl_deallocate_tls\n"
+"""glibc frees an exiting thread's dynamic TLS (the emulation's kernel threads
+use `thread_local` in a dlopen'ed library) in a way ThreadSanitizer does not
+see as synchronized: a known false positive in the loader, not in the
+emulated program."""
+
+
+@contextmanager
+def tsan_suppressions() -> Iterator[None]:
+    """The emulation's sanitizer environment plus `TSAN_SUPPRESSIONS`."""
+    original = emu_run._sanitizer_env
+    with tempfile.NamedTemporaryFile("w", suffix=".supp", delete=False) as file:
+        file.write(TSAN_SUPPRESSIONS)
+
+    def patched(sanitize: str | None) -> dict[str, str]:
+        env = original(sanitize)
+        if sanitize == "thread":
+            env["TSAN_OPTIONS"] += f" suppressions={file.name}"
+        return env
+
+    emu_run._sanitizer_env = patched
+    try:
+        yield
+    finally:
+        emu_run._sanitizer_env = original
+        os.unlink(file.name)
 
 
 def module_int(module: ModuleOp, name: str) -> int:
@@ -115,7 +128,9 @@ def emulate(
             for position, arg in enumerate(func.body.block.args):
                 t = arg.type
                 assert isinstance(t, TensorType)
-                for r, array in enumerate(per_rank(t, inputs[argument_key(func, position)], world)):
+                for r, array in enumerate(
+                    per_rank(t, inputs[argument_key(func, position)], world)
+                ):
                     args[r].append(array)
                 key = argument_key(func, position)
                 if key in run.outputs:
@@ -135,16 +150,17 @@ def emulate(
                 EntryCall(f"coco_{func.sym_name.data}", args, stage, out_names)
             )
         outputs.append(named)
-    raw, stats = run_emulated(
-        library,
-        world,
-        calls,
-        num_stages=len(functions),
-        symmetric_bytes=max(module_int(lowered, "coco_gpu.symmetric_bytes"), 256),
-        signal_slots=max(module_int(lowered, "coco_gpu.signal_slots"), 1),
-        watchdog=60,
-        timeout=600,
-    )
+    with tsan_suppressions():
+        raw, stats = run_emulated(
+            library,
+            world,
+            calls,
+            num_stages=len(functions),
+            symmetric_bytes=max(module_int(lowered, "coco_gpu.symmetric_bytes"), 256),
+            signal_slots=max(module_int(lowered, "coco_gpu.signal_slots"), 1),
+            watchdog=60,
+            timeout=600,
+        )
     actual = [
         {
             name.split(":", 1)[1]: to_global(t, raw[name])

@@ -361,6 +361,46 @@ def test_split_all_reduce_is_equivalent(tmp_path: Path, world: int):
     assert f"equivalent: 1 output agrees on {world} ranks" in proc.stdout
 
 
+def matmul_programs(combine: str) -> tuple[str, str]:
+    """`[64, 4096] x [4096, 64]` f32, plain and row-parallel (K sliced, local
+    partial products, then `combine`)."""
+    a, b, c = (
+        f"!coco.tensor<{s}xf32, replicated>" for s in ("64x4096", "4096x64", "64x64")
+    )
+    a_k, b_k = (
+        "!coco.tensor<64x4096xf32, sliced<1>>",
+        "!coco.tensor<4096x64xf32, sliced<0>>",
+    )
+    partial = "!coco.tensor<64x64xf32, local>"
+    plain = f"""
+func.func @f(%a: {a}, %b: {b}) -> {c} {{
+  %c = coco.matmul %a, %b : ({a}, {b}) -> {c}
+  func.return %c : {c}
+}}"""
+    split = f"""
+func.func @f(%a: {a_k}, %b: {b_k}) -> {c} {{
+  %p = coco.matmul %a, %b : ({a_k}, {b_k}) -> {partial}
+  %c = coco.all_reduce %p reduction = {combine} : {partial} -> {c}
+  func.return %c : {c}
+}}"""
+    return plain, split
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_the_row_parallel_matmul_is_equivalent_and_a_max_is_not(
+    tmp_path: Path, world: int
+):
+    # The sums of K = 4096 terms split across ranks differ in f32 by rounding
+    # alone; the comparison runs promoted (f32 as f64), so only the max fails.
+    plain, split = matmul_programs("sum")
+    a, b = write(tmp_path, "a.mlir", plain), write(tmp_path, "b.mlir", split)
+    proc = coconet_run("--compare", a, b, "--world", str(world))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    wrong = write(tmp_path, "c.mlir", matmul_programs("max")[1])
+    proc = coconet_run("--compare", a, wrong, "--world", str(world))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+
+
 @pytest.mark.parametrize("world", WORLDS)
 def test_a_wrong_rewrite_is_not_equivalent(tmp_path: Path, world: int):
     a = write(tmp_path, "a.mlir", ALL_REDUCE_ADD)

@@ -55,6 +55,7 @@
 #define __forceinline__ inline __attribute__((always_inline))
 #define __noinline__ __attribute__((noinline))
 #define __align__(n) __attribute__((aligned(n)))
+#define __launch_bounds__(...)
 // A `__shared__` variable would be per thread here: use COCO_SHARED.
 #define __shared__ [[deprecated("the emulation has no __shared__ storage: use COCO_SHARED")]]
 
@@ -69,14 +70,38 @@ struct dim3 {
 };
 typedef dim3 uint3;
 
+// CUDA's vector types (their alignment is what makes vector loads legal).
+struct __attribute__((aligned(8))) float2 { float x, y; };
+struct __attribute__((aligned(16))) float4 { float x, y, z, w; };
+struct __attribute__((aligned(8))) int2 { int x, y; };
+struct __attribute__((aligned(16))) int4 { int x, y, z, w; };
+struct __attribute__((aligned(8))) uint2 { unsigned int x, y; };
+struct __attribute__((aligned(16))) uint4 { unsigned int x, y, z, w; };
+struct __attribute__((aligned(16))) double2 { double x, y; };
+inline float2 make_float2(float x, float y) { return {x, y}; }
+inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+inline int2 make_int2(int x, int y) { return {x, y}; }
+inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
+inline uint2 make_uint2(unsigned int x, unsigned int y) { return {x, y}; }
+inline uint4 make_uint4(unsigned int x, unsigned int y, unsigned int z, unsigned int w) {
+  return {x, y, z, w};
+}
+
 inline thread_local uint3 threadIdx{0, 0, 0};
 inline thread_local uint3 blockIdx{0, 0, 0};
 inline thread_local dim3 blockDim{1, 1, 1};
 inline thread_local dim3 gridDim{1, 1, 1};
 
+#if defined(__SANITIZE_THREAD__)
+// ThreadSanitizer ignores fences: model one as an RMW on a shared atomic,
+// which orders (for tsan) what every fenced thread did before and after.
+inline std::atomic<unsigned> coco_emu_fence_{0};
+inline void __threadfence() { coco_emu_fence_.fetch_add(1, std::memory_order_acq_rel); }
+#else
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
-inline void __threadfence_block() { std::atomic_thread_fence(std::memory_order_seq_cst); }
-inline void __threadfence_system() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+#endif
+inline void __threadfence_block() { __threadfence(); }
+inline void __threadfence_system() { __threadfence(); }
 
 inline unsigned int __umulhi(unsigned int a, unsigned int b) {
   return (unsigned int)(((unsigned long long)a * b) >> 32);
@@ -85,8 +110,28 @@ inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b)
   return (unsigned long long)(((unsigned __int128)a * b) >> 64);
 }
 
+inline int __mulhi(int a, int b) { return (int)(((long long)a * b) >> 32); }
+inline long long __mul64hi(long long a, long long b) {
+  return (long long)(((__int128)a * b) >> 64);
+}
+
+template <class To, class From> inline To coco_emu_bit_cast(From from) {
+  static_assert(sizeof(To) == sizeof(From), "same size");
+  To to;
+  std::memcpy(&to, &from, sizeof to);
+  return to;
+}
+inline float __int_as_float(int x) { return coco_emu_bit_cast<float>(x); }
+inline int __float_as_int(float x) { return coco_emu_bit_cast<int>(x); }
+inline float __uint_as_float(unsigned int x) { return coco_emu_bit_cast<float>(x); }
+inline unsigned int __float_as_uint(float x) { return coco_emu_bit_cast<unsigned int>(x); }
+inline double __longlong_as_double(long long x) { return coco_emu_bit_cast<double>(x); }
+inline long long __double_as_longlong(double x) { return coco_emu_bit_cast<long long>(x); }
+
 template <class T> inline T coco_emu_atomic_add(T *address, T value) {
-  return std::atomic_ref<T>(*address).fetch_add(value, std::memory_order_relaxed);
+  // CUDA's atomicAdd is relaxed; seq_cst here lets ThreadSanitizer see the
+  // "__threadfence(), then atomicAdd a counter" pattern as synchronization.
+  return std::atomic_ref<T>(*address).fetch_add(value, std::memory_order_seq_cst);
 }
 inline float atomicAdd(float *a, float v) { return coco_emu_atomic_add(a, v); }
 inline double atomicAdd(double *a, double v) { return coco_emu_atomic_add(a, v); }
@@ -634,8 +679,50 @@ struct poller {
 // Kernel launches: every thread of every block is an OS thread
 // ---------------------------------------------------------------------------
 
+// __syncthreads(): a barrier on the block's own atomics. libstdc++'s
+// std::barrier parks waiters through a process-wide pool of atomics whose
+// read-modify-writes ThreadSanitizer sees as synchronization between unrelated
+// blocks and ranks, hiding real races between ranks (e.g. a fused kernel
+// without its closing sync). A thread that returns drops out (arrive_and_drop),
+// as with std::barrier.
+struct block_barrier {
+  explicit block_barrier(std::ptrdiff_t threads) : expected(threads) {}
+
+  void arrive_and_wait() {
+    unsigned phase = generation.load(std::memory_order_acquire);
+    std::ptrdiff_t n = arrived.fetch_add(1, std::memory_order_acq_rel) + 1;
+    if (n == expected.load(std::memory_order_acquire)) complete(n);
+    for (unsigned spins = 0; generation.load(std::memory_order_acquire) == phase; ++spins) {
+      if (spins < 64) {
+        std::this_thread::yield();
+      } else {
+        struct timespec ts = {0, 20000};
+        nanosleep(&ts, nullptr);
+      }
+    }
+  }
+
+  void arrive_and_drop() {
+    std::ptrdiff_t left = expected.fetch_sub(1, std::memory_order_acq_rel) - 1;
+    if (left > 0) complete(left);
+  }
+
+ private:
+  // The phase ends when `count` threads have arrived; exactly one of the
+  // threads that see it (the last arrival, a thread dropping out) ends it.
+  void complete(std::ptrdiff_t count) {
+    std::ptrdiff_t seen = count;
+    if (arrived.compare_exchange_strong(seen, 0, std::memory_order_acq_rel))
+      generation.fetch_add(1, std::memory_order_acq_rel);
+  }
+
+  std::atomic<std::ptrdiff_t> expected;
+  std::atomic<std::ptrdiff_t> arrived{0};
+  std::atomic<unsigned> generation{0};
+};
+
 struct block_state {
-  std::barrier<> barrier;
+  block_barrier barrier;
   std::mutex m;
   std::vector<std::pair<const void *, void *>> shared;  // COCO_SHARED tag -> memory
   std::vector<unsigned char> dynamic;

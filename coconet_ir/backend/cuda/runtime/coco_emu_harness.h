@@ -77,7 +77,7 @@ COCO_EMU_EXPORT coco_emu_world *coco_emu_create(int world, int num_stages, size_
       ctx->streams[s] = stream.get();
       w->streams.push_back(std::move(stream));
     }
-    for (int e = 0; e < COCO_MAX_EVENTS; ++e) cudaEventCreate(&ctx->events[e]);
+    for (int e = 0; e < COCO_MAX_EVENTS; ++e) ctx->events[e] = new CUevent_st();
     auto blas = std::make_unique<cublasContext>();
     blas->stream = ctx->streams[0];
     ctx->cublas = blas.get();
@@ -190,7 +190,7 @@ COCO_EMU_EXPORT void coco_emu_destroy(coco_emu_world *w) {
   for (auto &stream : w->streams) stream->synchronize();
   for (auto &stream : w->streams) stream->shutdown();
   for (auto *ctx : w->contexts) {
-    for (int e = 0; e < COCO_MAX_EVENTS; ++e) cudaEventDestroy(ctx->events[e]);
+    for (int e = 0; e < COCO_MAX_EVENTS; ++e) delete ctx->events[e];
     delete ctx;
   }
   for (char *p : w->symmetric) free(p);

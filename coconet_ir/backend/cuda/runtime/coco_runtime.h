@@ -23,8 +23,8 @@
 #endif
 
 #define COCO_MAX_STREAMS 4
-#define COCO_MAX_RANKS 16
 #define COCO_MAX_EVENTS 64
+#define COCO_MAX_RANKS 16
 #define COCO_ERROR_TEXT 512
 #ifndef COCO_BLOCKS_PER_SM
 #define COCO_BLOCKS_PER_SM 4
@@ -51,9 +51,7 @@ struct coco_context {
   ncclComm_t pipeline_comm;  // every rank of every stage: stage s rank r is s*world+r
   cublasHandle_t cublas;
   cudaStream_t streams[COCO_MAX_STREAMS];
-  // Cross-stream events (overlap): an entry uses events[0 .. coco_event_count()),
-  // created by whoever builds the context (cudaEventDisableTiming on a GPU).
-  cudaEvent_t events[COCO_MAX_EVENTS];
+  cudaEvent_t events[COCO_MAX_EVENTS];  // created with the context, for cross-stream joins
   char *symmetric[COCO_MAX_RANKS];  // each rank's symmetric workspace (this stage)
   size_t symmetric_bytes;           // per rank
   uint64_t *signals[COCO_MAX_RANKS];  // each rank's signal pad (this stage)
@@ -99,10 +97,7 @@ inline coco_peers peers_of(const coco_context *ctx) {
   return peers;
 }
 
-// What the cuda target prints for `coco_gpu.peers` and `coco_gpu.symmetric_buffer`:
-// the peer table of a fused launch, and this rank's view of the symmetric
-// workspace at a byte offset.
-inline coco_peers peers(const coco_context *ctx) { return peers_of(ctx); }
+// This rank's view of the symmetric workspace at byte `offset`.
 template <class T> inline T *symmetric_buffer(coco_context *ctx, size_t offset) {
   return reinterpret_cast<T *>(ctx->symmetric[ctx->rank] + offset);
 }
@@ -160,7 +155,16 @@ __host__ __device__ __forceinline__ uint64_t *own_slot(const coco_peers &peers,
 // Make this thread's (and, after a barrier, its block's) writes visible
 // system-wide, then store `value` into `slot` (release, system scope).
 __device__ __forceinline__ void signal(uint64_t *slot, uint64_t value) {
+#ifdef __CUDACC__
   __threadfence_system();
+#else
+  // The release store orders what this thread (and, through the block's
+  // barrier, its block) wrote before it. Not __threadfence_system(): under
+  // ThreadSanitizer the emulation models that as an RMW on one process-wide
+  // atomic, which would order every signalling thread of every rank and hide
+  // races between ranks (a fused kernel without its closing sync).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+#endif
   cuda::atomic_ref<uint64_t, cuda::thread_scope_system> ref(*slot);
   ref.store(value, cuda::std::memory_order_release);
 }
@@ -270,17 +274,31 @@ template <class T> constexpr cudaDataType_t cuda_type() { return dtype_of<T>::cu
 // Launches, shared memory, error checks
 // ---------------------------------------------------------------------------
 
+// A kernel launch; a bad launch returns COCO_ERR_CUDA from the entry (whose
+// context is `ctx`), recording "COCO_LAUNCH(kernel) failed: reason".
 #ifdef __CUDACC__
-#define COCO_LAUNCH(kernel, grid, block, shared_bytes, stream, ...) \
+#define COCO_LAUNCH_RAW(kernel, grid, block, shared_bytes, stream, ...) \
   kernel<<<(grid), (block), (shared_bytes), (stream)>>>(__VA_ARGS__)
+#else
+#define COCO_LAUNCH_RAW(kernel, grid, block, shared_bytes, stream, ...)          \
+  coco_emu::launch(#kernel, kernel, (grid), (block), (shared_bytes), (stream) \
+                   __VA_OPT__(, ) __VA_ARGS__)
+#endif
+#define COCO_LAUNCH(kernel, grid, block, shared_bytes, stream, ...)                              \
+  do {                                                                                           \
+    COCO_LAUNCH_RAW(kernel, grid, block, shared_bytes, stream, __VA_ARGS__);                     \
+    cudaError_t coco_launch_err_ = cudaGetLastError();                                           \
+    if (coco_launch_err_ != cudaSuccess)                                                         \
+      return coco::fail(ctx, COCO_ERR_CUDA, "COCO_LAUNCH(" #kernel ")",                          \
+                        cudaGetErrorString(coco_launch_err_), __FILE__, __LINE__);               \
+  } while (0)
+
+#ifdef __CUDACC__
 #define COCO_SHARED(T, name, count) __shared__ T name[count]
 #define COCO_SHARED_DYNAMIC(T, name)                                  \
   extern __shared__ __align__(16) unsigned char coco_dynamic_shared_[]; \
   T *name = reinterpret_cast<T *>(coco_dynamic_shared_)
 #else
-#define COCO_LAUNCH(kernel, grid, block, shared_bytes, stream, ...)              \
-  coco_emu::launch(#kernel, kernel, (grid), (block), (shared_bytes), (stream) \
-                   __VA_OPT__(, ) __VA_ARGS__)
 #define COCO_SHARED(T, name, count)                                                 \
   static char coco_shared_tag_##name;                                              \
   T *name = static_cast<T *>(coco_emu::block_shared(&coco_shared_tag_##name,       \

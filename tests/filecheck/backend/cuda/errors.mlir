@@ -10,3 +10,6 @@ builtin.module {
     func.return
   }
 }
+
+// RUN: not coconet-opt %S/../../../../examples/sgd.mlir -t cuda 2>&1 | filecheck %s --check-prefix=TENSOR
+// TENSOR: sgd.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'func.func' op the CUDA target cannot print this: type !coco.tensor<1024xf32, local> has no CUDA C spelling (the CUDA target prints the device level: run convert-coco-to-gpu first)

@@ -43,7 +43,9 @@ builtin.module attributes {gpu.container_module, coco.world_size = 2 : i64} {
   }
 }
 
-// CHECK-LABEL: extern "C" __global__ void __launch_bounds__(256) push(coco_peers peers, float *__restrict__ buf, const float *__restrict__ src, int64_t rank, int64_t epoch) {
+// A symmetric buffer (it reaches coco::peer) is written by peers during the
+// kernel: neither const nor __restrict__, so no non-coherent loads of it.
+// CHECK-LABEL: extern "C" __global__ void __launch_bounds__(256, 4) push(coco_peers peers, float *buf, const float *__restrict__ src, int64_t rank, int64_t epoch) {
 // CHECK-NEXT:    const int64_t tid = (int64_t)threadIdx.x;
 // CHECK-NEXT:    const int64_t peer = (int64_t)((uint64_t)(rank + 1) % (uint64_t)2);
 // CHECK-NEXT:    coco::peer(peers, buf, peer)[tid] = src[tid];
@@ -57,7 +59,7 @@ builtin.module attributes {gpu.container_module, coco.world_size = 2 : i64} {
 // CHECK:       extern "C" size_t coco_symmetric_bytes(void) { return 2048; }
 // CHECK-LABEL: extern "C" int coco_fused(coco_context *ctx, float *x) {
 // CHECK-NEXT:    const int64_t epoch = (int64_t)coco::next_epoch(ctx);
-// CHECK-NEXT:    COCO_LAUNCH(push, dim3(1u, 1u, 1u), dim3(256u, 1u, 1u), 0, ctx->streams[0], coco::peers(ctx), coco::symmetric_buffer<float>(ctx, 1024), x, (int64_t)ctx->rank, epoch);
+// CHECK-NEXT:    COCO_LAUNCH(push, dim3(1u, 1u, 1u), dim3(256u, 1u, 1u), 0, ctx->streams[0], coco::peers_of(ctx), coco::symmetric_buffer<float>(ctx, 1024), x, (int64_t)ctx->rank, epoch);
 // CHECK-NEXT:    auto *const half_ = x + 2 * 64;
 // CHECK-NEXT:    auto *const cast = x + 64;
 // CHECK-NEXT:    COCO_CHECK_NCCL(ncclAllReduce(half_, half_, 128, ncclFloat, ncclSum, ctx->comm, ctx->streams[0]));

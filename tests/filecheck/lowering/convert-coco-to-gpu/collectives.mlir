@@ -6,7 +6,7 @@
 
 // pack [4, 8] along dim 1 for 2 ranks: element i of the packed buffer is
 // (r, p, j) = (i / 16, (i / 4) % 4, i % 4), read from p * 8 + r * 4 + j.
-// CHECK:      gpu.func @scatter_gather_pack_0(%n: index, %src: memref<32xf32>, %dst: memref<32xf32>) kernel {
+// CHECK:      ^bb0(%n: index, %src: memref<32xf32>, %dst: memref<32xf32>):
 // CHECK:        scf.for %i = %start to %n step %step {
 // CHECK-NEXT:     %5 = arith.constant 16 : index
 // CHECK-NEXT:     %6 = arith.divui %i, %5 : index
@@ -26,11 +26,11 @@
 // CHECK-NEXT:     %20 = arith.addi %19, %13 : index
 // CHECK-NEXT:     %21 = memref.load %src[%20] : memref<32xf32>
 // CHECK-NEXT:     memref.store %21, %dst[%i] : memref<32xf32>
-// CHECK:      gpu.return
+// CHECK:      {sym_name = "scatter_gather_pack_0", gpu.kernel}
 // CHECK:          %21 = memref.load %src[%i] : memref<32xf32>
 // CHECK-NEXT:     memref.store %21, %dst[%20] : memref<32xf32>
-// CHECK:      gpu.return
-// CHECK:      gpu.func @others_unpack_0(
+// CHECK:      {sym_name = "scatter_gather_unpack_0", gpu.kernel}
+// CHECK:      {sym_name = "others_unpack_0", gpu.kernel}
 
 // Along dim 0 the blocks are contiguous: no kernel. The gather writes the
 // out-parameter directly.
@@ -41,12 +41,12 @@
 // CHECK-NEXT:    %s1 = memref.alloc() : memref<4x4xf32>
 // CHECK-NEXT:    %packed = memref.alloc() : memref<32xf32>
 // CHECK-NEXT:    %b_flat = memref.collapse_shape %b
-// CHECK:         gpu.launch_func  @kernels::@scatter_gather_pack_0 {{.*}}args({{.*}}%b_flat : {{[^,]*}}, %packed : {{[^,]*}})
+// CHECK:         "gpu.launch_func"({{.*}}, %b_flat, %packed) <{kernel = @kernels::@scatter_gather_pack_0
 // CHECK-NEXT:    coco_gpu.nccl_reduce_scatter %packed, %s1 reduction = max : memref<32xf32>, memref<4x4xf32>
 // CHECK-NEXT:    %gathered = memref.alloc() : memref<32xf32>
 // CHECK-NEXT:    coco_gpu.nccl_all_gather %s1, %gathered : memref<4x4xf32>, memref<32xf32>
 // CHECK-NEXT:    %result1_flat = memref.collapse_shape %result1
-// CHECK:         gpu.launch_func  @kernels::@scatter_gather_unpack_0 {{.*}}args({{.*}}%gathered : {{[^,]*}}, %result1_flat : {{[^,]*}})
+// CHECK:         "gpu.launch_func"({{.*}}, %gathered, %result1_flat) <{kernel = @kernels::@scatter_gather_unpack_0
 // CHECK-NEXT:    memref.dealloc %s0 : memref<4x4xf32>
 // CHECK-NEXT:    memref.dealloc %s1 : memref<4x4xf32>
 // CHECK-NEXT:    memref.dealloc %packed : memref<32xf32>
@@ -59,7 +59,7 @@
 // CHECK-NEXT:    %received = memref.alloc() : memref<16xf32>
 // CHECK-NEXT:    coco_gpu.nccl_all_to_all %b, %received : memref<4x4xf32>, memref<16xf32>
 // CHECK-NEXT:    %result2_flat = memref.collapse_shape %result2
-// CHECK:         gpu.launch_func  @kernels::@others_unpack_0 {{.*}}args({{.*}}%received : {{[^,]*}}, %result2_flat : {{[^,]*}})
+// CHECK:         "gpu.launch_func"({{.*}}, %received, %result2_flat) <{kernel = @kernels::@others_unpack_0
 
 // CHECK-LABEL: func.func @first(%x: memref<4x4xf32>)
 // CHECK-NEXT:    coco_gpu.nccl_send %x to @second channel = 3 : memref<4x4xf32>

@@ -6,7 +6,7 @@
 // sum over dim 1 of a [4, 2, 16] block (sliced<1> on 4 ranks): output
 // (p, q) = i / 16, i % 16 starts at p * 32 + q; element j of the loop adds
 // j * 16.
-// CHECK:      gpu.func @reduce_reduce_0(%n: index, %src: memref<128xf16>, %dst: memref<64xf16>) kernel {
+// CHECK:      ^bb0(%n: index, %src: memref<128xf16>, %dst: memref<64xf16>):
 // CHECK:        scf.for %i = %start to %n step %step {
 // CHECK-NEXT:     %5 = arith.constant 16 : index
 // CHECK-NEXT:     %6 = arith.divui %i, %5 : index
@@ -30,7 +30,7 @@
 // CHECK-NEXT:     }
 // CHECK-NEXT:     %23 = arith.truncf %16 : f32 to f16
 // CHECK-NEXT:     memref.store %23, %dst[%i] : memref<64xf16>
-// CHECK:      gpu.return
+// CHECK:      {sym_name = "reduce_reduce_0", gpu.kernel}
 
 // CHECK:          %20 = arith.mulf %19, %19 : f32
 // CHECK-NEXT:     %21 = arith.addf %acc, %20 : f32
@@ -38,12 +38,12 @@
 // CHECK-NEXT:   }
 // CHECK-NEXT:   %22 = math.sqrt %10 : f32
 // CHECK-NEXT:   memref.store %22, %dst[] : memref<f32>
-// CHECK:      gpu.return
+// CHECK:      {sym_name = "norm_norm_0", gpu.kernel}
 
-// CHECK:      gpu.func @slice_all_slice_0(%n: index, %offset: index, %src: memref<32xf32>, %dst: memref<8xf32>) kernel {
+// CHECK:      ^bb0(%n: index, %offset: index, %src: memref<32xf32>, %dst: memref<8xf32>):
 // CHECK:          %[[COL:.*]] = arith.addi %{{.*}}, %offset : index
 // CHECK:          memref.load %src
-// CHECK:      gpu.return
+// CHECK:      {sym_name = "slice_all_slice_0", gpu.kernel}
 
 // CHECK-LABEL: func.func @row_parallel(%x: memref<2x8x4xf32>, %w: memref<4x8xf32>, %result0: memref<2x8x8xf32>)
 // CHECK-NEXT:    coco_gpu.gemm %x, %w, %result0 : memref<2x8x4xf32>, memref<4x8xf32>, memref<2x8x8xf32>
@@ -52,18 +52,18 @@
 // The unused max reduction is dead and goes.
 // CHECK-LABEL: func.func @reduce(%x: memref<4x2x16xf16>, %result0: memref<4x16xf16>)
 // CHECK-NOT:     reduce_reduce_1
-// CHECK:         gpu.launch_func  @kernels::@reduce_reduce_0 {{.*}}args({{.*}} : {{[^,]*}})
+// CHECK:         "gpu.launch_func"({{.*}}) <{kernel = @kernels::@reduce_reduce_0
 // CHECK-NEXT:    func.return
 
 // CHECK-LABEL: func.func @norm(
 // CHECK:         %n = arith.constant 1 : index
-// CHECK:         gpu.launch_func  @kernels::@norm_norm_0 {{.*}}args({{.*}}%n : {{[^,]*}}, %x_flat : {{[^,]*}}, %result0 : {{[^,]*}})
+// CHECK:         "gpu.launch_func"({{.*}}, %n, %x_flat, %result0) <{kernel = @kernels::@norm_norm_0
 
 // CHECK-LABEL: func.func @slice(%x: memref<4x8xf32>, %result0: memref<4x2xf32>)
 // CHECK-NEXT:    %rank = coco_gpu.rank
 // CHECK-NEXT:    %block = arith.constant 2 : index
 // CHECK-NEXT:    %offset = arith.muli %rank, %block : index
-// CHECK:         gpu.launch_func  @kernels::@slice_all_slice_0 {{.*}}args({{.*}}%n : {{[^,]*}}, %offset : {{[^,]*}}, %x_flat : {{[^,]*}}, %result0_flat : {{[^,]*}})
+// CHECK:         "gpu.launch_func"({{.*}}, %n, %offset, %x_flat, %result0_flat) <{kernel = @kernels::@slice_all_slice_0
 
 module attributes {coco.world_size = 4 : i64} {
   func.func @row_parallel(%x: !coco.tensor<2x8x16xf32, sliced<2>>, %w: !coco.tensor<16x8xf32, sliced<0>>) -> !coco.tensor<2x8x8xf32, local> {

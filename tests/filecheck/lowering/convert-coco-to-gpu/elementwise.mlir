@@ -7,11 +7,11 @@
 
 // The replicated [8] bias of a sliced<1> [4x8] result on 2 ranks: column
 // i % 4 of the rank's block, i.e. bias[i % 4 + rank * 4].
-// CHECK:      gpu.func @broadcast_add_0(%n: index, %rank: index, %a: memref<16xf32>, %b: memref<8xf32>, %x: memref<16xf32>) kernel {
-// CHECK-NEXT:   %0 = gpu.block_id  x
-// CHECK-NEXT:   %1 = gpu.block_dim  x
-// CHECK-NEXT:   %2 = gpu.thread_id  x
-// CHECK-NEXT:   %3 = gpu.grid_dim  x
+// CHECK:      ^bb0(%n: index, %rank: index, %a: memref<16xf32>, %b: memref<8xf32>, %x: memref<16xf32>):
+// CHECK-NEXT:   %0 = "gpu.block_id"() <{dimension = #gpu<dim x>}> : () -> index
+// CHECK-NEXT:   %1 = "gpu.block_dim"() <{dimension = #gpu<dim x>}> : () -> index
+// CHECK-NEXT:   %2 = "gpu.thread_id"() <{dimension = #gpu<dim x>}> : () -> index
+// CHECK-NEXT:   %3 = "gpu.grid_dim"() <{dimension = #gpu<dim x>}> : () -> index
 // CHECK-NEXT:   %4 = arith.muli %0, %1 : index
 // CHECK-NEXT:   %start = arith.addi %4, %2 : index
 // CHECK-NEXT:   %step = arith.muli %3, %1 : index
@@ -26,14 +26,14 @@
 // CHECK-NEXT:     %12 = arith.addf %5, %11 : f32
 // CHECK-NEXT:     memref.store %12, %x[%i] : memref<16xf32>
 // CHECK-NEXT:   }
-// CHECK-NEXT:   gpu.return
-// CHECK-NEXT: }
+// CHECK-NEXT:   "gpu.return"() : () -> ()
+// CHECK-NEXT: }) {sym_name = "broadcast_add_0", gpu.kernel} : () -> ()
 
 // A rank-0 operand is loaded with no index.
 // CHECK:          %5 = memref.load %s[] : memref<f32>
 // CHECK-NEXT:     %6 = memref.load %x[%i] : memref<16xf32>
 // CHECK-NEXT:     %7 = arith.mulf %5, %6 : f32
-// CHECK:      gpu.return
+// CHECK:      {sym_name = "broadcast_mul_0", gpu.kernel}
 
 // CHECK:          %6 = arith.extf %5 : f16 to f32
 // CHECK-NEXT:     %7 = math.exp %6 : f32
@@ -54,10 +54,10 @@
 // CHECK-NEXT:     %17 = arith.select %12, %16, %15 : i32
 
 // CHECK:          %13 = math.tanh %12 : f32
-// CHECK:      gpu.return
+// CHECK:      {sym_name = "activations_gelu_0", gpu.kernel}
 
 // The dropout of a sliced<0> value: global index = i + rank * 4.
-// CHECK:      gpu.func @activations_dropout_0(%n: index, %rank: index, %g: memref<4xf32>, %result0: memref<4xf32>) kernel {
+// CHECK:      ^bb0(%n: index, %rank: index, %g: memref<4xf32>, %result0: memref<4xf32>):
 // CHECK:          %6 = arith.constant 4 : index
 // CHECK-NEXT:     %7 = arith.muli %rank, %6 : index
 // CHECK-NEXT:     %8 = arith.addi %i, %7 : index
@@ -72,7 +72,7 @@
 // CHECK-NEXT:     %[[S:.*]] = arith.constant 7.500000e-01 : f32
 // CHECK-NEXT:     %[[R:.*]] = arith.divf %[[KEPT]], %[[S]] : f32
 // CHECK-NEXT:     memref.store %[[R]], %result0[%i] : memref<4xf32>
-// CHECK:      gpu.return
+// CHECK:      {sym_name = "activations_dropout_0", gpu.kernel}
 
 // A constant is a one-element kernel.
 // CHECK:          %5 = arith.constant 9.000000e-01 : f32
@@ -87,7 +87,7 @@
 // CHECK-NEXT:    %threads = arith.constant 256 : index
 // CHECK-NEXT:    %blocks = coco_gpu.grid_blocks %n, %threads
 // CHECK-NEXT:    %c1 = arith.constant 1 : index
-// CHECK-NEXT:    gpu.launch_func  @kernels::@broadcast_add_0 blocks in (%blocks, %c1, %c1) threads in (%threads, %c1, %c1)  args(%n : index, %rank : index, %a_flat : memref<16xf32>, %b : memref<8xf32>, %x_flat : memref<16xf32>)
+// CHECK-NEXT:    "gpu.launch_func"(%blocks, %c1, %c1, %threads, %c1, %c1, %n, %rank, %a_flat, %b, %x_flat) <{kernel = @kernels::@broadcast_add_0, operandSegmentSizes = array<i32: 0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 5, 0>}>
 
 module attributes {coco.world_size = 2 : i64} {
   func.func @broadcast(%a: !coco.tensor<4x8xf32, sliced<1>>, %b: !coco.tensor<8xf32, replicated>, %s: !coco.tensor<f32, replicated>) -> !coco.tensor<4x8xf32, sliced<1>> {

@@ -13,20 +13,20 @@
 // CHECK-NEXT:    %overlap_start = coco_gpu.record_event{{$}}
 // CHECK-NEXT:    coco_gpu.wait_event %overlap_start {coco_gpu.stream = 1 : i64}
 // CHECK:         %xc_chunk = memref.alloc() {coco_gpu.stream = 1 : i64} : memref<2x2x8xf32>
-// CHECK:         gpu.launch_func  @kernels::@gather_mm_ag_chunk_0 {{.*}} {coco_gpu.stream = 1 : i64}
+// CHECK:         "gpu.launch_func"({{.*}}) <{kernel = @kernels::@gather_mm_ag_chunk_0, {{[^}]*}}}> {coco_gpu.stream = 1 : i64} : (
 // CHECK-NEXT:    %full = memref.alloc() {coco_gpu.stream = 1 : i64} : memref<4x2x8xf32>
 // CHECK-NEXT:    coco_gpu.nccl_all_gather %xc_chunk, %full {coco_gpu.stream = 1 : i64}
 // CHECK-NEXT:    %chunk_ready = coco_gpu.record_event {coco_gpu.stream = 1 : i64}
 // CHECK-NEXT:    coco_gpu.wait_event %chunk_ready{{$}}
 // CHECK-NEXT:    %p = memref.alloc() : memref<4x2x8xf32>
 // CHECK-NEXT:    coco_gpu.gemm %full, %w, %p : {{.*}}>{{$}}
-// CHECK:         gpu.launch_func  @kernels::@gather_mm_ag_unchunk_0 {{.*}}%result0_flat : memref<128xf32>){{$}}
-// CHECK:         gpu.launch_func  @kernels::@gather_mm_ag_chunk_0 {{.*}} {coco_gpu.stream = 1 : i64}
+// CHECK:         "gpu.launch_func"({{.*}}%result0_flat) <{kernel = @kernels::@gather_mm_ag_unchunk_0, {{[^}]*}}}> : (
+// CHECK:         "gpu.launch_func"({{.*}}) <{kernel = @kernels::@gather_mm_ag_chunk_0, {{[^}]*}}}> {coco_gpu.stream = 1 : i64} : (
 // CHECK:         coco_gpu.nccl_all_gather %xc_chunk_1, %full_1 {coco_gpu.stream = 1 : i64}
 // CHECK-NEXT:    %chunk_ready_1 = coco_gpu.record_event {coco_gpu.stream = 1 : i64}
 // CHECK-NEXT:    coco_gpu.wait_event %chunk_ready_1{{$}}
 // CHECK:         coco_gpu.gemm %full_1, %w, %p_1 : {{.*}}>{{$}}
-// CHECK:         gpu.launch_func  @kernels::@gather_mm_ag_unchunk_0 {{.*}}%result0_flat_1 : memref<128xf32>){{$}}
+// CHECK:         "gpu.launch_func"({{.*}}%result0_flat_1) <{kernel = @kernels::@gather_mm_ag_unchunk_0, {{[^}]*}}}> : (
 // CHECK-NEXT:    %overlap_done = coco_gpu.record_event {coco_gpu.stream = 1 : i64}
 // CHECK-NEXT:    coco_gpu.wait_event %overlap_done{{$}}
 // CHECK-NEXT:    memref.dealloc

@@ -1,11 +1,11 @@
 // RUN: coconet-opt %s -p convert-coco-to-gpu | filecheck %s
 // Regions: an elementwise coco.fusion is ONE kernel computing the whole chain
 // per element (several outputs, rounded after each op); a fusion holding
-// collectives the fused kernel does not take has a FALLBACK lowering (op by
-// op); a coco.overlap runs chunk by chunk on two streams; both keep dropout's
+// reduce_scatters is one fused collective kernel (else a FALLBACK, op by op);
+// a coco.overlap runs chunk by chunk on two streams; both keep dropout's
 // global index.
 
-// CHECK:      gpu.func @chain_chain_0(%n: index, %rank: index, %x: memref<16xf16>, %b: memref<8xf16>, %w: memref<16xf16>, %result0: memref<16xf16>, %w_1: memref<16xf16>) kernel {
+// CHECK:      ^bb0(%n: index, %rank: index, %x: memref<16xf16>, %b: memref<8xf16>, %w: memref<16xf16>, %result0: memref<16xf16>, %w_1: memref<16xf16>):
 // CHECK:        scf.for %i = %start to %n step %step {
 // CHECK-NEXT:     %5 = memref.load %x[%i] : memref<16xf16>
 // CHECK-NEXT:     %6 = arith.constant 8 : index
@@ -33,31 +33,32 @@
 // CHECK-NEXT:     memref.store %[[D]], %result0[%i] : memref<16xf16>
 // CHECK-NEXT:     memref.store %[[N]], %w_1[%i] : memref<16xf16>
 // CHECK-NEXT:   }
-// CHECK:      gpu.return
+// CHECK:      {sym_name = "chain_chain_0", gpu.kernel}
 
 // Inside chunk 1 of 2 along dim 0 of the [4, 8] product, the dropout's global
 // row is i / 8 + 2.
-// CHECK:      gpu.func @overlap_dropout_0(
-// CHECK:      gpu.func @overlap_dropout_1(%n: index, %p: memref<16xf32>, %d: memref<16xf32>) kernel {
+// CHECK:      {sym_name = "overlap_dropout_0", gpu.kernel}
+// CHECK:      ^bb0(%n: index, %p: memref<16xf32>, %d: memref<16xf32>):
 // CHECK:          %5 = memref.load %p[%i] : memref<16xf32>
 // CHECK-NEXT:     %6 = arith.constant 8 : index
 // CHECK-NEXT:     %7 = arith.divui %i, %6 : index
 // CHECK-NEXT:     %8 = arith.constant 2 : index
 // CHECK-NEXT:     %9 = arith.addi %7, %8 : index
-// CHECK:      gpu.return
+// CHECK:      {sym_name = "overlap_dropout_1", gpu.kernel}
 
 // The elementwise fusion writes its first output into the out-parameter and
 // its second into %w in place (it reads %w at the index it writes).
 // CHECK-LABEL: func.func @chain(%x: memref<2x8xf16>, %b: memref<8xf16>, %w: memref<2x8xf16>, %result0: memref<2x8xf16>)
 // CHECK-NEXT:    %rank = coco_gpu.rank
-// CHECK:         gpu.launch_func  @kernels::@chain_chain_0 {{.*}}args({{.*}}%n : {{[^,]*}}, %rank : {{[^,]*}}, %x_flat : {{[^,]*}}, %b : {{[^,]*}}, %w_flat : {{[^,]*}}, %result0_flat : {{[^,]*}}, %w_flat_1 : {{[^,]*}})
+// CHECK:         "gpu.launch_func"({{.*}}, %n, %rank, %x_flat, %b, %w_flat, %result0_flat, %w_flat_1) <{kernel = @kernels::@chain_chain_0
 // CHECK-NEXT:    func.return
 
-// The fused all-reduce is one fused kernel (fusion-collectives.mlir), which
-// writes the gathered %w itself: no NCCL call.
+// The fused all-reduce is ONE kernel (lowering/fused_collectives.py, tested
+// in fusion-collectives.mlir); it reads %w and writes the gathered %w in place.
 // CHECK-LABEL: func.func @fused_all_reduce(%g: memref<16xf32>, %lr: memref<f32>, %w: memref<16xf32>)
 // CHECK-NOT:     coco_gpu.nccl
-// CHECK:         gpu.launch_func  @kernels::@fused_all_reduce_sgd_0 {{.*}}args({{.*}}%g : memref<16xf32>, {{.*}}%w : memref<16xf32>)
+// CHECK:         %epoch = coco_gpu.next_epoch
+// CHECK:         @kernels::@fused_all_reduce_sgd_0
 // CHECK-NEXT:    func.return
 
 // The overlap runs its 2 chunks on two streams (overlap.mlir has the other
@@ -72,20 +73,26 @@
 // CHECK-NEXT:    %result0_chunk = coco_gpu.view %result0[0] : memref<4x8xf32> to memref<2x8xf32>
 // CHECK-NEXT:    %p = memref.alloc() : memref<2x8xf32>
 // CHECK-NEXT:    coco_gpu.gemm %xc_chunk, %m, %p : memref<2x8xf32>, memref<8x8xf32>, memref<2x8xf32>{{$}}
-// CHECK:         gpu.launch_func  @kernels::@overlap_dropout_0 {{.*}}args({{.*}} : {{[^,]*}}){{$}}
+// CHECK:         "gpu.launch_func"({{.*}}) <{kernel = @kernels::@overlap_dropout_0, {{[^}]*}}}> : (
 // CHECK-NEXT:    %chunk_ready = coco_gpu.record_event{{$}}
 // CHECK-NEXT:    coco_gpu.wait_event %chunk_ready {coco_gpu.stream = 1 : i64}
 // CHECK-NEXT:    coco_gpu.nccl_all_reduce %d, %result0_chunk reduction = sum {coco_gpu.stream = 1 : i64}
 // CHECK-NEXT:    %xc_chunk_1 = coco_gpu.view %x[16] : memref<4x8xf32> to memref<2x8xf32>
 // CHECK-NEXT:    %result0_chunk_1 = coco_gpu.view %result0[16] : memref<4x8xf32> to memref<2x8xf32>
 // CHECK:         coco_gpu.gemm %xc_chunk_1, %m, %p_1 : {{.*}}>{{$}}
-// CHECK:         gpu.launch_func  @kernels::@overlap_dropout_1 {{.*}}args({{.*}} : {{[^,]*}}){{$}}
+// CHECK:         "gpu.launch_func"({{.*}}) <{kernel = @kernels::@overlap_dropout_1, {{[^}]*}}}> : (
 // CHECK-NEXT:    %chunk_ready_1 = coco_gpu.record_event{{$}}
 // CHECK-NEXT:    coco_gpu.wait_event %chunk_ready_1 {coco_gpu.stream = 1 : i64}
 // CHECK-NEXT:    coco_gpu.nccl_all_reduce %d_1, %result0_chunk_1 reduction = sum {coco_gpu.stream = 1 : i64}
 // CHECK-NEXT:    %overlap_done = coco_gpu.record_event {coco_gpu.stream = 1 : i64}
 // CHECK-NEXT:    coco_gpu.wait_event %overlap_done{{$}}
 // CHECK-NEXT:    memref.dealloc %p
+
+// A replicated dropout inside a sliced fusion: the bias element i % 4 + rank * 4
+// has global index i % 4 + rank * 4 too.
+// CHECK-LABEL: func.func @replicated_dropout(
+// CHECK:         "gpu.launch_func"({{.*}}, %n, %rank, %x_flat, %b, %result0_flat) <{kernel = @kernels::@replicated_dropout_fusion_0
+
 
 module attributes {coco.world_size = 2 : i64} {
   func.func @chain(%x: !coco.tensor<4x8xf16, sliced<0>>, %b: !coco.tensor<8xf16, replicated>, %w: !coco.tensor<4x8xf16, sliced<0>>) -> !coco.tensor<4x8xf16, sliced<0>> {
@@ -121,5 +128,14 @@ module attributes {coco.world_size = 2 : i64} {
       coco.yield %r : !coco.tensor<2x8xf32, replicated>
     }
     func.return %o : !coco.tensor<4x8xf32, replicated>
+  }
+  func.func @replicated_dropout(%x: !coco.tensor<4x8xf32, sliced<1>>, %b: !coco.tensor<8xf32, replicated>) -> !coco.tensor<4x8xf32, sliced<1>> {
+    %y = coco.fusion (%x, %b) : (!coco.tensor<4x8xf32, sliced<1>>, !coco.tensor<8xf32, replicated>) -> !coco.tensor<4x8xf32, sliced<1>> {
+    ^bb0(%x1: !coco.tensor<4x8xf32, sliced<1>>, %b1: !coco.tensor<8xf32, replicated>):
+      %d = coco.dropout %b1 p = 5.000000e-01 seed = 11 : (!coco.tensor<8xf32, replicated>) -> !coco.tensor<8xf32, replicated>
+      %s = coco.add %x1, %d : (!coco.tensor<4x8xf32, sliced<1>>, !coco.tensor<8xf32, replicated>) -> !coco.tensor<4x8xf32, sliced<1>>
+      coco.yield %s : !coco.tensor<4x8xf32, sliced<1>>
+    }
+    func.return %y : !coco.tensor<4x8xf32, sliced<1>>
   }
 }

@@ -267,6 +267,53 @@ extern "C" int coco_twice_via_temp(coco_context *ctx, const float *x, float *y, 
   return 0;
 }
 
+// the rest of the list: dynamic shared memory, atomicAdd on int and double,
+// __umulhi, the dtype helpers
+__global__ void __launch_bounds__(32) odds_and_ends(const float *x, float *reversed, int *count, double *sum,
+                              unsigned int *high) {
+  COCO_SHARED_DYNAMIC(float, tile);
+  tile[threadIdx.x] = x[threadIdx.x];
+  __syncthreads();
+  reversed[threadIdx.x] = tile[blockDim.x - 1 - threadIdx.x];
+  __syncthreads();
+  if (threadIdx.x < 8) {  // vector loads and stores, as the printer vectorizes
+    float4 v = reinterpret_cast<const float4 *>(reversed)[threadIdx.x];
+    v = make_float4(v.x, v.y, v.z, v.w);
+    reinterpret_cast<float4 *>(tile)[threadIdx.x] = v;
+    uint4 u = reinterpret_cast<const uint4 *>(tile)[threadIdx.x];
+    reinterpret_cast<uint4 *>(tile)[threadIdx.x] = u;
+  }
+  __syncthreads();
+  reversed[threadIdx.x] = tile[threadIdx.x];
+  atomicAdd(count, 1);
+  atomicAdd(sum, (double)x[threadIdx.x]);
+  high[threadIdx.x] = __umulhi(0x80000000u + threadIdx.x, 0xFFFFFFFFu - threadIdx.x);
+  if (threadIdx.x == 0) {  // the printer's bit casts and signed high products
+    int bits = __float_as_int(__int_as_float(0x3f800000));
+    long long wide = __double_as_longlong(__longlong_as_double(0x3ff0000000000000LL));
+    count[1] = (bits == 0x3f800000) + 2 * (wide == 0x3ff0000000000000LL) +
+               4 * (__mulhi(-2, 0x40000000) == -1) +
+               8 * (__mul64hi(-2LL, 0x4000000000000000LL) == -1LL);
+  }
+}
+
+extern "C" int coco_odds_and_ends(coco_context *ctx, const float *x, float *reversed, int *count,
+                                  double *sum, unsigned int *high, float *all_reduced) {
+  COCO_LAUNCH(odds_and_ends, 1, 32, 32 * sizeof(float), ctx->streams[1], x, reversed, count, sum,
+              high);
+  COCO_CHECK_CUDA(cudaGetLastError());
+  COCO_CHECK_CUDA(cudaEventRecord(ctx->events[3], ctx->streams[1]));
+  COCO_CHECK_CUDA(cudaStreamWaitEvent(ctx->streams[0], ctx->events[3], 0));
+  float *workspace = coco::symmetric_buffer<float>(ctx, 256);
+  COCO_CHECK_CUDA(cudaMemcpyAsync(workspace, x, 32 * sizeof(float), cudaMemcpyDeviceToDevice,
+                                  ctx->streams[0]));
+  x = workspace;
+  static_assert(coco::cuda_type<__nv_bfloat16>() == CUDA_R_16BF, "dtype table");
+  COCO_CHECK_NCCL(ncclAllReduce(x, all_reduced, 32, coco::nccl_type<float>(), ncclSum, ctx->comm,
+                                ctx->streams[0]));
+  return 0;
+}
+
 // (f) the dropout generator
 __global__ void philox(unsigned long long seed, unsigned long long first, float *u, long long n) {
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;

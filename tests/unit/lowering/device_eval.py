@@ -1,0 +1,394 @@
+"""A small numpy evaluator of what convert-coco-to-gpu produces, for tests
+only: the host functions run on N simulated ranks in lockstep (host code is
+the same on every rank), NCCL calls combine the ranks' buffers, and each
+kernel runs vectorized — the grid-stride loop's body on every element index
+at once (a kernel's threads neither communicate nor race). Integers are kept
+as their unsigned bit patterns in uint64 arrays; `index` as int64.
+
+It is not the CPU emulation of the CUDA C (that checks the printed code); it
+checks the device-level IR against the reference interpreter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from xdsl.dialects import arith, func, gpu, memref, scf
+from xdsl.dialects import math as mathd
+from xdsl.dialects.builtin import (
+    FloatAttr,
+    FunctionType,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    MemRefType,
+    ModuleOp,
+)
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+
+from coconet_ir.dialects import coco_gpu
+from coconet_ir.dialects.coco import TensorType, element_info
+from coconet_ir.interpreter.values import cut, join
+
+Env = dict[SSAValue, Any]
+
+
+def float_dtype(t: Attribute) -> np.dtype:
+    return element_info(t).storage
+
+
+def width(t: Attribute) -> int:
+    assert isinstance(t, IntegerType)
+    return t.width.data
+
+
+def mask(t: Attribute) -> int:
+    return (1 << width(t)) - 1
+
+
+def signed(x: Any, t: Attribute) -> Any:
+    """The signed value of a bit pattern of type `t`."""
+    w = width(t)
+    x = np.asarray(x, dtype=np.uint64).astype(object) if w == 64 else np.asarray(x)
+    x = np.asarray(x).astype(np.int64) if w < 64 else x
+    return np.where(x >= (1 << (w - 1)), x - (1 << w), x) if w > 1 else x
+
+
+def pattern(x: Any, t: Attribute) -> np.ndarray:
+    """The bit pattern (uint64) of the integer value(s) `x` of type `t`."""
+    return (np.asarray(x).astype(np.int64).astype(np.uint64)) & np.uint64(mask(t))
+
+
+def load(buffer: np.ndarray, index: Any) -> Any:
+    value = buffer[()] if index is None else buffer[index]
+    if buffer.dtype == np.bool_:
+        return np.asarray(value).astype(np.uint64)
+    if buffer.dtype == np.int32:
+        return (np.asarray(value).astype(np.int64) & 0xFFFFFFFF).astype(np.uint64)
+    return value
+
+
+def store(buffer: np.ndarray, index: Any, value: Any, t: Attribute) -> None:
+    if isinstance(t, IntegerType):
+        value = signed(value, t) if width(t) > 1 else np.asarray(value)
+    value = np.asarray(value).astype(buffer.dtype)
+    if index is None:
+        buffer[()] = value.reshape(-1)[0] if value.ndim else value
+    else:
+        buffer[index] = np.broadcast_to(value, np.shape(index))
+
+
+def run_block(block: Block, env: Env) -> list[Any]:
+    """Run a kernel block's ops; returns the operands of its terminator."""
+    for op in block.ops:
+        if isinstance(op, scf.YieldOp | gpu.ReturnOp):
+            return [env[v] for v in op.operands]
+        run_op(op, env)
+    return []
+
+
+BINARY: dict[type[Operation], Callable[[Any, Any], Any]] = {
+    arith.AddfOp: np.add,
+    arith.SubfOp: np.subtract,
+    arith.MulfOp: np.multiply,
+    arith.DivfOp: np.divide,
+    arith.MaximumfOp: np.maximum,
+    arith.MinimumfOp: np.minimum,
+    mathd.PowFOp: np.power,
+}
+UNARY: dict[type[Operation], Callable[[Any], Any]] = {
+    mathd.SqrtOp: np.sqrt,
+    mathd.ExpOp: np.exp,
+    mathd.LogOp: np.log,
+    mathd.TanhOp: np.tanh,
+    mathd.AbsFOp: np.abs,
+    arith.NegfOp: np.negative,
+}
+FLOAT_PREDICATES = {
+    "oeq": np.equal,
+    "une": np.not_equal,
+    "olt": np.less,
+    "ole": np.less_equal,
+    "ogt": np.greater,
+    "oge": np.greater_equal,
+}
+
+
+def run_op(op: Operation, env: Env) -> None:
+    ins = [env[v] for v in op.operands]
+    out = op.results[0].type if op.results else None
+    if isinstance(op, gpu.BlockIdOp | gpu.ThreadIdOp):
+        env[op.results[0]] = 0
+    elif isinstance(op, gpu.BlockDimOp | gpu.GridDimOp):
+        env[op.results[0]] = 1
+    elif isinstance(op, arith.ConstantOp):
+        value = op.value
+        if isinstance(out, IndexType):
+            assert isinstance(value, IntegerAttr)
+            env[op.results[0]] = value.value.data
+        elif isinstance(value, IntegerAttr):
+            env[op.results[0]] = pattern(value.value.data, out)  # type: ignore[arg-type]
+        else:
+            assert isinstance(value, FloatAttr)
+            env[op.results[0]] = float_dtype(out).type(value.value.data)  # type: ignore[arg-type]
+    elif isinstance(out, IndexType) and isinstance(
+        op, arith.AddiOp | arith.MuliOp | arith.SubiOp | arith.DivUIOp | arith.RemUIOp
+    ):
+        a, b = (np.asarray(x, dtype=np.int64) for x in ins)
+        fn = {
+            arith.AddiOp: np.add,
+            arith.MuliOp: np.multiply,
+            arith.SubiOp: np.subtract,
+            arith.DivUIOp: np.floor_divide,
+            arith.RemUIOp: np.remainder,
+        }[type(op)]
+        env[op.results[0]] = fn(a, b)
+    elif type(op) in BINARY:
+        env[op.results[0]] = BINARY[type(op)](*ins)
+    elif type(op) in UNARY:
+        env[op.results[0]] = UNARY[type(op)](*ins)
+    elif isinstance(op, arith.AddiOp | arith.SubiOp | arith.MuliOp):
+        fn = {
+            arith.AddiOp: np.add,
+            arith.SubiOp: np.subtract,
+            arith.MuliOp: np.multiply,
+        }
+        with np.errstate(over="ignore"):
+            env[op.results[0]] = fn[type(op)](*ins) & np.uint64(mask(out))  # type: ignore[arg-type]
+    elif isinstance(op, arith.DivSIOp):
+        a, b = (signed(x, out) for x in ins)  # type: ignore[arg-type]
+        q = np.abs(a) // np.abs(b)
+        env[op.results[0]] = pattern(np.where((a < 0) != (b < 0), -q, q), out)  # type: ignore[arg-type]
+    elif isinstance(op, arith.MaxSIOp | arith.MinSIOp):
+        a, b = (signed(x, out) for x in ins)  # type: ignore[arg-type]
+        fn = np.maximum if isinstance(op, arith.MaxSIOp) else np.minimum
+        env[op.results[0]] = pattern(fn(a, b), out)  # type: ignore[arg-type]
+    elif isinstance(op, mathd.AbsIOp):
+        env[op.results[0]] = pattern(np.abs(signed(ins[0], out)), out)  # type: ignore[arg-type]
+    elif isinstance(op, arith.XOrIOp):
+        env[op.results[0]] = np.asarray(ins[0]) ^ np.asarray(ins[1])
+    elif isinstance(op, arith.ShRUIOp):
+        env[op.results[0]] = np.asarray(ins[0]) >> np.asarray(ins[1])
+    elif isinstance(op, arith.TruncIOp | arith.ExtUIOp):
+        env[op.results[0]] = np.asarray(ins[0]) & np.uint64(mask(out))  # type: ignore[arg-type]
+    elif isinstance(op, arith.MulUIExtendedOp):
+        product = np.asarray(ins[0], dtype=np.uint64) * np.asarray(ins[1], np.uint64)
+        env[op.results[0]] = product & np.uint64(0xFFFFFFFF)
+        env[op.results[1]] = product >> np.uint64(32)
+    elif isinstance(op, arith.IndexCastOp):
+        env[op.results[0]] = pattern(ins[0], out)  # type: ignore[arg-type]
+    elif isinstance(op, arith.CmpfOp):
+        a, b = ins
+        predicate = arith.CMPF_COMPARISON_OPERATIONS[op.predicate.value.data]
+        result = (
+            np.isnan(a) | np.isnan(b)
+            if predicate == "uno"
+            else FLOAT_PREDICATES[predicate](a, b)
+        )
+        env[op.results[0]] = np.asarray(result).astype(np.uint64)
+    elif isinstance(op, arith.CmpiOp):
+        t = op.lhs.type
+        name = arith.CMPI_COMPARISON_OPERATIONS[op.predicate.value.data]
+        a, b = ins
+        if name.startswith("s"):
+            a, b = signed(a, t), signed(b, t)
+        fn = {
+            "eq": np.equal,
+            "ne": np.not_equal,
+            "lt": np.less,
+            "le": np.less_equal,
+            "gt": np.greater,
+            "ge": np.greater_equal,
+        }[name[-2:] if name not in ("eq", "ne") else name]
+        env[op.results[0]] = np.asarray(fn(a, b)).astype(np.uint64)
+    elif isinstance(op, arith.SelectOp):
+        c, x, y = ins
+        env[op.results[0]] = np.where(np.asarray(c) != 0, x, y)
+    elif isinstance(op, arith.ExtFOp | arith.TruncFOp):
+        env[op.results[0]] = np.asarray(ins[0]).astype(float_dtype(out))  # type: ignore[arg-type]
+    elif isinstance(op, arith.SIToFPOp):
+        env[op.results[0]] = signed(ins[0], op.input.type).astype(float_dtype(out))  # type: ignore[arg-type]
+    elif isinstance(op, arith.UIToFPOp):
+        env[op.results[0]] = np.asarray(ins[0]).astype(float_dtype(out))  # type: ignore[arg-type]
+    elif isinstance(op, arith.FPToSIOp):
+        env[op.results[0]] = pattern(np.trunc(np.asarray(ins[0], np.float64)), out)  # type: ignore[arg-type]
+    elif isinstance(op, memref.LoadOp):
+        buffer, *index = ins
+        env[op.results[0]] = load(buffer, index[0] if index else None)
+    elif isinstance(op, memref.StoreOp):
+        value, buffer, *index = ins
+        store(buffer, index[0] if index else None, value, op.value.type)
+    elif isinstance(op, scf.ForOp):
+        lb, ub, step, *carried = ins
+        body = op.body.block
+        if not carried:  # the grid-stride loop: every index at once
+            env[body.args[0]] = np.arange(lb, ub, step, dtype=np.int64)
+            run_block(body, env)
+            return
+        for j in range(int(lb), int(ub), int(step)):
+            env[body.args[0]] = j
+            for arg, value in zip(body.args[1:], carried):
+                env[arg] = value
+            carried = run_block(body, env)
+        for result, value in zip(op.results, carried):
+            env[result] = value
+    else:
+        raise AssertionError(f"the device evaluator has no case for {op.name}")
+
+
+# ============================================================================
+# Host code on N ranks
+# ============================================================================
+
+
+def buffer(t: Attribute) -> np.ndarray:
+    assert isinstance(t, MemRefType)
+    return np.zeros(tuple(t.get_shape()), dtype=element_info(t.element_type).storage)
+
+
+REDUCTIONS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
+
+
+def combine(arrays: Sequence[np.ndarray], kind: str) -> np.ndarray:
+    """Every rank's array combined in rank order (halves in f32)."""
+    half = arrays[0].dtype.itemsize == 2
+    total = arrays[0].astype(np.float32) if half else arrays[0].copy()
+    for a in arrays[1:]:
+        total = REDUCTIONS[kind](total, a.astype(np.float32) if half else a)
+    return total.astype(arrays[0].dtype)
+
+
+def run_host(
+    function: func.FuncOp,
+    kernels: dict[str, gpu.FuncOp],
+    world: int,
+    args: list[list[np.ndarray]],
+    mailbox: dict[tuple[str, str, int], list[np.ndarray]],
+) -> None:
+    """Run `function` on every rank; `args[r]` are rank r's buffers."""
+    envs: list[Env] = [dict(zip(function.body.block.args, a)) for a in args]
+    me = function.sym_name.data
+    for op in function.body.block.ops:
+        ins = [[env[v] for v in op.operands] for env in envs]
+        if isinstance(op, func.ReturnOp):
+            return
+        if isinstance(op, arith.ConstantOp | arith.MuliOp | coco_gpu.GridBlocksOp):
+            for env in envs:
+                if isinstance(op, coco_gpu.GridBlocksOp):
+                    env[op.results[0]] = 1
+                else:
+                    run_op(op, env)
+        elif isinstance(op, coco_gpu.RankOp):
+            for r, env in enumerate(envs):
+                env[op.results[0]] = r
+        elif isinstance(op, memref.AllocOp):
+            for env in envs:
+                env[op.results[0]] = buffer(op.memref.type)
+        elif isinstance(op, memref.DeallocOp):
+            pass
+        elif isinstance(op, memref.CollapseShapeOp):
+            for env, (source,) in zip(envs, ins):
+                flat = source.reshape(-1)
+                assert np.shares_memory(flat, source)
+                env[op.results[0]] = flat
+        elif isinstance(op, memref.CopyOp):
+            for source, dest in ins:
+                dest[...] = source
+        elif isinstance(op, coco_gpu.GemmOp):
+            for a, b, c in ins:
+                compute = np.float32 if a.dtype.itemsize == 2 else a.dtype
+                c[...] = np.matmul(a.astype(compute), b.astype(compute)).astype(c.dtype)
+        elif isinstance(op, coco_gpu.NcclAllReduceOp):
+            total = combine([i[0] for i in ins], op.reduction.data)
+            for _, out in ins:
+                out[...] = total
+        elif isinstance(op, coco_gpu.NcclReduceScatterOp):
+            total = combine([i[0] for i in ins], op.reduction.data).reshape(world, -1)
+            for r, (_, out) in enumerate(ins):
+                out.reshape(-1)[...] = total[r]
+        elif isinstance(op, coco_gpu.NcclAllGatherOp):
+            gathered = np.concatenate([i[0].reshape(-1) for i in ins])
+            for _, out in ins:
+                out.reshape(-1)[...] = gathered
+        elif isinstance(op, coco_gpu.NcclBroadcastOp):
+            root = ins[op.root.value.data][0]
+            for _, out in ins:
+                out[...] = root
+        elif isinstance(op, coco_gpu.NcclAllToAllOp):
+            blocks = [i[0].reshape(world, -1) for i in ins]
+            for r, (_, out) in enumerate(ins):
+                out.reshape(world, -1)[...] = np.stack(
+                    [blocks[p][r] for p in range(world)]
+                )
+        elif isinstance(op, coco_gpu.NcclSendOp):
+            key = (me, op.stage.root_reference.data, op.channel.value.data)
+            mailbox[key] = [i[0].copy() for i in ins]
+        elif isinstance(op, coco_gpu.NcclRecvOp):
+            key = (op.stage.root_reference.data, me, op.channel.value.data)
+            for (out,), sent in zip(ins, mailbox.pop(key)):
+                out[...] = sent
+        elif isinstance(op, gpu.LaunchFuncOp):
+            kernel = kernels[op.kernel.nested_references.data[-1].data]
+            for env in envs:
+                values = [env[v] for v in op.kernelOperands]
+                kernel_env: Env = dict(zip(kernel.body.block.args, values))
+                run_block(kernel.body.block, kernel_env)
+        else:
+            raise AssertionError(f"the device evaluator has no case for {op.name}")
+
+
+def distribute(t: TensorType, value: np.ndarray, world: int) -> list[np.ndarray]:
+    value = np.asarray(value, dtype=element_info(t.element_type).storage)
+    if t.layout.is_local:
+        return [np.array(value[r]) for r in range(world)]
+    if t.layout.is_sliced:
+        return [np.array(b) for b in cut(value, t.layout.sliced_dim, world)]
+    return [np.array(value) for _ in range(world)]
+
+
+def gather(t: TensorType, ranks: Sequence[np.ndarray]) -> np.ndarray:
+    stacked = np.stack(ranks)
+    if t.layout.is_local:
+        return stacked
+    if t.layout.is_sliced:
+        return join(stacked, t.layout.sliced_dim)
+    return stacked[0]
+
+
+def run_device(
+    module: ModuleOp,
+    world: int,
+    inputs: dict[str, np.ndarray],
+    only: set[str] | None = None,
+) -> dict[str, np.ndarray]:
+    """Run every function (or those named in `only`; stages in module order)
+    on `world` ranks from the
+    interpreter's inputs (`FUNC.argI` → global value); returns every argument
+    after the run (`FUNC.argI`) and every result (`FUNC.resultI`)."""
+    kernels = {k.sym_name.data: k for k in module.walk() if isinstance(k, gpu.FuncOp)}
+    mailbox: dict[tuple[str, str, int], list[np.ndarray]] = {}
+    outputs: dict[str, np.ndarray] = {}
+    for function in (f for f in module.ops if isinstance(f, func.FuncOp)):
+        if only is not None and function.sym_name.data not in only:
+            continue
+        entry = function.attributes[coco_gpu.ENTRY_ATTR]
+        assert isinstance(entry, FunctionType)
+        name = function.sym_name.data
+        arg_types = [t for t in entry.inputs.data if isinstance(t, TensorType)]
+        result_types = [t for t in entry.outputs.data if isinstance(t, TensorType)]
+        per_rank: list[list[np.ndarray]] = [[] for _ in range(world)]
+        for k, t in enumerate(arg_types):
+            for r, value in enumerate(distribute(t, inputs[f"{name}.arg{k}"], world)):
+                per_rank[r].append(value)
+        outs = function.body.block.args[len(arg_types) :]
+        for r in range(world):
+            per_rank[r] += [buffer(o.type) for o in outs]
+        run_host(function, kernels, world, per_rank, mailbox)
+        for k, t in enumerate(arg_types):
+            outputs[f"{name}.arg{k}"] = gather(t, [p[k] for p in per_rank])
+        for k, t in enumerate(result_types):
+            ranks = [p[len(arg_types) + k] for p in per_rank]
+            outputs[f"{name}.result{k}"] = gather(t, ranks)
+    return outputs

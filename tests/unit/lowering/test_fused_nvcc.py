@@ -1,0 +1,48 @@
+"""The fused kernels through nvcc (`-Werror all-warnings`, sm_80 and sm_90):
+they compile, use libcu++'s system-scope atomics, spill nothing, and need few
+enough registers that the capped grid (COCO_BLOCKS_PER_SM = 4 blocks of 256
+threads per SM) is resident, which the kernel's spin-waits require
+(docs/gpu.md §5, Limits)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from fused_emulation import cuda_source
+from helpers import example
+
+import coconet_ir as cc
+from coconet_ir.backend.cuda.toolchain import nvcc, nvcc_command
+
+pytestmark = pytest.mark.skipif(nvcc() is None, reason="needs nvcc")
+
+REGISTERS_PER_SM = 65536
+BLOCKS_PER_SM = 4
+THREADS = 256
+
+
+@pytest.mark.parametrize("name", ["adam", "megatron", "pipeline"])
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_fused_kernels_compile_resident(name: str, arch: str, tmp_path: Path):
+    module = cc.Pipeline(
+        f"coco-optimize,convert-coco-to-gpu{{world=8 threads={THREADS}}}"
+    )(example(name))
+    source = tmp_path / f"{name}.cu"
+    source.write_text(cuda_source(module))
+    command = [*nvcc_command(source, arch, tmp_path / f"{name}.o"), "-Xptxas", "-v"]
+    done = subprocess.run(command, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    report = done.stderr
+    fused = re.findall(
+        r"Compiling entry function '(\w*fused\w*)'.*?Used (\d+) registers",
+        report,
+        re.DOTALL,
+    )
+    assert fused, report
+    for kernel, registers in fused:
+        assert int(registers) * THREADS * BLOCKS_PER_SM <= REGISTERS_PER_SM, kernel
+    spills = re.findall(r"(\d+) bytes spill stores", report)
+    assert all(s == "0" for s in spills), report
