@@ -61,6 +61,29 @@ def bytes_sent(op: Operation, world: int) -> int:
             return 0
 
 
+def message_bytes(op: Operation, world: int) -> int:
+    """The size of `op`'s message as nccl-tests reports it (its "size"
+    column, 0 for compute ops): the global tensor `S` for all_reduce,
+    reduce_scatter, all_gather and broadcast, a rank's block `S/N` for
+    all_to_all, what the rank sends for send. `bytes_sent(op) /
+    message_bytes(op)` is nccl-tests' bus-bandwidth factor: 2(N-1)/N,
+    (N-1)/N, 1, (N-1)/N, 1."""
+    match op:
+        case (
+            coco.AllReduceOp()
+            | coco.ReduceScatterOp()
+            | coco.AllGatherOp()
+            | coco.BroadcastOp()
+        ):
+            return global_bytes(op.operand.type)
+        case coco.AllToAllOp():
+            return global_bytes(op.operand.type) // world
+        case coco.SendOp():
+            return bytes_sent(op, world)
+        case _:
+            return 0
+
+
 @dataclass
 class Costs:
     """Per-rank costs of one function on `world` ranks."""
@@ -72,6 +95,8 @@ class Costs:
 
     world: int
     bytes_sent: int = 0
+    message_bytes: int = 0
+    """The nccl-tests sizes of its collectives and sends (`message_bytes`)."""
     elementwise_elements: int = 0
     scalar_elementwise: int = 0
     """Of those, the rank-0 ones (scalar bookkeeping such as `1 - beta`)."""
@@ -81,6 +106,7 @@ class Costs:
     def add_op(self, op: Operation, times: int = 1) -> None:
         """Count `op`, run `times` times (the chunks of an overlap region)."""
         self.bytes_sent += times * bytes_sent(op, self.world)
+        self.message_bytes += times * message_bytes(op, self.world)
         if isinstance(op, coco.CollectiveOp | coco.SendOp):
             self.collectives[op.name] = self.collectives.get(op.name, 0) + times
         if isinstance(op, ELEMENTWISE_OPS):

@@ -17,6 +17,7 @@ The dialect imports no pass, analysis or lowering (docs/architecture.md).
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
 from xdsl.dialects.builtin import (
@@ -24,6 +25,7 @@ from xdsl.dialects.builtin import (
     IndexType,
     IntegerAttr,
     MemRefType,
+    NoneAttr,
     SymbolRefAttr,
     UnitAttr,
     i64,
@@ -49,6 +51,7 @@ from xdsl.irdl import (
     traits_def,
 )
 from xdsl.traits import Pure
+from xdsl.utils.exceptions import VerifyException
 
 from coconet_ir.dialects.coco.attributes import ReductionKindAttr
 
@@ -64,6 +67,11 @@ the emulator measures the same)."""
 ENTRY_ATTR = "coco_gpu.entry"
 """On a host `func.func`: the coco function type it was converted from (so the
 host driver knows each buffer's layout and which arguments are updated)."""
+
+BYTES_ATTR = "coco_gpu.bytes"
+"""On a host `func.func` whose coco function communicates: `array<i64:
+MESSAGE, BUS>`, the nccl-tests size of its collectives and the bytes a rank
+sends (`coconet_ir.analysis.costs`), what the benchmark main reports."""
 
 
 def stream_of(op: Operation) -> int:
@@ -286,6 +294,48 @@ class WaitEventOp(IRDLOperation):
 
 
 @irdl_op_definition
+class ViewOp(IRDLOperation):
+    """A contiguous piece of `source`: the `result`-shaped buffer starting at
+    element `offset` of its flat (row-major) elements, as an identity-layout
+    buffer (an overlap chunk cut along the outermost non-unit dim). MLIR's
+    `memref.subview` would give a strided type and `memref.view` wants an i8
+    buffer; on the device both are `source + offset`."""
+
+    name = "coco_gpu.view"
+    traits = traits_def(Pure())
+    source = operand_def(MemRefType)
+    offset = prop_def(IntegerAttr[I64])
+    result = result_def(MemRefType)
+    assembly_format = (
+        "$source `[` $offset `]` attr-dict `:` type($source) `to` type($result)"
+    )
+
+    def __init__(self, source: SSAValue | Operation, offset: int, type: MemRefType):
+        super().__init__(
+            operands=[source],
+            properties={"offset": IntegerAttr(offset, i64)},
+            result_types=[type],
+        )
+
+    def verify_(self) -> None:
+        source, result = self.source.type, self.result.type
+        assert isinstance(source, MemRefType) and isinstance(result, MemRefType)
+        if source.element_type != result.element_type:
+            raise VerifyException("a view keeps the element type")
+        if not isinstance(source.layout, NoneAttr) or not isinstance(
+            result.layout, NoneAttr
+        ):
+            raise VerifyException("a view is of and into identity-layout buffers")
+        total = math.prod(source.get_shape())
+        start, count = self.offset.value.data, math.prod(result.get_shape())
+        if start < 0 or start + count > total:
+            raise VerifyException(
+                f"elements [{start}, {start + count}) are not within the "
+                f"{total} of the source"
+            )
+
+
+@irdl_op_definition
 class GridBlocksOp(IRDLOperation):
     """The number of blocks of a grid-stride launch over `count` items with
     `threads` threads per block: enough to cover them, capped to fill the
@@ -448,6 +498,7 @@ COCO_GPU_OPS = [
     GemmOp,
     RecordEventOp,
     WaitEventOp,
+    ViewOp,
     GridBlocksOp,
     RankOp,
     SymmetricBufferOp,
@@ -462,6 +513,7 @@ COCO_GPU_OPS = [
 CocoGpu = Dialect("coco_gpu", COCO_GPU_OPS, [EventType, PeersType])
 
 __all__ = [
+    "BYTES_ATTR",
     "COCO_GPU_OPS",
     "ENTRY_ATTR",
     "PEER_BYTES_ATTR",
@@ -487,6 +539,7 @@ __all__ = [
     "RecordEventOp",
     "SignalOp",
     "SymmetricBufferOp",
+    "ViewOp",
     "WaitEventOp",
     "WaitSignalOp",
     "set_stream",

@@ -14,10 +14,12 @@ one), as xDSL's `lower_mpi.py` does, over a shared base holding the
 conversion's state (`Lowering`). A coco value and its buffer meet through
 `builtin.unrealized_conversion_cast` until every coco op is gone.
 
-Two lowerings are fallbacks meant to be replaced, each in one place:
-`lower_fusion_with_collectives` (a `coco.fusion` holding collectives is
-inlined and lowered op by op) and `lower_overlap` (a `coco.overlap` runs its
-chunks one after the other on stream 0).
+A `coco.overlap` runs its chunks on two streams with events
+(`coconet_ir.lowering.overlap`); every pattern is wrapped so that the ops
+replacing a coco op marked `coco_gpu.stream = S` run on stream S. One lowering
+is a fallback: `lower_fusion_with_collectives` (a `coco.fusion` holding
+collectives that the fused kernel does not handle is inlined and lowered op
+by op).
 
 Preconditions: the world size is known (option `world`, or the module's
 `coco.world_size`; both given, they must agree) and divides every sliced dim.
@@ -59,6 +61,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from coconet_ir.analysis.channels import PipelineChannels, channel_of
 from coconet_ir.analysis.chunks import chunk_dims
+from coconet_ir.analysis.costs import function_costs
 from coconet_ir.analysis.fused_plan import DEFAULT_CHUNK_ELEMENTS
 from coconet_ir.diagnostics import CocoError, value_name
 from coconet_ir.dialects import (
@@ -73,7 +76,9 @@ from coconet_ir.dialects.coco import (
     label_of,
 )
 from coconet_ir.dialects.coco_gpu import (
+    BYTES_ATTR,
     ENTRY_ATTR,
+    STREAM_ATTR,
     GemmOp,
     NcclAllGatherOp,
     NcclAllReduceOp,
@@ -105,10 +110,10 @@ from coconet_ir.lowering.kernels import (
     index_constant,
     launch,
     linear,
-    memref_shape,
     rank_major,
     reduce_kernel,
 )
+from coconet_ir.lowering.overlap import OnItsStream, lower_overlap
 from coconet_ir.passes.base import move_contents
 
 __all__ = [
@@ -129,7 +134,7 @@ __all__ = [
 index = IndexType()
 
 CHUNK_ATTR = "coco_gpu.chunk"
-"""On a dropout cloned into one chunk of a `coco.overlap` (the fallback
+"""On a dropout cloned into one chunk of a `coco.overlap` (while
 lowering): `array<i64: DIM, INDEX, CHUNKS>` — its operand is chunk INDEX of
 CHUNKS along DIM of the un-chunked value, so its global index is kept."""
 
@@ -243,6 +248,8 @@ class Lowering:
                 isinstance(reader, coco.UpdateOp) and use.index == 0
             ):
                 continue  # a cast, or the update of this very parameter
+            if isinstance(reader, memref.CopyOp) and use.index == 1:
+                continue  # a copy into the buffer does not read it
             where = top_level(reader, top)
             if where in later or (where is here and not reads_in_place):
                 return False
@@ -1049,6 +1056,10 @@ def lower_fusion_with_collectives(
     all_gather, send): its body is inlined and lowered op by op (NCCL calls
     and kernels on stream 0). The fused collective kernel (peer pointers and
     signals) replaces this function."""
+    stream = op.attributes.get(STREAM_ATTR)
+    if stream is not None:
+        for inner in op.block.ops:
+            inner.attributes[STREAM_ATTR] = stream
     for result, value in zip(op.results, op.yield_op.arguments):
         destination = lowering.destinations.pop(result, None)
         if destination is not None and isinstance(value, OpResult):
@@ -1081,94 +1092,10 @@ class LowerFusion(CocoLoweringPattern):
             lower_fusion_with_collectives(self.lowering, op, rewriter)
 
 
-def lower_overlap(
-    lowering: Lowering, op: coco.OverlapOp, rewriter: PatternRewriter
-) -> None:
-    """FALLBACK for `coco.overlap`: the chunks run one after the other, on
-    stream 0. For chunk `c`, each chunked input is copied out of its buffer
-    (a block kernel), the body is cloned on those chunks, and each output
-    chunk is copied into the output buffer. A dropout in the body keeps its
-    global index (`coco_gpu.chunk`). The two-stream overlap replaces this
-    function."""
-    world = lowering.world
-    chunks = op.chunk_count
-    input_dims = list(op.input_dims.get_values())
-    output_dims = list(op.output_dims.get_values())
-    dims = chunk_dims(op.block, input_dims).dims
-    host: list[Operation] = []
-    outputs: list[SSAValue] = []
-    for result in op.results:
-        more, out = lowering.result_buffer(op, result)
-        host += more
-        outputs.append(out)
-    body = [o for o in op.block.ops if not isinstance(o, coco.YieldOp)]
-    name = lowering.kernel_name(op, "overlap")
-    for chunk in range(chunks):
-        mapping: dict[SSAValue, SSAValue] = {}
-        for value, arg, dim in zip(op.inputs, op.block.args, input_dims):
-            if dim < 0:
-                mapping[arg] = value
-                continue
-            more, source = lowering.buffer(value)
-            piece = memref.AllocOp.get(
-                tensor_of(arg).element_type, shape=local_shape(tensor_of(arg), world)
-            )
-            piece.memref.name_hint = f"{arg.name_hint or 'in'}_chunk"
-            block = local_shape(tensor_of(arg), world)[dim]
-            start = arith.ConstantOp(IntegerAttr(chunk * block, index))
-            start.result.name_hint = "chunk_start"
-            host += [*more, piece, start]
-            host += copy_block(
-                lowering.kernels,
-                lowering.threads,
-                f"{name}_chunk",
-                source,
-                piece.memref,
-                local_shape(tensor_of(value), world),
-                dim,
-                block,
-                start.result,
-                extract=True,
-            )
-            cast = as_tensor(piece.memref, arg.type)
-            host.append(cast)
-            mapping[arg] = cast.results[0]
-        for inner in body:
-            clone = inner.clone(mapping)
-            for original, copied in zip(inner.walk(), clone.walk()):
-                if isinstance(original, coco.DropoutOp):
-                    dim = dims.get(original.operand, -1)
-                    if dim >= 0:
-                        copied.attributes[CHUNK_ATTR] = DenseArrayBase.from_list(
-                            i64, [dim, chunk, chunks]
-                        )
-            for old, new in zip(inner.results, clone.results):
-                mapping[old] = new
-            host.append(clone)
-        for value, out, dim in zip(op.yield_op.arguments, outputs, output_dims):
-            more, piece = lowering.buffer(mapping.get(value, value))
-            block = local_shape(tensor_of(value), world)[dim]
-            start = arith.ConstantOp(IntegerAttr(chunk * block, index))
-            start.result.name_hint = "chunk_start"
-            host += [*more, start]
-            host += copy_block(
-                lowering.kernels,
-                lowering.threads,
-                f"{name}_unchunk",
-                piece,
-                out,
-                memref_shape(out.type),
-                dim,
-                block,
-                start.result,
-                extract=False,
-            )
-    replace_with_buffers(rewriter, op, host, outputs)
-
-
 @dataclass
 class LowerOverlap(CocoLoweringPattern):
-    """`coco.overlap` → `lower_overlap`."""
+    """`coco.overlap chunks = K` → K chunks on two streams with events
+    (`coconet_ir.lowering.overlap`)."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: coco.OverlapOp, rewriter: PatternRewriter) -> None:
@@ -1197,7 +1124,7 @@ def patterns(lowering: Lowering) -> list[RewritePattern]:
         LowerUpdate,
         LowerReturn,
     ]
-    return [kind(lowering) for kind in kinds]
+    return [OnItsStream(kind(lowering)) for kind in kinds]
 
 
 def bufferize_function(lowering: Lowering, function: func.FuncOp) -> None:
@@ -1206,6 +1133,11 @@ def bufferize_function(lowering: Lowering, function: func.FuncOp) -> None:
     the `coco_gpu.entry` attribute."""
     block = function.body.block
     original = function.function_type
+    costs = function_costs(function, lowering.world)
+    if costs.message_bytes or costs.bytes_sent:
+        function.attributes[BYTES_ATTR] = DenseArrayBase.from_list(
+            i64, [costs.message_bytes, costs.bytes_sent]
+        )
     entry: list[Operation] = []
     for old in list(block.args):
         if not isinstance(old.type, TensorType):
@@ -1246,6 +1178,15 @@ def find_destinations(lowering: Lowering, function: func.FuncOp) -> None:
                     value.owner, UnrealizedConversionCastOp
                 ):
                     lowering.destinations.setdefault(value, out)
+
+
+def drop_self_copies(function: func.FuncOp) -> None:
+    """Erase the copies of a buffer onto itself (an overlap's output chunk
+    its producer wrote in place)."""
+    for op in list(function.body.block.ops):
+        if isinstance(op, memref.CopyOp) and op.source is op.destination:
+            op.detach()
+            op.erase()
 
 
 def insert_deallocs(function: func.FuncOp) -> None:
@@ -1382,6 +1323,7 @@ class ConvertCocoToGpu(ModulePass):
             fold_casts(list(function.walk()))
             finish_updates(function, lowering.updates.get(function, []))
             fold_casts(list(function.walk()))
+            drop_self_copies(function)
             insert_deallocs(function)
         launches = [o for o in op.walk() if isinstance(o, gpu.LaunchFuncOp)]
         kernels.deduplicate(launches)

@@ -20,8 +20,8 @@ class CudaTarget(Target):
     name = "cuda"
 
     main: bool = False
-    """Also define the standalone benchmark `main` (the runtime's
-    `COCO_STANDALONE_MAIN`)."""
+    """Also print the standalone benchmark: an `int main(int argc, char
+    **argv)` (under nvcc, with the GPU harness; docs/gpu.md §6)."""
 
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
         CudaPrinter(stream=output, main=self.main).print(module)

@@ -89,22 +89,86 @@ def _library_names() -> list[str]:
     return names
 
 
+def link_flags() -> list[str]:
+    """`-L`, rpath and `-l` of NCCL and cuBLAS (the wheels' versioned names)."""
+    flags: list[str] = []
+    for d in cuda_library_dirs():
+        flags += [f"-L{d}", f"-Xlinker=-rpath,{d}"]
+    return flags + [f"-l:{name}" for name in _library_names()]
+
+
 def nvcc_command(
-    cu_path: Path | str, arch: str, out: Path | str, shared: bool = False
+    cu_path: Path | str,
+    arch: str,
+    out: Path | str,
+    shared: bool = False,
+    *,
+    executable: bool = False,
+    harness: bool = False,
+    optimize: bool = False,
 ) -> list[str]:
     """The nvcc command that compiles `cu_path` for `arch` (`sm_80`, `sm_90`)
-    into `out`: an object file (`-c`), or with `shared` a shared library linked
-    against NCCL and cuBLAS."""
+    into `out`: an object file (`-c`), or with `shared` a shared library, or
+    with `executable` a program (a file printed with `-t 'cuda{main=true}'`),
+    both linked against NCCL and cuBLAS. `harness` compiles the real-GPU
+    harness in (`-DCOCO_GPU_HARNESS`, docs/gpu.md §6); `optimize` adds `-O3`."""
     compiler = nvcc()
     command = [str(compiler or "nvcc"), f"-arch={arch}", *NVCC_FLAGS]
+    if optimize:
+        command.append("-O3")
+    if harness:
+        command.append("-DCOCO_GPU_HARNESS")
     command += [f"-I{d}" for d in cuda_include_dirs()]
-    command += ["-shared", "-Xcompiler", "-fPIC"] if shared else ["-c"]
-    command += ["-x", "cu", str(cu_path), "-o", str(out)]
     if shared:
-        for d in cuda_library_dirs():
-            command += [f"-L{d}", f"-Xlinker=-rpath,{d}"]
-        command += [f"-l:{name}" for name in _library_names()]
+        command += ["-shared", "-Xcompiler", "-fPIC"]
+    elif not executable:
+        command.append("-c")
+    command += ["-x", "cu", str(cu_path), "-o", str(out)]
+    if shared or executable:
+        command += link_flags()
     return command
+
+
+def _main(argv: list[str] | None = None) -> int:
+    """`python -m coconet_ir.backend.cuda.toolchain`: print the nvcc command
+    (or its flags) that builds an emitted `.cu` (docs/gpu.md §6)."""
+    import argparse
+    import shlex
+
+    parser = argparse.ArgumentParser(
+        prog="python -m coconet_ir.backend.cuda.toolchain",
+        description="Print how to compile a .cu printed by coconet-opt -t cuda.",
+    )
+    parser.add_argument("file", nargs="?", default="FILE.cu", help="the .cu file")
+    parser.add_argument("-o", dest="out", help="the output (default: FILE without .cu)")
+    parser.add_argument("--arch", default="sm_90", help="GPU architecture (sm_90)")
+    kind = parser.add_mutually_exclusive_group()
+    kind.add_argument(
+        "--shared", action="store_true", help="a shared library with the GPU harness"
+    )
+    kind.add_argument(
+        "--nvcc-flags",
+        action="store_true",
+        help="print the flags only, not the command",
+    )
+    args = parser.parse_args(argv)
+    source = Path(args.file)
+    out = args.out or str(source.with_suffix(".so" if args.shared else ""))
+    command = nvcc_command(
+        source,
+        args.arch,
+        out,
+        shared=args.shared,
+        executable=not args.shared,
+        harness=True,
+        optimize=True,
+    )
+    if args.nvcc_flags:
+        command = [
+            c for c in command[1:] if c not in (str(source), "-o", out, "-x", "cu")
+        ]
+    print(shlex.join(command))
+    return 0
 
 
 __all__ = [
@@ -112,6 +176,11 @@ __all__ = [
     "NVCC_FLAGS",
     "cuda_include_dirs",
     "cuda_library_dirs",
+    "link_flags",
     "nvcc",
     "nvcc_command",
 ]
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())

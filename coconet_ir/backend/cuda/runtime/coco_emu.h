@@ -49,6 +49,7 @@
 // ===========================================================================
 
 #define __global__
+#define __launch_bounds__(...)
 #define __device__
 #define __host__
 #define __forceinline__ inline __attribute__((always_inline))

@@ -333,3 +333,9 @@ template <class T> constexpr cudaDataType_t cuda_type() { return dtype_of<T>::cu
 #ifndef __CUDACC__
 #include "coco_emu_harness.h"
 #endif
+
+// The real-GPU harness (world creation for several GPUs in one process), for
+// the shared library gpu_run.py loads and the benchmark main.
+#if defined(__CUDACC__) && defined(COCO_GPU_HARNESS)
+#include "coco_gpu_harness.h"
+#endif

@@ -6,7 +6,7 @@
 // CHECK:      builtin.module attributes {gpu.container_module, coco.world_size = 4 : i64} {
 // CHECK-NEXT:   gpu.module @kernels {
 
-// CHECK-LABEL: func.func @signature(%s: memref<2x8xf32>, %l: memref<8xf16>, %c: memref<f32>, %result0: memref<8x2xf32>, %result1: memref<f32>) attributes {coco_gpu.entry = (!coco.tensor<8x8xf32, sliced<0>>, !coco.tensor<8xf16, local>, !coco.tensor<f32, replicated>) -> (!coco.tensor<8x8xf32, sliced<1>>, !coco.tensor<f32, replicated>)} {
+// CHECK-LABEL: func.func @signature(%s: memref<2x8xf32>, %l: memref<8xf16>, %c: memref<f32>, %result0: memref<8x2xf32>, %result1: memref<f32>) attributes {coco_gpu.bytes = array<i64: 64, 48>, coco_gpu.entry = (!coco.tensor<8x8xf32, sliced<0>>, !coco.tensor<8xf16, local>, !coco.tensor<f32, replicated>) -> (!coco.tensor<8x8xf32, sliced<1>>, !coco.tensor<f32, replicated>)} {
 // CHECK:         coco_gpu.nccl_all_to_all %{{.*}}, %result0
 // CHECK:         "memref.copy"(%c, %result1) : (memref<f32>, memref<f32>) -> ()
 // CHECK-NEXT:    memref.dealloc

@@ -1,9 +1,9 @@
 // RUN: coconet-opt %s -p convert-coco-to-gpu | filecheck %s
 // Regions: an elementwise coco.fusion is ONE kernel computing the whole chain
 // per element (several outputs, rounded after each op); a fusion holding
-// reduce_scatters is one fused collective kernel; a coco.overlap has a FALLBACK
-// lowering for now (chunk by chunk on stream 0), which keeps dropout's global
-// index.
+// reduce_scatters is one fused collective kernel (else a FALLBACK, op by op);
+// a coco.overlap runs chunk by chunk on two streams; both keep dropout's
+// global index.
 
 // CHECK:      gpu.func @chain_chain_0(%n: index, %rank: index, %x: memref<16xf16>, %b: memref<8xf16>, %w: memref<16xf16>, %result0: memref<16xf16>, %w_1: memref<16xf16>) kernel {
 // CHECK:        scf.for %i = %start to %n step %step {
@@ -59,22 +59,32 @@
 // CHECK:         @kernels::@fused_all_reduce_sgd_0
 // CHECK-NEXT:    func.return
 
-// FALLBACK: the overlap runs its 2 chunks one after the other.
+// The overlap runs its 2 chunks on two streams (overlap.mlir has the other
+// shapes): chunks along dim 0 are contiguous, so each is a coco_gpu.view of
+// the full buffer (no copy); the gemm and dropout on stream 0, then an event
+// that stream 1 waits for before the all_reduce, which writes the output's
+// chunk in place.
 // CHECK-LABEL: func.func @overlap(%x: memref<4x8xf32>, %m: memref<8x8xf32>, %result0: memref<4x8xf32>)
-// CHECK-NEXT:    %xc_chunk = memref.alloc() : memref<2x8xf32>
-// CHECK-NEXT:    %chunk_start = arith.constant 0 : index
-// CHECK:         gpu.launch_func  @kernels::@overlap_mm_chunk_0 blocks in {{.*}}  args({{(.*, )?}}%chunk_start : {{[^,]*}}, %x_flat : {{[^,]*}}, %xc_chunk_flat : {{[^,]*}})
+// CHECK-NEXT:    %overlap_start = coco_gpu.record_event
+// CHECK-NEXT:    coco_gpu.wait_event %overlap_start {coco_gpu.stream = 1 : i64}
+// CHECK-NEXT:    %xc_chunk = coco_gpu.view %x[0] : memref<4x8xf32> to memref<2x8xf32>
+// CHECK-NEXT:    %result0_chunk = coco_gpu.view %result0[0] : memref<4x8xf32> to memref<2x8xf32>
 // CHECK-NEXT:    %p = memref.alloc() : memref<2x8xf32>
-// CHECK-NEXT:    coco_gpu.gemm %xc_chunk, %m, %p
+// CHECK-NEXT:    coco_gpu.gemm %xc_chunk, %m, %p : memref<2x8xf32>, memref<8x8xf32>, memref<2x8xf32>{{$}}
 // CHECK:         gpu.launch_func  @kernels::@overlap_dropout_0 blocks in
-// CHECK:         coco_gpu.nccl_all_reduce %d, %r reduction = sum
-// CHECK-NEXT:    %chunk_start_1 = arith.constant 0 : index
-// CHECK:         gpu.launch_func  @kernels::@overlap_mm_unchunk_0 blocks in {{.*}}  args({{(.*, )?}}%chunk_start_1 : {{[^,]*}}, %{{.*}} : {{[^,]*}}, %result0_flat : {{[^,]*}})
-// CHECK-NEXT:    %xc_chunk_1 = memref.alloc() : memref<2x8xf32>
-// CHECK-NEXT:    %chunk_start_2 = arith.constant 2 : index
-// CHECK:         coco_gpu.gemm %xc_chunk_1, %m, %p_1
+// CHECK-NEXT:    %chunk_ready = coco_gpu.record_event{{$}}
+// CHECK-NEXT:    coco_gpu.wait_event %chunk_ready {coco_gpu.stream = 1 : i64}
+// CHECK-NEXT:    coco_gpu.nccl_all_reduce %d, %result0_chunk reduction = sum {coco_gpu.stream = 1 : i64}
+// CHECK-NEXT:    %xc_chunk_1 = coco_gpu.view %x[16] : memref<4x8xf32> to memref<2x8xf32>
+// CHECK-NEXT:    %result0_chunk_1 = coco_gpu.view %result0[16] : memref<4x8xf32> to memref<2x8xf32>
+// CHECK:         coco_gpu.gemm %xc_chunk_1, %m, %p_1 : {{.*}}>{{$}}
 // CHECK:         gpu.launch_func  @kernels::@overlap_dropout_1 blocks in
-// CHECK:         gpu.launch_func  @kernels::@overlap_mm_unchunk_0 blocks in
+// CHECK-NEXT:    %chunk_ready_1 = coco_gpu.record_event{{$}}
+// CHECK-NEXT:    coco_gpu.wait_event %chunk_ready_1 {coco_gpu.stream = 1 : i64}
+// CHECK-NEXT:    coco_gpu.nccl_all_reduce %d_1, %result0_chunk_1 reduction = sum {coco_gpu.stream = 1 : i64}
+// CHECK-NEXT:    %overlap_done = coco_gpu.record_event {coco_gpu.stream = 1 : i64}
+// CHECK-NEXT:    coco_gpu.wait_event %overlap_done{{$}}
+// CHECK-NEXT:    memref.dealloc %p
 
 // A replicated dropout inside a sliced fusion: the bias element i % 4 + rank * 4
 // has global index i % 4 + rank * 4 too.

@@ -1,0 +1,357 @@
+"""The two-stream lowering of `coco.overlap chunks = K` (docs/gpu.md, "Overlap").
+
+CoCoNet's chunked overlap: the region's body runs once per chunk, the chunks
+unrolled on the host (K is small and static, so launches and bytes can be
+counted statically), and each chunk's ops are split between two streams so
+that chunk `c+1`'s compute overlaps chunk `c`'s communication:
+
+- **stream 0, compute**: `coco.matmul` (`coco_gpu.gemm`), and whatever is
+  computed from the region's inputs or from stream-0 values only;
+- **stream 1, communication**: every op that communicates (a collective, a
+  `coco.fusion` holding one — the fused kernel or its fallback —, send,
+  recv), and the ops computed from its results (elementwise kernels of the
+  consumer chain), matmuls excepted.
+
+So `matmul → reduce_scatter (→ compute → all_gather)` runs the gemm of chunk
+c on stream 0 and its consumer chain on stream 1, and `all_gather → matmul`
+gathers chunk c on stream 1 and multiplies it on stream 0: gather c+1 overlaps
+matmul c.
+
+The event protocol (`coco_gpu.record_event` / `coco_gpu.wait_event`, each a
+fresh event):
+
+1. *start*: stream 0 records after the region's output buffers are
+   allocated; stream 1 waits once. Everything the program did before the
+   region (its inputs) is then visible to stream 1.
+2. *hand-over*: a chunk value produced on one stream and read on the other
+   is recorded right after its producer, and the reader's stream waits
+   right before its first reader (once per value and stream).
+3. *join*: after the last chunk, stream 1 records and stream 0 waits, so
+   every later op of the function (on stream 0) and the entry's return see
+   the results.
+
+Buffers: every chunk has buffers of its own (each intermediate, allocated on
+the stream that writes it first), none is reused across chunks, and all are
+freed at the function's end on stream 0, after the join: nothing a stream may
+still read is ever overwritten or freed. A chunk that is contiguous in its
+full buffer is a `coco_gpu.view` of it: the gemm reads its input chunk in
+place and the chunk's last producer writes the output's chunk in place.
+Otherwise a chunked input is copied out (`<label>_chunk` kernel at offset
+`c * chunk`) on the stream of its readers (stream 0 when both read it), and
+each output chunk is copied into the full-size output (`<label>_unchunk`) on
+the stream that produced it. A dropout keeps its global index
+(`coco_gpu.chunk`, COCO_DIALECT.md §7).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from xdsl.dialects import arith, gpu, memref
+from xdsl.dialects.builtin import DenseArrayBase, IndexType, IntegerAttr, i64
+from xdsl.ir import Operation, SSAValue
+from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
+
+from coconet_ir.analysis.chunks import chunk_dims
+from coconet_ir.dialects import coco
+from coconet_ir.dialects.coco import TensorType
+from coconet_ir.dialects.coco_gpu import (
+    GemmOp,
+    NcclCollectiveOp,
+    NcclRecvOp,
+    NcclSendOp,
+    RecordEventOp,
+    ViewOp,
+    WaitEventOp,
+    set_stream,
+    stream_of,
+)
+from coconet_ir.lowering.bufferize import as_tensor, buffer_type, local_shape
+from coconet_ir.lowering.kernels import copy_block, memref_shape
+
+if TYPE_CHECKING:
+    from coconet_ir.lowering.coco_to_gpu import Lowering
+
+index = IndexType()
+
+COMPUTE_STREAM = 0
+"""Where matmuls run, and everything outside an overlap."""
+
+COMMUNICATION_STREAM = 1
+"""Where an overlap's collectives and their consumer chains run."""
+
+__all__ = [
+    "COMMUNICATION_STREAM",
+    "COMPUTE_STREAM",
+    "OnItsStream",
+    "chunk_streams",
+    "communicates",
+    "lower_overlap",
+    "runs_on_a_stream",
+]
+
+
+def communicates(op: Operation) -> bool:
+    """Whether `op` (or an op in its regions) moves data between ranks."""
+    return any(
+        isinstance(inner, coco.CollectiveOp | coco.SendOp | coco.RecvOp)
+        for inner in op.walk()
+    )
+
+
+def chunk_streams(body: Sequence[Operation]) -> dict[Operation, int]:
+    """The stream each top-level op of an overlap's body runs on (see the
+    module docstring): communication and its consumers on stream 1, matmuls
+    and what only they or the inputs feed on stream 0."""
+    streams: dict[Operation, int] = {}
+    for op in body:
+        if communicates(op):
+            streams[op] = COMMUNICATION_STREAM
+        elif isinstance(op, coco.MatmulOp):
+            streams[op] = COMPUTE_STREAM
+        else:
+            fed = [
+                streams.get(v.owner, COMPUTE_STREAM)
+                for v in op.operands
+                if isinstance(v.owner, Operation)
+            ]
+            streams[op] = max(fed, default=COMPUTE_STREAM)
+    return streams
+
+
+def runs_on_a_stream(op: Operation) -> bool:
+    """Whether `op` is host code that enqueues work on a stream (and so takes
+    `coco_gpu.stream`)."""
+    return isinstance(
+        op,
+        gpu.LaunchFuncOp
+        | memref.AllocOp
+        | memref.CopyOp
+        | memref.DeallocOp
+        | NcclCollectiveOp
+        | NcclSendOp
+        | NcclRecvOp
+        | GemmOp
+        | RecordEventOp
+        | WaitEventOp,
+    )
+
+
+@dataclass
+class OnItsStream(RewritePattern):
+    """Wraps the conversion's patterns: the host ops that replace a coco op
+    carrying `coco_gpu.stream = S` (one of an overlap chunk's ops) run on
+    stream S, and coco ops they leave to lower later (a fusion fallback's
+    body) carry the attribute on."""
+
+    inner: RewritePattern
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        stream = stream_of(op)
+        block = op.parent_block()
+        if not stream or op.dialect_name() != "coco" or block is None:
+            self.inner.match_and_rewrite(op, rewriter)
+            return
+        before, after = op.prev_op, op.next_op
+        self.inner.match_and_rewrite(op, rewriter)
+        if op.parent is not None:
+            return
+        current = before.next_op if before is not None else block.first_op
+        while current is not None and current is not after:
+            for inner in current.walk():
+                if runs_on_a_stream(inner) or inner.dialect_name() == "coco":
+                    set_stream(inner, stream)
+            current = current.next_op
+
+
+@dataclass
+class Chunk:
+    """The host code of one chunk as it is emitted: which stream holds each
+    chunk value, the events recorded for values the other stream reads."""
+
+    host: list[Operation]
+    streams: dict[SSAValue, int] = field(default_factory=dict[SSAValue, int])
+    """Chunk value → the stream that produced it (absent: visible to both)."""
+    readers: dict[SSAValue, set[int]] = field(default_factory=dict[SSAValue, set[int]])
+    """Chunk value (of the body) → the streams that read it."""
+    events: dict[SSAValue, SSAValue] = field(default_factory=dict[SSAValue, SSAValue])
+    waited: set[tuple[SSAValue, int]] = field(default_factory=set[tuple[SSAValue, int]])
+
+    def produced(self, value: SSAValue, original: SSAValue, stream: int) -> None:
+        """`value` (the chunk's copy of the body value `original`) was just
+        produced on `stream`: record an event if the other stream reads it."""
+        self.streams[value] = stream
+        if any(s != stream for s in self.readers.get(original, ())):
+            record = RecordEventOp(stream)
+            record.event.name_hint = "chunk_ready"
+            self.host.append(record)
+            self.events[value] = record.event
+
+    def visible(self, value: SSAValue, stream: int) -> None:
+        """Make `value` readable on `stream` (wait for its event once)."""
+        produced = self.streams.get(value)
+        if produced is None or produced == stream:
+            return
+        if (value, stream) in self.waited:
+            return
+        self.waited.add((value, stream))
+        self.host.append(WaitEventOp(self.events[value], stream))
+
+
+def chunk_view(
+    buffer: SSAValue, chunk: TensorType, dim: int, c: int, world: int
+) -> ViewOp | None:
+    """Chunk `c` of `buffer` as a `coco_gpu.view` when it is contiguous (every
+    dim before the chunk dim is 1 in the chunk), else None."""
+    shape = local_shape(chunk, world)
+    if math.prod(shape[:dim]) != 1:
+        return None
+    return ViewOp(buffer, c * math.prod(shape), buffer_type(chunk, world))
+
+
+def lower_overlap(
+    lowering: Lowering, op: coco.OverlapOp, rewriter: PatternRewriter
+) -> None:
+    """`coco.overlap chunks = K` → K unrolled chunks on two streams with
+    events (the module docstring)."""
+    from coconet_ir.lowering.coco_to_gpu import (
+        CHUNK_ATTR,
+        replace_with_buffers,
+        tensor_of,
+    )
+
+    world = lowering.world
+    chunks = op.chunk_count
+    input_dims = list(op.input_dims.get_values())
+    output_dims = list(op.output_dims.get_values())
+    dims = chunk_dims(op.block, input_dims).dims
+    body = [o for o in op.block.ops if not isinstance(o, coco.YieldOp)]
+    streams = chunk_streams(body)
+    readers: dict[SSAValue, set[int]] = {}
+    for inner in body:
+        for value in inner.operands:
+            readers.setdefault(value, set()).add(streams[inner])
+    two_streams = COMMUNICATION_STREAM in streams.values()
+
+    host: list[Operation] = []
+    outputs: list[SSAValue] = []
+    for result in op.results:
+        more, out = lowering.result_buffer(op, result)
+        host += more
+        outputs.append(out)
+    if two_streams:
+        start = RecordEventOp(COMPUTE_STREAM)
+        start.event.name_hint = "overlap_start"
+        host += [start, WaitEventOp(start.event, COMMUNICATION_STREAM)]
+    name = lowering.kernel_name(op, "overlap")
+
+    for c in range(chunks):
+        chunk = Chunk(host, readers=readers)
+        mapping: dict[SSAValue, SSAValue] = {}
+        for value, arg, dim in zip(op.inputs, op.block.args, input_dims):
+            if dim < 0:
+                mapping[arg] = value
+                continue
+            stream = min(readers.get(arg, {COMPUTE_STREAM}))
+            more, source = lowering.buffer(value)
+            view = chunk_view(source, tensor_of(arg), dim, c, world)
+            if view is not None:
+                view.result.name_hint = f"{arg.name_hint or 'in'}_chunk"
+                cast = as_tensor(view.result, arg.type)
+                host += [*more, view, cast]
+                mapping[arg] = cast.results[0]
+                continue
+            piece = memref.AllocOp.get(
+                tensor_of(arg).element_type, shape=local_shape(tensor_of(arg), world)
+            )
+            piece.memref.name_hint = f"{arg.name_hint or 'in'}_chunk"
+            block = local_shape(tensor_of(arg), world)[dim]
+            start_at = arith.ConstantOp(IntegerAttr(c * block, index))
+            start_at.result.name_hint = "chunk_start"
+            copy = [
+                piece,
+                *copy_block(
+                    lowering.kernels,
+                    lowering.threads,
+                    f"{name}_chunk",
+                    source,
+                    piece.memref,
+                    local_shape(tensor_of(value), world),
+                    dim,
+                    block,
+                    start_at.result,
+                    extract=True,
+                ),
+            ]
+            for o in copy:
+                if runs_on_a_stream(o):
+                    set_stream(o, stream)
+            host += [*more, start_at, *copy]
+            cast = as_tensor(piece.memref, arg.type)
+            host.append(cast)
+            mapping[arg] = cast.results[0]
+            chunk.produced(cast.results[0], arg, stream)
+        views: dict[SSAValue, SSAValue] = {}
+        for value, out, dim in zip(op.yield_op.arguments, outputs, output_dims):
+            view = chunk_view(out, tensor_of(value), dim, c, world)
+            if view is not None and value.owner in streams:
+                view.result.name_hint = f"{out.name_hint or 'out'}_chunk"
+                host.append(view)
+                views[value] = view.result
+        for inner in body:
+            stream = streams[inner]
+            for value in inner.operands:
+                chunk.visible(mapping.get(value, value), stream)
+            clone = inner.clone(mapping)
+            set_stream(clone, stream)
+            for original, copied in zip(inner.walk(), clone.walk()):
+                if isinstance(original, coco.DropoutOp):
+                    dim = dims.get(original.operand, -1)
+                    if dim >= 0:
+                        copied.attributes[CHUNK_ATTR] = DenseArrayBase.from_list(
+                            i64, [dim, c, chunks]
+                        )
+            host.append(clone)
+            for old, new in zip(inner.results, clone.results):
+                mapping[old] = new
+                chunk.produced(new, old, stream)
+                if old in views:
+                    lowering.destinations[new] = views[old]
+        for value, out, dim in zip(op.yield_op.arguments, outputs, output_dims):
+            piece_value = mapping.get(value, value)
+            stream = chunk.streams.get(piece_value, COMPUTE_STREAM)
+            more, piece = lowering.buffer(piece_value)
+            if value in views:
+                # The producer writes the output's chunk in place; if it
+                # cannot, this copy remains (a copy onto itself is dropped).
+                copy = memref.CopyOp(piece, views[value])
+                set_stream(copy, stream)
+                host += [*more, copy]
+                continue
+            block = local_shape(tensor_of(value), world)[dim]
+            start_at = arith.ConstantOp(IntegerAttr(c * block, index))
+            start_at.result.name_hint = "chunk_start"
+            copy = copy_block(
+                lowering.kernels,
+                lowering.threads,
+                f"{name}_unchunk",
+                piece,
+                out,
+                memref_shape(out.type),
+                dim,
+                block,
+                start_at.result,
+                extract=False,
+            )
+            for o in copy:
+                if runs_on_a_stream(o):
+                    set_stream(o, stream)
+            host += [*more, start_at, *copy]
+    if two_streams:
+        done = RecordEventOp(COMMUNICATION_STREAM)
+        done.event.name_hint = "overlap_done"
+        host += [done, WaitEventOp(done.event, COMPUTE_STREAM)]
+    replace_with_buffers(rewriter, op, host, outputs)
