@@ -56,7 +56,7 @@
 // CHECK-NEXT:    %chunk_ready_1 = coco_gpu.record_event{{$}}
 // CHECK-NEXT:    coco_gpu.wait_event %chunk_ready_1 {coco_gpu.stream = 1 : i64}
 // CHECK-NOT:     coco_gpu.nccl
-// CHECK:         gpu.launch_func  @kernels::@mm_fused_ar_{{[01]}} {{.*}}%p_flat_1 : memref<16xf32>, {{.*}}%result0_chunk_flat_1 : memref<16xf32>) {coco_gpu.stream = 1 : i64}
+// CHECK:         gpu.launch_func  @kernels::@mm_fused_ar_{{[01]}} {{.*}}%p_flat_1 : memref<16xf32>, {{.*}}%result0_chunk_flat_1 : memref<16xf32>) {coco_gpu.peer_bytes = 64 : i64, coco_gpu.stream = 1 : i64}
 // CHECK-NEXT:    %overlap_done = coco_gpu.record_event {coco_gpu.stream = 1 : i64}
 // CHECK-NEXT:    coco_gpu.wait_event %overlap_done{{$}}
 
