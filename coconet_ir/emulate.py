@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from math import prod
 from typing import Any
 
@@ -69,24 +69,26 @@ def _module_int(module: ModuleOp, name: str) -> int:
     return attr.value.data if isinstance(attr, IntegerAttr) else 0
 
 
-def lower(module: ModuleOp, world: int, passes: str = DEFAULT_PASSES) -> Lowered:
-    """Optimize a copy of `module` with `passes`, lower it for `world` ranks and
-    print it as CUDA C."""
+def lower(
+    module: ModuleOp, world: int, passes: str = DEFAULT_PASSES, threads: int = 256
+) -> Lowered:
+    """Optimize a copy of `module` with `passes`, lower it for `world` ranks
+    with `threads` threads per block and print it as CUDA C."""
     from coconet_ir.backend.cuda import emit_cuda
     from coconet_ir.pipeline import Pipeline
 
     optimized = Pipeline(passes)(module) if passes else module.clone()
-    device = Pipeline([f"convert-coco-to-gpu{{world={world}}}"])(optimized)
+    conversion = f"convert-coco-to-gpu{{world={world} threads={threads}}}"
+    device = Pipeline([conversion])(optimized)
     return Lowered(optimized, device, emit_cuda(device))
 
 
 @dataclass
 class EmulationResult(RunResult):
-    """A `RunResult` of the emulator (the outputs of its first call), with the
-    outputs of every call (`steps`), what it counted over all calls (`stats`)
-    and what it ran (`lowered`)."""
+    """A `RunResult` of the emulator (the outputs after its last call: with
+    several calls, updated parameters have been updated that many times), with
+    what it counted (`stats`, per call) and what it ran (`lowered`)."""
 
-    steps: list[dict[str, Output]] = field(default_factory=list[dict[str, Output]])
     stats: EmulatorStats | None = None
     lowered: Lowered | None = None
 
@@ -100,15 +102,17 @@ def emulate(
     seed: int = 0,
     entry: str | None = None,
     calls: int = 1,
+    threads: int = 256,
     sanitize: str | None = None,
     timeout: float = 300.0,
 ) -> EmulationResult:
     """Run `module` on `world` emulated GPUs per stage (see the module
     docstring), `calls` times back to back on the same world (updated
-    parameters carry over, as training steps do). `sanitize` is `"thread"` or
-    `"address"` to build under that sanitizer. Raises `CocoError` on a bad
-    request, a program the lowering refuses, a compile error, or a failed or
-    stuck run."""
+    parameters carry over, as training steps do), with `threads` threads per
+    block (every one an OS thread in the emulation: sanitized runs use fewer).
+    `sanitize` is `"thread"` or `"address"` to build under that sanitizer.
+    Raises `CocoError` on a bad request, a program the lowering refuses, a
+    compile error, or a failed or stuck run."""
     from coconet_ir.backend.emu import EntryCall, compile_emulated, run_emulated
 
     check_world(world)
@@ -118,7 +122,7 @@ def emulate(
     ir.verify(module)
     functions = select_functions(module, entry)
     fed = prepare_inputs(functions, world, seed, inputs)
-    lowered = lower(module, world, passes)
+    lowered = lower(module, world, passes, threads)
     stages = PipelineChannels.of(lowered.coco).stage_indices()
     optimized = {f.sym_name.data: f for f in lowered.coco.ops if isinstance(f, FuncOp)}
     library = compile_emulated(lowered.cuda, sanitize=sanitize)
@@ -135,8 +139,9 @@ def emulate(
             buffers[name],
             stage=stages[name],
             outputs={
-                f"{key}#{step}": index
+                key: index
                 for key, _, index in output_buffers(optimized[name])
+                if step == calls - 1
             },
         )
         for step in range(calls)
@@ -151,19 +156,15 @@ def emulate(
         signal_slots=max(lowered.signal_slots, 1),
         timeout=timeout,
     )
-    steps = [
-        {
-            key: Output(key, t, global_of(t, np.stack(arrays[f"{key}#{step}"]), world))
-            for name in buffers
-            for key, t, _ in output_buffers(optimized[name])
-        }
-        for step in range(calls)
-    ]
+    outputs = {
+        key: Output(key, t, global_of(t, np.stack(arrays[key]), world))
+        for name in buffers
+        for key, t, _ in output_buffers(optimized[name])
+    }
     return EmulationResult(
-        steps[0],
+        outputs,
         fed,
         world,
-        steps=steps,
         stats=EmulatorStats(stats, world, calls),
         lowered=lowered,
     )

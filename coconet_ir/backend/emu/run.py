@@ -23,6 +23,8 @@ from coconet_ir.backend.emu.build import compiler
 from coconet_ir.diagnostics import CocoError
 
 CHILD = Path(__file__).with_name("_child.py")
+TSAN_SUPPRESSIONS = Path(__file__).with_name("tsan.supp")
+"""Known false positives of the loader (not of the emulated program)."""
 
 Argument = np.ndarray | np.generic | int | float
 """An entry argument: an array is passed as a device pointer (the emulation's
@@ -76,7 +78,10 @@ def _sanitizer_env(sanitize: str | None) -> dict[str, str]:
     ).stdout.strip()
     env = {"LD_PRELOAD": runtime}
     if sanitize == "thread":
-        env["TSAN_OPTIONS"] = "halt_on_error=1 exitcode=66 report_signal_unsafe=0"
+        env["TSAN_OPTIONS"] = (
+            "halt_on_error=1 exitcode=66 report_signal_unsafe=0 "
+            f"suppressions={TSAN_SUPPRESSIONS}"
+        )
     else:
         env["ASAN_OPTIONS"] = "detect_leaks=0 halt_on_error=1 exitcode=67"
     return env
