@@ -11,6 +11,7 @@ checks the device-level IR against the reference interpreter.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -430,8 +431,19 @@ def run_host(
         elif isinstance(op, memref.AllocOp):
             for env in envs:
                 env[op.results[0]] = buffer(op.memref.type)
-        elif isinstance(op, memref.DeallocOp):
-            pass
+        elif isinstance(op, memref.DeallocOp | coco_gpu.WaitEventOp):
+            pass  # host order is one schedule the streams' events allow
+        elif isinstance(op, coco_gpu.RecordEventOp):
+            for env in envs:
+                env[op.results[0]] = None
+        elif isinstance(op, coco_gpu.ViewOp):
+            shape = op.result.type.get_shape()  # type: ignore[attr-defined]
+            start = op.offset.value.data
+            for env, (source,) in zip(envs, ins):
+                flat = source.reshape(-1)[start : start + math.prod(shape)]
+                view = flat.reshape(shape)
+                assert np.shares_memory(view, source)
+                env[op.results[0]] = view
         elif isinstance(op, memref.CollapseShapeOp):
             for env, (source,) in zip(envs, ins):
                 flat = source.reshape(-1)
