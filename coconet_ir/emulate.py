@@ -105,6 +105,7 @@ def emulate(
     threads: int = 256,
     sanitize: str | None = None,
     timeout: float = 300.0,
+    backend: str = "emu",
 ) -> EmulationResult:
     """Run `module` on `world` emulated GPUs per stage (see the module
     docstring), `calls` times back to back on the same world (updated
@@ -112,7 +113,11 @@ def emulate(
     block (every one an OS thread in the emulation: sanitized runs use fewer).
     `sanitize` is `"thread"` or `"address"` to build under that sanitizer.
     Raises `CocoError` on a bad request, a program the lowering refuses, a
-    compile error, or a failed or stuck run."""
+    compile error, or a failed or stuck run.
+
+    `backend="cuda"` runs the same CUDA C on the machine's GPUs instead
+    (nvcc, NCCL, cuBLAS, cupy; docs/gpu.md §6): same inputs and outputs, no
+    `stats`; without a GPU it raises a CocoError starting `no GPU:`."""
     from coconet_ir.backend.emu import EntryCall, compile_emulated, run_emulated
 
     check_world(world)
@@ -125,7 +130,16 @@ def emulate(
     lowered = lower(module, world, passes, threads)
     stages = PipelineChannels.of(lowered.coco).stage_indices()
     optimized = {f.sym_name.data: f for f in lowered.coco.ops if isinstance(f, FuncOp)}
-    library = compile_emulated(lowered.cuda, sanitize=sanitize)
+    if backend not in ("emu", "cuda"):
+        raise ir.CocoError(f"unknown backend {backend!r} (emu or cuda)")
+    if backend == "cuda":
+        from coconet_ir.backend.cuda.gpu_run import compile_gpu, run_gpu
+
+        library = compile_gpu(lowered.cuda)
+        run_calls = run_gpu
+    else:
+        library = compile_emulated(lowered.cuda, sanitize=sanitize)
+        run_calls = run_emulated
     buffers = {
         f.sym_name.data: [
             arguments_of(optimized[f.sym_name.data], fed, world, rank)
@@ -147,7 +161,7 @@ def emulate(
         for step in range(calls)
         for name in buffers
     ]
-    arrays, stats = run_emulated(
+    arrays, stats = run_calls(
         library,
         world,
         entry_calls,
@@ -165,7 +179,7 @@ def emulate(
         outputs,
         fed,
         world,
-        stats=EmulatorStats(stats, world, calls),
+        stats=EmulatorStats(stats, world, calls) if backend == "emu" else None,
         lowered=lowered,
     )
 

@@ -1,7 +1,7 @@
 """`coconet-run`: run a coco program on N simulated ranks, or compare two.
 
     coconet-run FILE --world N [--entry F] [--seed S] [--save OUT.npz]
-                [--backend numpy] [-p PIPELINE]
+                [--backend numpy|emu|cuda] [--stats] [--check] [-p PIPELINE]
     coconet-run --compare A.mlir B.mlir --world N [--seed S] [--rtol R]
                 [--atol A] [--entry F] [-p PIPELINE]
 
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from coconet_ir.interpreter import Comparison, Output, RunResult
 
 TOOL = "coconet-run"
-BACKENDS = ("numpy", "emu")
+BACKENDS = ("numpy", "emu", "cuda")
 DEFAULT_LOWERED_PASSES = "coco-optimize"
 """What `--backend emu` applies before lowering unless `-p` says otherwise."""
 STDIN = "-"
@@ -117,7 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--backend",
         choices=BACKENDS,
         default="numpy",
-        help="execution backend (default: numpy, the reference interpreter)",
+        help="execution backend: numpy (the reference interpreter, default), "
+        "emu (the generated CUDA C on the CPU emulation), cuda (the generated "
+        "CUDA C on this machine's GPUs)",
     )
     parser.add_argument(
         "-p",
@@ -188,9 +190,10 @@ def check_usage(args: argparse.Namespace) -> None:
         value = getattr(args, flag)
         if value is not None and not value >= 0:
             raise UsageError(f"--{flag} must be non-negative, got {value}")
-    if args.backend == "numpy" and (args.stats or args.check):
-        flag = "--stats" if args.stats else "--check"
-        raise UsageError(f"{flag} only applies to --backend emu")
+    if args.stats and args.backend != "emu":
+        raise UsageError("--stats only applies to --backend emu")
+    if args.check and args.backend == "numpy":
+        raise UsageError("--check only applies to --backend emu or cuda")
     if args.compare is not None and args.backend != "numpy":
         raise UsageError(
             "--compare runs the reference interpreter; to check generated code "
@@ -394,7 +397,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.save is not None:
         check_writable(args.save)
-    if args.backend == "emu":
+    if args.backend != "numpy":
         return run_emulated(args)
     pipeline = make_pipeline(args.passes)
     module = load(args.file, pipeline)
@@ -414,10 +417,15 @@ def run_emulated(args: argparse.Namespace) -> int:
     module = read_program(args.file)
     world = resolve_world(args.world, {args.file: module})
     result = emulate(
-        module, world, passes=args.passes, seed=args.seed, entry=args.entry
+        module,
+        world,
+        passes=args.passes,
+        seed=args.seed,
+        entry=args.entry,
+        backend=args.backend,
     )
     print_run(args, result, world)
-    if args.stats:
+    if args.stats and result.stats is not None:
         print(stats_report(result))
     if not args.check:
         return EXIT_OK

@@ -260,7 +260,7 @@ def test_comparing_bad_input_exits_2(tmp_path: Path, kind: str):
             "integer, got 'abc'",
         ),
         (["--stats"], "--stats only applies to --backend emu"),
-        (["--check"], "--check only applies to --backend emu"),
+        (["--check"], "--check only applies to --backend emu or cuda"),
         (["--seed", "-1"], "--seed must be non-negative"),
         (["--rtol", "0.1"], "--rtol and --atol only apply with --compare"),
     ],
