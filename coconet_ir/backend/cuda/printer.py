@@ -216,11 +216,13 @@ MIN_MAX = {
     arith.MinUIOp: ("<", True),
 }
 FLOAT_MIN_MAX = {
-    arith.MaximumfOp: "fmax",
     arith.MaxnumfOp: "fmax",
-    arith.MinimumfOp: "fmin",
     arith.MinnumfOp: "fmin",
 }
+"""`maxnumf`/`minnumf` ignore a NaN operand, as C's `fmax`/`fmin` do."""
+NAN_MIN_MAX = {arith.MaximumfOp: "coco::maximum", arith.MinimumfOp: "coco::minimum"}
+"""`maximumf`/`minimumf` propagate NaN (MLIR's semantics, and the
+interpreter's numpy `maximum`/`minimum`): a runtime helper."""
 MATH_FUNCTIONS = {
     mathd.SqrtOp: "sqrt",
     mathd.RsqrtOp: "rsqrt",
@@ -704,7 +706,9 @@ class CudaPrinter(BasePrinter):
     @print.register(arith.MinnumfOp)
     def _(self, op: arith.MaximumfOp) -> None:
         lhs, rhs = self.float_operands(op, call=True)
-        function = self.math_name(FLOAT_MIN_MAX[type(op)], op)
+        function = NAN_MIN_MAX.get(type(op)) or self.math_name(
+            FLOAT_MIN_MAX[type(op)], op
+        )
         self.float_result(op, f"{function}({lhs}, {rhs})", True)
 
     def math_name(self, base: str, op: Operation) -> str:

@@ -197,6 +197,21 @@ __device__ __forceinline__ void count_peer_bytes(const coco_peers &peers, int p,
 }
 
 // ---------------------------------------------------------------------------
+// NaN-propagating max and min (MLIR's arith.maximumf/minimumf; fmax and fmin
+// would drop the NaN)
+// ---------------------------------------------------------------------------
+
+template <class T>
+__host__ __device__ __forceinline__ T maximum(T a, T b) {
+  return a != a ? a : (b != b ? b : (a > b ? a : b));
+}
+
+template <class T>
+__host__ __device__ __forceinline__ T minimum(T a, T b) {
+  return a != a ? a : (b != b ? b : (a < b ? a : b));
+}
+
+// ---------------------------------------------------------------------------
 // Philox4x32-10 and the dropout uniform (COCO_DIALECT.md §6)
 // ---------------------------------------------------------------------------
 

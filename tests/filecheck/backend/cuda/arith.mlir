@@ -66,7 +66,7 @@ builtin.module attributes {gpu.container_module} {
 // CHECK-LABEL: extern "C" __global__ void floats(float *__restrict__ x, double *__restrict__ d, __half *__restrict__ h, __nv_bfloat16 *__restrict__ b) {
 // CHECK-NEXT:    const int64_t i = (int64_t)threadIdx.x;
 // CHECK-NEXT:    const float a = x[i];
-// CHECK-NEXT:    x[i] = fmaxf(-tanhf(sqrtf(expf(a * 0.5f))), a) / a;
+// CHECK-NEXT:    x[i] = coco::maximum(-tanhf(sqrtf(expf(a * 0.5f))), a) / a;
 // CHECK-NEXT:    d[i] = rsqrt(log(d[i]));
 // CHECK-NEXT:    const __half hv = h[i];
 // CHECK-NEXT:    h[i] = __float2half(__half2float(__float2half(__half2float(hv) + __half2float(hv))) * __half2float(hv));
