@@ -9,6 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from helpers import example
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import Program, programs, scaled_examples
 
 import coconet_ir as cc
 from coconet_ir.analysis.channels import PipelineChannels
@@ -130,3 +133,20 @@ def test_three_calls_back_to_back_under_a_sanitizer(name: str, sanitizer: str) -
             if ".arg" in key:
                 inputs[key] = np.asarray(output.value)
     assert compare_runs(reference, emulated, original)
+
+
+@settings(max_examples=scaled_examples(6), deadline=None)
+@given(program=programs(), data=st.data())
+def test_random_optimized_programs_run_under_the_emulator(
+    program: Program, data: st.DataObject
+) -> None:
+    """Hypothesis-generated programs (`strategies.programs`), optimized,
+    lowered, printed, compiled and emulated, give the interpreter's results
+    on the original program (a smaller count than the evaluator's property
+    tests in tests/unit/lowering: every example is a g++ build)."""
+    world = data.draw(st.sampled_from(program.worlds), label="world")
+    module = cc.parse(cc.to_text(program.module))
+    reference = cc.interpret(module, world, seed=world)
+    emulated = emulate(module, world, seed=world, threads=32)
+    verdict = compare_runs(reference, emulated, module)
+    assert verdict, f"{verdict.first_difference}\n{cc.to_text(module)}"
