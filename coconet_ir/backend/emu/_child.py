@@ -47,6 +47,18 @@ def c_argument(value: object) -> ctypes._SimpleCData:
     raise TypeError(f"cannot pass {type(value).__name__} to an entry")
 
 
+def needed(lib: ctypes.CDLL, query: str) -> int:
+    """What the emitted code says it needs (`coco_symmetric_bytes()`,
+    `coco_signal_slots()`; docs/gpu.md §2), 0 if the library has no such
+    query: a world is never made smaller than its kernels address."""
+    function = getattr(lib, query, None)
+    if function is None:
+        return 0
+    function.restype = ctypes.c_size_t
+    function.argtypes = []
+    return int(function())
+
+
 def main(directory: Path) -> int:
     request = pickle.loads((directory / "request.pkl").read_bytes())
     lib = ctypes.CDLL(request["library"])
@@ -72,7 +84,10 @@ def main(directory: Path) -> int:
 
     world, stages = request["world"], request["num_stages"]
     handle = lib.coco_emu_create(
-        world, stages, request["symmetric_bytes"], request["signal_slots"]
+        world,
+        stages,
+        max(request["symmetric_bytes"], needed(lib, "coco_symmetric_bytes")),
+        max(request["signal_slots"], needed(lib, "coco_signal_slots")),
     )
     if not handle:
         print("coco-emu: error: cannot create the world", file=sys.stderr)
