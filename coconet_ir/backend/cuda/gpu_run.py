@@ -20,11 +20,9 @@ it, and a run without one is a `CocoError` starting "no GPU:".
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
 import shutil
 import subprocess
-import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from coconet_ir.backend.cuda import runtime_dir
 from coconet_ir.backend.cuda.toolchain import nvcc, nvcc_command
+from coconet_ir.backend.emu.build import build_cached
 from coconet_ir.backend.emu.run import EntryCall
 from coconet_ir.diagnostics import CocoError
 
@@ -151,16 +149,6 @@ def cache_dir() -> Path:
     return base / "gpu"
 
 
-def _key(cu_source: str, command: list[str]) -> str:
-    digest = hashlib.sha256()
-    digest.update(cu_source.encode())
-    for header in sorted(runtime_dir().glob("*.h")):
-        digest.update(header.name.encode())
-        digest.update(header.read_bytes())
-    digest.update("\0".join(command).encode())
-    return digest.hexdigest()[:32]
-
-
 def compile_gpu(cu_source: str, arch: str | None = None) -> Path:
     """The shared library built from `cu_source` with nvcc for `arch` (default:
     the first visible device's, else `DEFAULT_ARCH`), with the GPU harness,
@@ -168,37 +156,21 @@ def compile_gpu(cu_source: str, arch: str | None = None) -> Path:
     if nvcc() is None:
         raise GpuCompileError("no nvcc: install the CUDA toolkit or set COCONET_NVCC")
     arch = arch or device_arch() or DEFAULT_ARCH
-    directory = cache_dir()
     # The command with placeholder paths is the key (the paths depend on it).
     template = nvcc_command(
         "SOURCE", arch, "OUT", shared=True, harness=True, optimize=True
     )
-    key = _key(cu_source, template)
-    library = directory / f"{key}.{arch}.so"
-    if library.exists():
-        return library
-    directory.mkdir(parents=True, exist_ok=True)
-    source = directory / f"{key}.cu"
-    if not source.exists():
-        source.write_text(cu_source)
-    with tempfile.NamedTemporaryFile(
-        dir=directory, prefix=f".{key}", suffix=".so", delete=False
-    ) as temporary:
-        partial = Path(temporary.name)
-    try:
-        command = nvcc_command(
-            source, arch, partial, shared=True, harness=True, optimize=True
-        )
-        result = subprocess.run(command, capture_output=True, text=True)
-        if result.returncode != 0:
-            raise GpuCompileError(
-                f"nvcc build of {source} failed:\n{result.stderr.strip()}",
-                result.stderr,
-            )
-        os.replace(partial, library)
-    finally:
-        partial.unlink(missing_ok=True)
-    return library
+    return build_cached(
+        cu_source,
+        cache_dir(),
+        template,
+        f".{arch}",
+        lambda source, out: nvcc_command(
+            source, arch, out, shared=True, harness=True, optimize=True
+        ),
+        GpuCompileError,
+        "nvcc build",
+    )
 
 
 # ------------------------------------------------------------------- running

@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from coconet_ir.backend.cuda import runtime_dir
@@ -65,14 +66,21 @@ def _key(cu_source: str, command: list[str]) -> str:
     return digest.hexdigest()[:32]
 
 
-def compile_emulated(cu_source: str, sanitize: str | None = None) -> Path:
-    """The shared library built from `cu_source` for the emulation (with
-    `sanitize` = "thread" or "address", instrumented), built once per content."""
-    flags = emulation_flags(sanitize)
-    command = [compiler(), *flags]
-    key = _key(cu_source, command)
-    directory = cache_dir()
-    suffix = f".{sanitize}" if sanitize else ""
+def build_cached(
+    cu_source: str,
+    directory: Path,
+    key_command: list[str],
+    suffix: str,
+    command_for: Callable[[Path, Path], list[str]],
+    error: Callable[[str, str], CocoError],
+    what: str,
+) -> Path:
+    """The library built from `cu_source` by `command_for(source, out)`,
+    cached in `directory` under the hash of the source, the runtime headers
+    and `key_command` (as `KEY{suffix}.so`); written atomically. A failed
+    build raises `error(message, stderr)`. The emulation and the GPU backend
+    share it."""
+    key = _key(cu_source, key_command)
     library = directory / f"{key}{suffix}.so"
     if library.exists():
         return library
@@ -86,16 +94,29 @@ def compile_emulated(cu_source: str, sanitize: str | None = None) -> Path:
         partial = Path(temporary.name)
     try:
         result = subprocess.run(
-            [*command, "-x", "c++", str(source), "-o", str(partial)],
-            capture_output=True,
-            text=True,
+            command_for(source, partial), capture_output=True, text=True
         )
         if result.returncode != 0:
-            raise EmulatorCompileError(
-                f"emulation build of {source} failed:\n{result.stderr.strip()}",
+            raise error(
+                f"{what} of {source} failed:\n{result.stderr.strip()}",
                 result.stderr,
             )
         os.replace(partial, library)
     finally:
         partial.unlink(missing_ok=True)
     return library
+
+
+def compile_emulated(cu_source: str, sanitize: str | None = None) -> Path:
+    """The shared library built from `cu_source` for the emulation (with
+    `sanitize` = "thread" or "address", instrumented), built once per content."""
+    command = [compiler(), *emulation_flags(sanitize)]
+    return build_cached(
+        cu_source,
+        cache_dir(),
+        command,
+        f".{sanitize}" if sanitize else "",
+        lambda source, out: [*command, "-x", "c++", str(source), "-o", str(out)],
+        EmulatorCompileError,
+        "emulation build",
+    )
