@@ -23,23 +23,75 @@ Build kernels with `FuncOp(..., kernel=True)` from here (it sets
 from __future__ import annotations
 
 from collections.abc import Sequence
+from enum import auto
 
 from xdsl.dialects import gpu
 from xdsl.dialects.builtin import (
     FunctionType,
     IndexType,
+    IntegerAttr,
+    MemRefType,
     SymbolRefAttr,
     UnitAttr,
+    i64,
 )
-from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
-from xdsl.parser import Parser
+from xdsl.dialects.utils import EnumAttribute
+from xdsl.ir import (
+    Attribute,
+    Block,
+    BlockArgument,
+    Dialect,
+    Operation,
+    Region,
+    SSAValue,
+)
+from xdsl.irdl import irdl_attr_definition
+from xdsl.parser import AttrParser, Parser
 from xdsl.printer import Printer
+from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.str_enum import StrEnum
 
 DimensionAttr = gpu.DimensionAttr
 DimensionEnum = gpu.DimensionEnum
 
 KERNEL_ATTR = "gpu.kernel"
 """MLIR's marker of a kernel function."""
+
+WORKGROUP_ATTRIBUTIONS_ATTR = "workgroup_attributions"
+"""How many of a `gpu.func`'s entry block arguments, after its inputs, are
+workgroup (shared) memory buffers, as MLIR counts them."""
+
+
+class AddressSpace(StrEnum):
+    GLOBAL = auto()
+    WORKGROUP = auto()
+    PRIVATE = auto()
+
+
+@irdl_attr_definition
+class AddressSpaceAttr(EnumAttribute[AddressSpace]):
+    """`#gpu.address_space<workgroup>`: the memory space of a memref (MLIR's
+    spelling; xDSL 0.74 has no such attribute)."""
+
+    name = "gpu.address_space"
+
+    def print_parameter(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            printer.print_string(str(self.data))
+
+    @classmethod
+    def parse_parameter(cls, parser: AttrParser) -> AddressSpace:
+        with parser.in_angle_brackets():
+            return parser.parse_str_enum(AddressSpace)
+
+
+WORKGROUP = AddressSpaceAttr(AddressSpace.WORKGROUP)
+
+
+def workgroup_memref(element_type: Attribute, count: int) -> MemRefType:
+    """`memref<count x T, #gpu.address_space<workgroup>>`: a block's shared
+    buffer, as a workgroup attribution of its kernel."""
+    return MemRefType(element_type, [count], memory_space=WORKGROUP)
 
 
 def is_kernel(op: gpu.FuncOp) -> bool:
@@ -75,7 +127,11 @@ class ModuleOp(gpu.ModuleOp):
 
 
 class FuncOp(gpu.FuncOp):
-    """`gpu.func @name(%a: T, ...) [kernel] [attributes {...}] { ... }`."""
+    """`gpu.func @name(%a: T, ...) [workgroup(%s : memref<...>, ...)] [kernel]
+    [attributes {...}] { ... }`. Workgroup attributions (a block's shared
+    buffers) are entry block arguments after the inputs, counted by the
+    `workgroup_attributions` attribute, as in MLIR; add them with
+    `add_workgroup_buffer`."""
 
     name = "gpu.func"
 
@@ -98,16 +154,51 @@ class FuncOp(gpu.FuncOp):
         if kernel:
             self.attributes[KERNEL_ATTR] = UnitAttr()
 
+    @property
+    def workgroup_count(self) -> int:
+        count = self.attributes.get(WORKGROUP_ATTRIBUTIONS_ATTR)
+        return count.value.data if isinstance(count, IntegerAttr) else 0
+
+    def add_workgroup_buffer(self, element_type: Attribute, count: int) -> SSAValue:
+        """A new workgroup buffer of `count` elements, the kernel's block
+        argument that names it."""
+        argument = self.body.block.insert_arg(
+            workgroup_memref(element_type, count), len(self.body.block.args)
+        )
+        self.attributes[WORKGROUP_ATTRIBUTIONS_ATTR] = IntegerAttr(
+            self.workgroup_count + 1, i64
+        )
+        return argument
+
+    def verify_(self) -> None:
+        block = self.body.blocks[0]
+        inputs = self.function_type.inputs.data
+        count = len(block.args) - len(inputs)
+        if count != self.workgroup_count or block.arg_types[: len(inputs)] != inputs:
+            raise VerifyException(
+                "the entry block's arguments must be the function's inputs, "
+                f"then its {self.workgroup_count} workgroup attribution(s)"
+            )
+        for argument in block.args[len(inputs) :]:
+            if not (
+                isinstance(argument.type, MemRefType)
+                and argument.type.memory_space == WORKGROUP
+            ):
+                raise VerifyException(
+                    "a workgroup attribution must be a memref in "
+                    "#gpu.address_space<workgroup>"
+                )
+        if is_kernel(self) and self.function_type.outputs.data:
+            raise VerifyException("Expected void return type for kernel function")
+
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
         printer.print_symbol_name(self.sym_name.data)
         block = self.body.blocks[0] if self.body.blocks else None
+        inputs = len(self.function_type.inputs.data)
         printer.print_string("(")
         if block is not None:
-            for i, arg in enumerate(block.args):
-                if i:
-                    printer.print_string(", ")
-                printer.print_block_argument(arg)
+            printer.print_list(block.args[:inputs], printer.print_block_argument)
         else:
             printer.print_list(self.function_type.inputs.data, printer.print_attribute)
         printer.print_string(")")
@@ -119,11 +210,21 @@ class FuncOp(gpu.FuncOp):
             else:
                 with printer.in_parens():
                     printer.print_list(outputs, printer.print_attribute)
+        if block is not None and block.args[inputs:]:
+
+            def print_attribution(argument: BlockArgument) -> None:
+                printer.print_block_argument(argument, print_type=False)
+                printer.print_string(" : ")
+                printer.print_attribute(argument.type)
+
+            printer.print_string(" workgroup(")
+            printer.print_list(block.args[inputs:], print_attribution)
+            printer.print_string(")")
         if is_kernel(self):
             printer.print_string(" kernel")
         printer.print_op_attributes(
             self.attributes,
-            reserved_attr_names=("sym_name", KERNEL_ATTR, "workgroup_attributions"),
+            reserved_attr_names=("sym_name", KERNEL_ATTR, WORKGROUP_ATTRIBUTIONS_ATTR),
             print_keyword=True,
         )
         printer.print_string(" ")
@@ -145,17 +246,32 @@ class FuncOp(gpu.FuncOp):
                     parser.parse_punctuation(")")
             else:
                 outputs = [parser.parse_type()]
+        workgroup: list[Parser.Argument] = []
+        if parser.parse_optional_keyword("workgroup") is not None:
+
+            def parse_attribution() -> Parser.Argument:
+                unresolved = parser.parse_argument(expect_type=False)
+                parser.parse_punctuation(":")
+                return unresolved.resolve(parser.parse_type())
+
+            workgroup = parser.parse_comma_separated_list(
+                Parser.Delimiter.PAREN, parse_attribution
+            )
         kernel = parser.parse_optional_keyword("kernel") is not None
         attributes = parser.parse_optional_attr_dict_with_keyword()
-        body = parser.parse_region(arguments)
+        body = parser.parse_region([*arguments, *workgroup])
         inputs = [a.type for a in arguments]
         op = cls(name, (inputs, outputs), body, kernel=kernel)
         if attributes is not None:
             op.attributes |= {
                 k: v
                 for k, v in attributes.data.items()
-                if k != "workgroup_attributions"
+                if k != WORKGROUP_ATTRIBUTIONS_ATTR
             }
+        if workgroup:
+            op.attributes[WORKGROUP_ATTRIBUTIONS_ATTR] = IntegerAttr(
+                len(workgroup), i64
+            )
         return op
 
 
@@ -382,13 +498,16 @@ REPLACED: dict[str, type[Operation]] = {
 GPU = Dialect(
     "gpu",
     [REPLACED.get(op.name, op) for op in gpu.GPU.operations],
-    list(gpu.GPU.attributes),
+    [*gpu.GPU.attributes, AddressSpaceAttr],
 )
 """xDSL's `gpu` dialect, with MLIR's syntax for module, func and launch_func."""
 
 __all__ = [
     "GPU",
     "KERNEL_ATTR",
+    "WORKGROUP",
+    "AddressSpace",
+    "AddressSpaceAttr",
     "BarrierOp",
     "BlockDimOp",
     "BlockIdOp",
@@ -402,4 +521,5 @@ __all__ = [
     "ReturnOp",
     "ThreadIdOp",
     "is_kernel",
+    "workgroup_memref",
 ]

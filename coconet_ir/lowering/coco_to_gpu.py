@@ -73,6 +73,7 @@ from coconet_ir.dialects.coco import (
     WORLD_SIZE_ATTR,
     TensorType,
     divisibility_problem,
+    element_info,
     label_of,
 )
 from coconet_ir.dialects.coco_gpu import (
@@ -110,6 +111,7 @@ from coconet_ir.lowering.kernels import (
     index_constant,
     launch,
     linear,
+    matmul_kernel,
     rank_major,
     reduce_kernel,
 )
@@ -637,16 +639,24 @@ class LowerReturn(CocoLoweringPattern):
 
 @dataclass
 class LowerMatmul(CocoLoweringPattern):
-    """`coco.matmul` → `coco_gpu.gemm` of the per-rank buffers: every layout
-    case of the dialect is a local matmul of what each rank holds."""
+    """`coco.matmul` → `coco_gpu.gemm` of the per-rank buffers (cuBLAS), or a
+    kernel for integers: every layout case of the dialect is a local matmul
+    of what each rank holds."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: coco.MatmulOp, rewriter: PatternRewriter) -> None:
         if not ready(op):
             return
-        host, (a, b) = self.lowering.buffers([op.lhs, op.rhs])
-        more, out = self.lowering.result_buffer(op, op.result)
-        replace_with_buffers(rewriter, op, [*host, *more, GemmOp(a, b, out)], [out])
+        lowering = self.lowering
+        host, (a, b) = lowering.buffers([op.lhs, op.rhs])
+        more, out = lowering.result_buffer(op, op.result)
+        host += more
+        if element_info(tensor_of(op.result).element_type).is_float:
+            host.append(GemmOp(a, b, out))
+        else:
+            name = lowering.kernel_name(op)
+            host += matmul_kernel(lowering.kernels, lowering.threads, name, a, b, out)
+        replace_with_buffers(rewriter, op, host, [out])
 
 
 @dataclass

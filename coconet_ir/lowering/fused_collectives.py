@@ -41,7 +41,7 @@ the module), signal slots per fusion (`coco_gpu.signal_slots`), then one
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from math import prod
 
@@ -94,15 +94,21 @@ from coconet_ir.lowering.coco_to_gpu import (
 from coconet_ir.lowering.kernels import (
     Indexer,
     KernelModule,
+    X,
+    binary,
     emit_elementwise,
+    for_loop,
     from_compute,
+    if_else_value,
+    if_then,
     index_constant,
+    load,
+    store,
     strides,
     to_compute,
 )
 
 index = IndexType()
-X = gpu.DimensionAttr(gpu.DimensionEnum.X)
 
 PHASE_PUSH = 0
 """Slot kind: "my contribution to your chunk `c` is in your scratch"."""
@@ -114,56 +120,6 @@ contribution to it); my results for it are in your gather buffer"."""
 # ============================================================================
 # Small IR builders
 # ============================================================================
-
-
-def for_loop(
-    b: Builder, lower: SSAValue, upper: SSAValue, step: SSAValue, hint: str = "i"
-) -> tuple[Builder, SSAValue]:
-    """`scf.for %i = lower to upper step step`; its body's builder and `%i`."""
-    body = Block(arg_types=[index])
-    body.args[0].name_hint = hint
-    body.add_op(scf.YieldOp())
-    b.insert(scf.ForOp(lower, upper, step, [], body))
-    return Builder(InsertPoint.before(body.last_op)), body.args[0]  # type: ignore[arg-type]
-
-
-def if_then(b: Builder, condition: SSAValue) -> Builder:
-    """`scf.if %condition { ... }`; the then-block's builder."""
-    then = Block()
-    then.add_op(scf.YieldOp())
-    b.insert(scf.IfOp(condition, [], [then]))
-    return Builder(InsertPoint.before(then.last_op))  # type: ignore[arg-type]
-
-
-def if_else_value(
-    b: Builder,
-    condition: SSAValue,
-    result: Attribute,
-    then: Callable[[Builder], SSAValue],
-    otherwise: Callable[[Builder], SSAValue],
-) -> SSAValue:
-    """`scf.if %condition -> T { then } else { otherwise }`."""
-    blocks = []
-    for make in (then, otherwise):
-        block = Block()
-        inner = Builder(InsertPoint.at_end(block))
-        inner.insert(scf.YieldOp(make(inner)))
-        blocks.append(block)
-    return b.insert(scf.IfOp(condition, [result], [blocks[0]], [blocks[1]])).results[0]
-
-
-def binary(b: Builder, kind: type[Operation], x: SSAValue, y: SSAValue) -> SSAValue:
-    return b.insert(kind(x, y)).results[0]  # type: ignore[call-arg]
-
-
-def load(b: Builder, buffer: SSAValue, indices: Sequence[SSAValue]) -> SSAValue:
-    return b.insert(memref.LoadOp.get(buffer, indices)).res
-
-
-def store(
-    b: Builder, value: SSAValue, buffer: SSAValue, indices: Sequence[SSAValue]
-) -> None:
-    b.insert(memref.StoreOp.get(value, buffer, indices))
 
 
 Index = SSAValue | int

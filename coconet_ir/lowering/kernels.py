@@ -43,6 +43,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 
+from coconet_ir.diagnostics import CocoError
 from coconet_ir.dialects import coco, gpu  # xDSL's gpu, in MLIR's syntax
 from coconet_ir.dialects.coco import element_info
 from coconet_ir.dialects.coco_gpu import GridBlocksOp
@@ -68,6 +69,7 @@ GELU_SQRT_2_OVER_PI = 0.7978845608
 GELU_CUBIC = 0.044715
 
 index = IndexType()
+X = gpu.DimensionAttr(gpu.DimensionEnum.X)
 
 GPU_KERNEL_ATTR = "gpu.kernel"
 """The unit attribute by which real MLIR knows a kernel (`gpu.func ... kernel`
@@ -211,11 +213,10 @@ def grid_stride_loop(b: Builder, n: SSAValue) -> tuple[Builder, SSAValue]:
     """`scf.for %i = bid*bdim+tid to %n step gdim*bdim`: every element index
     below `n` once, for any grid size. Returns the loop body's builder and
     `%i`."""
-    x = gpu.DimensionAttr(gpu.DimensionEnum.X)
-    bid = b.insert(gpu.BlockIdOp(x)).result
-    bdim = b.insert(gpu.BlockDimOp(x)).result
-    tid = b.insert(gpu.ThreadIdOp(x)).result
-    gdim = b.insert(gpu.GridDimOp(x)).result
+    bid = b.insert(gpu.BlockIdOp(X)).result
+    bdim = b.insert(gpu.BlockDimOp(X)).result
+    tid = b.insert(gpu.ThreadIdOp(X)).result
+    gdim = b.insert(gpu.GridDimOp(X)).result
     base = b.insert(arith.MuliOp(bid, bdim)).result
     start = b.insert(arith.AddiOp(base, tid)).result
     step = b.insert(arith.MuliOp(gdim, bdim)).result
@@ -231,18 +232,78 @@ def index_constant(b: Builder, value: int) -> SSAValue:
     return b.insert(arith.ConstantOp(IntegerAttr(value, index))).result
 
 
+def for_loop(
+    b: Builder, lower: SSAValue, upper: SSAValue, step: SSAValue, hint: str = "i"
+) -> tuple[Builder, SSAValue]:
+    """`scf.for %i = lower to upper step step`; its body's builder and `%i`."""
+    body = Block(arg_types=[index])
+    body.args[0].name_hint = hint
+    body.add_op(scf.YieldOp())
+    b.insert(scf.ForOp(lower, upper, step, [], body))
+    return Builder(InsertPoint.before(body.last_op)), body.args[0]  # type: ignore[arg-type]
+
+
+def if_then(b: Builder, condition: SSAValue) -> Builder:
+    """`scf.if %condition { ... }`; the then-block's builder."""
+    then = Block()
+    then.add_op(scf.YieldOp())
+    b.insert(scf.IfOp(condition, [], [then]))
+    return Builder(InsertPoint.before(then.last_op))  # type: ignore[arg-type]
+
+
+def if_else_value(
+    b: Builder,
+    condition: SSAValue,
+    result: Attribute,
+    then: Callable[[Builder], SSAValue],
+    otherwise: Callable[[Builder], SSAValue],
+) -> SSAValue:
+    """`scf.if %condition -> T { then } else { otherwise }`."""
+    blocks = []
+    for make in (then, otherwise):
+        block = Block()
+        inner = Builder(InsertPoint.at_end(block))
+        inner.insert(scf.YieldOp(make(inner)))
+        blocks.append(block)
+    return b.insert(scf.IfOp(condition, [result], [blocks[0]], [blocks[1]])).results[0]
+
+
+def binary(b: Builder, kind: type[Operation], x: SSAValue, y: SSAValue) -> SSAValue:
+    return b.insert(kind(x, y)).results[0]  # type: ignore[call-arg]
+
+
+def load(b: Builder, buffer: SSAValue, indices: Sequence[SSAValue]) -> SSAValue:
+    return b.insert(memref.LoadOp.get(buffer, indices)).res
+
+
+def store(
+    b: Builder, value: SSAValue, buffer: SSAValue, indices: Sequence[SSAValue]
+) -> None:
+    b.insert(memref.StoreOp.get(value, buffer, indices))
+
+
 def launch(
     kernels: KernelModule,
     kernel: gpu.FuncOp,
     count: int,
     args: Sequence[SSAValue],
     threads: int,
+    *,
+    block_per_item: bool = False,
 ) -> list[Operation]:
     """The host ops launching the grid-stride `kernel` over `count` items:
-    `grid_blocks`, then `gpu.launch_func` with `%n` and `args` as arguments."""
+    `grid_blocks`, then `gpu.launch_func` with `%n` and `args` as arguments.
+    With `block_per_item`, the kernel strides over the items by blocks (a
+    block-stride loop), and the grid has a block for each, capped likewise."""
     n = arith.ConstantOp(IntegerAttr(count, index))
     t = arith.ConstantOp(IntegerAttr(threads, index))
-    blocks = GridBlocksOp(n, t)
+    if block_per_item:
+        threads_per_item = arith.ConstantOp(IntegerAttr(count * threads, index))
+        blocks = GridBlocksOp(threads_per_item, t)
+        pre: list[Operation] = [threads_per_item]
+    else:
+        blocks = GridBlocksOp(n, t)
+        pre = []
     one = arith.ConstantOp(IntegerAttr(1, index))
     n.result.name_hint, t.result.name_hint = "n", "threads"
     one.result.name_hint = "c1"
@@ -253,7 +314,7 @@ def launch(
         [t, one, one],
         kernelOperands=[n, *args],
     )
-    return [n, t, blocks, one, call]
+    return [n, t, *pre, blocks, one, call]
 
 
 # ============================================================================
@@ -454,7 +515,7 @@ def _float_op(b: Builder, op: Operation, values: Sequence[SSAValue]) -> SSAValue
         return b.insert(arith.MaximumfOp(x, constant(b, 0.0, t))).result
     if isinstance(op, coco.GeluOp):
         return _gelu(b, x)
-    raise NotImplementedError(f"no scalar code for {op.name}")
+    raise CocoError("has no scalar code in a kernel", op)
 
 
 def _gelu(b: Builder, x: SSAValue) -> SSAValue:
@@ -484,7 +545,7 @@ def _int_op(b: Builder, op: Operation, values: Sequence[SSAValue]) -> SSAValue:
         return b.insert(mathd.AbsIOp(x)).result
     if isinstance(op, coco.ReluOp):
         return b.insert(arith.MaxSIOp(x, constant(b, 0, t))).result
-    raise NotImplementedError(f"no scalar code for {op.name} on integers")
+    raise CocoError("has no scalar code on integers in a kernel", op)
 
 
 def emit_compare(b: Builder, predicate: str, x: SSAValue, y: SSAValue) -> SSAValue:
@@ -576,6 +637,11 @@ def memref_element(t: Attribute) -> Attribute:
 
 def element_count_of(t: MemRefType) -> int:
     return math.prod(t.get_shape())
+
+
+def memref_type(value: SSAValue) -> MemRefType:
+    assert isinstance(value.type, MemRefType)
+    return value.type
 
 
 # ============================================================================
@@ -733,54 +799,175 @@ def reduce_kernel(
     root: bool = False,
 ) -> list[Operation]:
     """Host ops launching a reduction of a buffer of `shape` over `dims`
-    (`kind`: sum, max, min) into `dest`: one thread per output element loops
-    over the reduced elements, accumulating in the compute type (f32 for
-    halves) and rounding once. `square` sums squares and `root` takes the
-    square root at the end (a norm)."""
+    (`kind`: sum, max, min) into `dest`, accumulating in the compute type (f32
+    for halves) and rounding once; `square` sums squares and `root` takes the
+    square root at the end (a norm). When each output reduces at least a
+    block's worth of elements, a block computes each output (its threads
+    stride over the elements, then `block_reduce`); otherwise a thread does
+    (docs/gpu.md, "Reductions")."""
     kept = [d for d in range(len(shape)) if d not in dims]
     kept_shape = tuple(shape[d] for d in kept)
     reduced_shape = tuple(shape[d] for d in dims)
+    count = math.prod(reduced_shape)
+    by_block = count >= threads
+    trailing = list(dims) == list(range(len(kept), len(shape)))
     host, (src, dst) = flat_args([source, dest])
     element_type = memref_element(src.type)
+    ctype = compute_type(element_type)
     kernel, b = kernels.kernel(
         name, [("n", index), ("src", src.type), ("dst", dst.type)]
     )
     n, src_arg, dst_arg = kernel.body.block.args
-    loop, o = grid_stride_loop(b, n)
-    outer = Indexer(loop, o, kept_shape)
-    base_digits: list[SSAValue | int] = [0] * len(shape)
-    for position, d in enumerate(kept):
-        base_digits[d] = outer.digit(position)
-    base = linear(loop, base_digits, shape)
-    ctype = compute_type(element_type)
-    init = constant(loop, _reduce_identity(kind, ctype), ctype)
-    count = index_constant(loop, math.prod(reduced_shape))
-    zero = index_constant(loop, 0)
-    one = index_constant(loop, 1)
-    inner_block = Block(arg_types=[index, ctype])
-    j, acc = inner_block.args
-    j.name_hint, acc.name_hint = "j", "acc"
-    ib = Builder(InsertPoint.at_end(inner_block))
-    inner = Indexer(ib, j, reduced_shape)
-    offset_digits: list[SSAValue | int] = [0] * len(shape)
-    for position, d in enumerate(dims):
-        offset_digits[d] = inner.digit(position)
-    at = ib.insert(arith.AddiOp(base, linear(ib, offset_digits, shape))).result
-    x = to_compute(ib, ib.insert(memref.LoadOp.get(src_arg, [at] if shape else [])).res)
-    if square:
-        x = ib.insert(arith.MulfOp(x, x)).result
-    ib.insert(scf.YieldOp(_combine(ib, kind, acc, x)))
-    loop_op = loop.insert(scf.ForOp(zero, count, one, [init], inner_block))
-    total = loop_op.results[0]
-    if root:
-        total = loop.insert(mathd.SqrtOp(total)).result
-    total = from_compute(loop, total, element_type)
-    out_shape = memref_shape(dst.type)
-    loop.insert(memref.StoreOp.get(total, dst_arg, [o] if out_shape else []))
+
+    def accumulate(loop: Builder, o: SSAValue, start: SSAValue, step: SSAValue):
+        """Output `o`'s reduced elements `start, start+step, ...` combined."""
+        if trailing:  # output o reduces the contiguous run [o*count, o*count+count)
+            base = loop.insert(arith.MuliOp(o, index_constant(loop, count))).result
+        else:
+            outer = Indexer(loop, o, kept_shape)
+            base_digits: list[SSAValue | int] = [0] * len(shape)
+            for position, d in enumerate(kept):
+                base_digits[d] = outer.digit(position)
+            base = linear(loop, base_digits, shape)
+        init = constant(loop, _reduce_identity(kind, ctype), ctype)
+        inner_block = Block(arg_types=[index, ctype])
+        j, acc = inner_block.args
+        j.name_hint, acc.name_hint = "j", "acc"
+        ib = Builder(InsertPoint.at_end(inner_block))
+        offset: SSAValue = j
+        if not trailing:
+            inner = Indexer(ib, j, reduced_shape)
+            offset_digits: list[SSAValue | int] = [0] * len(shape)
+            for position, d in enumerate(dims):
+                offset_digits[d] = inner.digit(position)
+            offset = linear(ib, offset_digits, shape)
+        at = ib.insert(arith.AddiOp(base, offset)).result
+        x = to_compute(ib, load(ib, src_arg, [at] if shape else []))
+        if square:
+            x = ib.insert(arith.MulfOp(x, x)).result
+        ib.insert(scf.YieldOp(combine(ib, kind, acc, x)))
+        end = index_constant(loop, count)
+        reduction = loop.insert(scf.ForOp(start, end, step, [init], inner_block))
+        return reduction.results[0]
+
+    def finish(b: Builder, o: SSAValue, total: SSAValue) -> None:
+        if root:
+            total = b.insert(mathd.SqrtOp(total)).result
+        total = from_compute(b, total, element_type)
+        store(b, total, dst_arg, [o] if memref_shape(dst.type) else [])
+
+    if by_block:
+        shared = kernel.add_workgroup_buffer(ctype, threads)
+        shared.name_hint = "partials"
+        loop, o = block_stride_loop(b, n)
+        tid = loop.insert(gpu.ThreadIdOp(X)).result
+        bdim = loop.insert(gpu.BlockDimOp(X)).result
+        partial = accumulate(loop, o, tid, bdim)
+        total = block_reduce(loop, kind, partial, shared, threads, tid, bdim)
+        first = loop.insert(arith.CmpiOp(tid, index_constant(loop, 0), "eq")).result
+        finish(if_then(loop, first), o, total)
+    else:
+        loop, o = grid_stride_loop(b, n)
+        zero, one = index_constant(loop, 0), index_constant(loop, 1)
+        finish(loop, o, accumulate(loop, o, zero, one))
+    outputs = max(1, math.prod(kept_shape))
     return [
         *host,
-        *launch(kernels, kernel, max(1, math.prod(kept_shape)), [src, dst], threads),
+        *launch(kernels, kernel, outputs, [src, dst], threads, block_per_item=by_block),
     ]
+
+
+def matmul_kernel(
+    kernels: KernelModule,
+    threads: int,
+    name: str,
+    a: SSAValue,
+    b: SSAValue,
+    c: SSAValue,
+) -> list[Operation]:
+    """Host ops launching `c[..., M] = a[..., K] @ b[K, M]` for integer
+    element types, which cuBLAS has no GEMM for: a thread per output element
+    sums its K products, wrapping on overflow as the interpreter's integers
+    do. (Floats go to cuBLAS: `coco_gpu.gemm`.)"""
+    k, cols = memref_shape(b.type)
+    rows = element_count_of(memref_type(a)) // max(1, k)
+    host, (a_flat, b_flat, c_flat) = flat_args([a, b, c])
+    kernel, body = kernels.kernel(
+        name,
+        [("n", index), ("a", a_flat.type), ("b", b_flat.type), ("c", c_flat.type)],
+    )
+    n, a_arg, b_arg, c_arg = kernel.body.block.args
+    loop, i = grid_stride_loop(body, n)
+    row, col = (Indexer(loop, i, (rows, cols)).digit(d) for d in range(2))
+    row_start = loop.insert(arith.MuliOp(row, index_constant(loop, k))).result
+    element_type = memref_element(c_flat.type)
+    products = Block(arg_types=[index, element_type])
+    kk, acc = products.args
+    kk.name_hint, acc.name_hint = "k", "acc"
+    pb = Builder(InsertPoint.at_end(products))
+    x = load(pb, a_arg, [pb.insert(arith.AddiOp(row_start, kk)).result])
+    y = load(pb, b_arg, [linear(pb, [kk, col], (k, cols))])
+    product = pb.insert(arith.MuliOp(x, y)).result
+    pb.insert(scf.YieldOp(pb.insert(arith.AddiOp(acc, product)).result))
+    zero, one = index_constant(loop, 0), index_constant(loop, 1)
+    total = loop.insert(
+        scf.ForOp(
+            zero,
+            index_constant(loop, k),
+            one,
+            [constant(loop, 0, element_type)],
+            products,
+        )
+    ).results[0]
+    store(loop, total, c_arg, [i])
+    return [
+        *host,
+        *launch(kernels, kernel, rows * cols, [a_flat, b_flat, c_flat], threads),
+    ]
+
+
+def block_stride_loop(b: Builder, n: SSAValue) -> tuple[Builder, SSAValue]:
+    """`scf.for %o = bid to %n step gdim`: every item below `n` once, a
+    block per item, for any grid size. The loop is uniform in a block, so its
+    body may hold barriers."""
+    bid = b.insert(gpu.BlockIdOp(X)).result
+    gdim = b.insert(gpu.GridDimOp(X)).result
+    return for_loop(b, bid, n, gdim, "o")
+
+
+def block_reduce(
+    b: Builder,
+    kind: str,
+    value: SSAValue,
+    shared: SSAValue,
+    threads: int,
+    tid: SSAValue,
+    bdim: SSAValue,
+) -> SSAValue:
+    """Every thread's `value` combined (`kind`) across its block, through
+    `shared` (a workgroup buffer of `threads` elements of its type, the most
+    threads a block may have): a tree of halving steps, each followed by a
+    barrier, in which thread `t` takes the partial of thread `t + step` if
+    the block has one; every thread gets the total. All threads of the block
+    must reach it; it leaves `shared` free for reuse when it returns. `tid`
+    and `bdim` are the thread's index and the block's size."""
+    store(b, value, shared, [tid])
+    b.insert(gpu.BarrierOp())
+    step = 1 << ((threads - 1).bit_length() - 1) if threads > 1 else 0
+    while step >= 1:
+        partner = b.insert(arith.AddiOp(tid, index_constant(b, step))).result
+        below = b.insert(arith.CmpiOp(tid, index_constant(b, step), "ult")).result
+        exists = b.insert(arith.CmpiOp(partner, bdim, "ult")).result
+        takes = b.insert(arith.AndIOp(below, exists)).result
+        then = if_then(b, takes)
+        mine, theirs = load(then, shared, [tid]), load(then, shared, [partner])
+        store(then, combine(then, kind, mine, theirs), shared, [tid])
+        b.insert(gpu.BarrierOp())
+        step //= 2
+    total = load(b, shared, [index_constant(b, 0)])
+    # Every thread reads the total before any may write `shared` again.
+    b.insert(gpu.BarrierOp())
+    return total
 
 
 def memref_shape(t: Attribute) -> tuple[int, ...]:
@@ -796,7 +983,9 @@ def _reduce_identity(kind: str, t: Attribute) -> float | int:
     return -math.inf if kind == "max" else math.inf
 
 
-def _combine(b: Builder, kind: str, acc: SSAValue, x: SSAValue) -> SSAValue:
+def combine(b: Builder, kind: str, acc: SSAValue, x: SSAValue) -> SSAValue:
+    """`acc` and `x` combined by the reduction `kind` (sum, max, min);
+    max and min of floats propagate NaN, as the interpreter's do."""
     integer = isinstance(acc.type, IntegerType)
     ops: dict[str, type[Operation]] = (
         {"sum": arith.AddiOp, "max": arith.MaxSIOp, "min": arith.MinSIOp}

@@ -35,7 +35,7 @@ from xdsl.dialects.builtin import (
     MemRefType,
     ModuleOp,
 )
-from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 from xdsl.utils.base_printer import BasePrinter
 
 from coconet_ir.analysis.channels import stage_indices
@@ -420,9 +420,17 @@ class CudaPrinter(BasePrinter):
         for op in block.ops:
             self.print(op)
 
-    def print_body(self, block: Block) -> None:
+    def print_body(self, block: Block, shared: Sequence[BlockArgument] = ()) -> None:
+        """`{ block }`, declaring first the block's `shared` buffers (a
+        kernel's workgroup attributions) with COCO_SHARED."""
         self.print_string("{")
         with self.indented():
+            for buffer in shared:
+                assert isinstance(buffer.type, MemRefType)
+                element = self.ctype(buffer.type.element_type, buffer)
+                name = self.name_value(buffer, f"shared{buffer.index}")
+                count = math.prod(buffer.type.get_shape())
+                self.line(f"COCO_SHARED({element}, {name}, {count});")
             self.print_block(block)
         self.line("}")
 
@@ -594,8 +602,9 @@ class CudaPrinter(BasePrinter):
         self.in_kernel = True
         block = op.body.block
         aliased = self.aliased.get(op.sym_name.data, set())
+        inputs = len(op.function_type.inputs.data)
         params: list[str] = []
-        for arg in block.args:
+        for arg in block.args[:inputs]:
             pname = self.name_value(arg, f"arg{arg.index}")
             if isinstance(arg.type, MemRefType):
                 element = self.ctype(arg.type.element_type, op)
@@ -625,7 +634,7 @@ class CudaPrinter(BasePrinter):
         if plan is not None:
             self.print_vectorized(op, plan)
         else:
-            self.print_body(block)
+            self.print_body(block, block.args[inputs:])
         self.in_kernel = False
 
     def known_block_size(self, op: gpu.FuncOp) -> int | None:

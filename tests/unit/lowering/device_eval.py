@@ -2,8 +2,10 @@
 only: the host functions run on N simulated ranks in lockstep (host code is
 the same on every rank), NCCL calls combine the ranks' buffers, and each
 kernel runs vectorized — the grid-stride loop's body on every element index
-at once (a kernel's threads neither communicate nor race). Integers are kept
-as their unsigned bit patterns in uint64 arrays; `index` as int64.
+at once (a kernel's threads neither communicate nor race) — except kernels
+with shared memory (block reductions), which run as one block of one
+thread. Integers are kept as their unsigned bit patterns in uint64 arrays;
+`index` as int64.
 
 It is not the CPU emulation of the CUDA C (that checks the printed code); it
 checks the device-level IR against the reference interpreter.
@@ -171,6 +173,8 @@ def run_op(op: Operation, env: Env) -> None:
         env[op.results[0]] = pattern(np.abs(signed(ins[0], out)), out)  # type: ignore[arg-type]
     elif isinstance(op, arith.XOrIOp):
         env[op.results[0]] = np.asarray(ins[0]) ^ np.asarray(ins[1])
+    elif isinstance(op, arith.AndIOp):
+        env[op.results[0]] = np.asarray(ins[0]) & np.asarray(ins[1])
     elif isinstance(op, arith.ShRUIOp):
         env[op.results[0]] = np.asarray(ins[0]) >> np.asarray(ins[1])
     elif isinstance(op, arith.TruncIOp | arith.ExtUIOp):
@@ -490,10 +494,19 @@ def run_host(
             if is_fused(kernel):
                 run_fused(kernel, envs, op, peers)
                 continue
-            for env in envs:
+            inputs = len(kernel.function_type.inputs.data)
+            for rank, env in enumerate(envs):
                 values = [env[v] for v in op.kernelOperands]
                 kernel_env: Env = dict(zip(kernel.body.block.args, values))
-                run_block(kernel.body.block, kernel_env)
+                shared = kernel.body.block.args[inputs:]
+                if not shared:
+                    run_block(kernel.body.block, kernel_env)
+                    continue
+                # A kernel whose threads cooperate through shared memory
+                # runs as a block of one thread, index by index.
+                for argument in shared:
+                    kernel_env[argument] = buffer(argument.type)
+                run_scalar_block(kernel.body.block, kernel_env, rank, peers)
         else:
             raise AssertionError(f"the device evaluator has no case for {op.name}")
 
