@@ -659,58 +659,54 @@ class LowerMatmul(CocoLoweringPattern):
         replace_with_buffers(rewriter, op, host, [out])
 
 
+def lower_reduction(
+    lowering: Lowering,
+    rewriter: PatternRewriter,
+    op: coco.ReduceOp | coco.NormOp,
+    dims: Sequence[int] | None,
+    kind: str,
+) -> None:
+    """`op` → a reduction kernel over `dims` (None: all, a norm) of its
+    operand's per-rank buffer (docs/gpu.md, "Reductions")."""
+    host, source = lowering.buffer(op.operand)
+    more, out = lowering.result_buffer(op, op.result)
+    shape = local_shape(tensor_of(op.operand), lowering.world)
+    norm = dims is None
+    host += more
+    host += reduce_kernel(
+        lowering.kernels,
+        lowering.threads,
+        lowering.kernel_name(op),
+        source,
+        out,
+        shape,
+        list(range(len(shape))) if dims is None else dims,
+        kind,
+        square=norm,
+        root=norm,
+    )
+    replace_with_buffers(rewriter, op, host, [out])
+
+
 @dataclass
 class LowerReduce(CocoLoweringPattern):
-    """`coco.reduce` → a kernel, one thread per output element."""
+    """`coco.reduce` → a reduction kernel."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: coco.ReduceOp, rewriter: PatternRewriter) -> None:
-        if not ready(op):
-            return
-        lowering = self.lowering
-        host, source = lowering.buffer(op.operand)
-        more, out = lowering.result_buffer(op, op.result)
-        shape = local_shape(tensor_of(op.operand), self.world)
-        host += more
-        host += reduce_kernel(
-            lowering.kernels,
-            lowering.threads,
-            lowering.kernel_name(op),
-            source,
-            out,
-            shape,
-            sorted(op.reduced_dims),
-            str(op.kind.data),
-        )
-        replace_with_buffers(rewriter, op, host, [out])
+        if ready(op):
+            dims = sorted(op.reduced_dims)
+            lower_reduction(self.lowering, rewriter, op, dims, str(op.kind.data))
 
 
 @dataclass
 class LowerNorm(CocoLoweringPattern):
-    """`coco.norm` → a kernel summing squares, then the square root."""
+    """`coco.norm` → a reduction kernel summing squares, then the root."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: coco.NormOp, rewriter: PatternRewriter) -> None:
-        if not ready(op):
-            return
-        lowering = self.lowering
-        host, source = lowering.buffer(op.operand)
-        more, out = lowering.result_buffer(op, op.result)
-        shape = local_shape(tensor_of(op.operand), self.world)
-        host += more
-        host += reduce_kernel(
-            lowering.kernels,
-            lowering.threads,
-            lowering.kernel_name(op),
-            source,
-            out,
-            shape,
-            list(range(len(shape))),
-            "sum",
-            square=True,
-            root=True,
-        )
-        replace_with_buffers(rewriter, op, host, [out])
+        if ready(op):
+            lower_reduction(self.lowering, rewriter, op, None, "sum")
 
 
 def rank_offset(block: int) -> tuple[list[Operation], SSAValue]:

@@ -48,7 +48,8 @@
 // CHECK-NEXT:   memref.store %[[ROOT]], %dst[] : memref<f32>
 
 // A norm of 4096 elements: one block strides over them, then halves its 256
-// partials in shared memory (a barrier after each step), and thread 0 stores.
+// partials in shared memory (thread t takes t + step's partial if the block
+// has that thread; a barrier after each step), and thread 0 stores.
 // CHECK:      gpu.func @big_norm_norm_0(%n: index, %src: memref<4096xf32>, %dst: memref<f32>) workgroup(%partials : memref<256xf32, #gpu.address_space<workgroup>>) kernel {
 // CHECK:        %[[BID:.*]] = gpu.block_id  x
 // CHECK-NEXT:   %[[GDIM:.*]] = gpu.grid_dim  x
@@ -59,10 +60,14 @@
 // CHECK:          memref.store %[[PART]], %partials[%[[TID]]] : memref<256xf32, #gpu.address_space<workgroup>>
 // CHECK-NEXT:     gpu.barrier
 // CHECK-NEXT:     %[[HALF:.*]] = arith.constant 128 : index
-// CHECK-NEXT:     %[[LOW:.*]] = arith.cmpi ult, %[[TID]], %[[HALF]] : index
-// CHECK-NEXT:     scf.if %[[LOW]] {
-// CHECK:            %[[A:.*]] = memref.load %partials[%[[TID]]]
-// CHECK-NEXT:       %[[B:.*]] = memref.load %partials[%{{.*}}]
+// CHECK-NEXT:     %[[PARTNER:.*]] = arith.addi %[[TID]], %[[HALF]] : index
+// CHECK-NEXT:     %[[HALF2:.*]] = arith.constant 128 : index
+// CHECK-NEXT:     %[[LOW:.*]] = arith.cmpi ult, %[[TID]], %[[HALF2]] : index
+// CHECK-NEXT:     %[[IN:.*]] = arith.cmpi ult, %[[PARTNER]], %[[BDIM]] : index
+// CHECK-NEXT:     %[[TAKES:.*]] = arith.andi %[[LOW]], %[[IN]] : i1
+// CHECK-NEXT:     scf.if %[[TAKES]] {
+// CHECK-NEXT:       %[[A:.*]] = memref.load %partials[%[[TID]]]
+// CHECK-NEXT:       %[[B:.*]] = memref.load %partials[%[[PARTNER]]]
 // CHECK-NEXT:       %[[AB:.*]] = arith.addf %[[A]], %[[B]] : f32
 // CHECK-NEXT:       memref.store %[[AB]], %partials[%[[TID]]]
 // CHECK-NEXT:     }
