@@ -1,9 +1,12 @@
-"""Compile time of the coco passes against program size.
+"""Compile time of the coco passes, the lowering and the CUDA target against
+program size.
 
 Builds SGD-with-momentum steps over L parameter tensors (each: an all_reduce
 and five elementwise ops, one update), parses and verifies them, runs every pass
-and `coco-optimize`, and prints the time per op. Passes must stay linear in
-program size: the microseconds per op should not grow with L.
+and `coco-optimize`, lowers them (`convert-coco-to-gpu{world=4}`, as written
+and after `coco-optimize`), prints the lowered module as CUDA C, and prints the
+time per op of the coco program. Everything must stay linear in program size:
+the microseconds per op should not grow with L.
 
     python benchmarks/compile_time.py [--sizes 50 100 200 400] [--repeat 3] [--no-gc]
 """
@@ -12,9 +15,11 @@ from __future__ import annotations
 
 import argparse
 import gc
+import io
 import time
 
 import coconet_ir as cc
+from coconet_ir.backend.cuda.printer import print_cuda
 
 PASSES = (
     "coco-split-all-reduce",
@@ -23,7 +28,11 @@ PASSES = (
     "coco-split-all-reduce,coco-reorder,coco-fuse",
     "coco-dce",
     "coco-optimize",
+    "convert-coco-to-gpu{world=4}",
+    "coco-optimize,convert-coco-to-gpu{world=4}",
 )
+LOWERED = "coco-optimize,convert-coco-to-gpu{world=4}"
+"""The pipeline whose output the `-t cuda` row prints."""
 
 T = "!coco.tensor<1024xf32, {}>"
 
@@ -96,6 +105,15 @@ def main() -> None:
 
             row.append(seconds(run, args.repeat) / ops[n] * 1e6)
         print(f"| `{spec}` | " + " | ".join(f"{t:.0f}" for t in row) + " |")
+    row = []
+    for n in args.sizes:
+
+        def emit(n: int = n):
+            lowered = cc.Pipeline(LOWERED)(cc.parse(texts[n]))
+            return lambda: print_cuda(lowered, io.StringIO())
+
+        row.append(seconds(emit, args.repeat) / ops[n] * 1e6)
+    print("| `-t cuda` (print) | " + " | ".join(f"{t:.0f}" for t in row) + " |")
 
 
 if __name__ == "__main__":

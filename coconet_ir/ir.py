@@ -58,7 +58,8 @@ __all__ = [
 
 def make_context(allow_unregistered: bool = False) -> Context:
     """A context that knows builtin, func, arith and coco, and (loaded when
-    first used) the device level's gpu, memref, scf, math and coco_gpu."""
+    first used) the device level's gpu, memref, scf, math, vector and
+    coco_gpu."""
     from xdsl.dialects import get_all_dialects
     from xdsl.dialects.arith import Arith
     from xdsl.dialects.builtin import Builtin
@@ -70,7 +71,7 @@ def make_context(allow_unregistered: bool = False) -> Context:
     for dialect in (Builtin, Func, Arith, Coco):
         ctx.load_dialect(dialect)
     upstream = get_all_dialects()
-    for name in ("memref", "scf", "math"):
+    for name in ("memref", "scf", "math", "vector"):
         ctx.register_dialect(name, upstream[name])
     ctx.register_dialect("gpu", _gpu)
     ctx.register_dialect("coco_gpu", _coco_gpu)

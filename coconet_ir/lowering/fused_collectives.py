@@ -41,7 +41,7 @@ the module), signal slots per fusion (`coco_gpu.signal_slots`), then one
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from math import prod
 
@@ -52,6 +52,7 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     MemRefType,
     ModuleOp,
+    VectorType,
     i64,
 )
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
@@ -92,6 +93,7 @@ from coconet_ir.lowering.coco_to_gpu import (
     replace_with_buffers,
 )
 from coconet_ir.lowering.kernels import (
+    VECTOR_BYTES,
     Indexer,
     KernelModule,
     X,
@@ -99,11 +101,15 @@ from coconet_ir.lowering.kernels import (
     emit_elementwise,
     for_loop,
     from_compute,
+    from_lanes,
+    if_else,
     if_else_value,
     if_then,
     index_constant,
+    lanes,
     load,
-    store,
+    load_lanes,
+    store_lanes,
     strides,
     to_compute,
 )
@@ -233,6 +239,10 @@ class FusedKernel:
     epoch: SSAValue = field(init=False)
     peers: SSAValue = field(init=False)
     is_leader: SSAValue = field(init=False)
+    width: int = field(init=False)
+    """Elements per vector access (1: every access is scalar)."""
+    aligned: SSAValue | None = field(init=False, default=None)
+    """Whether every buffer of the kernel is aligned for vector accesses."""
 
     # ---------------------------------------------------------------- args
 
@@ -261,6 +271,24 @@ class FusedKernel:
                 f"slice{i}",
                 MemRefType(t.element_type, [geometry.elements]),
             )
+        self.width = self.vector_width()
+
+    def vector_width(self) -> int:
+        """Elements per vector access: 16 bytes of the widest element the
+        kernel moves, if every chunk and every row of a slice is a whole
+        number of vectors (so vectors never straddle a chunk or a row); else
+        1 (docs/gpu.md §5, "Vector accesses")."""
+        g = self.plan.geometry
+        widest = max(
+            element_info(t.element_type).storage.itemsize
+            for _, t in self.layout.args
+            if isinstance(t, MemRefType)
+        )
+        width = VECTOR_BYTES // widest
+        rows = (g.elements, self.plan.chunk_size, g.block * g.inner)
+        if width < 2 or any(size % width for size in rows):
+            return 1
+        return width
 
     def read_arguments(self) -> list[BlockArgument]:
         """Block arguments the compute reads per element (not the reduced
@@ -295,6 +323,8 @@ class FusedKernel:
         self.peers = self.arg(func, "peers")
         self.is_leader = n.eq(self.tid, 0)
         self.is_leader.name_hint = "leader"
+        if self.width > 1:
+            self.aligned = self.all_aligned(b)
         self.phase_push(b)
         self.phase_reduce(b)
         self.phase_gather(b)
@@ -328,17 +358,65 @@ class FusedKernel:
         chunk.name_hint = "chunk"
         return body, peer, chunk
 
-    def chunk_elements(self, b: Builder, chunk: Index) -> tuple[Builder, SSAValue]:
-        """`for l = chunk * K + tid; l < min(L, (chunk + 1) * K); l += bdim`."""
+    def chunk_elements(
+        self, b: Builder, chunk: Index, width: int = 1
+    ) -> tuple[Builder, SSAValue]:
+        """`for l = chunk * K + tid; l < min(L, (chunk + 1) * K); l += bdim`
+        over vectors of `width` elements (K and L counted in vectors); the
+        body's builder and its first element `l * width`."""
         n = Ints(b)
-        size, total = self.plan.chunk_size, self.plan.geometry.elements
+        size = self.plan.chunk_size // width
+        total = self.plan.geometry.elements // width
         first = n.mul(chunk, size)
         start = n.add(first, self.tid)
         end = n.add(first, size)
         if total % size:
             end = n.min(end, total)
-        body, element = for_loop(b, start, end, self.bdim, "l")
-        return body, element
+        body, index = for_loop(b, start, end, self.bdim, "l" if width == 1 else "v")
+        return body, Ints(body).mul(index, width)
+
+    def for_elements(
+        self, b: Builder, chunk: Index, emit: Callable[[Builder, SSAValue, int], None]
+    ) -> None:
+        """`emit(body, l, width)` for the elements `l .. l + width - 1` of
+        chunk `chunk`, the block's threads striding over them: by vectors
+        when the kernel has a vector width and its buffers are aligned,
+        else one element at a time."""
+        if self.aligned is None:
+            emit(*self.chunk_elements(b, chunk), 1)
+            return
+        vectors, scalars = if_else(b, self.aligned)
+        emit(*self.chunk_elements(vectors, chunk, self.width), self.width)
+        emit(*self.chunk_elements(scalars, chunk), 1)
+
+    def is_vector_accessed(self, key: object) -> bool:
+        """Whether the kernel argument `key` is read or written by vectors:
+        every buffer but the inputs read as scalars or by broadcast."""
+        if not (isinstance(key, tuple) and key):
+            return False  # rank, epoch, peers
+        if key[0] != "read":
+            return True
+        t = coco.tensor_type(key[1])
+        return t.rank > 0 and (
+            t.layout.is_sliced or tuple(t.dims) == self.plan.geometry.dims
+        )
+
+    def all_aligned(self, b: Builder) -> SSAValue:
+        """Whether every buffer argument starts at a multiple of 16 bytes (a
+        view of a buffer may start anywhere; peers' copies of a symmetric
+        buffer are at the same offset of workspaces as aligned as ours)."""
+        n = Ints(b)
+        aligned: SSAValue | None = None
+        for key in self.layout.positions:
+            if not self.is_vector_accessed(key):
+                continue
+            argument = self.arg(self.func, key)
+            pointer = b.insert(memref.ExtractAlignedPointerAsIndexOp.get(argument))
+            ok = n.eq(n.rem(pointer.aligned_pointer, VECTOR_BYTES), 0)
+            aligned = ok if aligned is None else binary(b, arith.AndIOp, aligned, ok)
+        assert aligned is not None
+        aligned.name_hint = "aligned"
+        return aligned
 
     def chunk_bytes(self, b: Builder, chunk: Index, element_bytes: int) -> SSAValue:
         """Bytes of `element_bytes` per element in chunk `chunk` (the last
@@ -391,13 +469,16 @@ class FusedKernel:
             for op in self.plan.reductions
         ]
         row = n.mul(self.rank, self.plan.geometry.elements)
-        loop, element = self.chunk_elements(body, chunk)
-        m = Ints(loop)
-        source = self.global_index(m, peer, element)
-        at = m.add(row, element)
-        for op, target in zip(self.plan.reductions, targets):
-            value = load(loop, self.arg(self.func, ("input", op)), [source])
-            store(loop, value, target, [at])
+
+        def push(loop: Builder, element: SSAValue, width: int) -> None:
+            m = Ints(loop)
+            source = self.global_index(m, peer, element)
+            at = m.add(row, element)
+            for op, target in zip(self.plan.reductions, targets):
+                input_ = self.arg(self.func, ("input", op))
+                store_lanes(loop, load_lanes(loop, input_, source, width), target, at)
+
+        self.for_elements(body, chunk, push)
         self.barrier(body)
         lead = self.leader(body)
         k = Ints(lead)
@@ -418,8 +499,7 @@ class FusedKernel:
         body, chunk = for_loop(b, self.bid, n.c(self.chunks), self.gdim, "chunk")
         self.wait_for_peers(body, chunk)
         self.barrier(body)
-        loop, element = self.chunk_elements(body, chunk)
-        self.compute_element(loop, element)
+        self.for_elements(body, chunk, self.compute_elements)
         self.barrier(body)
         lead = self.leader(body)
         gathered = sum(
@@ -458,58 +538,77 @@ class FusedKernel:
             ),
         )
 
-    def compute_element(self, b: Builder, element: SSAValue) -> None:
-        """Reduce, compute and store element `element` of this rank's slice."""
+    def compute_elements(self, b: Builder, element: SSAValue, width: int) -> None:
+        """Reduce, compute and store elements `element .. element + width -
+        1` of this rank's slice: vector loads and stores, the arithmetic
+        lane by lane."""
         n = Ints(b)
         plan = self.plan
         own = self.global_index(n, self.rank, element)
         own.name_hint = "g"
-        scalars: dict[SSAValue, SSAValue] = {}
-        coordinates = _Coordinates(n, plan.geometry, element, self.rank)
+        elements = [n.add(element, j) for j in range(width)]
+        per_lane: list[dict[SSAValue, SSAValue]] = [{} for _ in range(width)]
 
-        def value_of(v: SSAValue) -> SSAValue:
-            if v not in scalars:
-                scalars[v] = self.read_argument(b, n, v, own, coordinates)
-            return scalars[v]
+        def value_of(v: SSAValue, lane: int) -> SSAValue:
+            if v not in per_lane[lane]:
+                values = self.read_lanes(b, n, v, elements, own)
+                for scalars, value in zip(per_lane, values):
+                    scalars[v] = value
+            return per_lane[lane][v]
 
         for op in plan.reductions:
-            scalars[op.result] = self.reduce(b, op, element, own)
+            values = self.reduce(b, op, element, own, width)
+            for scalars, value in zip(per_lane, values):
+                scalars[op.result] = value
         for op in plan.compute:
-            if isinstance(op, AllSliceOp):
-                scalars[op.result] = value_of(op.operand)
-                continue
-            operands = [value_of(v) for v in op.operands]
-            scalars[op.results[0]] = emit_elementwise(
-                b,
-                op,
-                operands,
-                lambda op=op: self.dropout_index(op)(b, element, self.rank),
-            )
+            for lane, scalars in enumerate(per_lane):
+                if isinstance(op, AllSliceOp):
+                    scalars[op.result] = value_of(op.operand, lane)
+                    continue
+                operands = [value_of(v, lane) for v in op.operands]
+                scalars[op.results[0]] = emit_elementwise(
+                    b,
+                    op,
+                    operands,
+                    lambda op=op, lane=lane: self.dropout_index(op)(
+                        b, elements[lane], self.rank
+                    ),
+                )
+
+        def packed(value: SSAValue) -> SSAValue:
+            return from_lanes(b, [scalars[value] for scalars in per_lane])
+
         for value in self.slice_outputs:
-            store(b, scalars[value], self.arg(self.func, ("slice", value)), [element])
-        row = n.mul(self.rank, plan.geometry.elements)
-        at = n.add(row, element)
+            slice_ = self.arg(self.func, ("slice", value))
+            store_lanes(b, packed(value), slice_, element)
+        at = n.add(n.mul(self.rank, plan.geometry.elements), element)
         for op in self.gathered_outputs:
-            result = scalars[op.operand]
-            store(b, result, self.arg(self.func, ("gathered", op)), [own])
+            result = packed(op.operand)
+            store_lanes(b, result, self.arg(self.func, ("gathered", op)), own)
             gather = self.arg(self.func, ("gather", op))
             self.for_peers(
                 b,
-                lambda inner, peer, result=result, gather=gather: store(
+                lambda inner, peer, result=result, gather=gather: store_lanes(
                     inner,
                     result,
                     inner.insert(PeerViewOp(self.peers, gather, peer)).result,
-                    [at],
+                    at,
                 ),
             )
 
     def reduce(
-        self, b: Builder, op: ReduceScatterOp, element: SSAValue, own: SSAValue
-    ) -> SSAValue:
-        """The reduction over ranks `0..N-1`, in rank order, of element
-        `element` of this rank's slice: the own contribution from the input,
-        the others from the scratch rows peers pushed (computed in f32 for
-        halves, rounded once)."""
+        self,
+        b: Builder,
+        op: ReduceScatterOp,
+        element: SSAValue,
+        own: SSAValue,
+        width: int,
+    ) -> list[SSAValue]:
+        """The reduction over ranks `0..N-1`, in rank order, of elements
+        `element .. element + width - 1` of this rank's slice, a value per
+        lane: the own contribution from the input, the others from the
+        scratch rows peers pushed (computed in f32 for halves, rounded
+        once)."""
         t = coco.tensor_type(op.operand).element_type
         result_type = coco.tensor_type(op.result).element_type
         source = self.arg(self.func, ("input", op))
@@ -517,64 +616,79 @@ class FusedKernel:
         size = self.plan.geometry.elements
         float_kind, int_kind = REDUCTIONS[op.reduction.data]
         kind = float_kind if element_info(t).is_float else int_kind
+        loaded = t if width == 1 else VectorType(t, [width])
 
-        def contribution(inner: Builder, rank: SSAValue) -> SSAValue:
+        def contribution(inner: Builder, rank: SSAValue) -> list[SSAValue]:
             m = Ints(inner)
             mine = m.eq(rank, self.rank)
             value = if_else_value(
                 inner,
                 mine,
-                t,
-                lambda x: load(x, source, [own]),
-                lambda x: load(
-                    x, scratch, [Ints(x).add(Ints(x).mul(rank, size), element)]
+                loaded,
+                lambda x: load_lanes(x, source, own, width),
+                lambda x: load_lanes(
+                    x, scratch, Ints(x).add(Ints(x).mul(rank, size), element), width
                 ),
             )
-            return to_compute(inner, value)
+            return [to_compute(inner, lane) for lane in lanes(inner, value)]
 
         n = Ints(b)
         first = contribution(b, n.c(0))
         if self.plan.world == 1:
-            return from_compute(b, first, result_type)
-        body = Block(arg_types=[index, first.type])
-        body.args[0].name_hint, body.args[1].name_hint = "q", "acc"
+            return [from_compute(b, lane, result_type) for lane in first]
+        body = Block(arg_types=[index, *(lane.type for lane in first)])
+        body.args[0].name_hint = "q"
+        for accumulator in body.args[1:]:
+            accumulator.name_hint = "acc"
         inner = Builder(InsertPoint.at_end(body))
-        combined = binary(inner, kind, body.args[1], contribution(inner, body.args[0]))
-        inner.insert(scf.YieldOp(combined))
-        loop = b.insert(scf.ForOp(n.c(1), n.c(self.plan.world), n.c(1), [first], body))
-        return from_compute(b, loop.results[0], result_type)
+        combined = [
+            binary(inner, kind, accumulator, lane)
+            for accumulator, lane in zip(
+                body.args[1:], contribution(inner, body.args[0])
+            )
+        ]
+        inner.insert(scf.YieldOp(*combined))
+        loop = b.insert(scf.ForOp(n.c(1), n.c(self.plan.world), n.c(1), first, body))
+        return [from_compute(b, lane, result_type) for lane in loop.results]
 
-    def read_argument(
+    def read_lanes(
         self,
         b: Builder,
         n: Ints,
         value: SSAValue,
+        elements: Sequence[SSAValue],
         own: SSAValue,
-        coordinates: _Coordinates,
-    ) -> SSAValue:
-        """A fusion input's scalar for this element: its element of the slice,
-        its one element (a scalar), or the replicated tensor's element at the
-        global coordinates (broadcast)."""
+    ) -> list[SSAValue]:
+        """A fusion input's scalar for each of the consecutive `elements` of
+        the slice (`own`: the first one's global index): its elements of the
+        slice, or of a replicated tensor of the slice's shape (one vector
+        load), its one element (a scalar), or a broadcast tensor's element at
+        each element's global coordinates."""
         assert isinstance(value, BlockArgument)
         t = coco.tensor_type(value)
         buffer = self.arg(self.func, ("read", value))
+        width = len(elements)
         if t.rank == 0:
-            return load(b, buffer, [])
-        if t.layout.is_sliced:
-            return load(b, buffer, [coordinates.element])
+            return [load(b, buffer, [])] * width
         g = self.plan.geometry
+        if t.layout.is_sliced:
+            return lanes(b, load_lanes(b, buffer, elements[0], width))
         if tuple(t.dims) == g.dims:
-            return load(b, buffer, [own])
+            return lanes(b, load_lanes(b, buffer, own, width))
         offset = len(g.dims) - t.rank
-        terms: list[SSAValue] = []
-        for axis, (size, stride) in enumerate(zip(t.dims, strides(t.dims))):
-            if size == 1:
-                continue
-            terms.append(n.mul(coordinates.digit(axis + offset), stride))
-        flat = terms[0] if terms else n.c(0)
-        for term in terms[1:]:
-            flat = n.add(flat, term)
-        return load(b, buffer, [flat])
+        found: list[SSAValue] = []
+        for element in elements:
+            coordinates = _Coordinates(n, g, element, self.rank)
+            terms: list[SSAValue] = []
+            for axis, (size, stride) in enumerate(zip(t.dims, strides(t.dims))):
+                if size == 1:
+                    continue
+                terms.append(n.mul(coordinates.digit(axis + offset), stride))
+            flat = terms[0] if terms else n.c(0)
+            for term in terms[1:]:
+                flat = n.add(flat, term)
+            found.append(load(b, buffer, [flat]))
+        return found
 
     # ------------------------------------------------------------ phase 3
 
@@ -591,13 +705,17 @@ class FusedKernel:
         if not self.gathered_outputs:
             return  # only the closing sync: nothing for the block to copy
         self.barrier(body)
-        loop, element = self.chunk_elements(body, chunk)
-        m = Ints(loop)
-        target = self.global_index(m, source, element)
-        at = m.add(m.mul(source, self.plan.geometry.elements), element)
-        for op in self.gathered_outputs:
-            value = load(loop, self.arg(self.func, ("gather", op)), [at])
-            store(loop, value, self.arg(self.func, ("gathered", op)), [target])
+
+        def copy(loop: Builder, element: SSAValue, width: int) -> None:
+            m = Ints(loop)
+            target = self.global_index(m, source, element)
+            at = m.add(m.mul(source, self.plan.geometry.elements), element)
+            for op in self.gathered_outputs:
+                gather = self.arg(self.func, ("gather", op))
+                gathered = self.arg(self.func, ("gathered", op))
+                store_lanes(loop, load_lanes(loop, gather, at, width), gathered, target)
+
+        self.for_elements(body, chunk, copy)
 
 
 @dataclass

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from xdsl.builder import Builder
-from xdsl.dialects import arith, memref, scf
+from xdsl.dialects import arith, memref, scf, vector
 from xdsl.dialects import math as mathd
 from xdsl.dialects.builtin import (
     AnyFloat,
@@ -35,6 +35,7 @@ from xdsl.dialects.builtin import (
     StringAttr,
     SymbolRefAttr,
     UnitAttr,
+    VectorType,
     f32,
     i1,
     i32,
@@ -268,6 +269,16 @@ def if_else_value(
     return b.insert(scf.IfOp(condition, [result], [blocks[0]], [blocks[1]])).results[0]
 
 
+def if_else(b: Builder, condition: SSAValue) -> tuple[Builder, Builder]:
+    """`scf.if %condition { ... } else { ... }`; both blocks' builders."""
+    blocks = [Block(), Block()]
+    for block in blocks:
+        block.add_op(scf.YieldOp())
+    b.insert(scf.IfOp(condition, [], [blocks[0]], [blocks[1]]))
+    then, otherwise = (Builder(InsertPoint.before(k.last_op)) for k in blocks)  # type: ignore[arg-type]
+    return then, otherwise
+
+
 def binary(b: Builder, kind: type[Operation], x: SSAValue, y: SSAValue) -> SSAValue:
     return b.insert(kind(x, y)).results[0]  # type: ignore[call-arg]
 
@@ -280,6 +291,54 @@ def store(
     b: Builder, value: SSAValue, buffer: SSAValue, indices: Sequence[SSAValue]
 ) -> None:
     b.insert(memref.StoreOp.get(value, buffer, indices))
+
+
+VECTOR_BYTES = 16
+"""The widest access a GPU thread makes in one instruction (ld/st.global.v4
+of 32-bit words): kernels move 16 bytes per access where they can."""
+
+
+def load_lanes(b: Builder, buffer: SSAValue, at: SSAValue, width: int) -> SSAValue:
+    """`width` consecutive elements of a 1-D `buffer` from `at`: one
+    `vector.load` (`at` must be a multiple of `width`, the buffer aligned to
+    the vector's size), or a scalar `memref.load` for a width of 1."""
+    if width == 1:
+        return load(b, buffer, [at])
+    assert isinstance(buffer.type, MemRefType)
+    t = VectorType(buffer.type.element_type, [width])
+    return b.insert(vector.LoadOp(buffer, [at], t)).result
+
+
+def store_lanes(b: Builder, value: SSAValue, buffer: SSAValue, at: SSAValue) -> None:
+    """Store what `load_lanes` loads: a vector with `vector.store`, a scalar
+    with `memref.store`."""
+    if isinstance(value.type, VectorType):
+        b.insert(vector.StoreOp(value, buffer, [at]))
+    else:
+        store(b, value, buffer, [at])
+
+
+def lanes(b: Builder, value: SSAValue) -> list[SSAValue]:
+    """A vector's lanes (`vector.extract`), or `[value]` for a scalar."""
+    if not isinstance(value.type, VectorType):
+        return [value]
+    element = value.type.element_type
+    count = value.type.get_shape()[0]
+    return [
+        b.insert(vector.ExtractOp(value, [j], element)).result for j in range(count)
+    ]
+
+
+def from_lanes(b: Builder, values: Sequence[SSAValue]) -> SSAValue:
+    """The vector of `values` (`vector.broadcast` of the first, then
+    `vector.insert` of the others), or the one scalar."""
+    if len(values) == 1:
+        return values[0]
+    t = VectorType(values[0].type, [len(values)])
+    packed = b.insert(vector.BroadcastOp(values[0], t)).vector
+    for j, value in enumerate(values[1:], start=1):
+        packed = b.insert(vector.InsertOp(value, packed, [j], t)).result
+    return packed
 
 
 def launch(

@@ -13,6 +13,7 @@ from xdsl.dialects.builtin import (
     IntegerType,
     MemRefType,
     NoneAttr,
+    VectorType,
 )
 from xdsl.ir import Attribute
 
@@ -54,9 +55,12 @@ def scalar_type(t: Attribute) -> str:
 
 
 def c_type(t: Attribute) -> str:
-    """The C type of a value: a memref is a pointer to its elements."""
+    """The C type of a value: a memref is a pointer to its elements, a 1-D
+    vector a `coco::vec<T, W>`."""
     if isinstance(t, MemRefType):
         return f"{scalar_type(t.element_type)} *"
+    if isinstance(t, VectorType) and t.get_num_dims() == 1:
+        return f"coco::vec<{scalar_type(t.element_type)}, {t.get_shape()[0]}>"
     return scalar_type(t)
 
 

@@ -23,7 +23,7 @@ from functools import singledispatchmethod
 from io import StringIO
 
 import numpy
-from xdsl.dialects import arith, func, gpu, memref, scf
+from xdsl.dialects import arith, func, gpu, memref, scf, vector
 from xdsl.dialects import math as mathd
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
@@ -275,6 +275,10 @@ PURE_OPS: tuple[type[Operation], ...] = (
     coco_gpu.PeerViewOp,
     coco_gpu.SymmetricBufferOp,
     coco_gpu.PeersOp,
+    vector.ExtractOp,
+    vector.InsertOp,
+    vector.BroadcastOp,
+    memref.ExtractAlignedPointerAsIndexOp,
     *VIEW_OPS,
 )
 """Ops (besides arith and math) whose value may be written where it is used."""
@@ -365,7 +369,7 @@ class CudaPrinter(BasePrinter):
             return False
         if is_pure(owner):
             return True
-        if isinstance(owner, memref.LoadOp):
+        if isinstance(owner, memref.LoadOp | vector.LoadOp):
             return self.nothing_writes_between(owner, use.operation)
         return False
 
@@ -373,7 +377,7 @@ class CudaPrinter(BasePrinter):
     def nothing_writes_between(first: Operation, last: Operation) -> bool:
         op = first.next_op
         while op is not None and op is not last:
-            if not (is_pure(op) or isinstance(op, memref.LoadOp)):
+            if not (is_pure(op) or isinstance(op, memref.LoadOp | vector.LoadOp)):
                 return False
             op = op.next_op
         return True
@@ -946,6 +950,47 @@ class CudaPrinter(BasePrinter):
         index = self.linear_index(op, op.memref, op.indices)
         self.line(f"{self.operand(op.memref)}[{index}] = {self.text(op.value)};")
 
+    # --------------------------------------------------------------- vector
+
+    @print.register
+    def _(self, op: vector.LoadOp) -> None:
+        self.require_kernel(op)
+        index = self.linear_index(op, op.base, op.indices)
+        t = self.ctype(op.result.type, op)
+        load = f"coco::load_vec<{t.split('<', 1)[1]}({self.operand(op.base)} + {index})"
+        self.bind(op.result, Expr(load, True), pure=False)
+
+    @print.register
+    def _(self, op: vector.StoreOp) -> None:
+        self.require_kernel(op)
+        index = self.linear_index(op, op.base, op.indices)
+        base = self.operand(op.base)
+        self.line(f"coco::store_vec({base} + {index}, {self.text(op.vector)});")
+
+    @print.register
+    def _(self, op: vector.ExtractOp) -> None:
+        (position,) = static_positions(op, op.static_position)
+        self.bind(op.result, Expr(f"{self.operand(op.vector)}.lane[{position}]", True))
+
+    @print.register
+    def _(self, op: vector.InsertOp) -> None:
+        (position,) = static_positions(op, op.static_position)
+        dest, value = self.text(op.dest), self.text(op.source)
+        self.bind(
+            op.result, Expr(f"coco::with_lane({dest}, {value}, {position})", True)
+        )
+
+    @print.register
+    def _(self, op: vector.BroadcastOp) -> None:
+        t = self.ctype(op.vector.type, op)
+        splat = f"coco::splat<{t.split('<', 1)[1]}({self.text(op.source)})"
+        self.bind(op.vector, Expr(splat, True))
+
+    @print.register
+    def _(self, op: memref.ExtractAlignedPointerAsIndexOp) -> None:
+        pointer = f"(int64_t)(uintptr_t){self.operand(op.source)}"
+        self.bind(op.aligned_pointer, Expr(pointer, True))
+
     @print.register(memref.AllocOp)
     @print.register(memref.AllocaOp)
     def _(self, op: memref.AllocOp) -> None:
@@ -1358,6 +1403,16 @@ def min_blocks(threads: int) -> int:
     a thread rather than squeezing to full occupancy (and spilling around
     libdevice's slow paths)."""
     return max(1, 1024 // threads)
+
+
+def static_positions(op: Operation, positions: DenseArrayBase) -> list[int]:
+    """A vector.extract/insert's lane, which must be static."""
+    found = positions.get_values()
+    if len(found) != 1 or any(p < 0 for p in found):
+        raise CocoError(
+            "the CUDA target reads and sets static lanes of 1-D vectors only", op
+        )
+    return [int(p) for p in found]
 
 
 def launch_threads(op: gpu.LaunchFuncOp) -> int | None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from xdsl.dialects import arith, func, gpu, memref, scf
+from xdsl.dialects import arith, func, gpu, memref, scf, vector
 from xdsl.dialects import math as mathd
 from xdsl.dialects.builtin import (
     FloatAttr,
@@ -37,6 +37,11 @@ from coconet_ir.dialects.coco import TensorType, element_info
 from coconet_ir.interpreter.values import cut, join
 
 Env = dict[SSAValue, Any]
+
+POINTER_OFFSET = 0
+"""Added to every address a kernel takes (`memref.extract_aligned_pointer_as_
+index`): a test sets it to 4 so that the fused kernels find their buffers
+misaligned and take their scalar loops."""
 
 
 def float_dtype(t: Attribute) -> np.dtype:
@@ -220,6 +225,28 @@ def run_op(op: Operation, env: Env) -> None:
         env[op.results[0]] = np.asarray(ins[0]).astype(float_dtype(out))  # type: ignore[arg-type]
     elif isinstance(op, arith.FPToSIOp):
         env[op.results[0]] = pattern(np.trunc(np.asarray(ins[0], np.float64)), out)  # type: ignore[arg-type]
+    elif isinstance(op, memref.ExtractAlignedPointerAsIndexOp):
+        env[op.results[0]] = int(ins[0].ctypes.data) + POINTER_OFFSET
+    elif isinstance(op, vector.LoadOp):
+        buffer, at = ins
+        width = op.result.type.get_shape()[0]
+        env[op.results[0]] = np.array(load(buffer, slice(int(at), int(at) + width)))
+    elif isinstance(op, vector.StoreOp):
+        value, buffer, at = ins
+        for lane, x in enumerate(value):
+            store(buffer, int(at) + lane, x, op.vector.type.element_type)
+    elif isinstance(op, vector.ExtractOp):
+        (position,) = op.static_position.get_values()
+        env[op.results[0]] = ins[0][position]
+    elif isinstance(op, vector.BroadcastOp):
+        width = op.vector.type.get_shape()[0]
+        env[op.results[0]] = np.array([ins[0]] * width)
+    elif isinstance(op, vector.InsertOp):
+        value, dest = ins
+        (position,) = op.static_position.get_values()
+        result = np.array(dest, copy=True)
+        result[position] = value
+        env[op.results[0]] = result
     elif isinstance(op, memref.LoadOp):
         buffer, *index = ins
         env[op.results[0]] = load(buffer, index[0] if index else None)

@@ -20,6 +20,7 @@ FUSED_OPS = (
     "coco_gpu.signal",
     "coco_gpu.wait_signal",
     "coco_gpu.count_peer_bytes",
+    "vector.",  # 16-byte accesses (docs/gpu.md §5)
 )
 
 

@@ -46,3 +46,37 @@ def test_fused_kernels_compile_resident(name: str, arch: str, tmp_path: Path):
         assert int(registers) * THREADS * BLOCKS_PER_SM <= REGISTERS_PER_SM, kernel
     spills = re.findall(r"(\d+) bytes spill stores", report)
     assert all(s == "0" for s in spills), report
+
+
+HALF_STEP = """
+func.func @half(%g: !coco.tensor<4096xf16, local>, %w: !coco.tensor<4096xf16, replicated>) {
+  %s = coco.all_reduce %g reduction = sum : !coco.tensor<4096xf16, local> -> !coco.tensor<4096xf16, replicated>
+  %w1 = coco.sub %w, %s : (!coco.tensor<4096xf16, replicated>, !coco.tensor<4096xf16, replicated>) -> !coco.tensor<4096xf16, replicated>
+  coco.update %w, %w1 : !coco.tensor<4096xf16, replicated>
+  func.return
+}
+"""  # noqa: E501
+
+
+@pytest.mark.parametrize("name", ["sgd", "megatron", "adam", "half"])
+def test_fused_kernels_move_16_bytes_per_access(name: str, tmp_path: Path):
+    """The fused kernels' element loops load and store 16 bytes at a time
+    (docs/gpu.md §5, "Vector accesses"): nvcc emits ld/st.global.v4 (4
+    floats, or 8 halves as 4 words) for the pushes into peers' scratch, the
+    reduction's reads, the stores of results to every peer and the gather
+    copies."""
+    program = cc.parse(HALF_STEP) if name == "half" else example(name)
+    module = cc.Pipeline("coco-optimize,convert-coco-to-gpu{world=4}")(program)
+    source = tmp_path / f"{name}.cu"
+    source.write_text(cuda_source(module))
+    ptx = tmp_path / f"{name}.ptx"
+    command = nvcc_command(source, "sm_90", ptx)
+    command[command.index("-c")] = "-ptx"
+    done = subprocess.run(command, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    fused = re.findall(r"\.entry (\w*fused\w*)\((.*?)\n}\n", ptx.read_text(), re.DOTALL)
+    assert fused
+    element = "u32" if name == "half" else "f32"
+    for kernel, body in fused:
+        assert re.search(rf"ld\.global(\.nc)?\.v4\.{element}", body), kernel
+        assert re.search(rf"st\.global\.v4\.{element}", body), kernel

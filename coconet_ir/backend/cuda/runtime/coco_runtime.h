@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #ifdef __CUDACC__
 #include <cuda/atomic>
@@ -194,6 +195,48 @@ __device__ __forceinline__ void count_peer_bytes(const coco_peers &peers, int p,
 #else
   coco_emu::count_peer_bytes(peers.rank, p, bytes);
 #endif
+}
+
+// ---------------------------------------------------------------------------
+// Vectors (MLIR's vector<W x T>): W elements moved by one access of W *
+// sizeof(T) bytes (16 in the fused kernels: ld/st.global.v4), lanes read and
+// set one at a time. `p` must be aligned to the vector's size.
+// ---------------------------------------------------------------------------
+
+template <class T, int W> struct alignas(sizeof(T) * W) vec {
+  T lane[W];
+};
+
+template <class T, int W>
+__host__ __device__ __forceinline__ vec<T, W> load_vec(const T *p) {
+#ifdef __CUDACC__
+  return *reinterpret_cast<const vec<T, W> *>(p);
+#else
+  vec<T, W> v;  // memcpy: no aliasing of T through vec<T, W> on the CPU
+  memcpy(&v, p, sizeof v);
+  return v;
+#endif
+}
+
+template <class T, int W>
+__host__ __device__ __forceinline__ void store_vec(T *p, const vec<T, W> &v) {
+#ifdef __CUDACC__
+  *reinterpret_cast<vec<T, W> *>(p) = v;
+#else
+  memcpy(p, &v, sizeof v);
+#endif
+}
+
+template <class T, int W> __host__ __device__ __forceinline__ vec<T, W> splat(T x) {
+  vec<T, W> v;
+  for (int i = 0; i < W; ++i) v.lane[i] = x;
+  return v;
+}
+
+template <class T, int W>
+__host__ __device__ __forceinline__ vec<T, W> with_lane(vec<T, W> v, T x, int i) {
+  v.lane[i] = x;
+  return v;
 }
 
 // ---------------------------------------------------------------------------

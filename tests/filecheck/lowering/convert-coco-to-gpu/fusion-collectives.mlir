@@ -9,6 +9,7 @@
 // const nor __restrict__ (no non-coherent loads of them); the host entry draws
 // the epoch and passes this rank's views of the symmetric workspace.
 // CUDA:       __global__ void {{.*}}layer_layer_fused_0(int64_t rank, int64_t epoch, coco_peers peers, const __half *__restrict__ input0, __half *scratch0, {{.*}}, __half *gather0, __half *__restrict__ gathered0, __half *__restrict__ slice0) {
+// CUDA:         coco::store_vec(peer_view + {{.*}}, coco::load_vec<__half, 8>(input0 + {{.*}}));
 // CUDA:         coco::count_peer_bytes(peers, peer, (unsigned long long)32);
 // CUDA-NEXT:    coco::signal(coco::signal_slot(peers, peer, rank), (uint64_t)epoch);
 // CUDA:       extern "C" size_t coco_symmetric_bytes(void) { return 512; }
@@ -32,14 +33,27 @@
 // CHECK:      %rank: index, %epoch: i64, %peers: {{.*}}, %input0: memref<64xf16>, %scratch0: memref<64xf16>, %in1: memref<4xf16>, %in2: memref<64xf16>, %gather0: memref<64xf16>, %gathered0: memref<64xf16>, %slice0: memref<16xf16>
 // CHECK:      %leader = arith.cmpi eq, %tid, %{{.*}} : index
 
-// Phase 1: (peer, chunk) items; store into the peer's scratch, then thread 0
-// signals the peer.
+// Whether every buffer moved by vectors starts at a multiple of 16 bytes (the
+// bias %in1 is read by broadcast, element by element: not checked).
+// CHECK:      memref.extract_aligned_pointer_as_index{{.*}}(%input0)
+// CHECK-NOT:  (%in1)
+// CHECK:      %aligned = arith.andi
+
+// Phase 1: (peer, chunk) items; store into the peer's scratch — 8 halves
+// (16 bytes) per access when aligned, else one — then thread 0 signals the
+// peer.
 // CHECK:      scf.for %item = %bid to %{{.*}} step %{{.*}} {
 // CHECK:        %[[PEER:.*]] = arith.remui
 // CHECK:        %[[SCRATCH:.*]] = coco_gpu.peer_view %peers, %scratch0, %[[PEER]] : memref<64xf16>
-// CHECK:        scf.for %l = %{{.*}} to %{{.*}} step %{{.*}} {
-// CHECK:          %[[X:.*]] = memref.load %input0[%{{.*}}] : memref<64xf16>
-// CHECK-NEXT:     memref.store %[[X]], %[[SCRATCH]][%{{.*}}] : memref<64xf16>
+// CHECK:        scf.if %aligned {
+// CHECK:          scf.for %v = %{{.*}} to %{{.*}} step %{{.*}} {
+// CHECK:            %[[V:.*]] = vector.load %input0[%{{.*}}] : memref<64xf16>, vector<8xf16>
+// CHECK-NEXT:       vector.store %[[V]], %[[SCRATCH]][%{{.*}}] : memref<64xf16>, vector<8xf16>
+// CHECK:        } else {
+// CHECK:          scf.for %l = %{{.*}} to %{{.*}} step %{{.*}} {
+// CHECK:            %[[X:.*]] = memref.load %input0[%{{.*}}] : memref<64xf16>
+// CHECK-NEXT:       memref.store %[[X]], %[[SCRATCH]][%{{.*}}] : memref<64xf16>
+// CHECK-NEXT:     }
 // CHECK-NEXT:   }
 // CHECK-NEXT:   {{"?}}gpu.barrier{{"?}}
 // CHECK-NEXT:   scf.if %leader {
@@ -48,22 +62,34 @@
 // CHECK-NEXT: }
 
 // Phase 2: per chunk of the own slice, thread 0 waits for every peer, the
-// block reduces in rank order (halves in f32), computes, stores locally and
-// into every peer's gather buffer, then thread 0 signals every peer.
+// block reduces in rank order (halves in f32, a lane per accumulator),
+// computes lane by lane, stores locally and into every peer's gather buffer,
+// then thread 0 signals every peer.
 // CHECK:      scf.for %chunk{{.*}} = %bid to %{{.*}} step %{{.*}} {
 // CHECK-NEXT:   scf.if %leader {
 // CHECK:          scf.for %k = %{{.*}} to %{{.*}} step %{{.*}} {
 // CHECK:            coco_gpu.wait_signal %peers, %{{.*}}, %epoch
 // CHECK:        {{"?}}gpu.barrier{{"?}}
-// CHECK:        scf.for %q = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%acc = %{{.*}}) -> (f32) {
-// CHECK:          memref.load %scratch0
-// CHECK:          arith.addf %acc
-// CHECK:        arith.mului_extended
-// CHECK:        memref.store %{{.*}}, %slice0[%{{.*}}] : memref<16xf16>
-// CHECK:        memref.store %{{.*}}, %gathered0[%g] : memref<64xf16>
-// CHECK:        scf.for %k{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} {
-// CHECK:          %[[GATHER:.*]] = coco_gpu.peer_view %peers, %gather0, %{{.*}} : memref<64xf16>
-// CHECK-NEXT:     memref.store %{{.*}}, %[[GATHER]][%{{.*}}] : memref<64xf16>
+// CHECK:        scf.if %aligned {
+// CHECK:          scf.for %q = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%acc = %{{.*}}, %acc_1 = {{.*}}, %acc_7 = %{{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32) {
+// CHECK:            vector.load %scratch0[%{{.*}}] : memref<64xf16>, vector<8xf16>
+// CHECK:            arith.addf %acc
+// CHECK-COUNT-8:  arith.mului_extended
+// CHECK:          vector.store %{{.*}}, %slice0[%{{.*}}] : memref<16xf16>, vector<8xf16>
+// CHECK:          vector.store %[[OUT:.*]], %gathered0[%g] : memref<64xf16>, vector<8xf16>
+// CHECK:          scf.for %k{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} {
+// CHECK:            %[[GATHERV:.*]] = coco_gpu.peer_view %peers, %gather0, %{{.*}} : memref<64xf16>
+// CHECK-NEXT:       vector.store %[[OUT]], %[[GATHERV]][%{{.*}}] : memref<64xf16>, vector<8xf16>
+// CHECK:        } else {
+// CHECK:          scf.for %q{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%acc{{.*}} = %{{.*}}) -> (f32) {
+// CHECK:            memref.load %scratch0
+// CHECK:            arith.addf %acc
+// CHECK:          arith.mului_extended
+// CHECK:          memref.store %{{.*}}, %slice0[%{{.*}}] : memref<16xf16>
+// CHECK:          memref.store %{{.*}}, %gathered0[%g{{.*}}] : memref<64xf16>
+// CHECK:          scf.for %k{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} {
+// CHECK:            %[[GATHER:.*]] = coco_gpu.peer_view %peers, %gather0, %{{.*}} : memref<64xf16>
+// CHECK-NEXT:       memref.store %{{.*}}, %[[GATHER]][%{{.*}}] : memref<64xf16>
 // CHECK:        {{"?}}gpu.barrier{{"?}}
 // CHECK-NEXT:   scf.if %leader {
 // CHECK:          coco_gpu.signal %peers, %{{.*}}, %{{.*}}, %epoch
@@ -73,6 +99,8 @@
 // CHECK:        scf.if %leader {
 // CHECK:          coco_gpu.wait_signal %peers, %{{.*}}, %epoch
 // CHECK:        {{"?}}gpu.barrier{{"?}}
+// CHECK:          vector.load %gather0
+// CHECK-NEXT:     vector.store %{{.*}}, %gathered0
 // CHECK:          memref.load %gather0
 // CHECK-NEXT:     memref.store %{{.*}}, %gathered0
 // CHECK-NOT:  coco_gpu.signal
