@@ -969,12 +969,12 @@ class CudaPrinter(BasePrinter):
 
     @print.register
     def _(self, op: vector.ExtractOp) -> None:
-        (position,) = static_positions(op, op.static_position)
+        position = static_lane(op, op.static_position)
         self.bind(op.result, Expr(f"{self.operand(op.vector)}.lane[{position}]", True))
 
     @print.register
     def _(self, op: vector.InsertOp) -> None:
-        (position,) = static_positions(op, op.static_position)
+        position = static_lane(op, op.static_position)
         dest, value = self.text(op.dest), self.text(op.source)
         self.bind(
             op.result, Expr(f"coco::with_lane({dest}, {value}, {position})", True)
@@ -1405,14 +1405,14 @@ def min_blocks(threads: int) -> int:
     return max(1, 1024 // threads)
 
 
-def static_positions(op: Operation, positions: DenseArrayBase) -> list[int]:
+def static_lane(op: Operation, positions: DenseArrayBase[IntegerType]) -> int:
     """A vector.extract/insert's lane, which must be static."""
-    found = positions.get_values()
-    if len(found) != 1 or any(p < 0 for p in found):
+    found = [int(p) for p in positions.iter_values()]
+    if len(found) != 1 or found[0] < 0:
         raise CocoError(
             "the CUDA target reads and sets static lanes of 1-D vectors only", op
         )
-    return [int(p) for p in found]
+    return found[0]
 
 
 def launch_threads(op: gpu.LaunchFuncOp) -> int | None:
