@@ -18,6 +18,7 @@ PASSES: dict[str, tuple[str, str]] = {
     "coco-split-all-reduce": ("split_all_reduce", "SplitAllReduce"),
     "coco-reorder": ("reorder", "Reorder"),
     "coco-slice-state": ("slice_state", "SliceState"),
+    "coco-slice-norm": ("slice_norm", "SliceNorm"),
     "coco-fuse": ("fuse", "Fuse"),
     "coco-overlap": ("overlap", "Overlap"),
     "coco-fuse-send": ("fuse_send", "FuseSend"),

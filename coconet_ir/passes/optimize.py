@@ -2,9 +2,10 @@
 
 In order: split every all_reduce (`coco-split-all-reduce`), move the elementwise
 work after it onto the slices (`coco-reorder`), keep optimizer state that is only
-used through slices sliced (`coco-slice-state`), send slices between pipeline
-stages (`coco-fuse-send`, then `coco-reorder` again for the receiver's new
-all_gather), fuse reduce_scatter + compute + all_gather (or send)
+used through slices sliced (`coco-slice-state`), compute the norms of
+replicated values the program slices on their slices (`coco-slice-norm`), send
+slices between pipeline stages (`coco-fuse-send`, then `coco-reorder` again for
+the receiver's new all_gather), fuse reduce_scatter + compute + all_gather (or send)
 into one kernel region (`coco-fuse`), overlap a matmul with the collectives that
 consume it, chunk by chunk (`coco-overlap`), and drop what became dead
 (`coco-dce`). Each part can be switched off, e.g.
@@ -35,6 +36,7 @@ class Optimize(ModulePass):
     split: bool = True
     reorder: bool = True
     slice_state: bool = True
+    slice_norm: bool = True
     fuse_send: bool = True
     fuse: bool = True
     overlap: bool = True
@@ -51,6 +53,7 @@ class Optimize(ModulePass):
         from coconet_ir.passes.fuse_send import FuseSend
         from coconet_ir.passes.overlap import Overlap
         from coconet_ir.passes.reorder import Reorder
+        from coconet_ir.passes.slice_norm import SliceNorm
         from coconet_ir.passes.slice_state import SliceState
         from coconet_ir.passes.split_all_reduce import SplitAllReduce
 
@@ -58,6 +61,7 @@ class Optimize(ModulePass):
             (self.split, SplitAllReduce(world=self.world)),
             (self.reorder, Reorder()),
             (self.slice_state, SliceState()),
+            (self.slice_norm, SliceNorm()),
             (self.fuse_send, FuseSend()),
             # The receiver's new all_gather: move its elementwise consumers too.
             (self.fuse_send and self.reorder, Reorder()),

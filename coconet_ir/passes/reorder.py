@@ -207,6 +207,36 @@ class SliceSet:
         return any(use.operation in self.moves for use in seed.result.uses)
 
 
+def norm_of_slice(op: NormOp, block: SSAValue) -> list[Operation]:
+    """The ops computing `op` (a norm) from `block`, each rank's slice of its
+    operand: `sqrt(all_reduce(reduce(x*x)))`, the last op's result the norm.
+    On f16/bf16 the squares and sums run in f32 and the root is rounded once,
+    as `coco.norm` does (squaring in f16 would overflow from |x| > 256). Names:
+    the all_reduce is `LABEL_ar`, the root keeps `LABEL`."""
+    element_type = tensor_type(block).element_type
+    widen = element_info(element_type).is_half
+    prologue: list[Operation] = [ConvertOp(block, f32)] if widen else []
+    if prologue:
+        block = prologue[0].results[0]
+    square = MulOp(block, block)
+    partial = ReduceOp(square, ReduceKind.SUM, range(tensor_type(block).rank))
+    total = AllReduceOp(partial, "sum", label=suffixed(op, "ar"))
+    root = SqrtOp(total, label=None if widen else label_of(op))
+    epilogue: list[Operation] = (
+        [ConvertOp(root, element_type, label=label_of(op))] if widen else []
+    )
+    hint = op.result.name_hint
+    if hint is not None:
+        square.result.name_hint = f"{hint}_square"
+        partial.result.name_hint = f"{hint}_partial"
+        total.result.name_hint = f"{hint}_squared"
+        for widened in prologue:
+            widened.results[0].name_hint = f"{hint}_f32"
+        if widen:
+            root.result.name_hint = f"{hint}_root"
+    return [*prologue, square, partial, total, root, *epilogue]
+
+
 @dataclass
 class SliceSetRewriter:
     """Rebuilds the slice set's ops on slices, in program order, then erases the
@@ -270,28 +300,7 @@ class SliceSetRewriter:
         self.replace_with(op, [partial, total])
 
     def rebuild_norm(self, op: NormOp) -> None:
-        """`sqrt(all_reduce(reduce(x*x)))` on the slice. On f16/bf16 the squares
-        and sums run in f32 and the root is rounded once, as `coco.norm` does
-        (squaring in f16 would overflow from |x| > 256)."""
-        block: SSAValue = self.slice_of[op.operand]
-        element_type = tensor_type(block).element_type
-        widen = element_info(element_type).is_half
-        prologue: list[Operation] = [ConvertOp(block, f32)] if widen else []
-        if prologue:
-            block = prologue[0].results[0]
-        square = MulOp(block, block)
-        partial = ReduceOp(square, ReduceKind.SUM, range(tensor_type(block).rank))
-        total = AllReduceOp(partial, "sum", label=suffixed(op, "ar"))
-        root = SqrtOp(total, label=None if widen else label_of(op))
-        epilogue: list[Operation] = (
-            [ConvertOp(root, element_type, label=label_of(op))] if widen else []
-        )
-        hint = op.result.name_hint
-        if hint is not None:
-            square.result.name_hint = f"{hint}_square"
-            partial.result.name_hint = f"{hint}_partial"
-            total.result.name_hint = f"{hint}_squared"
-        self.replace_with(op, [*prologue, square, partial, total, root, *epilogue])
+        self.replace_with(op, norm_of_slice(op, self.slice_of[op.operand]))
 
     def replace_with(self, op: Operation, new_ops: list[Operation]) -> None:
         """Insert `new_ops` before `op`; the last one's result takes over `op`'s
