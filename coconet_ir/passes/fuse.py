@@ -1,16 +1,20 @@
 """coco-fuse: group collectives and the compute on their slices into
-`coco.fusion` regions (docs/dialect.md, "Regions created by transformations"),
-each one kernel for the lowering.
+`coco.fusion` regions (docs/dialect.md, "Regions created by transformations";
+docs/passes/coco-fuse.md), each one kernel for the lowering.
 
 Two kinds of group, formed in this order in every function:
 
 1. **Fused collectives** (CoCoNet's fused all-reduce): a `reduce_scatter`, the
    elementwise ops that compute on its slices (any op of `coco.
    ELEMENTWISE_OPS` with an operand in the group), the `all_gather`s of those
-   slices and the `send`s of group values; `all_slice`s whose every use is in
-   the group join it (the kernel reads its block of the replicated tensor).
-   Groups joined by an op that uses both merge (one kernel, several
-   reductions).
+   slices and the `send`s of group values; with `reductions` (the default),
+   also the reductions of a whole slice to a rank-0 partial and the scalar
+   `all_reduce`s completing them (LAMB's norms), and the compute on their
+   results. Groups joined by an op that uses both merge (one kernel, several
+   reductions). Then the group grows **backward**: an `all_slice`, an
+   elementwise op or a reduction step whose every use is in the group joins
+   it (`beta1 * m` of Adam's sliced moment), except rank-0 arithmetic on
+   arguments and constants (`1 - beta1`), which the host computes once.
 2. **Elementwise chains**: the remaining connected elementwise ops, when there
    are at least two.
 
@@ -26,18 +30,21 @@ reduce_scatter.
 
 With `op=NAME`, only the group holding the reduce_scatter or elementwise op
 named NAME is fused, and the pass refuses (changing nothing) when that group
-is cut short by a cycle ("fusing would create a cycle through 'coco.x' at
-LOC") or by a second reduction of the same data, or has nothing to fuse.
+is cut short by a cycle ("fusing would create a cycle: 'coco.y' at LOC uses a
+group value through 'coco.x' at LOC, which is outside the group"), or by a
+second reduction of the same data, or has nothing to fuse.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
+from math import prod
 
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
-from xdsl.ir import Block, Operation, Region
+from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.pattern_rewriter import (
     PatternRewriter,
     RewritePattern,
@@ -48,12 +55,16 @@ from coconet_ir.diagnostics import location_of
 from coconet_ir.dialects.coco import (
     ELEMENTWISE_OPS,
     AllGatherOp,
+    AllReduceOp,
     AllSliceOp,
+    ConstantOp,
     FusionOp,
+    ReduceOp,
     ReduceScatterOp,
     SendOp,
     label_attribute,
     label_of,
+    tensor_type,
 )
 from coconet_ir.passes.base import CocoPass, function_body_ops, rewrite_once
 from coconet_ir.passes.regions import (
@@ -68,16 +79,44 @@ Joins = Callable[[Operation, Operation], bool]
 """Whether `op` may join the group of `producer` through a value of it."""
 
 
-def joins_collective_group(op: Operation, producer: Operation) -> bool:
-    """Slices flow into compute, gathers and sends; a gathered value only into a
-    send."""
+SCALAR_ELEMENTS = 1
+"""The most elements a value reduced across ranks inside a fused kernel may
+have: a norm's or a sum's rank-0 partial (`coco.all_reduce` of it)."""
+
+
+def joins_collective_group(
+    op: Operation, producer: Operation, *, reductions: bool = True
+) -> bool:
+    """Slices flow into compute, gathers and sends, and (with `reductions`)
+    into reductions of the whole slice whose scalar partials an all_reduce
+    adds up; a gathered value only into a send."""
     if isinstance(producer, SendOp):
         return False
     if isinstance(op, SendOp):
         return True
     if isinstance(producer, AllGatherOp):
         return False
+    if isinstance(op, ReduceOp | AllReduceOp):
+        return reductions and is_reduction_step(op)
     return isinstance(op, (*ELEMENTWISE_OPS, AllGatherOp))
+
+
+def is_reduction_step(op: ReduceOp | AllReduceOp) -> bool:
+    """A slice reduction or the scalar all_reduce completing one."""
+    if isinstance(op, ReduceOp):
+        return is_slice_reduction(op)
+    return is_scalar_all_reduce(op)
+
+
+def is_slice_reduction(op: ReduceOp) -> bool:
+    """A reduction of a sliced value over all its dims: each rank's scalar
+    partial (local), which a scalar all_reduce completes."""
+    operand = tensor_type(op.operand)
+    return operand.layout.is_sliced and len(op.reduced_dims) == operand.rank
+
+
+def is_scalar_all_reduce(op: AllReduceOp) -> bool:
+    return prod(tensor_type(op.operand).dims) <= SCALAR_ELEMENTS
 
 
 def joins_chain(op: Operation, producer: Operation) -> bool:
@@ -150,8 +189,9 @@ class Grouping:
         for g in sorted(linked & bad):
             through = self.cycle_witness(op, g)
             return (
-                f"fusing would create a cycle through '{through.name}' at "
-                f"{location_of(through)}"
+                f"fusing would create a cycle: '{op.name}' at {location_of(op)} "
+                f"uses a group value through '{through.name}' at "
+                f"{location_of(through)}, which is outside the group"
             )
         if self.merge_reductions and len(linked) > 1:
             return self.duplicate_reduction(linked)
@@ -215,14 +255,49 @@ class Grouping:
             found.setdefault(self.find(g), []).append(op)
         return [sorted(ops, key=order.__getitem__) for ops in found.values()]
 
-    def absorb_slices(self, block: Block) -> None:
-        """An `all_slice` whose uses are all in one group joins it."""
-        for op in block.ops:
-            if not isinstance(op, AllSliceOp) or op in self.group_of:
+    def absorb_producers(self, block: Block, reductions: bool) -> None:
+        """Grow the groups backward: an op that could join a group (an
+        `all_slice`, an elementwise op, a slice reduction, a scalar
+        all_reduce) and whose uses are all in one group joins it, the block
+        walked from its end so that a producer sees its users decided. Scalar
+        arithmetic on arguments and constants (`1 - b1`) stays outside: the
+        host computes it once, not every thread. Joining only values the
+        group alone reads cannot close a cycle."""
+        host_scalars = HostScalars()
+        for op in reversed(block.ops):
+            if op in self.group_of or not is_absorbable(op, reductions):
                 continue
-            users = {self.group(use.operation) for use in op.result.uses}
+            if all(host_scalars.holds(r) for r in op.results):
+                continue
+            users = {self.group(use.operation) for r in op.results for use in r.uses}
             if len(users) == 1 and (g := users.pop()) is not None:
                 self.group_of[op] = g
+
+
+def is_absorbable(op: Operation, reductions: bool) -> bool:
+    if isinstance(op, ReduceOp | AllReduceOp):
+        return reductions and is_reduction_step(op)
+    return isinstance(op, (AllSliceOp, *ELEMENTWISE_OPS))
+
+
+@dataclass
+class HostScalars:
+    """Which values are rank-0 and computed from arguments and constants
+    only, by elementwise ops: what the host computes once per step."""
+
+    known: dict[SSAValue, bool] = field(default_factory=dict[SSAValue, bool])
+
+    def holds(self, value: SSAValue) -> bool:
+        if value not in self.known:
+            owner = value.owner
+            self.known[value] = tensor_type(value).rank == 0 and (
+                not isinstance(owner, Operation)
+                or (
+                    isinstance(owner, (ConstantOp, *ELEMENTWISE_OPS))
+                    and all(self.holds(o) for o in owner.operands)
+                )
+            )
+        return self.known[value]
 
 
 def grow(block: Block, grouping: Grouping) -> Grouping:
@@ -231,16 +306,16 @@ def grow(block: Block, grouping: Grouping) -> Grouping:
     return grouping
 
 
-def collective_groups(block: Block) -> Grouping:
+def collective_groups(block: Block, reductions: bool = True) -> Grouping:
     grouping = grow(
         block,
         Grouping(
-            joins_collective_group,
+            partial(joins_collective_group, reductions=reductions),
             lambda op: isinstance(op, ReduceScatterOp),
             merge_reductions=True,
         ),
     )
-    grouping.absorb_slices(block)
+    grouping.absorb_producers(block, reductions)
     return grouping
 
 
@@ -308,13 +383,15 @@ class FuseFunction(RewritePattern):
     elementwise chains (those holding an op labelled `label`, if given)."""
 
     label: str | None = None
+    reductions: bool = True
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, func: FuncOp, rewriter: PatternRewriter) -> None:
         if func.is_declaration:
             return
         block = func.body.block
-        fuse_groups(block, collective_groups(block), self.label, rewriter)
+        groups = collective_groups(block, self.reductions)
+        fuse_groups(block, groups, self.label, rewriter)
         fuse_groups(block, chain_groups(block), self.label, rewriter)
 
 
@@ -330,13 +407,18 @@ class Fuse(CocoPass):
 
     name = "coco-fuse"
 
+    reductions: bool = True
+    """Grow fused collectives through slice reductions and the scalar
+    all_reduces that complete them (LAMB's norms)."""
+
     def candidates(self, module: ModuleOp) -> Iterable[Operation]:
         return (op for op in function_body_ops(module) if is_fusible(op))
 
     def problem(self, op: Operation) -> str | None:
         block = op.parent_block()
         assert block is not None
-        for grouping in (collective_groups(block), chain_groups(block)):
+        collective = collective_groups(block, self.reductions)
+        for grouping in (collective, chain_groups(block)):
             if grouping.group(op) is None:
                 continue
             (ops,) = (g for g in grouping.groups(positions(block)) if op in g)
@@ -344,4 +426,4 @@ class Fuse(CocoPass):
         return group_problem(chain_groups(block), [op], strict=True)
 
     def rewrite(self, module: ModuleOp) -> None:
-        rewrite_once(module, FuseFunction(self.op))
+        rewrite_once(module, FuseFunction(self.op, self.reductions))

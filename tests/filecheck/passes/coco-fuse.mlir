@@ -9,7 +9,11 @@
 // RUN: coconet-run --compare %s %t --entry norm_cycle --world 2 && coconet-run --compare %s %t --entry norm_cycle --world 4 && coconet-run --compare %s %t --entry norm_cycle --world 8
 // RUN: coconet-run --compare %s %t --entry twice --world 2 && coconet-run --compare %s %t --entry twice --world 4 && coconet-run --compare %s %t --entry twice --world 8
 // RUN: coconet-opt %s -p 'coco-fuse{op=grad_rs}' | filecheck %s --check-prefix=ONE
-// RUN: not coconet-opt %s -p 'coco-fuse{op=cyc_rs}' 2>&1 | filecheck %s --check-prefix=CYCLE
+// RUN: coconet-opt %s -p 'coco-fuse{op=cyc_rs}' | filecheck %s --check-prefix=THROUGH
+// RUN: coconet-opt %s -p 'coco-fuse{reductions=false}' | filecheck %s --check-prefix=NORED
+// RUN: not coconet-opt %s -p 'coco-fuse{op=cyc_rs reductions=false}' 2>&1 | filecheck %s --check-prefix=CYCLE
+// RUN: not coconet-opt %s -p 'coco-fuse{op=true_rs}' 2>&1 | filecheck %s --check-prefix=TRUE
+// RUN: coconet-run --compare %s %t --entry true_cycle --world 2 && coconet-run --compare %s %t --entry true_cycle --world 4 && coconet-run --compare %s %t --entry true_cycle --world 8
 // RUN: not coconet-opt %s -p 'coco-fuse{op=dup_a}' 2>&1 | filecheck %s --check-prefix=DUP
 // RUN: not coconet-opt %s -p 'coco-fuse{op=lone}' 2>&1 | filecheck %s --check-prefix=LONE
 // RUN: not coconet-opt %s -p 'coco-fuse{op=nothing}' 2>&1 | filecheck %s --check-prefix=MISSING
@@ -64,24 +68,59 @@ func.func @row_parallel(%x: !coco.tensor<4x8x64xf32, sliced<2>>, %w: !coco.tenso
   func.return %out : !coco.tensor<4x8x64xf32, replicated>
 }
 
-// LAMB-like: %t needs the norm of a group value, so %u (which uses %t) would
-// close a cycle through the all_reduce. Untargeted, the group stops before %u;
-// targeted, the pass refuses.
+// LAMB-like: %u needs the norm of a group value. The group grows through the
+// slice reduction and the scalar all_reduce completing it: ONE fusion holding
+// reduce_scatter -> compute -> reduce -> all_reduce -> compute -> all_gather.
 // CHECK-LABEL: func.func @norm_cycle
-// CHECK-NEXT:    %sq = coco.fusion (%g) {name = "cyc_rs_fused"}
+// CHECK-NEXT:    %r = coco.fusion (%g) {name = "cyc_rs_fused"}
 // CHECK:           coco.reduce_scatter
 // CHECK-NEXT:      coco.mul
+// CHECK-NEXT:      coco.reduce
+// CHECK-NEXT:      coco.all_reduce
+// CHECK-NEXT:      coco.mul
+// CHECK-NEXT:      coco.all_gather
 // CHECK-NEXT:      coco.yield
-// CHECK:         coco.reduce %sq
-// CHECK:         coco.all_reduce
-// CHECK:         coco.mul
-// CHECK-NEXT:    coco.all_gather
-// CYCLE: error: 'coco.reduce_scatter' op coco-fuse cannot apply: fusing would create a cycle through 'coco.all_reduce' at {{.*}}coco-fuse.mlir:[[# @LINE + 5]]:
+// CHECK-NEXT:    }
+// CHECK-NEXT:    func.return %r
+// THROUGH-LABEL: func.func @norm_cycle
+// THROUGH-NEXT:    coco.fusion (%g) {name = "cyc_rs_fused"}
+// Without reductions (coco-optimize's setting until the lowering makes such a
+// region one kernel) the all_reduce is outside: %u would close a cycle
+// through it. Untargeted, the group stops before %u; targeted, the pass
+// refuses.
+// NORED-LABEL: func.func @norm_cycle
+// NORED-NEXT:    %sq = coco.fusion (%g) {name = "cyc_rs_fused"}
+// NORED:           coco.reduce_scatter
+// NORED-NEXT:      coco.mul
+// NORED-NEXT:      coco.yield
+// NORED:         coco.reduce %sq
+// NORED:         coco.all_reduce
+// NORED:         coco.mul
+// NORED-NEXT:    coco.all_gather
+// CYCLE: error: 'coco.reduce_scatter' op coco-fuse cannot apply: fusing would create a cycle: 'coco.mul' at {{.*}}coco-fuse.mlir:[[# @LINE + 6]]:{{[0-9]+}} uses a group value through 'coco.all_reduce' at {{.*}}coco-fuse.mlir:[[# @LINE + 5]]:
 func.func @norm_cycle(%g: !coco.tensor<64xf32, local>) -> !coco.tensor<64xf32, replicated> {
   %s = coco.reduce_scatter %g reduction = sum dim = 0 {name = "cyc_rs"} : !coco.tensor<64xf32, local> -> !coco.tensor<64xf32, sliced<0>>
   %sq = coco.mul %s, %s : (!coco.tensor<64xf32, sliced<0>>, !coco.tensor<64xf32, sliced<0>>) -> !coco.tensor<64xf32, sliced<0>>
   %part = coco.reduce %sq kind = sum dims = [0] : (!coco.tensor<64xf32, sliced<0>>) -> !coco.tensor<f32, local>
   %t = coco.all_reduce %part reduction = sum : !coco.tensor<f32, local> -> !coco.tensor<f32, replicated>
+  %u = coco.mul %t, %sq : (!coco.tensor<f32, replicated>, !coco.tensor<64xf32, sliced<0>>) -> !coco.tensor<64xf32, sliced<0>>
+  %r = coco.all_gather %u : !coco.tensor<64xf32, sliced<0>> -> !coco.tensor<64xf32, replicated>
+  func.return %r : !coco.tensor<64xf32, replicated>
+}
+
+// A true cycle: the norm of the gathered value is not something a fused
+// kernel computes (a replicated value, reduced on every rank), so %u, which
+// needs it and the slice %sq, would close a cycle through it. The message
+// says which path closes it.
+// CHECK-LABEL: func.func @true_cycle
+// CHECK-NEXT:    %{{.*}}, %{{.*}} = coco.fusion (%g) {name = "true_rs_fused"}
+// CHECK:         coco.norm
+// TRUE: error: 'coco.reduce_scatter' op coco-fuse cannot apply: fusing would create a cycle: 'coco.mul' at {{.*}}coco-fuse.mlir:[[# @LINE + 6]]:{{[0-9]+}} uses a group value through 'coco.norm' at {{.*}}coco-fuse.mlir:[[# @LINE + 5]]:{{[0-9]+}}, which is outside the group
+func.func @true_cycle(%g: !coco.tensor<64xf32, local>) -> !coco.tensor<64xf32, replicated> {
+  %s = coco.reduce_scatter %g reduction = sum dim = 0 {name = "true_rs"} : !coco.tensor<64xf32, local> -> !coco.tensor<64xf32, sliced<0>>
+  %sq = coco.mul %s, %s : (!coco.tensor<64xf32, sliced<0>>, !coco.tensor<64xf32, sliced<0>>) -> !coco.tensor<64xf32, sliced<0>>
+  %x = coco.all_gather %sq : !coco.tensor<64xf32, sliced<0>> -> !coco.tensor<64xf32, replicated>
+  %t = coco.norm %x : (!coco.tensor<64xf32, replicated>) -> !coco.tensor<f32, replicated>
   %u = coco.mul %t, %sq : (!coco.tensor<f32, replicated>, !coco.tensor<64xf32, sliced<0>>) -> !coco.tensor<64xf32, sliced<0>>
   %r = coco.all_gather %u : !coco.tensor<64xf32, sliced<0>> -> !coco.tensor<64xf32, replicated>
   func.return %r : !coco.tensor<64xf32, replicated>

@@ -80,3 +80,59 @@ def test_fuse_twice_changes_nothing() -> None:
     once = cc.Pipeline("coco-split-all-reduce,coco-fuse")(example("adam"))
     twice = cc.Pipeline("coco-fuse")(once)
     assert cc.to_text(twice) == cc.to_text(once)
+
+
+LAMB_SCHEDULE = (
+    "coco-split-all-reduce,coco-reorder,coco-slice-state,coco-slice-norm,coco-fuse"
+)
+
+
+def outside_fusions(module: ModuleOp) -> list:
+    (func,) = [op for op in module.ops if op.name == "func.func"]
+    return [op for op in func.body.block.ops if not isinstance(op, coco.FusionOp)]
+
+
+def test_lamb_is_one_fusion_through_its_norms() -> None:
+    """reduce_scatter -> moments -> slice-local sums of squares -> scalar
+    all_reduces -> trust ratio and update -> all_gather, in ONE region; only
+    rank-0 scalar arithmetic (constants, 1 - b1, ...) and the updates stay
+    outside (issue 9, docs/passes/coco-fuse.md)."""
+    module = assert_equivalent("lamb", LAMB_SCHEDULE)
+    (fusion,) = fusions(module)
+    kinds = [op.name for op in fusion.block.ops]
+    assert kinds.count("coco.reduce_scatter") == 1
+    assert kinds.count("coco.reduce") == 2  # |w|^2 and |r|^2 of the slices
+    assert kinds.count("coco.all_reduce") == 2  # their scalar partials
+    assert kinds.count("coco.all_gather") == 1  # the new weights
+    for op in outside_fusions(module):
+        if isinstance(op, coco.UpdateOp) or op.name == "func.return":
+            continue
+        assert op.results[0].type.rank == 0, op.name  # host scalar arithmetic
+        assert not isinstance(op, coco.AllReduceOp | coco.ReduceOp)
+
+
+def test_fusion_grows_backward_over_producers_it_alone_reads() -> None:
+    """CoCoNet's Adam computes `beta1 * m` before the gradient's all_reduce;
+    with the moments sliced, those products join the fused kernel instead of
+    being kernels of their own."""
+    module = assert_equivalent(
+        "adam", "coco-split-all-reduce,coco-reorder,coco-slice-state,coco-fuse"
+    )
+    (fusion,) = fusions(module)
+    for op in outside_fusions(module):
+        if op.results:
+            assert op.results[0].type.rank == 0, op.name
+    assert any(
+        isinstance(op, coco.MulOp) and op.operands[1] in fusion.block.args
+        for op in fusion.block.ops
+    )
+
+
+def test_without_reductions_lamb_has_two_fusions() -> None:
+    """coco-optimize's setting until the lowering makes the whole of LAMB one
+    kernel: the norms' all_reduces cut the region in two."""
+    module = assert_equivalent(
+        "lamb", LAMB_SCHEDULE.replace("fuse", "fuse{reductions=false}")
+    )
+    assert len(fusions(module)) == 2
+    assert sum(isinstance(op, coco.AllReduceOp) for op in outside_fusions(module)) == 2
