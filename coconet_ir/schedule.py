@@ -127,16 +127,34 @@ class Schedule:
         with self._step():
             self._apply(SliceState(op=self._update_name(param)))
 
-    def fuse(self, reduce_scatter: Target, *ops: Target) -> Handle:
+    def fuse(
+        self, reduce_scatter: Target | list[Target] | tuple[Target, ...], *ops: Target
+    ) -> Handle:
         """Fuse reduce_scatter + the computations on its slices + all_gather (or
         send) into one kernel region; CoCoNet spells it `fuse(rs, ..., ag)`.
 
         Each of `ops` that is still in the program must end up in the region
         (one that an earlier step replaced, like the all_gather `reorder`
-        moved, has nothing left to check)."""
+        moved, has nothing left to check).
+
+        Given a list of stages instead (`sched.fuse([rs, m1, v1, r, w1, ag])`),
+        the region holds exactly them, every op on a path between two of
+        them and the producers only they read (`coco-fuse{ops=...}`), or the
+        step refuses naming the op that prevents one region."""
         from coconet_ir.passes.fuse import Fuse
 
         with self._step():
+            if isinstance(reduce_scatter, list | tuple):
+                if ops:
+                    raise ir.CocoError("fuse takes a list of stages or ops, not both")
+                names = [self._name_of(t) for t in reduce_scatter]
+                if not names:
+                    raise ir.CocoError("fuse: the list of stages is empty")
+                self._apply(Fuse(ops=tuple(names)))
+                self._check_inside(names, coco.FusionOp)
+                region = self._find(names[0]).parent_op()
+                assert isinstance(region, coco.FusionOp)
+                return Handle(self._ensure_name(region))
             name = self._name_of(reduce_scatter)
             inside = self._names_in_program(ops)
             self._apply(Fuse(op=name))

@@ -37,11 +37,12 @@ second reduction of the same data, or has nothing to fuse.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from math import prod
 
+from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Block, Operation, Region, SSAValue
@@ -69,6 +70,7 @@ from coconet_ir.dialects.coco import (
 from coconet_ir.passes.base import CocoPass, function_body_ops, rewrite_once
 from coconet_ir.passes.regions import (
     Boundary,
+    ancestors,
     descendants,
     outline,
     positions,
@@ -215,18 +217,9 @@ class Grouping:
         return op
 
     def duplicate_reduction(self, linked: set[int]) -> str | None:
-        reduced: dict[object, ReduceScatterOp] = {}
-        for member, h in self.group_of.items():
-            if self.find(h) not in linked or not isinstance(member, ReduceScatterOp):
-                continue
-            first = reduced.setdefault(member.operand, member)
-            if first is not member:
-                return (
-                    "the group would hold two reductions of the same data: "
-                    f"'{first.name}' at {location_of(first)} and at "
-                    f"{location_of(member)}"
-                )
-        return None
+        return duplicate_reduction(
+            member for member, h in self.group_of.items() if self.find(h) in linked
+        )
 
     def new_group(self) -> int:
         self.parent.append(len(self.parent))
@@ -400,6 +393,101 @@ def is_fusible(op: Operation) -> bool:
     return isinstance(op, (ReduceScatterOp, *ELEMENTWISE_OPS))
 
 
+def duplicate_reduction(group: Iterable[Operation]) -> str | None:
+    """Why `group` cannot be one kernel, if it holds two reduce_scatters of
+    the same value."""
+    reduced: dict[object, ReduceScatterOp] = {}
+    for member in group:
+        if not isinstance(member, ReduceScatterOp):
+            continue
+        first = reduced.setdefault(member.operand, member)
+        if first is not member:
+            return (
+                "the group would hold two reductions of the same data: "
+                f"'{first.name}' at {location_of(first)} and at "
+                f"{location_of(member)}"
+            )
+    return None
+
+
+def can_be_fused(op: Operation) -> bool:
+    """Whether a fused kernel can hold `op`."""
+    if isinstance(op, ReduceOp | AllReduceOp):
+        return is_reduction_step(op)
+    return isinstance(
+        op, (ReduceScatterOp, AllGatherOp, AllSliceOp, SendOp, *ELEMENTWISE_OPS)
+    )
+
+
+def block_level(op: Operation, block: Block) -> Operation | None:
+    """`op` or the op of `block` that holds it."""
+    while op.parent_block() is not block:
+        parent = op.parent_op()
+        if parent is None:
+            return None
+        op = parent
+    return op
+
+
+def listed_group(
+    listed: Sequence[Operation], refuse: Callable[[Operation, str], Exception]
+) -> list[Operation]:
+    """The region of a schedule's explicit list (`coco-fuse{ops=...}`): the
+    listed ops, every op on a path from one of them to another, and the
+    producers only the region reads (not host scalar arithmetic), in block
+    order. Raises `refuse(op, reason)` naming the op that prevents one region."""
+    block = listed[0].parent_block()
+    assert block is not None
+    for op in listed:
+        if op.parent_block() is not block:
+            raise refuse(op, "the listed ops are not in one block")
+    order = positions(block)
+    ordered = sorted(set(listed), key=order.__getitem__)
+    between = set(descendants(ordered)) & ancestors(ordered)
+    members = set(ordered) | between
+    host_scalars = HostScalars()
+    for op in reversed(block.ops):
+        if op in members or not is_absorbable(op, True):
+            continue
+        if all(host_scalars.holds(r) for r in op.results):
+            continue
+        users = {
+            block_level(use.operation, block) for r in op.results for use in r.uses
+        }
+        if users and users <= members:
+            members.add(op)
+    group = sorted(members, key=order.__getitem__)
+    for op in group:
+        if not can_be_fused(op):
+            where = "lies between the listed ops" if op in between else "is listed"
+            raise refuse(
+                op,
+                f"'{op.name}' at {location_of(op)} {where} and a fused kernel "
+                "cannot hold it",
+            )
+    if len(group) < 2:
+        raise refuse(ordered[0], "there is nothing to fuse it with")
+    if (problem := duplicate_reduction(group)) is not None:
+        raise refuse(ordered[0], problem)
+    if reorders_messages(group, descendants(group)):
+        raise refuse(
+            ordered[0], "fusing would reorder the messages of a pipeline channel"
+        )
+    return group
+
+
+@dataclass(frozen=True)
+class FuseListed(RewritePattern):
+    """Outline one precomputed group of a function's body."""
+
+    group: tuple[Operation, ...]
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, func: FuncOp, rewriter: PatternRewriter) -> None:
+        if self.group[0].parent_op() is func:
+            outline(self.group, build_fusion, rewriter)
+
+
 @dataclass(frozen=True)
 class Fuse(CocoPass):
     """Fuse reduce_scatter + compute + all_gather/send, and elementwise chains,
@@ -410,6 +498,25 @@ class Fuse(CocoPass):
     reductions: bool = True
     """Grow fused collectives through slice reductions and the scalar
     all_reduces that complete them (LAMB's norms)."""
+
+    ops: tuple[str, ...] = ()
+    """A schedule's explicit stage list: fuse the ops labelled these, what
+    lies between them and what only they read, into ONE region."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if not self.ops:
+            super().apply(ctx, op)
+            return
+        if self.op is not None:
+            raise self.bad_option("give op= or ops=, not both")
+        listed: list[Operation] = []
+        for name in self.ops:
+            found = [o for o in function_body_ops(op) if label_of(o) == name]
+            if not found:
+                raise self.bad_option(f'no op named "{name}" in a function body')
+            listed += found
+        group = listed_group(listed, self.refuse)
+        rewrite_once(op, FuseListed(tuple(group)))
 
     def candidates(self, module: ModuleOp) -> Iterable[Operation]:
         return (op for op in function_body_ops(module) if is_fusible(op))

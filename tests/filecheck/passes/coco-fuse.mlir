@@ -13,6 +13,8 @@
 // RUN: coconet-opt %s -p 'coco-fuse{reductions=false}' | filecheck %s --check-prefix=NORED
 // RUN: not coconet-opt %s -p 'coco-fuse{op=cyc_rs reductions=false}' 2>&1 | filecheck %s --check-prefix=CYCLE
 // RUN: not coconet-opt %s -p 'coco-fuse{op=true_rs}' 2>&1 | filecheck %s --check-prefix=TRUE
+// RUN: coconet-opt %s -p 'coco-fuse{ops=cyc_rs,cyc_ar}' | filecheck %s --check-prefix=LIST
+// RUN: not coconet-opt %s -p 'coco-fuse{ops=dup_a,dup_b}' 2>&1 | filecheck %s --check-prefix=LISTDUP
 // RUN: coconet-run --compare %s %t --entry true_cycle --world 2 && coconet-run --compare %s %t --entry true_cycle --world 4 && coconet-run --compare %s %t --entry true_cycle --world 8
 // RUN: not coconet-opt %s -p 'coco-fuse{op=dup_a}' 2>&1 | filecheck %s --check-prefix=DUP
 // RUN: not coconet-opt %s -p 'coco-fuse{op=lone}' 2>&1 | filecheck %s --check-prefix=LONE
@@ -82,6 +84,18 @@ func.func @row_parallel(%x: !coco.tensor<4x8x64xf32, sliced<2>>, %w: !coco.tenso
 // CHECK-NEXT:      coco.yield
 // CHECK-NEXT:    }
 // CHECK-NEXT:    func.return %r
+// An explicit stage list: the listed ops and what lies between them, no more
+// (the mul and all_gather after the all_reduce stay outside).
+// LIST-LABEL: func.func @norm_cycle
+// LIST-NEXT:    %sq, %t = coco.fusion (%g) {name = "cyc_rs_fused"}
+// LIST:           coco.reduce_scatter
+// LIST-NEXT:      coco.mul
+// LIST-NEXT:      coco.reduce
+// LIST-NEXT:      coco.all_reduce
+// LIST-NEXT:      coco.yield
+// LIST:         coco.mul %t, %sq
+// LIST-NEXT:    coco.all_gather
+// LISTDUP: error: 'coco.reduce_scatter' op coco-fuse cannot apply: the group would hold two reductions of the same data
 // THROUGH-LABEL: func.func @norm_cycle
 // THROUGH-NEXT:    coco.fusion (%g) {name = "cyc_rs_fused"}
 // Without reductions (coco-optimize's setting until the lowering makes such a
@@ -102,7 +116,7 @@ func.func @norm_cycle(%g: !coco.tensor<64xf32, local>) -> !coco.tensor<64xf32, r
   %s = coco.reduce_scatter %g reduction = sum dim = 0 {name = "cyc_rs"} : !coco.tensor<64xf32, local> -> !coco.tensor<64xf32, sliced<0>>
   %sq = coco.mul %s, %s : (!coco.tensor<64xf32, sliced<0>>, !coco.tensor<64xf32, sliced<0>>) -> !coco.tensor<64xf32, sliced<0>>
   %part = coco.reduce %sq kind = sum dims = [0] : (!coco.tensor<64xf32, sliced<0>>) -> !coco.tensor<f32, local>
-  %t = coco.all_reduce %part reduction = sum : !coco.tensor<f32, local> -> !coco.tensor<f32, replicated>
+  %t = coco.all_reduce %part reduction = sum {name = "cyc_ar"} : !coco.tensor<f32, local> -> !coco.tensor<f32, replicated>
   %u = coco.mul %t, %sq : (!coco.tensor<f32, replicated>, !coco.tensor<64xf32, sliced<0>>) -> !coco.tensor<64xf32, sliced<0>>
   %r = coco.all_gather %u : !coco.tensor<64xf32, sliced<0>> -> !coco.tensor<64xf32, replicated>
   func.return %r : !coco.tensor<64xf32, replicated>

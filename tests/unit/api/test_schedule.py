@@ -165,3 +165,38 @@ func.func @f(%x: !coco.tensor<16x8xf32, sliced<0>>, %w: !coco.tensor<8x8xf32, re
     assert cc.to_text(sched.module) == before
     sched.reorder("g", ["act"])
     assert_equivalent(cc.parse(source), sched.module)
+
+
+def test_fuse_takes_the_list_of_its_stages():
+    """`sched.fuse([...])` (coco-fuse{ops=...}): LAMB's stages from the
+    gradient's reduce_scatter to both norms' scalar all_reduces become ONE
+    region, with what lies between them and what only they read."""
+    lamb = load("lamb").lamb
+    sched = cc.Schedule(lamb)
+    rs, ag = sched.split("grad_sum")
+    sched.reorder(ag)
+    sched.slice_state("m")
+    sched.slice_state("v")
+    sched.apply("coco-slice-norm")
+    fused = sched.fuse([rs, "w_norm_ar", "r_norm_ar"])
+    (region,) = [op for op in sched.module.walk() if isinstance(op, coco.FusionOp)]
+    assert region.attributes["name"].data == fused.name == "grad_sum_rs_fused"
+    inside = [op.name for op in region.body.block.ops]
+    assert inside.count("coco.all_reduce") == 2 and "coco.reduce_scatter" in inside
+    assert_equivalent(lamb.module, sched.module)
+
+
+def test_fuse_of_a_list_names_the_op_that_prevents_one_region():
+    megatron = load("megatron").megatron
+    sched = cc.Schedule(megatron)
+    rs, _ = sched.split("sum", dim=2)
+    before = cc.to_text(sched.module)
+    with pytest.raises(
+        cc.CocoError,
+        match=r"'coco.matmul' at .* is listed and a fused kernel cannot hold it",
+    ):
+        sched.fuse(["layer", rs])
+    assert cc.to_text(sched.module) == before
+    with pytest.raises(cc.CocoError, match='no op named "nothing"'):
+        sched.fuse([rs, "nothing"])
+    assert cc.to_text(sched.module) == before

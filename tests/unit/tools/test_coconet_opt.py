@@ -110,7 +110,7 @@ def test_garbage_on_stdin():
         (
             "coco-fuse{foo=1}",
             "coconet-opt: error: pass 'coco-fuse' has no option 'foo' (its options: "
-            "op, reductions)",
+            "op, reductions, ops)",
         ),
         ("coco-nope", "(`coconet-opt --help` lists them)"),
     ],
