@@ -125,9 +125,8 @@ class CocoPass(ModulePass, ABC):
         """Warn, naming the options, when they keep the pass from every
         candidate although the defaults would transform one."""
         candidates = list(self.candidates(module))
-        reasons = [self.problem(op) for op in candidates]
-        if not candidates or None in reasons:
-            return
+        if not candidates or any(self.problem(op) is None for op in candidates):
+            return  # (stops at the first candidate it transforms)
         defaults = replace(
             self,
             **{f.name: f.default for f in fields(self) if f.name in self.changed()},
@@ -135,9 +134,8 @@ class CocoPass(ModulePass, ABC):
         if all(defaults.problem(op) is not None for op in candidates):
             return
         options = " ".join(self.changed_options())
-        warn(
-            f"{self.name} transforms no op with {options}: {reasons[0]}", candidates[0]
-        )
+        reason = self.problem(candidates[0])
+        warn(f"{self.name} transforms no op with {options}: {reason}", candidates[0])
 
 
 def function_body_ops(module: ModuleOp) -> Iterator[Operation]:
