@@ -64,16 +64,6 @@ def the_slice(op: NormOp) -> AllSliceOp | None:
     return next((o for o in block.ops if o in cuts), None)  # type: ignore[return-value]
 
 
-def comes_before(first: Operation, second: Operation) -> bool:
-    """Whether `first` precedes `second` in their block."""
-    op = first.next_op
-    while op is not None:
-        if op is second:
-            return True
-        op = op.next_op
-    return False
-
-
 @dataclass(frozen=True)
 class SliceNormPattern(RewritePattern):
     """Compute one norm (labelled `label`, if given) on its operand's slice."""
@@ -89,7 +79,7 @@ class SliceNormPattern(RewritePattern):
         cut = the_slice(op)
         if cut is None:
             return
-        if not comes_before(cut, op):
+        if not cut.is_before_in_block(op):
             cut.detach()
             rewriter.insert(cut, InsertPoint.before(op))
         new_ops = norm_of_slice(op, cut.result)

@@ -194,18 +194,9 @@ def print_vectorized(
         printer.exprs[loop.ub] = Expr(bound, True)
         printer.print(loop)
         for op in kernel.body.block.ops:
-            if op is not loop and op.parent_block() is not None and is_after(op, loop):
+            if op is not loop and loop.is_before_in_block(op):
                 printer.print(op)
     printer.line("}")
-
-
-def is_after(op: Operation, anchor: Operation) -> bool:
-    current = anchor.next_op
-    while current is not None:
-        if current is op:
-            return True
-        current = current.next_op
-    return False
 
 
 def print_vector_iteration(printer: CudaPrinter, plan: VectorPlan, v: str) -> None:
