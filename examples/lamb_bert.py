@@ -31,8 +31,10 @@ The schedule, per tensor, CoCoNet's `lamb_fuse_RS_C_AG` written with
 `coco-split-all-reduce,coco-reorder,coco-slice-state,coco-slice-norm,coco-fuse`
 does the same for every tensor at once: ONE `coco.fusion` per tensor holding
 reduce_scatter -> moments -> both norms' slice sums and scalar all_reduces
--> update -> all_gather (`coco-optimize` still cuts it at the norms until the
-lowering makes such a region one kernel).
+-> update -> all_gather. `coco-optimize` gives the same regions, and
+`convert-coco-to-gpu` makes each ONE cooperative kernel launch: 391 launches
+per step for BERT-large, no NCCL call (docs/gpu.md, "Reductions inside a
+fused kernel").
 
 Run: `python examples/lamb_bert.py` prints the model's size and what the
 schedule makes of it; `--layers 2 --hidden 64 --ffn 256 --vocab 1000

@@ -9,8 +9,19 @@ A fusion the kernel handles is, in body order:
   (the *slice*: every rank owns `prod(G) / N` elements of it);
 - elementwise ops and `coco.all_slice`s whose tensor results are slices of
   that same shape and dim (rank-0 replicated scalars are allowed too);
+- `coco.reduce`s of a whole slice (every dim, kind sum/max/min) into a rank-0
+  `local` partial, each used only by `coco.all_reduce`s in the body, which
+  complete it into a rank-0 replicated scalar (LAMB's norms: *slice
+  reductions*);
 - `coco.all_gather`s of slices, and `coco.send`s of slices or gathered values;
 - the yield, of slices and gathered values.
+
+Slice reductions cut the per-element work into *stages* (`FusedPlan.stage`):
+stage 0 is everything computed from the reduce_scatters and the inputs; an
+all_reduce's scalar belongs to the stage after the one its partial is reduced
+in, and an op to the latest stage of its operands. Between two stages the
+kernel reduces every partial across its grid and across the ranks (docs/gpu.md,
+"Reductions inside a fused kernel").
 
 Every other operand comes from the fusion's inputs: a slice of the same type,
 or a replicated tensor that broadcasts against `G` (it is read at each
@@ -27,18 +38,21 @@ copied.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from math import prod
 
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import BlockArgument, Operation, SSAValue
+from xdsl.ir import Attribute, BlockArgument, Operation, OpResult, SSAValue
 
 from coconet_ir.dialects import coco
 from coconet_ir.dialects.coco import (
     ELEMENTWISE_OPS,
     AllGatherOp,
+    AllReduceOp,
     AllSliceOp,
     ConstantOp,
     FusionOp,
+    ReduceOp,
     ReduceScatterOp,
     SendOp,
     TensorType,
@@ -62,10 +76,43 @@ SYMMETRIC_ALIGNMENT = 256
 
 
 @dataclass(frozen=True)
+class SlotLayout:
+    """Where each kind of signal slot of a fused kernel lies, from the
+    kernel's first slot: the two phases of every (source rank, chunk); then,
+    per stage boundary, a slot per source rank (its scalar partials are in
+    the exchange buffers), a slot per block of this rank's grid (its block
+    partials are written) and one flag (the boundary's scalars are ready)."""
+
+    world: int
+    chunks: int
+    boundaries: int
+    max_blocks: int
+
+    def phase(self, phase: int) -> int:
+        return phase * self.world * self.chunks
+
+    def scalars(self, boundary: int) -> int:
+        return SIGNAL_PHASES * self.world * self.chunks + boundary * self.world
+
+    def arrivals(self, boundary: int) -> int:
+        return self.scalars(self.boundaries) + boundary * self.max_blocks
+
+    def flag(self, boundary: int) -> int:
+        return self.arrivals(self.boundaries) + boundary
+
+    @property
+    def total(self) -> int:
+        return self.flag(self.boundaries)
+
+
+@dataclass(frozen=True)
 class SymmetricLayout:
     """Where a fusion's symmetric buffers lie in its part of the workspace."""
 
-    offsets: dict[Operation, int] = field(default_factory=dict[Operation, int])
+    offsets: dict[tuple[str, Operation], int] = field(
+        default_factory=dict[tuple[str, Operation], int]
+    )
+    """By (kind, op), as `FusedPlan.symmetric_buffers` names them."""
     total: int = 0
 
 
@@ -126,6 +173,10 @@ class FusedPlan:
     """Elementwise ops, all_slices and constants, in body order."""
     gathers: tuple[AllGatherOp, ...]
     sends: tuple[SendOp, ...]
+    slice_reductions: tuple[ReduceOp, ...] = ()
+    """Whole-slice `coco.reduce`s: each rank's scalar partial."""
+    scalar_all_reduces: tuple[AllReduceOp, ...] = ()
+    """The `coco.all_reduce`s completing them."""
     chunk_elements: int = DEFAULT_CHUNK_ELEMENTS
 
     # ------------------------------------------------------------------
@@ -163,6 +214,8 @@ class FusedPlan:
             ),
             tuple(op for op in ops if isinstance(op, AllGatherOp)),
             tuple(op for op in ops if isinstance(op, SendOp)),
+            tuple(op for op in ops if isinstance(op, ReduceOp)),
+            tuple(op for op in ops if isinstance(op, AllReduceOp)),
             chunk_elements,
         )
 
@@ -185,9 +238,87 @@ class FusedPlan:
         return min(self.chunk_elements, self.geometry.elements)
 
     @property
+    def max_blocks(self) -> int:
+        """The most blocks the launch asks for: one per work item of its
+        busiest phase ((N-1) x chunks pushes, or the chunks of the slice)."""
+        return max(self.chunks, (self.world - 1) * self.chunks)
+
+    @cached_property
+    def stages(self) -> dict[Operation, int]:
+        """The stage every body op runs in (the module docstring): a
+        `coco.reduce` in the stage of its operand, an all_reduce in the next
+        one, any other op in the latest stage of its operands."""
+        found: dict[Operation, int] = {}
+        for op in self.fusion.block.ops:
+            if isinstance(op, YieldOp):
+                continue
+            stage = max((self.stage(v, found) for v in op.operands), default=0)
+            found[op] = stage + 1 if isinstance(op, AllReduceOp) else stage
+        return found
+
+    def stage(self, value: SSAValue, stages: dict[Operation, int] | None = None) -> int:
+        """The stage `value` is computed in (0 for the fusion's inputs)."""
+        if not isinstance(value, OpResult):
+            return 0
+        return (self.stages if stages is None else stages)[value.op]
+
+    @staticmethod
+    def is_recomputed(op: Operation) -> bool:
+        """Whether a stage that needs `op`'s value computes it again rather
+        than reading it back: an all_slice (a read of an input), a constant,
+        rank-0 arithmetic."""
+        if isinstance(op, AllSliceOp | ConstantOp):
+            return True
+        return (
+            isinstance(op, ELEMENTWISE_OPS)
+            and coco.tensor_type(op.results[0]).rank == 0
+        )
+
+    @cached_property
+    def read_stages(self) -> dict[SSAValue, int]:
+        """The last stage that reads each body value (block arguments too): a
+        recomputed value is read where its users run."""
+        found: dict[SSAValue, int] = {}
+        for op in reversed(list(self.fusion.block.ops)):
+            if isinstance(op, YieldOp):
+                continue
+            if self.is_recomputed(op):
+                stage = max((found.get(r, -1) for r in op.results), default=-1)
+            else:
+                stage = self.stages[op]
+            for v in op.operands:
+                found[v] = max(found.get(v, -1), stage)
+        return found
+
+    @cached_property
+    def carried(self) -> tuple[SSAValue, ...]:
+        """The slices a stage computes and a later stage reads: the kernel
+        stores them in a buffer of the rank's slice (yielded ones in their
+        result's)."""
+        return tuple(
+            op.results[0]
+            for op in self.fusion.block.ops
+            if isinstance(op, (ReduceScatterOp, *ELEMENTWISE_OPS))
+            and not self.is_recomputed(op)
+            and self.read_stages.get(op.results[0], -1) > self.stages[op]
+        )
+
+    @property
+    def stage_count(self) -> int:
+        """Stages of the per-element work: one more than the boundaries at
+        which the kernel completes slice reductions."""
+        return 1 + max((self.stages[op] for op in self.scalar_all_reduces), default=0)
+
+    @property
+    def slots(self) -> SlotLayout:
+        return SlotLayout(
+            self.world, self.chunks, self.stage_count - 1, self.max_blocks
+        )
+
+    @property
     def signal_slots(self) -> int:
-        """Signal-pad slots the kernel uses: phase x source rank x chunk."""
-        return SIGNAL_PHASES * self.world * self.chunks
+        """Signal-pad slots the kernel uses (`slots`)."""
+        return self.slots.total
 
     def reduction_element_bytes(self, op: ReduceScatterOp) -> int:
         return element_info(coco.tensor_type(op.operand).element_type).bytes
@@ -195,33 +326,84 @@ class FusedPlan:
     def gather_element_bytes(self, op: AllGatherOp) -> int:
         return element_info(coco.tensor_type(op.operand).element_type).bytes
 
+    def partial_type(self, op: ReduceOp) -> Attribute:
+        """The element type of a slice reduction's partial (and of the
+        scalars its all_reduces exchange)."""
+        return coco.tensor_type(op.result).element_type
+
+    def symmetric_buffers(self) -> list[SymmetricBuffer]:
+        """The kernel's buffers in the symmetric workspace, in layout order:
+        each reduction's scratch and each gather's receive buffer (`world *
+        slice` elements); for each slice reduction, its block partials (one
+        per block, in the compute type) and the ranks' partials (one per
+        rank); for each scalar all_reduce, its result."""
+        n, elements = self.world, self.geometry.elements
+        found = [
+            SymmetricBuffer("scratch", op, _operand_type(op), n * elements)
+            for op in self.reductions
+        ]
+        found += [
+            SymmetricBuffer("gather", op, _operand_type(op), n * elements)
+            for op in self.gathers
+        ]
+        for op in self.slice_reductions:
+            t = self.partial_type(op)
+            compute = element_info(t).compute_type
+            found.append(SymmetricBuffer("partials", op, compute, self.max_blocks))
+            found.append(SymmetricBuffer("exchange", op, t, n))
+        found += [
+            SymmetricBuffer("result", op, _result_type(op), 1)
+            for op in self.scalar_all_reduces
+        ]
+        return found
+
     def symmetric_layout(self, alignment: int = SYMMETRIC_ALIGNMENT) -> SymmetricLayout:
-        """Byte offsets (from the fusion's base) of each reduction's scratch
-        and each gather's receive buffer, each `world * slice` elements."""
-        offsets: dict[Operation, int] = {}
+        """Byte offsets (from the fusion's base) of its symmetric buffers
+        (`symmetric_buffers`), each aligned."""
+        offsets: dict[tuple[str, Operation], int] = {}
         total = 0
-        for op in self.reductions:
-            offsets[op] = total
-            total += _align(
-                self.world * self.geometry.elements * self.reduction_element_bytes(op),
-                alignment,
-            )
-        for op in self.gathers:
-            offsets[op] = total
-            total += _align(
-                self.world * self.geometry.elements * self.gather_element_bytes(op),
-                alignment,
-            )
+        for buffer in self.symmetric_buffers():
+            offsets[buffer.kind, buffer.op] = total
+            total += _align(buffer.bytes, alignment)
         return SymmetricLayout(offsets, total)
 
     def peer_bytes(self) -> int:
         """Bytes this rank stores into each other rank per launch: its
-        contribution to the peer's slice of every reduction (phase 1), and its
-        slice of every gathered value (phase 2)."""
+        contribution to the peer's slice of every reduction (phase 1), its
+        slice of every gathered value (phase 2), and its partial of every
+        slice reduction (one scalar each)."""
         elements = self.geometry.elements
-        return sum(
-            elements * self.reduction_element_bytes(op) for op in self.reductions
-        ) + sum(elements * self.gather_element_bytes(op) for op in self.gathers)
+        return (
+            sum(elements * self.reduction_element_bytes(op) for op in self.reductions)
+            + sum(elements * self.gather_element_bytes(op) for op in self.gathers)
+            + sum(
+                element_info(self.partial_type(op)).bytes
+                for op in self.slice_reductions
+            )
+        )
+
+
+@dataclass(frozen=True)
+class SymmetricBuffer:
+    """One buffer of a fused kernel in the symmetric workspace: what it holds
+    (`kind`) for which op, and its size."""
+
+    kind: str
+    op: Operation
+    element_type: Attribute
+    count: int
+
+    @property
+    def bytes(self) -> int:
+        return self.count * element_info(self.element_type).bytes
+
+
+def _operand_type(op: Operation) -> Attribute:
+    return coco.tensor_type(op.operands[0]).element_type
+
+
+def _result_type(op: Operation) -> Attribute:
+    return coco.tensor_type(op.results[0]).element_type
 
 
 def _align(n: int, alignment: int) -> int:
@@ -267,6 +449,16 @@ def _problems(ops: list[Operation], slice_type: TensorType) -> list[str]:
             continue
         if isinstance(op, SendOp):
             continue
+        if isinstance(op, ReduceOp):
+            problems.extend(_slice_reduction_problems(op, is_slice))
+            continue
+        if isinstance(op, AllReduceOp):
+            if not isinstance(op.operand.owner, ReduceOp):
+                problems.append(
+                    "all-reduces a value that is not the partial of a "
+                    "coco.reduce in the fusion"
+                )
+            continue
         if isinstance(op, AllSliceOp):
             t = coco.tensor_type(op.result)
             if not is_slice(t):
@@ -283,6 +475,26 @@ def _problems(ops: list[Operation], slice_type: TensorType) -> list[str]:
         for operand in op.operands:
             problems.extend(_operand_problem(operand, is_slice, is_scalar, broadcasts))
     return problems
+
+
+def _slice_reduction_problems(op: ReduceOp, is_slice) -> list[str]:
+    """A slice reduction must reduce a whole slice of the fusion's shape to a
+    rank-0 partial that only all_reduces in the body read."""
+    t = coco.tensor_type(op.operand)
+    if not is_slice(t) or len(op.reduced_dims) != t.rank:
+        return [
+            f"holds a 'coco.reduce' of {t} over dims {list(op.reduced_dims)}, "
+            "not of a whole slice"
+        ]
+    if t.element_type == coco.i1:
+        return [f"holds a 'coco.reduce' of {t.element_type} values"]
+    for use in op.result.uses:
+        if not isinstance(use.operation, AllReduceOp):
+            return [
+                f"uses the partial of 'coco.reduce' in '{use.operation.name}', "
+                "not only in coco.all_reduce"
+            ]
+    return []
 
 
 def _yield_problems(fusion: FusionOp) -> list[str]:

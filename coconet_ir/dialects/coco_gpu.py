@@ -64,6 +64,12 @@ PEER_BYTES_ATTR = "coco_gpu.peer_bytes"
 stores into each other rank per launch (what `analysis.device_traffic` counts;
 the emulator measures the same)."""
 
+COOPERATIVE_ATTR = "coco_gpu.cooperative"
+"""On a `gpu.launch_func`: launch the kernel cooperatively (all its blocks
+resident at once, `cudaLaunchAttributeCooperative`), as a kernel whose blocks
+wait for each other needs; its grid comes from a `coco_gpu.grid_blocks` that
+names the kernel."""
+
 ENTRY_ATTR = "coco_gpu.entry"
 """On a host `func.func`: the coco function type it was converted from (so the
 host driver knows each buffer's layout and which arguments are updated)."""
@@ -339,17 +345,31 @@ class ViewOp(IRDLOperation):
 class GridBlocksOp(IRDLOperation):
     """The number of blocks of a grid-stride launch over `count` items with
     `threads` threads per block: enough to cover them, capped to fill the
-    device (`coco::grid_blocks`). Kernels are correct for any grid size."""
+    device (`coco::grid_blocks`). Kernels are correct for any grid size.
+
+    `coco_gpu.grid_blocks %n, %t resident @kernels::@k`: also capped to the
+    blocks of kernel `@k` that fit on the device at once (its occupancy), for
+    a cooperative launch (`coco::resident_blocks`)."""
 
     name = "coco_gpu.grid_blocks"
     traits = traits_def(Pure())
     count = operand_def(IndexType)
     threads = operand_def(IndexType)
+    kernel = opt_prop_def(SymbolRefAttr)
     result = result_def(IndexType)
-    assembly_format = "$count `,` $threads attr-dict"
+    assembly_format = "$count `,` $threads (`resident` $kernel^)? attr-dict"
 
-    def __init__(self, count: SSAValue | Operation, threads: SSAValue | Operation):
-        super().__init__(operands=[count, threads], result_types=[IndexType()])
+    def __init__(
+        self,
+        count: SSAValue | Operation,
+        threads: SSAValue | Operation,
+        kernel: SymbolRefAttr | None = None,
+    ):
+        super().__init__(
+            operands=[count, threads],
+            result_types=[IndexType()],
+            properties={"kernel": kernel} if kernel is not None else {},
+        )
 
 
 @irdl_op_definition

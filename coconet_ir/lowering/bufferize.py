@@ -56,16 +56,25 @@ def buffer_type(t: TensorType, world: int) -> MemRefType:
     return MemRefType(t.element_type, local_shape(t, world))
 
 
-def buffer_of(value: SSAValue, world: int) -> tuple[list[Operation], SSAValue]:
-    """The buffer holding the coco value `value`: the memref its producer's
-    lowering cast back to a tensor, else a cast to insert (with the ops)."""
+def lowered_buffer(value: SSAValue) -> SSAValue | None:
+    """The memref the lowering of `value`'s producer cast back to a tensor,
+    if it has been lowered."""
     owner = value.owner
     if (
         isinstance(owner, UnrealizedConversionCastOp)
         and len(owner.inputs) == 1
         and isinstance(owner.inputs[0].type, MemRefType)
     ):
-        return [], owner.inputs[0]
+        return owner.inputs[0]
+    return None
+
+
+def buffer_of(value: SSAValue, world: int) -> tuple[list[Operation], SSAValue]:
+    """The buffer holding the coco value `value`: the memref its producer's
+    lowering cast back to a tensor, else a cast to insert (with the ops)."""
+    lowered = lowered_buffer(value)
+    if lowered is not None:
+        return [], lowered
     assert isinstance(value.type, TensorType)
     cast = UnrealizedConversionCastOp.get([value], [buffer_type(value.type, world)])
     cast.results[0].name_hint = value.name_hint

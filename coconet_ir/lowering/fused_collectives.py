@@ -52,6 +52,7 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     MemRefType,
     ModuleOp,
+    UnitAttr,
     VectorType,
     i64,
 )
@@ -67,12 +68,15 @@ from coconet_ir.analysis.fused_plan import (
 from coconet_ir.dialects import coco, gpu  # xDSL's gpu, in MLIR's syntax
 from coconet_ir.dialects.coco import (
     AllGatherOp,
+    AllReduceOp,
     AllSliceOp,
     FusionOp,
+    ReduceOp,
     ReduceScatterOp,
     element_info,
 )
 from coconet_ir.dialects.coco_gpu import (
+    COOPERATIVE_ATTR,
     PEER_BYTES_ATTR,
     CountPeerBytesOp,
     GridBlocksOp,
@@ -86,7 +90,7 @@ from coconet_ir.dialects.coco_gpu import (
     SymmetricBufferOp,
     WaitSignalOp,
 )
-from coconet_ir.lowering.bufferize import collapse, local_shape
+from coconet_ir.lowering.bufferize import collapse, local_shape, lowered_buffer
 from coconet_ir.lowering.coco_to_gpu import (
     Lowering,
     chunk_of,
@@ -98,6 +102,10 @@ from coconet_ir.lowering.kernels import (
     KernelModule,
     X,
     binary,
+    block_reduce,
+    combine,
+    compute_type,
+    constant,
     emit_elementwise,
     for_loop,
     from_compute,
@@ -109,6 +117,8 @@ from coconet_ir.lowering.kernels import (
     lanes,
     load,
     load_lanes,
+    reduce_identity,
+    store,
     store_lanes,
     strides,
     to_compute,
@@ -121,6 +131,10 @@ PHASE_PUSH = 0
 PHASE_GATHER = 1
 """Slot kind: "I have reduced chunk `c` of my slice (and read your
 contribution to it); my results for it are in your gather buffer"."""
+
+SCALAR_BUFFERS = ("partials", "exchange", "result")
+"""The symmetric buffers of slice reductions (`FusedPlan.symmetric_buffers`):
+a scalar at a time, never by vectors."""
 
 
 # ============================================================================
@@ -196,6 +210,12 @@ REDUCTIONS: dict[str, tuple[type[Operation], type[Operation]]] = {
 """The scalar op combining two ranks' contributions (float, integer)."""
 
 
+def rank_combiner(reduction: str, element_type: Attribute) -> type[Operation]:
+    """The op combining two ranks' values of `element_type` (`REDUCTIONS`)."""
+    float_kind, int_kind = REDUCTIONS[reduction]
+    return float_kind if element_info(element_type).is_float else int_kind
+
+
 DropoutIndex = Callable[[Builder, SSAValue, SSAValue], SSAValue]
 """Given element `l` of rank `r`'s slice (both `index`), the i64 global index
 a dropout draws its mask at (inside an overlap chunk, the index in the
@@ -229,7 +249,18 @@ class FusedKernel:
     gathered_outputs: list[AllGatherOp]
     slot_base: int
     dropout_index: Callable[[Operation], DropoutIndex]
+    threads: int
+    """The most threads a block of the launch has."""
     layout: KernelArgs = field(default_factory=KernelArgs)
+    shared_buffers: dict[Attribute, SSAValue] = field(
+        default_factory=dict[Attribute, SSAValue]
+    )
+    accumulators: dict[int, dict[ReduceOp, SSAValue]] = field(
+        default_factory=dict[int, dict[ReduceOp, SSAValue]]
+    )
+    """Per stage, its slice reductions' per-thread accumulators."""
+    scalars: dict[SSAValue, SSAValue] = field(default_factory=dict[SSAValue, SSAValue])
+    """The result of every completed all_reduce, read by every thread."""
     func: gpu.FuncOp = field(init=False)
     tid: SSAValue = field(init=False)
     bid: SSAValue = field(init=False)
@@ -271,6 +302,13 @@ class FusedKernel:
                 f"slice{i}",
                 MemRefType(t.element_type, [geometry.elements]),
             )
+        for i, buffer in enumerate(plan.symmetric_buffers()):
+            if buffer.kind in SCALAR_BUFFERS:
+                add(
+                    (buffer.kind, buffer.op),
+                    f"{buffer.kind}{i}",
+                    MemRefType(buffer.element_type, [buffer.count]),
+                )
         self.width = self.vector_width()
 
     def vector_width(self) -> int:
@@ -281,8 +319,8 @@ class FusedKernel:
         g = self.plan.geometry
         widest = max(
             element_info(t.element_type).storage.itemsize
-            for _, t in self.layout.args
-            if isinstance(t, MemRefType)
+            for key, (_, t) in zip(self.layout.positions, self.layout.args)
+            if isinstance(t, MemRefType) and self.is_vector_accessed(key)
         )
         width = VECTOR_BYTES // widest
         rows = (g.elements, self.plan.chunk_size, g.block * g.inner)
@@ -326,7 +364,10 @@ class FusedKernel:
         if self.width > 1:
             self.aligned = self.all_aligned(b)
         self.phase_push(b)
-        self.phase_reduce(b)
+        for stage in range(self.plan.stage_count):
+            self.phase_compute(b, stage)
+            if stage + 1 < self.plan.stage_count:
+                self.complete_reductions(b, stage)
         self.phase_gather(b)
         return func
 
@@ -338,8 +379,9 @@ class FusedKernel:
 
     def slot(self, n: Ints, phase: int, source: SSAValue, chunk: Index) -> SSAValue:
         """Slot `base + (phase * N + source) * C + chunk` of a signal pad."""
-        world, chunks = self.plan.world, self.chunks
-        row = n.add(self.slot_base + phase * world * chunks, n.mul(source, chunks))
+        row = n.add(
+            self.slot_base + self.plan.slots.phase(phase), n.mul(source, self.chunks)
+        )
         return n.add(row, chunk)
 
     def peer_items(self, b: Builder) -> tuple[Builder, SSAValue, Index]:
@@ -394,6 +436,8 @@ class FusedKernel:
         every buffer but the inputs read as scalars or by broadcast."""
         if not (isinstance(key, tuple) and key):
             return False  # rank, epoch, peers
+        if key[0] in SCALAR_BUFFERS:
+            return False
         if key[0] != "read":
             return True
         t = coco.tensor_type(key[1])
@@ -494,12 +538,27 @@ class FusedKernel:
 
     # ------------------------------------------------------------ phase 2
 
-    def phase_reduce(self, b: Builder) -> None:
+    def phase_compute(self, b: Builder, stage: int) -> None:
+        """Stage `stage` of phase 2 over the chunks of this rank's slice (the
+        same chunks go to the same block in every stage): stage 0 waits for
+        the peers' contributions and reduces them; every stage computes its
+        ops, stores its outputs, pushes its gathered values and accumulates
+        its slice reductions; the last one signals phase 2."""
         n = Ints(b)
+        accumulators = self.start_accumulators(b, stage)
         body, chunk = for_loop(b, self.bid, n.c(self.chunks), self.gdim, "chunk")
-        self.wait_for_peers(body, chunk)
-        self.barrier(body)
-        self.for_elements(body, chunk, self.compute_elements)
+        if stage == 0:
+            self.wait_for_peers(body, chunk)
+            self.barrier(body)
+        self.for_elements(
+            body,
+            chunk,
+            lambda loop, element, width: self.compute_elements(
+                loop, element, width, stage, accumulators
+            ),
+        )
+        if stage + 1 < self.plan.stage_count:
+            return
         self.barrier(body)
         lead = self.leader(body)
         gathered = sum(
@@ -538,10 +597,21 @@ class FusedKernel:
             ),
         )
 
-    def compute_elements(self, b: Builder, element: SSAValue, width: int) -> None:
-        """Reduce, compute and store elements `element .. element + width -
-        1` of this rank's slice: vector loads and stores, the arithmetic
-        lane by lane."""
+    def compute_elements(
+        self,
+        b: Builder,
+        element: SSAValue,
+        width: int,
+        stage: int,
+        accumulators: dict[ReduceOp, SSAValue],
+    ) -> None:
+        """Stage `stage` of elements `element .. element + width - 1` of this
+        rank's slice: vector loads and stores, the arithmetic lane by lane.
+        Stage 0 reduces the reduce_scatters' contributions; a value of an
+        earlier stage is read back from the buffer it was stored in, the
+        scalars of completed slice reductions are `self.scalars`, and what
+        is cheap to recompute (all_slices, constants, scalar arithmetic) is
+        recomputed."""
         n = Ints(b)
         plan = self.plan
         own = self.global_index(n, self.rank, element)
@@ -550,17 +620,27 @@ class FusedKernel:
         per_lane: list[dict[SSAValue, SSAValue]] = [{} for _ in range(width)]
 
         def value_of(v: SSAValue, lane: int) -> SSAValue:
+            if v in self.scalars:
+                return self.scalars[v]
             if v not in per_lane[lane]:
-                values = self.read_lanes(b, n, v, elements, own)
+                if isinstance(v, BlockArgument):
+                    values = self.read_lanes(b, n, v, elements, own)
+                else:  # carried over from an earlier stage
+                    buffer = self.arg(self.func, ("slice", v))
+                    values = lanes(b, load_lanes(b, buffer, element, width))
                 for scalars, value in zip(per_lane, values):
                     scalars[v] = value
             return per_lane[lane][v]
 
+        needed = self.stage_ops(stage)
         for op in plan.reductions:
-            values = self.reduce(b, op, element, own, width)
-            for scalars, value in zip(per_lane, values):
-                scalars[op.result] = value
+            if op in needed:
+                values = self.reduce(b, op, element, own, width)
+                for scalars, value in zip(per_lane, values):
+                    scalars[op.result] = value
         for op in plan.compute:
+            if op not in needed:
+                continue
             for lane, scalars in enumerate(per_lane):
                 if isinstance(op, AllSliceOp):
                     scalars[op.result] = value_of(op.operand, lane)
@@ -576,13 +656,26 @@ class FusedKernel:
                 )
 
         def packed(value: SSAValue) -> SSAValue:
-            return from_lanes(b, [scalars[value] for scalars in per_lane])
+            return from_lanes(b, [value_of(value, lane) for lane in range(width)])
 
         for value in self.slice_outputs:
-            slice_ = self.arg(self.func, ("slice", value))
-            store_lanes(b, packed(value), slice_, element)
+            if plan.stage(value) == stage:
+                slice_ = self.arg(self.func, ("slice", value))
+                store_lanes(b, packed(value), slice_, element)
+        for op, accumulator in accumulators.items():
+            total = load(b, accumulator, [n.c(0)])
+            for lane in range(width):
+                total = combine(
+                    b,
+                    str(op.kind.data),
+                    total,
+                    to_compute(b, value_of(op.operand, lane)),
+                )
+            store(b, total, accumulator, [n.c(0)])
         at = n.add(n.mul(self.rank, plan.geometry.elements), element)
         for op in self.gathered_outputs:
+            if plan.stage(op.operand) != stage:
+                continue
             result = packed(op.operand)
             store_lanes(b, result, self.arg(self.func, ("gathered", op)), own)
             gather = self.arg(self.func, ("gather", op))
@@ -595,6 +688,33 @@ class FusedKernel:
                     at,
                 ),
             )
+
+    def stage_ops(self, stage: int) -> set[Operation]:
+        """The body ops stage `stage` computes per element: those its
+        outputs, gathers and slice reductions need, back to the inputs, the
+        scalars of completed reductions and the values of earlier stages
+        stored in a buffer (docs/gpu.md, "Reductions inside a fused
+        kernel")."""
+        plan = self.plan
+        needed: set[SSAValue] = {
+            v for v in self.slice_outputs if plan.stage(v) == stage
+        }
+        needed |= {
+            op.operand
+            for op in (*self.gathered_outputs, *plan.slice_reductions)
+            if plan.stage(op.operand) == stage
+        }
+        found: set[Operation] = set()
+        for op in reversed(list(plan.fusion.block.ops)):
+            if not any(r in needed for r in op.results):
+                continue
+            if isinstance(op, AllReduceOp) or (
+                op.results[0] in plan.carried and plan.stage(op.results[0]) < stage
+            ):
+                continue  # a scalar of a boundary, or stored in an earlier stage
+            found.add(op)
+            needed.update(op.operands)
+        return found
 
     def reduce(
         self,
@@ -614,8 +734,6 @@ class FusedKernel:
         source = self.arg(self.func, ("input", op))
         scratch = self.arg(self.func, ("scratch", op))
         size = self.plan.geometry.elements
-        float_kind, int_kind = REDUCTIONS[op.reduction.data]
-        kind = float_kind if element_info(t).is_float else int_kind
         loaded = t if width == 1 else VectorType(t, [width])
 
         def contribution(inner: Builder, rank: SSAValue) -> list[SSAValue]:
@@ -632,10 +750,22 @@ class FusedKernel:
             )
             return [to_compute(inner, lane) for lane in lanes(inner, value)]
 
+        combined = self.over_ranks(b, rank_combiner(op.reduction.data, t), contribution)
+        return [from_compute(b, lane, result_type) for lane in combined]
+
+    def over_ranks(
+        self,
+        b: Builder,
+        kind: type[Operation],
+        contribution: Callable[[Builder, SSAValue], list[SSAValue]],
+    ) -> list[SSAValue]:
+        """`contribution(rank)` of ranks `0..N-1` combined by `kind`, in rank
+        order (so every rank computes the same bits): `scf.for` over ranks
+        `1..N-1` carrying the combination of each lane."""
         n = Ints(b)
         first = contribution(b, n.c(0))
         if self.plan.world == 1:
-            return [from_compute(b, lane, result_type) for lane in first]
+            return first
         body = Block(arg_types=[index, *(lane.type for lane in first)])
         body.args[0].name_hint = "q"
         for accumulator in body.args[1:]:
@@ -649,7 +779,164 @@ class FusedKernel:
         ]
         inner.insert(scf.YieldOp(*combined))
         loop = b.insert(scf.ForOp(n.c(1), n.c(self.plan.world), n.c(1), first, body))
-        return [from_compute(b, lane, result_type) for lane in loop.results]
+        return list(loop.results)
+
+    # ------------------------------------------- slice reductions (stages)
+
+    def start_accumulators(self, b: Builder, stage: int) -> dict[ReduceOp, SSAValue]:
+        """A per-thread accumulator (`memref.alloca` of one element of the
+        compute type, which the compiler keeps in a register) for every slice
+        reduction of `stage`, holding its identity."""
+        n = Ints(b)
+        found: dict[ReduceOp, SSAValue] = {}
+        for op in self.plan.slice_reductions:
+            if self.plan.stage(op.operand) != stage:
+                continue
+            t = compute_type(self.plan.partial_type(op))
+            alloca = b.insert(memref.AllocaOp.get(t, shape=[1]))
+            alloca.memref.name_hint = "acc"
+            identity = constant(b, reduce_identity(str(op.kind.data), t), t)
+            store(b, identity, alloca.memref, [n.c(0)])
+            found[op] = alloca.memref
+        self.accumulators[stage] = found
+        return found
+
+    def shared(self, t: Attribute) -> SSAValue:
+        """The kernel's workgroup buffer of `threads` elements of `t`, for
+        block reductions (one per type)."""
+        if t not in self.shared_buffers:
+            buffer = self.func.add_workgroup_buffer(t, self.threads)
+            buffer.name_hint = "partials"
+            self.shared_buffers[t] = buffer
+        return self.shared_buffers[t]
+
+    def complete_reductions(self, b: Builder, stage: int) -> None:
+        """The boundary after stage `stage` (docs/gpu.md, "Reductions inside a
+        fused kernel"), as top-level steps every block takes in order:
+
+        1. each block combines its threads' accumulators (`block_reduce`);
+           thread 0 stores the block's partial and signals the block's
+           arrival slot on this rank's own pad;
+        2. block 0 waits for every block's arrival, combines the block
+           partials in block order, and stores this rank's partial into its
+           own row of each exchange buffer and into every peer's, then
+           signals the peers;
+        3. block 0 waits for the peers' partials, combines the ranks' in rank
+           order into each all_reduce's result and raises the boundary's
+           flag; the other blocks wait for the flag;
+        4. every thread reads the results (`self.scalars`).
+
+        Block 0 waits for every block and every block for block 0: all
+        blocks must be resident at once, which the cooperative launch
+        guarantees."""
+        plan, slots = self.plan, self.plan.slots
+        reductions = [
+            op for op in plan.slice_reductions if plan.stage(op.operand) == stage
+        ]
+        all_reduces = [
+            op for op in plan.scalar_all_reduces if plan.stage(op.result) == stage + 1
+        ]
+        accumulators = self.accumulators[stage]
+        n = Ints(b)
+        zero = n.c(0)
+        arrivals = self.slot_base + slots.arrivals(stage)
+        scalars = self.slot_base + slots.scalars(stage)
+        flag = n.c(self.slot_base + slots.flag(stage))
+
+        # 1. Every block: its partials.
+        totals = []
+        for op in reductions:
+            value = load(b, accumulators[op], [zero])
+            totals.append(
+                block_reduce(
+                    b,
+                    str(op.kind.data),
+                    value,
+                    self.shared(value.type),
+                    self.threads,
+                    self.tid,
+                    self.bdim,
+                )
+            )
+        lead = self.leader(b)
+        for op, total in zip(reductions, totals):
+            store(lead, total, self.arg(self.func, ("partials", op)), [self.bid])
+        arrived = Ints(lead).add(arrivals, self.bid)
+        lead.insert(SignalOp(self.peers, self.rank, arrived, self.epoch))
+
+        # 2. Block 0: the rank's partials, to every rank.
+        is_first = n.eq(self.bid, 0)
+        first = if_then(b, is_first)
+        waits, block = for_loop(first, self.tid, self.gdim, self.bdim, "block")
+        slot = Ints(waits).add(arrivals, block)
+        waits.insert(WaitSignalOp(self.peers, slot, self.epoch))
+        self.barrier(first)
+        partials: list[SSAValue] = []
+        for op in reductions:
+            kind = str(op.kind.data)
+            t = compute_type(plan.partial_type(op))
+            blocks = Block(arg_types=[index, t])
+            blocks.args[0].name_hint, blocks.args[1].name_hint = "block", "acc"
+            inner = Builder(InsertPoint.at_end(blocks))
+            x = load(inner, self.arg(self.func, ("partials", op)), [blocks.args[0]])
+            inner.insert(scf.YieldOp(combine(inner, kind, blocks.args[1], x)))
+            start = constant(first, reduce_identity(kind, t), t)
+            mine = first.insert(
+                scf.ForOp(self.tid, self.gdim, self.bdim, [start], blocks)
+            ).results[0]
+            total = block_reduce(
+                first, kind, mine, self.shared(t), self.threads, self.tid, self.bdim
+            )
+            partials.append(from_compute(first, total, plan.partial_type(op)))
+        lead = self.leader(first)
+        for op, partial in zip(reductions, partials):
+            store(lead, partial, self.arg(self.func, ("exchange", op)), [self.rank])
+        pushed = sum(element_info(plan.partial_type(op)).bytes for op in reductions)
+
+        def push(inner: Builder, peer: SSAValue) -> None:
+            for op, partial in zip(reductions, partials):
+                exchange = self.arg(self.func, ("exchange", op))
+                view = inner.insert(PeerViewOp(self.peers, exchange, peer)).result
+                store(inner, partial, view, [self.rank])
+            inner.insert(CountPeerBytesOp(self.peers, peer, Ints(inner).c(pushed)))
+            slot = Ints(inner).add(scalars, self.rank)
+            inner.insert(SignalOp(self.peers, peer, slot, self.epoch))
+
+        self.for_peers(lead, push)
+
+        # 3. Block 0: the all_reduces' results; the other blocks wait for them.
+        first, others = if_else(b, is_first)
+        lead = self.leader(first)
+        self.for_peers(
+            lead,
+            lambda inner, peer: inner.insert(
+                WaitSignalOp(self.peers, Ints(inner).add(scalars, peer), self.epoch)
+            ),
+        )
+        for op in all_reduces:
+            partial = op.operand.owner
+            assert isinstance(partial, ReduceOp)
+            exchange = self.arg(self.func, ("exchange", partial))
+            t = plan.partial_type(partial)
+            (result,) = self.over_ranks(
+                lead,
+                rank_combiner(op.reduction.data, t),
+                lambda inner, q, exchange=exchange: [
+                    to_compute(inner, load(inner, exchange, [q]))
+                ],
+            )
+            result_type = coco.tensor_type(op.result).element_type
+            result = from_compute(lead, result, result_type)
+            store(lead, result, self.arg(self.func, ("result", op)), [zero])
+        lead.insert(SignalOp(self.peers, self.rank, flag, self.epoch))
+        self.leader(others).insert(WaitSignalOp(self.peers, flag, self.epoch))
+
+        # 4. Every thread: the results.
+        self.barrier(b)
+        for op in all_reduces:
+            value = load(b, self.arg(self.func, ("result", op)), [zero])
+            value.name_hint = op.result.name_hint
+            self.scalars[op.result] = value
 
     def read_lanes(
         self,
@@ -845,7 +1132,7 @@ class FusedCollectiveLowering:
     def lower(self, plan: FusedPlan, rewriter: PatternRewriter) -> None:
         fusion = plan.fusion
         lowering = self.lowering
-        world, elements = self.world, plan.geometry.elements
+        world = self.world
         yielded = list(fusion.yield_op.arguments)
         slice_outputs = [v for v in yielded if coco.tensor_type(v).layout.is_sliced]
         for send in plan.sends:
@@ -853,12 +1140,14 @@ class FusedCollectiveLowering:
                 send.operand.owner, AllGatherOp
             ):
                 slice_outputs.append(send.operand)
+        slice_outputs += plan.carried
         kernel = FusedKernel(
             plan,
             list(dict.fromkeys(slice_outputs)),
             list(plan.gathers),
             self.layout.slots(plan.signal_slots),
             self.dropout_index(plan),
+            lowering.threads,
         )
         name = lowering.kernel_name(fusion, "fused")
         func = kernel.build(lowering.kernels, name)
@@ -892,7 +1181,7 @@ class FusedCollectiveLowering:
                     buffers[value] = alloc.memref
                 else:
                     ops, buffer = lowering.result_buffer(
-                        fusion, result, reads_in_place=True
+                        fusion, result, reads_in_place=self.reads_in_place(plan, value)
                     )
                     host.extend(ops)
                     buffers[value] = buffer
@@ -912,19 +1201,17 @@ class FusedCollectiveLowering:
             host.extend([*ops, *more])
             return collapsed
 
-        def symmetric(kind: str, op: Operation, t: Attribute) -> None:
-            bytes_ = world * elements * element_info(t).bytes
+        for buffer in plan.symmetric_buffers():
             sym = SymmetricBufferOp(
-                self.layout.buffer(bytes_), MemRefType(t, [world * elements])
+                self.layout.buffer(buffer.bytes),
+                MemRefType(buffer.element_type, [buffer.count]),
             )
-            sym.result.name_hint = kind
+            sym.result.name_hint = buffer.kind
             host.append(sym)
-            args[(kind, op)] = sym.result
-
+            args[(buffer.kind, buffer.op)] = sym.result
         for op in plan.reductions:
             assert isinstance(op.operand, BlockArgument)
             args[("input", op)] = flat(inputs[op.operand])
-            symmetric("scratch", op, coco.tensor_type(op.operand).element_type)
         for arg in kernel.read_arguments():
             args[("read", arg)] = flat(inputs[arg])
 
@@ -934,26 +1221,28 @@ class FusedCollectiveLowering:
             return buffer
 
         for op in kernel.gathered_outputs:
-            symmetric("gather", op, coco.tensor_type(op.operand).element_type)
             args[("gathered", op)] = collapsed(op.result)
         for value in kernel.slice_outputs:
             args[("slice", value)] = collapsed(value)
 
         threads = lowering.threads
-        items = max(plan.chunks, (world - 1) * plan.chunks)
-        count = arith.ConstantOp(IntegerAttr(items * threads, index))
+        count = arith.ConstantOp(IntegerAttr(plan.max_blocks * threads, index))
         per_block = arith.ConstantOp(IntegerAttr(threads, index))
-        blocks = GridBlocksOp(count, per_block)
+        cooperative = plan.stage_count > 1
+        symbol = lowering.kernels.symbol_of(func)
+        blocks = GridBlocksOp(count, per_block, symbol if cooperative else None)
         one = arith.ConstantOp(IntegerAttr(1, index))
         count.result.name_hint, per_block.result.name_hint = "items", "threads"
         blocks.result.name_hint, one.result.name_hint = "blocks", "c1"
         launch = gpu.LaunchFuncOp(
-            lowering.kernels.symbol_of(func),
+            symbol,
             [blocks, one, one],
             [per_block, one, one],
             kernelOperands=[args[key] for key in kernel.layout.positions],
         )
         launch.attributes[PEER_BYTES_ATTR] = IntegerAttr(plan.peer_bytes(), i64)
+        if cooperative:
+            launch.attributes[COOPERATIVE_ATTR] = UnitAttr()
         host += [count, per_block, blocks, one, launch]
         for send in plan.sends:
             host.append(
@@ -964,6 +1253,26 @@ class FusedCollectiveLowering:
                 )
             )
         replace_with_buffers(rewriter, fusion, host, [output(v) for v in yielded])
+
+    def reads_in_place(self, plan: FusedPlan, value: SSAValue) -> bool:
+        """Whether the kernel may write `value` into the buffer of a fusion
+        input it reads: it reads and writes each element at the same index,
+        so only a stage after the one storing `value` (or, for a gathered
+        value, its slice) could read an overwritten element. True unless an
+        input with `value`'s destination buffer is read in such a stage."""
+        destination = self.lowering.destinations.get(
+            dict(zip(plan.fusion.yield_op.arguments, plan.fusion.results))[value]
+        )
+        if destination is None:
+            return True
+        stored = plan.stage(
+            value.owner.operand if isinstance(value.owner, AllGatherOp) else value
+        )
+        for arg, outer in zip(plan.fusion.block.args, plan.fusion.inputs):
+            buffer = lowered_buffer(outer)
+            if buffer is destination and plan.read_stages.get(arg, -1) > stored:
+                return False
+        return True
 
     def dropout_index(self, plan: FusedPlan) -> Callable[[Operation], DropoutIndex]:
         """Dropout's global index: `Lowering.global_index`, with the overlap

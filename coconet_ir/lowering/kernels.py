@@ -442,7 +442,7 @@ def linear(
 
 def compute_type(element_type: Attribute) -> Attribute:
     """The type arithmetic on `element_type` runs in (f32 for halves)."""
-    return f32 if element_info(element_type).is_half else element_type
+    return element_info(element_type).compute_type
 
 
 def to_compute(b: Builder, value: SSAValue) -> SSAValue:
@@ -888,7 +888,7 @@ def reduce_kernel(
             for position, d in enumerate(kept):
                 base_digits[d] = outer.digit(position)
             base = linear(loop, base_digits, shape)
-        init = constant(loop, _reduce_identity(kind, ctype), ctype)
+        init = constant(loop, reduce_identity(kind, ctype), ctype)
         inner_block = Block(arg_types=[index, ctype])
         j, acc = inner_block.args
         j.name_hint, acc.name_hint = "j", "acc"
@@ -1034,7 +1034,8 @@ def memref_shape(t: Attribute) -> tuple[int, ...]:
     return tuple(t.get_shape())
 
 
-def _reduce_identity(kind: str, t: Attribute) -> float | int:
+def reduce_identity(kind: str, t: Attribute) -> float | int:
+    """The value `kind` (sum, max, min) of no elements of type `t`."""
     if kind == "sum":
         return 0
     if isinstance(t, IntegerType):

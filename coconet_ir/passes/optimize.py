@@ -65,9 +65,7 @@ class Optimize(ModulePass):
             (self.fuse_send, FuseSend()),
             # The receiver's new all_gather: move its elementwise consumers too.
             (self.fuse_send and self.reorder, Reorder()),
-            # Through reductions once the lowering makes LAMB one kernel
-            # (issue 9); until then its norms cut the region in two.
-            (self.fuse, Fuse(reductions=False)),
+            (self.fuse, Fuse()),
             (self.overlap, Overlap(chunks=self.chunks)),
             (True, CocoDCE()),
         ]

@@ -1161,8 +1161,13 @@ class CudaPrinter(BasePrinter):
             else "0"
         )
         args = "".join(f", {self.text(a)}" for a in op.kernelOperands)
+        macro = (
+            "COCO_LAUNCH_COOPERATIVE"
+            if coco_gpu.COOPERATIVE_ATTR in op.attributes
+            else "COCO_LAUNCH"
+        )
         self.line(
-            f"COCO_LAUNCH({kernel}, dim3({grid}), dim3({block}), {shared}, "
+            f"{macro}({kernel}, dim3({grid}), dim3({block}), {shared}, "
             f"{self.on_stream(op)}{args});"
         )
 
@@ -1175,14 +1180,13 @@ class CudaPrinter(BasePrinter):
 
     @print.register
     def _(self, op: coco_gpu.GridBlocksOp) -> None:
-        self.bind(
-            op.result,
-            Expr(
-                f"coco::grid_blocks(ctx, {self.text(op.count)}, "
-                f"{self.text(op.threads)})",
-                True,
-            ),
-        )
+        sizes = f"{self.text(op.count)}, {self.text(op.threads)}"
+        if op.kernel is None:
+            call = f"coco::grid_blocks(ctx, {sizes})"
+        else:
+            kernel = sanitize(op.kernel.nested_references.data[-1].data, "kernel")
+            call = f"coco::resident_blocks(ctx, {kernel}, {sizes})"
+        self.bind(op.result, Expr(call, True))
 
     @print.register
     def _(self, op: coco_gpu.RankOp) -> None:

@@ -89,6 +89,11 @@ class ElementType:
         return numpy_dtype("float32") if self.is_half else self.storage
 
     @property
+    def compute_type(self) -> Attribute:
+        """The IR type arithmetic runs in: f32 for halves, else the type."""
+        return f32 if self.is_half else self.ir_type
+
+    @property
     def promoted_storage(self) -> np.dtype:
         """The numpy dtype that holds a value in a promoted run."""
         return element_info(self.promoted).storage

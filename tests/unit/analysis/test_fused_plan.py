@@ -92,8 +92,8 @@ def test_chunks_and_slots():
     layout = plan.symmetric_layout()
     (rs,) = plan.reductions
     (ag,) = plan.gathers
-    assert layout.offsets[rs] == 0
-    assert layout.offsets[ag] == 2 * 512 * 4
+    assert layout.offsets["scratch", rs] == 0
+    assert layout.offsets["gather", ag] == 2 * 512 * 4
     assert layout.total == 2 * 2 * 512 * 4
 
 
@@ -162,3 +162,132 @@ def test_refuses_to_yield_an_input():
     ).replace("coco.yield %y", "coco.yield %x1")
     plan = FusedPlan.of(the_fusion(cc.parse(text)), 2)
     assert plan == "yields one of its inputs unchanged"
+
+
+# ------------------------------------------------------ slice reductions
+
+
+def test_lamb_has_two_stages():
+    """LAMB after coco-optimize: the moments and `r` in stage 0, the update
+    in stage 1 after both norms' boundary; `r` (read by the update) is
+    stored between the stages (`m1` and `v1` are stage 0's outputs); `w`'s
+    slice and the scalar arithmetic are recomputed."""
+    fusion = the_fusion(optimized("lamb"))
+    plan = FusedPlan.of(fusion, 4)
+    assert isinstance(plan, FusedPlan)
+    assert plan.stage_count == 2
+    assert len(plan.slice_reductions) == len(plan.scalar_all_reduces) == 2
+    names = {v.name_hint: plan.stage(v) for op in fusion.body.ops for v in op.results}
+    assert names["m1"] == names["r"] == names["rnorm_partial"] == 0
+    assert names["rnorm_squared"] == names["trust"] == names["w1"] == 1
+    assert [v.name_hint for v in plan.carried] == ["r"]
+    # 1024 elements, one chunk per rank: max(1, 3) = 3 blocks at most.
+    assert plan.max_blocks == 3
+    slots = plan.slots
+    assert slots.phase(1) == 4 and slots.scalars(0) == 8
+    assert slots.arrivals(0) == 12 and slots.flag(0) == 15
+    assert plan.signal_slots == slots.total == 16
+    kinds = [(b.kind, b.count) for b in plan.symmetric_buffers()]
+    assert kinds == [
+        ("scratch", 4 * 256),
+        ("gather", 4 * 256),
+        ("partials", 3),
+        ("exchange", 4),
+        ("partials", 3),
+        ("exchange", 4),
+        ("result", 1),
+        ("result", 1),
+    ]
+    # 2 (N-1)/N S and the two f32 partials.
+    assert fused_all_reduce_bytes(fusion, 4) == 2 * 3 * 1024 + 3 * 2 * 4
+
+
+REDUCED = """
+func.func @f(%g: {local}) -> {out} {{
+  %r = coco.fusion (%g) : ({local}) -> {out} {{
+  ^bb0(%g1: {local}):
+    %s = coco.reduce_scatter %g1 reduction = sum dim = 0 : {local} -> {sliced}
+    {body}
+  }}
+  func.return %r : {out}
+}}
+"""
+
+
+def reduced(body: str, out: str) -> FusionOp:
+    text = REDUCED.format(local=T("8x4xf32", "local"), sliced=SLICE, out=out, body=body)
+    return the_fusion(cc.parse(text))
+
+
+SCALAR_LOCAL, SCALAR = T("f32", "local"), T("f32")
+
+
+def test_refuses_a_partial_used_outside_an_all_reduce():
+    fusion = reduced(
+        f"""%p = coco.reduce %s kind = sum dims = [0, 1] : ({SLICE}) -> {SCALAR_LOCAL}
+    %q = coco.mul %p, %p : ({SCALAR_LOCAL}, {SCALAR_LOCAL}) -> {SCALAR_LOCAL}
+    coco.yield %q : {SCALAR_LOCAL}""",
+        SCALAR_LOCAL,
+    )
+    plan = FusedPlan.of(fusion, 2)
+    assert isinstance(plan, str)
+    assert "uses the partial of 'coco.reduce' in 'coco.mul'" in plan
+
+
+def test_refuses_a_reduction_of_part_of_the_slice():
+    fusion = reduced(
+        f"""%p = coco.reduce %s kind = max dims = [1] : ({SLICE}) -> {ROWS}
+    coco.yield %p : {ROWS}""",
+        ROWS,
+    )
+    plan = FusedPlan.of(fusion, 2)
+    assert isinstance(plan, str) and "not of a whole slice" in plan
+
+
+def test_a_three_boundary_chain():
+    """max, then sum of a value divided by the max, then min: stages 0..3."""
+    fusion = reduced(
+        f"""%p0 = coco.reduce %s kind = max dims = [0, 1] : ({SLICE}) -> {SCALAR_LOCAL}
+    %a0 = coco.all_reduce %p0 reduction = max : {SCALAR_LOCAL} -> {SCALAR}
+    %d0 = coco.div %s, %a0 : ({SLICE}, {SCALAR}) -> {SLICE}
+    %p1 = coco.reduce %d0 kind = sum dims = [0, 1] : ({SLICE}) -> {SCALAR_LOCAL}
+    %a1 = coco.all_reduce %p1 reduction = sum : {SCALAR_LOCAL} -> {SCALAR}
+    %d1 = coco.sub %d0, %a1 : ({SLICE}, {SCALAR}) -> {SLICE}
+    %p2 = coco.reduce %d1 kind = min dims = [0, 1] : ({SLICE}) -> {SCALAR_LOCAL}
+    %a2 = coco.all_reduce %p2 reduction = min : {SCALAR_LOCAL} -> {SCALAR}
+    %d2 = coco.add %d1, %a2 : ({SLICE}, {SCALAR}) -> {SLICE}
+    coco.yield %d2 : {SLICE}""",
+        SLICE,
+    )
+    plan = FusedPlan.of(fusion, 2)
+    assert isinstance(plan, FusedPlan)
+    assert plan.stage_count == 4
+    assert [plan.stage(v) for v in fusion.yield_op.arguments] == [3]
+    # %s (stage 0, read in stage 1), %d0 (stage 1, read in 2), %d1 (2, 3).
+    assert [v.name_hint for v in plan.carried] == ["s", "d0", "d1"]
+    assert plan.slots.total == 2 * 2 * 1 + 3 * (2 + 1 + 1)
+
+
+def test_halves_accumulate_their_partials_in_f32():
+    """A bf16 slice summed as written (slice-norm converts to f32 itself):
+    the blocks' partials in f32, the ranks' partials and the result in the
+    all_reduce's bf16."""
+    sliced, local, scalar = (
+        T("8x4xbf16", "sliced<0>"),
+        T("f32", "local").replace("f32", "bf16"),
+        T("bf16"),
+    )
+    text = REDUCED.format(
+        local=T("8x4xbf16", "local"),
+        sliced=sliced,
+        out=sliced,
+        body=f"""%p = coco.reduce %s kind = sum dims = [0, 1] : ({sliced}) -> {local}
+    %a = coco.all_reduce %p reduction = sum : {local} -> {scalar}
+    %d = coco.div %s, %a : ({sliced}, {scalar}) -> {sliced}
+    coco.yield %d : {sliced}""",
+    )
+    plan = FusedPlan.of(the_fusion(cc.parse(text)), 2)
+    assert isinstance(plan, FusedPlan)
+    types = {b.kind: str(b.element_type) for b in plan.symmetric_buffers()}
+    assert types["partials"] == "f32"
+    assert types["exchange"] == types["result"] == "bf16"

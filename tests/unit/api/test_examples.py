@@ -243,3 +243,23 @@ def test_lamb_bert_is_one_fusion_per_tensor_and_equivalent() -> None:
     for world in (2, 4):
         verdict = cc.equivalent(before, after, world)
         assert verdict, verdict.first_difference
+
+
+def test_lamb_bert_under_coco_optimize_is_one_launch_per_tensor() -> None:
+    """coco-optimize gives the schedule's regions (one per tensor), and the
+    lowering one cooperative kernel launch per tensor, nothing else."""
+    lamb_bert = load_example("lamb_bert")
+    shapes = lamb_bert.Shapes(**TINY_BERT)
+    optimized = cc.Pipeline("coco-optimize")(lamb_bert.build(shapes))
+    fusions = [op for op in optimized.walk() if op.name == "coco.fusion"]
+    assert len(fusions) == 23
+    assert all(
+        op.parent_op().name == "coco.fusion"
+        for op in optimized.walk()
+        if op.name == "coco.all_reduce"
+    )
+    lowered = cc.Pipeline("convert-coco-to-gpu{world=4}")(optimized)
+    launches = [op for op in lowered.walk() if op.name == "gpu.launch_func"]
+    assert len(launches) == 23
+    assert all("coco_gpu.cooperative" in op.attributes for op in launches)
+    assert not [op for op in lowered.walk() if op.name.startswith("coco_gpu.nccl")]

@@ -253,6 +253,10 @@ def run_op(op: Operation, env: Env) -> None:
     elif isinstance(op, memref.StoreOp):
         value, buffer, *index = ins
         store(buffer, index[0] if index else None, value, op.value.type)
+    elif isinstance(op, memref.AllocaOp):  # a thread's register
+        t = op.memref.type
+        shape = tuple(t.get_shape())
+        env[op.results[0]] = np.zeros(shape, element_info(t.element_type).storage)
     elif isinstance(op, scf.ForOp):
         lb, ub, step, *carried = ins
         body = op.body.block
@@ -402,12 +406,16 @@ def run_scalar_op(op: Operation, env: Env, rank: int, world: PeerWorld) -> None:
 def run_fused(
     kernel: gpu.FuncOp, envs: list[Env], launch: gpu.LaunchFuncOp, world: PeerWorld
 ) -> None:
-    """Every rank runs each top-level op of the kernel (its phases) before
-    any rank runs the next."""
+    """Every rank runs each top-level op of the kernel (its phases, and the
+    steps of each stage boundary) before any rank runs the next."""
     kernel_envs: list[Env] = []
+    inputs = len(kernel.function_type.inputs.data)
     for rank, env in enumerate(envs):
         values = [env[v] for v in launch.kernelOperands]
-        kernel_envs.append(dict(zip(kernel.body.block.args, values)))
+        kernel_env = dict(zip(kernel.body.block.args, values))
+        for argument in kernel.body.block.args[inputs:]:  # workgroup buffers
+            kernel_env[argument] = buffer(argument.type)
+        kernel_envs.append(kernel_env)
     for op in kernel.body.block.ops:
         if isinstance(op, gpu.ReturnOp):
             return

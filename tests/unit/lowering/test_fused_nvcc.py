@@ -24,7 +24,7 @@ BLOCKS_PER_SM = 4
 THREADS = 256
 
 
-@pytest.mark.parametrize("name", ["adam", "megatron", "pipeline"])
+@pytest.mark.parametrize("name", ["adam", "megatron", "pipeline", "lamb"])
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_fused_kernels_compile_resident(name: str, arch: str, tmp_path: Path):
     module = cc.Pipeline(
@@ -58,7 +58,7 @@ func.func @half(%g: !coco.tensor<4096xf16, local>, %w: !coco.tensor<4096xf16, re
 """  # noqa: E501
 
 
-@pytest.mark.parametrize("name", ["sgd", "megatron", "adam", "half"])
+@pytest.mark.parametrize("name", ["sgd", "megatron", "adam", "lamb", "half"])
 def test_fused_kernels_move_16_bytes_per_access(name: str, tmp_path: Path):
     """The fused kernels' element loops load and store 16 bytes at a time
     (docs/gpu.md §5, "Vector accesses"): nvcc emits ld/st.global.v4 (4

@@ -132,6 +132,28 @@ inline int grid_blocks(coco_context *ctx, long long n, int threads) {
   return need < 1 ? 1 : (int)need;
 }
 
+// Blocks of a cooperative launch of `kernel` over `n` items: grid_blocks,
+// capped to the blocks of `kernel` that are resident on the device at once
+// (its occupancy at `threads` threads and no dynamic shared memory), so a
+// kernel whose blocks wait for each other cannot deadlock. In the emulation
+// every block is resident (its threads are OS threads).
+template <class Kernel>
+inline int resident_blocks(coco_context *ctx, Kernel kernel, long long n, int threads) {
+  int blocks = grid_blocks(ctx, n, threads);
+#ifdef __CUDACC__
+  int per_sm = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0) ==
+          cudaSuccess &&
+      per_sm > 0) {
+    long long cap = (long long)per_sm * ctx->sm_count;
+    if (blocks > cap) blocks = (int)cap;
+  }
+#else
+  (void)kernel;
+#endif
+  return blocks;
+}
+
 // ---------------------------------------------------------------------------
 // Peers and signals (kernels)
 // ---------------------------------------------------------------------------
@@ -341,6 +363,35 @@ template <class T> constexpr cudaDataType_t cuda_type() { return dtype_of<T>::cu
 #define COCO_LAUNCH_RAW(kernel, grid, block, shared_bytes, stream, ...)          \
   coco_emu::launch(#kernel, kernel, (grid), (block), (shared_bytes), (stream) \
                    __VA_OPT__(, ) __VA_ARGS__)
+#endif
+// A cooperative launch (every block resident at once; the grid must come from
+// coco::resident_blocks). On a GPU, cudaLaunchKernelEx with
+// cudaLaunchAttributeCooperative; in the emulation every launch is one.
+#ifdef __CUDACC__
+namespace coco {
+template <class... Params, class... Args>
+inline cudaError_t launch_cooperative(void (*kernel)(Params...), dim3 grid, dim3 block,
+                                      size_t shared_bytes, cudaStream_t stream,
+                                      Args &&...args) {
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeCooperative;
+  attribute[0].val.cooperative = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = shared_bytes;
+  config.stream = stream;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, kernel, static_cast<Args &&>(args)...);
+}
+}  // namespace coco
+#define COCO_LAUNCH_COOPERATIVE(kernel, grid, block, shared_bytes, stream, ...) \
+  COCO_CHECK_CUDA(coco::launch_cooperative(kernel, grid, block, shared_bytes,  \
+                                           stream __VA_OPT__(, ) __VA_ARGS__))
+#else
+#define COCO_LAUNCH_COOPERATIVE(kernel, grid, block, shared_bytes, stream, ...) \
+  COCO_LAUNCH(kernel, grid, block, shared_bytes, stream, __VA_ARGS__)
 #endif
 #define COCO_LAUNCH(kernel, grid, block, shared_bytes, stream, ...)                              \
   do {                                                                                           \

@@ -1,0 +1,173 @@
+"""Fused kernels with slice reductions (docs/gpu.md, "Reductions inside a
+fused kernel"): LAMB as one cooperative launch, and a three-boundary program
+with max, sum and min reductions, run under the CPU emulation on N ranks,
+three calls back to back, against the interpreter; the bytes each rank stores
+into its peers against the static prediction; ThreadSanitizer; mutations of
+the boundary protocol that the comparison or the sanitizer must catch."""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import fused_emulation
+import numpy as np
+import pytest
+from fused_emulation import emulate, peer_bytes
+from helpers import T, example
+from test_fused_emulated import CALLS, assert_traffic, launches_of
+from xdsl.dialects.builtin import ModuleOp
+
+import coconet_ir as cc
+from coconet_ir.backend.emu import EmulationError
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+
+
+def lamb(element: str = "f32") -> ModuleOp:
+    """examples/lamb.mlir (1024 elements), optionally in another element
+    type, after coco-optimize: one fusion."""
+    text = example("lamb")
+    if element != "f32":
+        text = cc.parse(str(text).replace("f32", element))
+    return cc.Pipeline("coco-optimize")(text)
+
+
+def assert_close(run, rtol: float, atol: float) -> None:
+    """The kernel sums a slice in block and thread order, the interpreter in
+    numpy's: equal up to reassociation."""
+    for expected, actual in zip(run.expected, run.actual, strict=True):
+        assert expected.keys() == actual.keys()
+        for key, want in expected.items():
+            np.testing.assert_allclose(
+                actual[key].astype(np.float64),
+                want.astype(np.float64),
+                rtol=rtol,
+                atol=atol,
+                err_msg=key,
+            )
+
+
+@pytest.mark.parametrize("world", [2, 4, 8])
+def test_lamb_is_one_launch(world: int):
+    module = lamb()
+    run = emulate(module, world)
+    assert_close(run, rtol=1e-5, atol=1e-6)
+    assert launches_of(run, "fused") == CALLS * world
+    assert sum(run.stats["kernels"].values()) == CALLS * world
+    assert sum(map(sum, run.stats["nccl_calls"])) == 0
+    assert_traffic(run, module, world)
+    # The fused all-reduce's 2 (N-1)/N S (S = 4 KiB) plus two f32 partials
+    # (the norms of w and r) to each peer.
+    per_call = 2 * (world - 1) * 4096 // world + (world - 1) * 2 * 4
+    assert peer_bytes(run.stats, world)[0].sum() == CALLS * per_call
+
+
+@pytest.mark.parametrize("element", ["f16", "bf16"])
+def test_lamb_in_halves_accumulates_in_f32(element: str):
+    run = emulate(lamb(element), 4, fused_chunk=40)
+    assert_close(run, rtol=1e-2, atol=1e-3)
+
+
+def test_lamb_in_small_chunks():
+    """Many chunks per block (16 chunks per rank, the grid capped at the
+    emulator's resident blocks)."""
+    run = emulate(lamb(), 4, fused_chunk=16)
+    assert_close(run, rtol=1e-5, atol=1e-6)
+
+
+STAGED = """
+func.func @staged(%g: {local}, %w: {rep}) {{
+  %gs = coco.reduce_scatter %g reduction = sum dim = 0 : {local} -> {sl}
+  %ws = coco.all_slice %w dim = 0 : ({rep}) -> {sl}
+  %sq = coco.mul %gs, %gs : ({sl}, {sl}) -> {sl}
+  %p0 = coco.reduce %sq kind = max dims = [0] : ({sl}) -> {slocal}
+  %top = coco.all_reduce %p0 reduction = max : {slocal} -> {srep}
+  %scaled = coco.div %gs, %top : ({sl}, {srep}) -> {sl}
+  %sq1 = coco.mul %scaled, %scaled : ({sl}, {sl}) -> {sl}
+  %p1 = coco.reduce %sq1 kind = sum dims = [0] : ({sl}) -> {slocal}
+  %s1 = coco.all_reduce %p1 reduction = sum : {slocal} -> {srep}
+  %n = coco.sqrt %s1 : ({srep}) -> {srep}
+  %unit = coco.div %scaled, %n : ({sl}, {srep}) -> {sl}
+  %p2 = coco.reduce %unit kind = min dims = [0] : ({sl}) -> {slocal}
+  %low = coco.all_reduce %p2 reduction = min : {slocal} -> {srep}
+  %w1 = coco.sub %ws, %unit : ({sl}, {sl}) -> {sl}
+  %w2 = coco.add %w1, %low : ({sl}, {srep}) -> {sl}
+  %wg = coco.all_gather %w2 : {sl} -> {rep}
+  coco.update %w, %wg : {rep}
+  func.return
+}}
+"""
+
+
+def staged() -> ModuleOp:
+    """Three boundaries (max, sum, min), a value (`%scaled`) computed in one
+    stage and read in the next two, 1000 elements (blocks of 125 at N = 8)."""
+    module = cc.parse(
+        STAGED.format(
+            local=T("1000xf32", "local"),
+            rep=T("1000xf32"),
+            sl=T("1000xf32", "sliced<0>"),
+            slocal=T("f32", "local"),
+            srep=T("f32"),
+        )
+    )
+    return cc.Pipeline("coco-fuse")(module)
+
+
+@pytest.mark.parametrize("world,chunk", [(2, None), (8, 3)])
+def test_three_boundaries(world: int, chunk: int | None):
+    module = staged()
+    run = emulate(module, world, fused_chunk=chunk)
+    assert_close(run, rtol=1e-5, atol=1e-6)
+    assert launches_of(run, "fused") == CALLS * world
+    assert_traffic(run, module, world)
+
+
+@pytest.mark.parametrize("program", ["lamb", "staged"])
+def test_thread_sanitizer(program: str):
+    """Three launches back to back under ThreadSanitizer: no report."""
+    module = lamb() if program == "lamb" else staged()
+    run = emulate(module, 4, fused_chunk=16, sanitize="thread")
+    assert_close(run, rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------- mutations
+
+
+def mutated(pattern: str, replacement: str, count: int = 1):
+    """`fused_emulation.cuda_source` with the first `count` matches of
+    `pattern` in the CUDA C replaced."""
+    original = fused_emulation.cuda_source
+
+    def source(lowered: ModuleOp) -> str:
+        text, made = re.subn(pattern, replacement, original(lowered), count=count)
+        if made != count:
+            raise LookupError(f"no {pattern!r} in the kernel")
+        return text
+
+    return source
+
+
+MUTATIONS = {
+    # Block 0 combines the block partials before the other blocks have
+    # stored theirs (the first boundary's arrival waits, in a loop over
+    # blocks).
+    "arrival": (
+        r"(for \(int64_t block\w* = [^\n]*\n\s*)(coco::wait_signal)",
+        r"\1//\2",
+    ),
+    # The other blocks read an all_reduce's result before block 0 has
+    # stored it (the first boundary's flag wait: a slot with no offset).
+    "flag": (r"(coco::wait_signal\(coco::own_slot\(peers, \d+\),)", r"//\1"),
+}
+
+
+@pytest.mark.parametrize("mutation", MUTATIONS)
+def test_a_missing_wait_is_caught(monkeypatch: pytest.MonkeyPatch, mutation: str):
+    """Each wait of the boundary protocol matters: without it
+    ThreadSanitizer reports a race, or the results differ."""
+    monkeypatch.setattr(fused_emulation, "cuda_source", mutated(*MUTATIONS[mutation]))
+    with pytest.raises((EmulationError, AssertionError)):
+        run = emulate(staged(), 4, fused_chunk=3, sanitize="thread")
+        assert_close(run, rtol=1e-5, atol=1e-6)
