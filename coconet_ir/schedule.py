@@ -96,8 +96,11 @@ class Schedule:
     ) -> Handle:
         """Move the elementwise computations after `all_gather` onto slices.
 
-        `computations`, if given, are checked to have moved (they now compute on
-        sliced values)."""
+        Without `computations`, everything that can move does (`coco-reorder
+        {op=...}`). With them (CoCoNet's `reorder(ag, {stages})`), exactly
+        those move, with the unnamed ops between the all_gather and them and
+        the replicated producers only they read (`coco-reorder{ops=...}`);
+        a computation that cannot move is refused by name."""
         from coconet_ir.passes.reorder import Reorder
 
         with self._step():
@@ -109,7 +112,10 @@ class Schedule:
                     raise ir.CocoError(
                         f"reorder: '{computation}' does not use the all_gather '{name}'"
                     )
-            self._apply(Reorder(op=name))
+            if wanted:
+                self._apply(Reorder(ops=(name, *wanted)))
+            else:
+                self._apply(Reorder(op=name))
             for computation in wanted:
                 op = self._find(computation)
                 if any(isinstance(o.owner, coco.AllGatherOp) for o in op.operands):
@@ -243,10 +249,16 @@ class Schedule:
             return str(target)
         if not isinstance(target, Value):
             raise ir.CocoError(f"{target!r} is not an op of the program")
-        op = self._ops.get(id(_defining_op(target)))
-        if op is None:
-            raise ir.CocoError(f"{target!r} is not a value of the scheduled program")
-        return self._ensure_name(op)
+        original = _defining_op(target)
+        op = self._ops.get(id(original))
+        if op is not None:
+            return self._ensure_name(op)
+        # A step rebuilt the op (reorder puts it on slices): the rebuilt one
+        # keeps the label the program gave it.
+        label = None if original is None else label_of(original)
+        if label is not None and label in self._known:
+            return label
+        raise ir.CocoError(f"{target!r} is not a value of the scheduled program")
 
     def _ensure_name(self, op: Operation) -> str:
         name = label_of(op)

@@ -18,7 +18,7 @@ same precondition and skip the ops that fail it. The driver (coconet-opt, a
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields, replace
 
 from xdsl.context import Context
@@ -55,6 +55,17 @@ class CocoPass(ModulePass, ABC):
     def bad_option(self, reason: str) -> PassRefused:
         """An option value no op could satisfy: refused whatever `op=` says."""
         return PassRefused(f"{self.name}: {reason}")
+
+    def listed_ops(self, module: ModuleOp, names: Sequence[str]) -> list[Operation]:
+        """The function-body ops labelled `names` (a schedule's explicit list,
+        the `ops=` option), in the list's order; refuses a name no op has."""
+        found: list[Operation] = []
+        for name in names:
+            ops = [o for o in function_body_ops(module) if label_of(o) == name]
+            if not ops:
+                raise self.bad_option(f'no op named "{name}" in a function body')
+            found += ops
+        return found
 
     def require_at_least(self, option: str, minimum: int) -> None:
         """Refuse an integer option (when given) below `minimum`."""

@@ -509,13 +509,7 @@ class Fuse(CocoPass):
             return
         if self.op is not None:
             raise self.bad_option("give op= or ops=, not both")
-        listed: list[Operation] = []
-        for name in self.ops:
-            found = [o for o in function_body_ops(op) if label_of(o) == name]
-            if not found:
-                raise self.bad_option(f'no op named "{name}" in a function body')
-            listed += found
-        group = listed_group(listed, self.refuse)
+        group = listed_group(self.listed_ops(op, self.ops), self.refuse)
         rewrite_once(op, FuseListed(tuple(group)))
 
     def candidates(self, module: ModuleOp) -> Iterable[Operation]:

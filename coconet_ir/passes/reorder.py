@@ -46,10 +46,11 @@ move are left alone.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import Enum, auto
 
+from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, f32
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Block, Operation, SSAValue
@@ -60,6 +61,7 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.rewriter import InsertPoint
 
+from coconet_ir.diagnostics import location_of
 from coconet_ir.dialects.coco import (
     ELEMENTWISE_OPS,
     AllGatherOp,
@@ -81,6 +83,7 @@ from coconet_ir.dialects.coco import (
     tensor_type,
 )
 from coconet_ir.passes.base import CocoPass, function_body_ops, rewrite_once
+from coconet_ir.passes.regions import ancestors, descendants, positions
 
 
 def suffixed(op: Operation, suffix: str) -> str | None:
@@ -114,6 +117,9 @@ class SliceSet:
     producers whose result the slice set only uses cut (`pull`)."""
 
     seeds: list[AllGatherOp]
+    allowed: set[Operation] | None = None
+    """With a schedule's explicit list (`ops=`): the only ops that may move
+    forward from the seeds (replicated producers are still pulled)."""
     sliced: dict[SSAValue, TensorType] = field(
         default_factory=dict[SSAValue, TensorType]
     )
@@ -130,6 +136,8 @@ class SliceSet:
             if op in seeds:
                 assert isinstance(op, AllGatherOp)
                 self.sliced[op.result] = tensor_type(op.operand)
+                continue
+            if self.allowed is not None and op not in self.allowed:
                 continue
             move = self.classify(op)
             if move is None:
@@ -202,6 +210,16 @@ class SliceSet:
         if not axes or len(set(axes)) != 1 or len(axes) != value.uses.get_length():
             return None
         return axes[0]
+
+    def why_not(self, op: Operation) -> str:
+        """Why `op`, which uses no value this set cannot move, stays."""
+        if not isinstance(op, (ReduceOp, NormOp, *ELEMENTWISE_OPS)):
+            return "only elementwise ops, norms and reductions move onto slices"
+        if not any(o in self.sliced for o in op.operands):
+            return "it uses neither the all_gather's value nor a moved computation"
+        if any(tensor_type(o).layout.is_local for o in op.operands):
+            return "an operand is local (local with sliced is an error)"
+        return "its operands are cut along different dims"
 
     def moves_something(self, seed: AllGatherOp) -> bool:
         return any(use.operation in self.moves for use in seed.result.uses)
@@ -372,6 +390,77 @@ def slice_set(block: Block, seeds: list[AllGatherOp]) -> SliceSet:
     return moving
 
 
+def listed_slice_set(
+    listed: list[Operation], refuse: Callable[[Operation, str], Exception]
+) -> SliceSet:
+    """The slice set of a schedule's explicit list (`coco-reorder{ops=...}`,
+    CoCoNet's `reorder(ag, {computations})`): the listed all_gathers are the
+    seeds; the listed computations move, with every op on a path between two
+    listed ops (the unnamed ops of a computation), and the replicated
+    producers only they read; nothing else moves. Raises `refuse(op, reason)`
+    naming the op that prevents it."""
+    block = listed[0].parent_block()
+    assert block is not None
+    for op in listed:
+        if op.parent_block() is not block:
+            raise refuse(op, "the listed ops are not in one block")
+    order = positions(block)
+    ordered = sorted(set(listed), key=order.__getitem__)
+    seeds = [op for op in ordered if isinstance(op, AllGatherOp)]
+    computations = [op for op in ordered if not isinstance(op, AllGatherOp)]
+    if not seeds:
+        raise refuse(ordered[0], "the list names no coco.all_gather")
+    if not computations:
+        raise refuse(seeds[0], "the list names no computation to move")
+    between = set(descendants(ordered)) & ancestors(ordered)
+    moving = SliceSet(seeds, allowed=set(computations) | between)
+    moving.grow(block)
+    moving.pull(block)
+    for op in computations:
+        if op in moving.moves:
+            continue
+        path, frontier = set[Operation](), [op]
+        while frontier:  # what `op` depends on between the listed ops
+            for value in frontier.pop().operands:
+                owner = value.owner
+                if owner in between and owner not in path:
+                    assert isinstance(owner, Operation)
+                    path.add(owner)
+                    frontier.append(owner)
+        stuck = next(
+            (o for o in sorted(path, key=order.__getitem__) if o not in moving.moves),
+            op,
+        )
+        if stuck is op:
+            reason = moving.why_not(op)
+        else:
+            reason = (
+                f"'{stuck.name}' at {location_of(stuck)}, on its path from the "
+                "all_gather, cannot move"
+            )
+        raise refuse(
+            op,
+            f"'{op.name}' at {location_of(op)} cannot move onto the slices: {reason}",
+        )
+    for seed in seeds:
+        if not moving.moves_something(seed):
+            raise refuse(seed, "no listed computation uses its result")
+    return moving
+
+
+@dataclass(frozen=True)
+class ReorderListed(RewritePattern):
+    """Rewrite one precomputed slice set of a function's body."""
+
+    moving: SliceSet
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, func: FuncOp, rewriter: PatternRewriter) -> None:
+        block = self.moving.seeds[0].parent_block()
+        if block is not None and block.parent_op() is func:
+            SliceSetRewriter(self.moving, rewriter).rewrite(block)
+
+
 @dataclass(frozen=True)
 class ReorderFunction(RewritePattern):
     """Reorder the all_gathers (labelled `label`, if given) of one function."""
@@ -397,6 +486,19 @@ class Reorder(CocoPass):
     slices, before the all_gather."""
 
     name = "coco-reorder"
+
+    ops: tuple[str, ...] = ()
+    """A schedule's explicit list: the all_gather and the computations that
+    move onto its slices (CoCoNet's `reorder(ag, {...})`); nothing else moves."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if not self.ops:
+            super().apply(ctx, op)
+            return
+        if self.op is not None:
+            raise self.bad_option("give op= or ops=, not both")
+        moving = listed_slice_set(self.listed_ops(op, self.ops), self.refuse)
+        rewrite_once(op, ReorderListed(moving))
 
     def candidates(self, module: ModuleOp) -> Iterable[Operation]:
         return (op for op in function_body_ops(module) if isinstance(op, AllGatherOp))
