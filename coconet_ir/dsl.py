@@ -74,6 +74,7 @@ __all__ = [
     "convert",
     "div",
     "dropout",
+    "embedding",
     "exp",
     "f16",
     "f32",
@@ -656,6 +657,23 @@ def matmul(lhs: Value, rhs: Value, *, name: str | None = None) -> Value:
     a = _value("coco.matmul", lhs, "lhs")
     b = _value("coco.matmul", rhs, "rhs")
     return _result(_emit("coco.matmul", lambda: coco.MatmulOp(a, b, label=name), name))
+
+
+def embedding(
+    tables: Value, indices: Value, pooling: str = "sum", *, name: str | None = None
+) -> Value:
+    """`coco.embedding`: pooled lookup (DLRM's EmbeddingBag), tables `[T, R,
+    D]` and i32 indices `[T, B, L]` give `[T, B, D]`; `pooling` is `sum`,
+    `mean` or `max`."""
+    t = _value("coco.embedding", tables, "tables")
+    i = _value("coco.embedding", indices, "indices")
+    return _result(
+        _emit(
+            "coco.embedding",
+            lambda: coco.EmbeddingOp(t, i, pooling, label=name),
+            name,
+        )
+    )
 
 
 def all_slice(x: Value, dim: int, *, name: str | None = None) -> Value:

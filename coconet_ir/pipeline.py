@@ -96,7 +96,8 @@ def parse_passes(available: PassRegistry, spec: str) -> tuple[ModulePass, ...]:
 
 def unknown_pass_reason(name: str, available: PassRegistry) -> str:
     """`unknown pass 'x'`, with the closest registered names if any."""
-    close = difflib.get_close_matches(name, list(available), n=3)
+    # Above difflib's default 0.6: every coco pass shares the "coco-" prefix.
+    close = difflib.get_close_matches(name, list(available), n=3, cutoff=0.7)
     hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
     return f"unknown pass '{name}'{hint}"
 

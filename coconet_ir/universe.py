@@ -22,6 +22,7 @@ PASSES: dict[str, tuple[str, str]] = {
     "coco-fuse": ("fuse", "Fuse"),
     "coco-overlap": ("overlap", "Overlap"),
     "coco-fuse-send": ("fuse_send", "FuseSend"),
+    "coco-fuse-collective": ("fuse_collective", "FuseCollective"),
     "coco-dce": ("dce", "CocoDCE"),
     "coco-optimize": ("optimize", "Optimize"),
 }

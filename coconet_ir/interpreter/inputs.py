@@ -8,7 +8,10 @@ value depends only on the function name, the position, the shape and the element
 type, a transformed program whose argument changed layout gets the same global
 input. Floats are uniform in [0, 1) (drawn in f64, then cast): positive, so
 `sqrt`/`log` of an input are defined. i32 inputs are integers in [1, 10] (never
-zero, so division is defined), i1 inputs random booleans.
+zero, so division is defined), i1 inputs random booleans; an i32 argument
+used as the indices of a `coco.embedding` (directly or through a region's
+block argument) is drawn in `[0, R)`, `R` the fewest rows of the tables it
+indexes, in both input sets.
 
 `signed=True` draws from the same generators a second input set that also has
 negative values: floats uniform in [-1, 1), i32 in [-10, -1] and [1, 10].
@@ -24,9 +27,18 @@ from collections.abc import Mapping
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
+from xdsl.ir import SSAValue
 
 from coconet_ir.diagnostics import CocoError
-from coconet_ir.dialects.coco import ElementKind, TensorType, element_info, is_float
+from coconet_ir.dialects.coco import (
+    ElementKind,
+    EmbeddingOp,
+    RegionOp,
+    TensorType,
+    as_tensor_type,
+    element_info,
+    is_float,
+)
 from coconet_ir.interpreter.stages import select_functions
 
 I32_INPUT_RANGE = (1, 10)
@@ -64,16 +76,35 @@ def generator_for(seed: int, func_name: str, position: int) -> np.random.Generat
     return np.random.default_rng([seed, zlib.crc32(func_name.encode()), position])
 
 
+def index_bound(value: SSAValue) -> int | None:
+    """The fewest rows of the tables `value` indexes as the indices of a
+    `coco.embedding` (through regions' block arguments), or None."""
+    bounds: list[int] = []
+    for use in value.uses:
+        user = use.operation
+        if isinstance(user, EmbeddingOp) and use.index == 1:
+            bounds.append(as_tensor_type(user.tables).dims[1])
+        elif isinstance(user, RegionOp):
+            inner = index_bound(user.block.args[use.index])
+            if inner is not None:
+                bounds.append(inner)
+    return min(bounds, default=None)
+
+
 def draw_value(
     rng: np.random.Generator,
     tensor_type: TensorType,
     world: int,
     signed: bool = False,
+    bound: int | None = None,
 ) -> np.ndarray:
-    """One input, in the shape it is fed (see `fed_shape`)."""
+    """One input, in the shape it is fed (see `fed_shape`); `bound`: an
+    embedding's indices, drawn in `[0, bound)`."""
     shape = fed_shape(tensor_type, world)
     info = element_info(tensor_type.element_type)
     dtype = info.storage
+    if bound is not None:
+        return rng.integers(0, bound, size=shape).astype(dtype)
     if info.kind is ElementKind.BOOL:
         return rng.integers(0, 2, size=shape).astype(dtype)
     if info.kind is ElementKind.INT:
@@ -96,7 +127,7 @@ def draw_function_inputs(
             assert isinstance(arg.type, TensorType)
             rng = generator_for(seed, func.sym_name.data, position)
             drawn[argument_key(func, position)] = draw_value(
-                rng, arg.type, world, signed
+                rng, arg.type, world, signed, index_bound(arg)
             )
     return drawn
 

@@ -132,6 +132,43 @@ def combine_ranks(value: DistValue, ufunc: np.ufunc) -> np.ndarray:
     return total[np.newaxis]
 
 
+def check_embedding_indices(op: Operation, indices: DistValue, rows: int) -> None:
+    """Every rank's indices of `coco.embedding` lie in `[0, rows)`; the error
+    names the first that does not, by its global table, bag and position."""
+    data = indices.stacked()
+    bad = np.argwhere((data < 0) | (data >= rows))
+    if not len(bad):
+        return
+    rank, table, bag, position = (int(x) for x in bad[0])
+    value = int(data[rank, table, bag, position])
+    layout = indices.type.layout
+    if layout.is_sliced:
+        offset = rank * data.shape[1 + layout.sliced_dim]
+        table += offset if layout.sliced_dim == 0 else 0
+        bag += offset if layout.sliced_dim == 1 else 0
+    where = f" on rank {rank}" if layout.is_local else ""
+    raise CocoError(
+        f"index {value} of table {table} (bag {bag}, position {position}){where} "
+        f"is out of range [0, {rows})",
+        op,
+    )
+
+
+def pool_bags(picked: np.ndarray, owned: np.ndarray, pooling: str) -> np.ndarray:
+    """Pool each bag's rows `picked` `[T, B, L, D]` over `L`, counting only
+    the `owned` ones (a row-sliced table's rank holds some rows): the
+    partials of sum and mean add up over ranks, and max's combine by max
+    (a bag with no owned row gives -inf)."""
+    mask = owned[..., np.newaxis]
+    if pooling == "max":
+        lowest = picked.dtype.type(-np.inf)
+        return np.max(np.where(mask, picked, lowest), axis=2)
+    total = np.sum(np.where(mask, picked, 0), axis=2, dtype=picked.dtype)
+    if pooling == "mean":
+        return total / picked.dtype.type(picked.shape[2])
+    return total
+
+
 RANK_REDUCTIONS: dict[str, np.ufunc] = {
     "sum": np.add,
     "prod": np.multiply,
@@ -322,6 +359,36 @@ class CocoFunctions(InterpreterFunctions):
         batch = a.ndim - 3
         b = b.reshape((b.shape[0], *([1] * batch), *b.shape[1:]))
         return (finish(op, np.matmul(a, b), lhs.world),)
+
+    @impl(coco.EmbeddingOp)
+    def run_embedding(
+        self, interpreter: Interpreter, op: coco.EmbeddingOp, args: PythonValues
+    ) -> PythonValues:
+        tables, indices = args
+        world = tables.world
+        target = result_type(op)
+        rows = tables.type.dims[1]
+        check_embedding_indices(op, indices, rows)
+        pooling = op.pooling.data.value
+        first_rows = tables.type.layout == coco.LayoutAttr.sliced(1)
+        ranks = 1 if target.layout.is_replicated else world
+        pooled = []
+        for r in range(ranks):
+            table = tables.rank(r).astype(compute_dtype(tables.type.element_type))
+            index = indices.rank(r).astype(np.int64)
+            if target.layout == coco.LayoutAttr.sliced(0):
+                # the rank's tables: a replicated operand is cut like the result
+                if tables.type.layout.is_replicated:
+                    table = cut(table, 0, world)[r]
+                if indices.type.layout.is_replicated:
+                    index = cut(index, 0, world)[r]
+            local = index - (r * table.shape[1] if first_rows else 0)
+            owned = (local >= 0) & (local < table.shape[1])
+            picked = table[
+                np.arange(table.shape[0])[:, None, None], np.where(owned, local, 0)
+            ]  # [T, B, L, D]
+            pooled.append(pool_bags(picked, owned, pooling))
+        return (finish(op, np.stack(pooled), world),)
 
     @impl(coco.AllSliceOp)
     def run_all_slice(

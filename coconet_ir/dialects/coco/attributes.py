@@ -304,6 +304,21 @@ class ReduceKindAttr(EnumAttribute[ReduceKind], SpacedOpaqueSyntaxAttribute):
     name = "coco.reduce_kind"
 
 
+class Pooling(StrEnum):
+    SUM = auto()
+    MEAN = auto()
+    MAX = auto()
+
+
+@irdl_attr_definition
+class PoolingAttr(EnumAttribute[Pooling], SpacedOpaqueSyntaxAttribute):
+    """How `coco.embedding` pools a bag's rows: `sum`, `mean`, `max`.
+
+    Generic form: `#coco<pooling sum>`."""
+
+    name = "coco.pooling"
+
+
 class ComparePredicate(StrEnum):
     EQ = auto()
     NE = auto()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from xdsl.dialects.builtin import i32
 from xdsl.ir import Attribute
 
 from coconet_ir.dialects.coco.attributes import (
@@ -22,6 +23,7 @@ from coconet_ir.dialects.coco.attributes import (
     LayoutKind,
     TensorType,
 )
+from coconet_ir.dialects.coco.element_types import is_float
 
 # ============================================================================
 # Broadcasting
@@ -234,3 +236,60 @@ def chunk_type(t: TensorType, dim: int, chunks: int) -> TensorType:
     if dim < 0:
         return t
     return t.with_shape([d // chunks if i == dim else d for i, d in enumerate(t.dims)])
+
+
+EMBEDDING_RULES = (
+    "tables replicated with indices replicated, sliced<0> or sliced<1>; "
+    "tables sliced<0> with indices replicated or sliced<0>; tables sliced<1> "
+    "or sliced<2> with indices replicated; local with local or replicated"
+)
+
+
+def embedding_layout(tables: LayoutAttr, indices: LayoutAttr) -> LayoutAttr | None:
+    """The result layout of `coco.embedding` (docs/dialect.md, "coco.embedding"),
+    or None when no rule matches: table parallelism (tables sliced<0>: each
+    rank pools for its tables), row-sliced tables (sliced<1>: each rank pools
+    the rows it holds, a local partial), column-sliced tables (sliced<2>),
+    and indices cut along the tables or the batch of replicated tables."""
+    if tables.is_local or indices.is_local:
+        ok = (tables.is_local or tables.is_replicated) and (
+            indices.is_local or indices.is_replicated
+        )
+        return LOCAL if ok else None
+    if tables.is_replicated:
+        if indices.is_replicated:
+            return REPLICATED
+        return indices if indices.sliced_dim in (0, 1) else None
+    dim = tables.sliced_dim
+    if dim == 0:
+        return tables if indices.is_replicated or indices == tables else None
+    if not indices.is_replicated:
+        return None
+    return LOCAL if dim == 1 else tables
+
+
+def infer_embedding(tables: TensorType, indices: TensorType) -> TensorType:
+    """Tables `[T, R, D]` (float) looked up with indices `[T, B, L]` (i32) give
+    the pooled rows `[T, B, D]`, laid out by `embedding_layout`."""
+    if tables.rank != 3 or indices.rank != 3:
+        raise LayoutError(
+            "needs tables [T, R, D] and indices [T, B, L], got ranks "
+            f"{tables.rank} and {indices.rank}"
+        )
+    if not is_float(tables.element_type):
+        raise LayoutError(f"needs floating-point tables, got {tables.element_type}")
+    if indices.element_type != i32:
+        raise LayoutError(f"needs i32 indices, got {indices.element_type}")
+    if tables.dims[0] != indices.dims[0]:
+        raise LayoutError(
+            f"tables {list(tables.dims)} and indices {list(indices.dims)} have "
+            "different numbers of tables"
+        )
+    layout = embedding_layout(tables.layout, indices.layout)
+    if layout is None:
+        raise LayoutError(
+            f"has no layout rule for tables {tables.layout} and indices "
+            f"{indices.layout} (allowed: {EMBEDDING_RULES})"
+        )
+    shape = (tables.dims[0], indices.dims[1], tables.dims[2])
+    return TensorType(shape, tables.element_type, layout)

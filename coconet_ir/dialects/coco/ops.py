@@ -84,6 +84,8 @@ from coconet_ir.dialects.coco.attributes import (
     LayoutAttr,
     LayoutError,
     LayoutKind,
+    Pooling,
+    PoolingAttr,
     ReduceKind,
     ReduceKindAttr,
     ReductionKind,
@@ -101,6 +103,7 @@ from coconet_ir.dialects.coco.layout import (
     check_same_element_type,
     chunk_type,
     infer_elementwise,
+    infer_embedding,
     infer_matmul,
     infer_reduce,
     require_layout,
@@ -952,6 +955,48 @@ class MatmulOp(BinaryOp):
         if lhs.element_type == i1:
             raise LayoutError("does not take i1 operands (i1 is not arithmetic)")
         return infer_matmul(lhs, rhs)
+
+
+@irdl_op_definition
+class EmbeddingOp(InferredResultOp):
+    """`coco.embedding %tables, %indices pooling = P`: pooled lookup, as
+    DLRM's EmbeddingBag. `tables: [T, R, D]`, `indices: [T, B, L]` (i32,
+    in `[0, R)`) give `[T, B, D]`: bag `b` of table `t` pools the rows
+    `tables[t, indices[t, b, l]]`, `l < L`, by `sum`, `mean` (the sum over
+    `L`) or `max`. Layouts: `embedding_layout` (docs/dialect.md)."""
+
+    name = "coco.embedding"
+
+    tables = operand_def(TensorType)
+    indices = operand_def(TensorType)
+    result = result_def(TensorType)
+    pooling = prop_def(PoolingAttr)
+
+    traits = traits_def(Pure())
+    assembly_format = (
+        "$tables `,` $indices `pooling` `=` $pooling attr-dict `:` "
+        "functional-type(operands, results)"
+    )
+
+    def __init__(
+        self,
+        tables: SSAValue | Operation,
+        indices: SSAValue | Operation,
+        pooling: Pooling | str = Pooling.SUM,
+        *,
+        label: str | None = None,
+    ):
+        operands = [SSAValue.get(tables), SSAValue.get(indices)]
+        super().__init__(
+            operands=operands,
+            result_types=[self.build_result_type(operands)],
+            properties={"pooling": PoolingAttr(Pooling(pooling))},
+            attributes=label_attribute(label),
+        )
+
+    @classmethod
+    def infer_result_type(cls, tables: TensorType, indices: TensorType) -> TensorType:
+        return infer_embedding(tables, indices)
 
 
 @irdl_op_definition

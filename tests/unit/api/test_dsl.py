@@ -328,6 +328,17 @@ BUILDERS: list[
         "",
     ),
     (
+        "embedding",
+        [
+            cc.tensor([8, 10, 4], cc.f32, cc.sliced(0)),
+            cc.tensor([8, 6, 3], cc.i32, cc.replicated),
+        ],
+        lambda a, b, **k: cc.embedding(a, b, "mean", **k),
+        coco.EmbeddingOp,
+        cc.tensor([8, 6, 4], cc.f32, cc.sliced(0)),
+        "pooling = mean",
+    ),
+    (
         "all_slice",
         [R],
         lambda a, **k: cc.all_slice(a, 1, **k),

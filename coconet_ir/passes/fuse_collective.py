@@ -1,0 +1,174 @@
+"""coco-fuse-collective: a producer and the collective that consumes it become
+one region, which the lowering computes and communicates tile by tile
+(docs/passes/coco-fuse-collective.md).
+
+Punniyamurthy, Hamidouche and Beckmann ("Optimizing Distributed ML
+Communication with Fused Computation-Collective Operations", 2023) fuse a
+computation with the collective that depends on it into one kernel whose
+workgroups send each finished tile to its destination at once, while other
+workgroups still compute. Their three operators are the patterns this pass
+groups:
+
+    %e = coco.embedding %tables, %indices ...     // DLRM, tables sliced<0>
+    %a = coco.all_to_all %e dim = 1               //   → the batch split
+
+    %y = coco.matmul %x, %w                       // decode GEMV, row-parallel:
+    %s = coco.all_reduce %y reduction = sum       //   local partial sums
+
+    %h = coco.matmul %tokens, %expert             // MoE experts' GEMM
+    %o = coco.all_to_all %h dim = D               //   → tokens back
+
+becomes
+
+    %a = coco.fusion (%tables, %indices) {name = "NAME_fused"} ... {
+      %e = coco.embedding ...
+      %a1 = coco.all_to_all %e dim = 1 ...
+      coco.yield %a1
+    }
+
+The producer (`coco.embedding`, `coco.matmul`) must have the collective
+(`coco.all_to_all`, `coco.all_reduce`, `coco.reduce_scatter`) as its only
+user, in the same block. A fusion's meaning is its body, so values never
+change. `op=NAME` names the producer. With `where_it_pays` (coco-optimize's
+rule, `pays_off`): an embedding with its collective and anything into an
+all_to_all always, a matmul's all_reduce / reduce_scatter when the matmul is
+a GEMV (at most `GEMV_ROWS` rows), where CoCoNet's split + reorder + overlap
+with a library GEMM has too little work to hide the collective behind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from math import prod
+
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.func import FuncOp
+from xdsl.ir import Operation, Region
+from xdsl.pattern_rewriter import (
+    PatternRewriter,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+
+from coconet_ir.dialects.coco import (
+    AllReduceOp,
+    AllToAllOp,
+    EmbeddingOp,
+    FusionOp,
+    MatmulOp,
+    ReduceScatterOp,
+    label_attribute,
+    label_of,
+    tensor_type,
+)
+from coconet_ir.passes.base import CocoPass, function_body_ops, rewrite_once
+from coconet_ir.passes.regions import Boundary, outline
+
+PRODUCERS = (EmbeddingOp, MatmulOp)
+COLLECTIVES = (AllToAllOp, AllReduceOp, ReduceScatterOp)
+
+GEMV_ROWS = 16
+"""A matmul with at most this many rows (the product of its result's dims
+but the last) is a GEMV: decode-time batch sizes."""
+
+
+def consumer(op: Operation) -> Operation | str:
+    """The collective `op` (a producer) fuses with, or why there is none."""
+    uses = list(op.results[0].uses)
+    if len(uses) != 1:
+        return (
+            f"its result has {len(uses)} uses; only a producer whose one user is "
+            "a collective fuses with it"
+        )
+    user = uses[0].operation
+    if not isinstance(user, COLLECTIVES):
+        return (
+            f"its user '{user.name}' is not a coco.all_to_all, coco.all_reduce or "
+            "coco.reduce_scatter"
+        )
+    if user.parent_block() is not op.parent_block():
+        return f"its user '{user.name}' is in another block"
+    return user
+
+
+def rows(matmul: MatmulOp) -> int:
+    """The rows of the matmul's result (every dim but the last)."""
+    return prod(tensor_type(matmul.result).dims[:-1])
+
+
+def pays_off(op: Operation, collective: Operation) -> bool:
+    """`coco-optimize`'s rule (docs/passes/coco-fuse-collective.md): after an
+    embedding, or into an all_to_all, always; a matmul's all_reduce or
+    reduce_scatter only after a GEMV."""
+    if isinstance(collective, AllToAllOp) or not isinstance(op, MatmulOp):
+        return True
+    return rows(op) <= GEMV_ROWS
+
+
+def build_fused_collective(found: Boundary, body) -> FusionOp:
+    producer = found.ops[0]
+    label = label_of(producer)
+    return FusionOp.create(
+        operands=list(found.inputs),
+        result_types=[v.type for v in found.outputs],
+        attributes=label_attribute(None if label is None else f"{label}_fused"),
+        regions=[Region(body)],
+    )
+
+
+@dataclass(frozen=True)
+class FuseCollectiveFunction(RewritePattern):
+    """Outline every targeted producer + collective pair of one function."""
+
+    pass_: FuseCollective
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, func: FuncOp, rewriter: PatternRewriter) -> None:
+        if func.is_declaration:
+            return
+        pairs = []
+        for op in func.body.block.ops:
+            if not isinstance(op, PRODUCERS) or not self.pass_.targets(op):
+                continue
+            collective = consumer(op)
+            if isinstance(collective, str) or not self.pass_.wants(op, collective):
+                continue
+            pairs.append((op, collective))
+        for op, collective in pairs:
+            outline([op, collective], build_fused_collective, rewriter)
+
+
+@dataclass(frozen=True)
+class FuseCollective(CocoPass):
+    """Fuse an embedding or matmul with the collective consuming it into a
+    `coco.fusion` the lowering runs tile by tile."""
+
+    name = "coco-fuse-collective"
+
+    where_it_pays: bool = False
+    """Only the pairs `pays_off` accepts (coco-optimize's rule)."""
+
+    def wants(self, op: Operation, collective: Operation) -> bool:
+        return not self.where_it_pays or pays_off(op, collective)
+
+    def candidates(self, module: ModuleOp) -> Iterable[Operation]:
+        return (op for op in function_body_ops(module) if isinstance(op, PRODUCERS))
+
+    def problem(self, op: Operation) -> str | None:
+        collective = consumer(op)
+        if isinstance(collective, str):
+            return collective
+        if not self.wants(op, collective):
+            assert isinstance(op, MatmulOp)
+            return (
+                f"a matmul of {rows(op)} rows is no GEMV (at most {GEMV_ROWS}): "
+                "coco-overlap overlaps it with its collective"
+            )
+        return None
+
+    def not_a_candidate(self, op: Operation) -> str | None:
+        return "it is not a coco.embedding or coco.matmul"
+
+    def rewrite(self, module: ModuleOp) -> None:
+        rewrite_once(module, FuseCollectiveFunction(self))
