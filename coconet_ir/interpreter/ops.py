@@ -369,7 +369,7 @@ class CocoFunctions(InterpreterFunctions):
         target = result_type(op)
         rows = tables.type.dims[1]
         check_embedding_indices(op, indices, rows)
-        pooling = op.pooling.data.value
+        pooling = str(op.pooling.data)
         first_rows = tables.type.layout == coco.LayoutAttr.sliced(1)
         ranks = 1 if target.layout.is_replicated else world
         pooled = []
