@@ -101,6 +101,7 @@ from coconet_ir.lowering.bufferize import (
     fold_casts,
     local_shape,
 )
+from coconet_ir.lowering.embedding import EmbeddingLookup, embedding_kernel
 from coconet_ir.lowering.kernels import (
     Indexer,
     KernelModule,
@@ -659,6 +660,33 @@ class LowerMatmul(CocoLoweringPattern):
         replace_with_buffers(rewriter, op, host, [out])
 
 
+@dataclass
+class LowerEmbedding(CocoLoweringPattern):
+    """`coco.embedding` → a kernel pooling each element of the rank's result
+    block (coconet_ir/lowering/embedding.py)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(
+        self, op: coco.EmbeddingOp, rewriter: PatternRewriter
+    ) -> None:
+        if not ready(op):
+            return
+        lowering = self.lowering
+        host, (tables, indices) = lowering.buffers([op.tables, op.indices])
+        more, out = lowering.result_buffer(op, op.result)
+        host += more
+        host += embedding_kernel(
+            lowering.kernels,
+            lowering.threads,
+            lowering.kernel_name(op),
+            EmbeddingLookup.of(op, lowering.world),
+            tables,
+            indices,
+            out,
+        )
+        replace_with_buffers(rewriter, op, host, [out])
+
+
 def lower_reduction(
     lowering: Lowering,
     rewriter: PatternRewriter,
@@ -1115,6 +1143,7 @@ def patterns(lowering: Lowering) -> list[RewritePattern]:
     kinds: list[type[CocoLoweringPattern]] = [
         LowerElementwise,
         LowerMatmul,
+        LowerEmbedding,
         LowerReduce,
         LowerNorm,
         LowerAllSlice,

@@ -15,6 +15,7 @@ An op the printer does not know is a CocoError naming the op and its location.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Sequence
@@ -23,7 +24,7 @@ from functools import singledispatchmethod
 from io import StringIO
 
 import numpy
-from xdsl.dialects import arith, func, gpu, memref, scf, vector
+from xdsl.dialects import arith, cf, func, gpu, memref, scf, vector
 from xdsl.dialects import math as mathd
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
@@ -949,6 +950,12 @@ class CudaPrinter(BasePrinter):
         self.require_kernel(op)
         index = self.linear_index(op, op.memref, op.indices)
         self.line(f"{self.operand(op.memref)}[{index}] = {self.text(op.value)};")
+
+    @print.register
+    def _(self, op: cf.AssertOp) -> None:
+        self.require_kernel(op)
+        message = json.dumps(op.msg.data)  # a C string literal of the message
+        self.line(f"if (!({self.text(op.arg)})) COCO_DEVICE_FAIL({message});")
 
     # --------------------------------------------------------------- vector
 

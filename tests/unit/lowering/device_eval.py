@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from xdsl.dialects import arith, func, gpu, memref, scf, vector
+from xdsl.dialects import arith, cf, func, gpu, memref, scf, vector
 from xdsl.dialects import math as mathd
 from xdsl.dialects.builtin import (
     FloatAttr,
@@ -188,6 +188,9 @@ def run_op(op: Operation, env: Env) -> None:
         product = np.asarray(ins[0], dtype=np.uint64) * np.asarray(ins[1], np.uint64)
         env[op.results[0]] = product & np.uint64(0xFFFFFFFF)
         env[op.results[1]] = product >> np.uint64(32)
+    elif isinstance(op, arith.IndexCastOp) and isinstance(out, IndexType):
+        value = signed(ins[0], op.input.type)  # index_cast sign-extends
+        env[op.results[0]] = np.asarray(value, dtype=np.int64)
     elif isinstance(op, arith.IndexCastOp):
         env[op.results[0]] = pattern(ins[0], out)  # type: ignore[arg-type]
     elif isinstance(op, arith.CmpfOp):
@@ -203,7 +206,7 @@ def run_op(op: Operation, env: Env) -> None:
         t = op.lhs.type
         name = arith.CMPI_COMPARISON_OPERATIONS[op.predicate.value.data]
         a, b = ins
-        if name.startswith("s"):
+        if name.startswith("s") and not isinstance(t, IndexType):
             a, b = signed(a, t), signed(b, t)
         fn = {
             "eq": np.equal,
@@ -253,6 +256,9 @@ def run_op(op: Operation, env: Env) -> None:
     elif isinstance(op, memref.StoreOp):
         value, buffer, *index = ins
         store(buffer, index[0] if index else None, value, op.value.type)
+    elif isinstance(op, cf.AssertOp):
+        if not np.all(np.asarray(ins[0]) != 0):
+            raise AssertionError(f"device assertion failed: {op.msg.data}")
     elif isinstance(op, memref.AllocaOp):  # a thread's register
         t = op.memref.type
         shape = tuple(t.get_shape())

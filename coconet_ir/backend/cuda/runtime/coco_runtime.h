@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #ifdef __CUDACC__
@@ -153,6 +154,24 @@ inline int resident_blocks(coco_context *ctx, Kernel kernel, long long n, int th
 #endif
   return blocks;
 }
+
+// A kernel's failed run-time check (`cf.assert`: an embedding index out of
+// range): on a GPU the message through the device printf, then a trap, as
+// CUDA's assert does (the launch fails, the entry's next CUDA call returns
+// COCO_ERR_CUDA); in the emulation the message on stderr, then abort().
+#ifdef __CUDACC__
+#define COCO_DEVICE_FAIL(message) \
+  do {                            \
+    printf("%s\n", message);      \
+    __trap();                     \
+  } while (0)
+#else
+#define COCO_DEVICE_FAIL(message)           \
+  do {                                      \
+    fprintf(stderr, "%s\n", message);       \
+    abort();                                \
+  } while (0)
+#endif
 
 // ---------------------------------------------------------------------------
 // Peers and signals (kernels)

@@ -1,0 +1,224 @@
+"""`coco.embedding` on the device: the pooled lookup of one output element,
+and the op-by-op kernel (docs/gpu.md, "Embedding").
+
+Rank `r` computes its block `[T', B', D']` of the result from the tables and
+indices it holds (`EmbeddingLookup`): element `(t, b, d)` loops over the bag's
+`L` indices, checks each against the global row count (`cf.assert`, which
+the CUDA target prints as a device-side failure naming the op, MLIR's NVVM
+pipeline as `__assertfail`: an index out of range is never read), and pools
+the rows this rank holds (a row-sliced table: those of its block) in the
+compute type (f32 for halves). The fused computation-collective kernel
+(issue 10) calls the same `emit_pooled` per tile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.builder import Builder
+from xdsl.dialects import arith, cf, scf
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.rewriter import InsertPoint
+
+from coconet_ir.dialects.coco import (
+    EmbeddingOp,
+    LayoutAttr,
+    TensorType,
+    as_tensor_type,
+    label_of,
+)
+from coconet_ir.dialects.coco_gpu import RankOp
+from coconet_ir.lowering.bufferize import local_shape
+from coconet_ir.lowering.kernels import (
+    Indexer,
+    KernelModule,
+    combine,
+    compute_type,
+    constant,
+    flat_args,
+    from_compute,
+    grid_stride_loop,
+    index,
+    index_constant,
+    launch,
+    linear,
+    load,
+    reduce_identity,
+    store,
+    to_compute,
+)
+
+
+@dataclass(frozen=True)
+class EmbeddingLookup:
+    """What one rank's lookup reads, from the op's types on `world` ranks."""
+
+    tables: TensorType
+    indices: TensorType
+    result: TensorType
+    pooling: str
+    world: int
+    name: str
+    """The op's label, or ""."""
+
+    @staticmethod
+    def of(op: EmbeddingOp, world: int) -> EmbeddingLookup:
+        return EmbeddingLookup(
+            as_tensor_type(op.tables),
+            as_tensor_type(op.indices),
+            as_tensor_type(op.result),
+            str(op.pooling.data),
+            world,
+            label_of(op) or "",
+        )
+
+    def shape(self, t: TensorType) -> tuple[int, ...]:
+        return local_shape(t, self.world)
+
+    @property
+    def by_tables(self) -> bool:
+        """The result is cut along the tables (each rank pools for T/N)."""
+        return self.result.layout == LayoutAttr.sliced(0)
+
+    @property
+    def rows_cut(self) -> bool:
+        """The tables are cut along their rows (each rank holds R/N)."""
+        return self.tables.layout == LayoutAttr.sliced(1)
+
+    @property
+    def needs_rank(self) -> bool:
+        """Whether a rank's reads depend on its rank: a replicated operand
+        cut like a sliced<0> result, or row-sliced tables."""
+        whole = self.tables.layout.is_replicated or self.indices.layout.is_replicated
+        return self.rows_cut or (self.by_tables and whole)
+
+    @property
+    def kind(self) -> str:
+        """How rows combine (`mean` sums, then divides)."""
+        return "max" if self.pooling == "max" else "sum"
+
+
+def emit_pooled(
+    b: Builder,
+    lookup: EmbeddingLookup,
+    tables: SSAValue,
+    indices: SSAValue,
+    rank: SSAValue | None,
+    t: SSAValue,
+    bag: SSAValue,
+    d: SSAValue,
+) -> SSAValue:
+    """Element `(t, bag, d)` of this rank's result block, from the flat
+    per-rank `tables` and `indices` buffers."""
+    table_count, rows, _ = lookup.shape(lookup.tables)
+    _, bags, length = lookup.shape(lookup.indices)
+    global_rows = lookup.tables.dims[1]
+    element = lookup.result.element_type
+    acc_type = compute_type(element)
+    identity = reduce_identity(lookup.kind, acc_type)
+    result_tables = lookup.shape(lookup.result)[0]
+
+    def offset(replicated: bool) -> SSAValue:
+        """`t` in a buffer that holds every table (a replicated operand of a
+        result cut along the tables) or only this rank's."""
+        if not (lookup.by_tables and replicated):
+            return t
+        assert rank is not None
+        start = b.insert(arith.MuliOp(rank, index_constant(b, result_tables))).result
+        return b.insert(arith.AddiOp(start, t)).result
+
+    t_table = offset(lookup.tables.layout.is_replicated)
+    t_index = offset(lookup.indices.layout.is_replicated)
+    first_row = None
+    if lookup.rows_cut:
+        assert rank is not None
+        first_row = b.insert(arith.MuliOp(rank, index_constant(b, rows))).result
+
+    body = Block(arg_types=[index, acc_type])
+    position, acc = body.args
+    position.name_hint, acc.name_hint = "l", "acc"
+    inner = Builder(InsertPoint.at_end(body))
+    at = linear(inner, [t_index, bag, position], (table_count, bags, length))
+    raw = load(inner, indices, [at])
+    row = inner.insert(arith.IndexCastOp(raw, index)).result
+    row.name_hint = "row"
+
+    def within(value: SSAValue, bound: int) -> SSAValue:
+        zero = index_constant(inner, 0)
+        lower = inner.insert(arith.CmpiOp(value, zero, "sge")).result
+        upper = inner.insert(arith.CmpiOp(value, index_constant(inner, bound), "slt"))
+        return inner.insert(arith.AndIOp(lower, upper.result)).result
+
+    valid = within(row, global_rows)
+    named = f" {lookup.name!r}" if lookup.name else ""
+    message = f"'coco.embedding' op{named}: an index is out of range [0, {global_rows})"
+    inner.insert(cf.AssertOp(valid, message))
+    local_row = row
+    owned = valid
+    if first_row is not None:
+        local_row = inner.insert(arith.SubiOp(row, first_row)).result
+        owned = within(local_row, rows)
+
+    # A row this rank does not hold is read at row 0 and replaced by the
+    # identity: no divergent branch, and every read in bounds.
+    safe = inner.insert(arith.SelectOp(owned, local_row, index_constant(inner, 0)))
+    width = lookup.shape(lookup.tables)[2]
+    at = linear(inner, [t_table, safe.result, d], (table_count, rows, width))
+    read = to_compute(inner, load(inner, tables, [at]))
+    identity_value = constant(inner, identity, acc_type)
+    value = inner.insert(arith.SelectOp(owned, read, identity_value)).result
+    inner.insert(scf.YieldOp(combine(inner, lookup.kind, acc, value)))
+    start = constant(b, identity, acc_type)
+    total = b.insert(
+        scf.ForOp(
+            index_constant(b, 0),
+            index_constant(b, length),
+            index_constant(b, 1),
+            [start],
+            body,
+        )
+    ).results[0]
+    if lookup.pooling == "mean":
+        count = constant(b, length, acc_type)
+        total = b.insert(arith.DivfOp(total, count)).result
+    return from_compute(b, total, element)
+
+
+def embedding_kernel(
+    kernels: KernelModule,
+    threads: int,
+    name: str,
+    lookup: EmbeddingLookup,
+    tables: SSAValue,
+    indices: SSAValue,
+    out: SSAValue,
+) -> list[Operation]:
+    """Host ops launching the op-by-op lookup: a thread per element of this
+    rank's result block."""
+    host, (tables_flat, indices_flat, out_flat) = flat_args([tables, indices, out])
+    specs: list[tuple[str, object]] = [("n", index)]
+    args: list[SSAValue] = []
+    if lookup.needs_rank:
+        rank = RankOp()
+        rank.result.name_hint = "rank"
+        host.append(rank)
+        specs.append(("rank", index))
+        args.append(rank.result)
+    specs += [
+        ("tables", tables_flat.type),
+        ("indices", indices_flat.type),
+        ("out", out_flat.type),
+    ]
+    args += [tables_flat, indices_flat, out_flat]
+    kernel, body = kernels.kernel(name, specs)  # type: ignore[arg-type]
+    kernel_args = list(kernel.body.block.args)
+    rank_arg = kernel_args[1] if lookup.needs_rank else None
+    tables_arg, indices_arg, out_arg = kernel_args[-3:]
+    loop, i = grid_stride_loop(body, kernel_args[0])
+    shape = lookup.shape(lookup.result)
+    digits = Indexer(loop, i, shape)
+    t, bag, d = (digits.digit(k) for k in range(3))
+    value = emit_pooled(loop, lookup, tables_arg, indices_arg, rank_arg, t, bag, d)
+    store(loop, value, out_arg, [i])
+    count = shape[0] * shape[1] * shape[2]
+    return [*host, *launch(kernels, kernel, count, args, threads)]
