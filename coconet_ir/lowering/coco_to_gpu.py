@@ -1121,7 +1121,10 @@ class LowerFusion(CocoLoweringPattern):
             lower_fused_elementwise(self.lowering, op, domain, rewriter)
             return
         from coconet_ir.lowering.fused_collectives import lower_fused_collective
+        from coconet_ir.lowering.tile_collectives import lower_tile_collective
 
+        if lower_tile_collective(self.lowering, op, rewriter):
+            return
         if not lower_fused_collective(self.lowering, op, rewriter):
             lower_fusion_with_collectives(self.lowering, op, rewriter)
 

@@ -1089,6 +1089,15 @@ class SymmetricAllocator:
         attributes[SIGNAL_SLOTS_ATTR] = IntegerAttr(self.signal_slots, i64)
 
 
+def peer_context() -> tuple[RankOp, PeersOp, NextEpochOp]:
+    """The host ops every launch of a kernel that talks to its peers needs:
+    this rank, the peers' addresses, the launch's epoch."""
+    rank, peers, epoch = RankOp(), PeersOp(), NextEpochOp()
+    rank.result.name_hint, epoch.result.name_hint = "rank", "epoch"
+    peers.result.name_hint = "peers"
+    return rank, peers, epoch
+
+
 def module_of(op: Operation) -> ModuleOp | None:
     parent = op.parent_op()
     while parent is not None and not isinstance(parent, ModuleOp):
@@ -1152,11 +1161,8 @@ class FusedCollectiveLowering:
         name = lowering.kernel_name(fusion, "fused")
         func = kernel.build(lowering.kernels, name)
 
-        host: list[Operation] = []
-        rank, peers, epoch = RankOp(), PeersOp(), NextEpochOp()
-        rank.result.name_hint, epoch.result.name_hint = "rank", "epoch"
-        peers.result.name_hint = "peers"
-        host += [rank, peers, epoch]
+        rank, peers, epoch = peer_context()
+        host: list[Operation] = [rank, peers, epoch]
         args: dict[object, SSAValue] = {
             "rank": rank.result,
             "epoch": epoch.result,

@@ -1,0 +1,144 @@
+"""The tile-granular embedding + all_to_all kernel
+(coconet_ir/lowering/tile_collectives.py): the device IR against the
+interpreter (numpy evaluator), the printed CUDA C under the CPU emulation on
+2, 4 and 8 ranks, three calls back to back (one launch per call, no NCCL,
+(N-1)/N of each rank's pooled block into its peers), ThreadSanitizer, and a
+mutation of the tile counters that the sanitizer must catch."""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import fused_emulation
+import numpy as np
+import pytest
+from device_eval import run_device
+from fused_emulation import emulate, peer_bytes
+from test_fused_emulated import CALLS, launches_of
+from xdsl.dialects.builtin import ModuleOp
+
+import coconet_ir as cc
+from coconet_ir.backend.emu import EmulationError
+from coconet_ir.dialects.coco import FusionOp
+from coconet_ir.interpreter.inputs import draw_inputs
+from coconet_ir.lowering.tile_collectives import EmbeddingAllToAll
+
+DLRM = """
+func.func @dlrm(%t: !coco.tensor<8x16x8xELT, sliced<0>>, %i: !coco.tensor<8x8x3xi32, IDX>) -> !coco.tensor<8x8x8xELT, sliced<1>> {
+  %e = coco.embedding %t, %i pooling = POOL {name = "emb"} : (!coco.tensor<8x16x8xELT, sliced<0>>, !coco.tensor<8x8x3xi32, IDX>) -> !coco.tensor<8x8x8xELT, sliced<0>>
+  %a = coco.all_to_all %e dim = 1 : !coco.tensor<8x8x8xELT, sliced<0>> -> !coco.tensor<8x8x8xELT, sliced<1>>
+  func.return %a : !coco.tensor<8x8x8xELT, sliced<1>>
+}
+"""  # noqa: E501
+
+
+def dlrm(element="f32", indices="sliced<0>", pooling="sum") -> ModuleOp:
+    text = DLRM.replace("ELT", element).replace("IDX", indices)
+    return cc.Pipeline("coco-fuse-collective")(cc.parse(text.replace("POOL", pooling)))
+
+
+def assert_close(run, rtol: float) -> None:
+    for expected, actual in zip(run.expected, run.actual, strict=True):
+        for key, want in expected.items():
+            np.testing.assert_allclose(
+                actual[key].astype(np.float64), want.astype(np.float64), rtol=rtol
+            )
+
+
+def test_the_plan():
+    module = dlrm()
+    (fusion,) = [op for op in module.walk() if isinstance(op, FusionOp)]
+    plan = EmbeddingAllToAll.of(fusion, 4)
+    assert plan is not None
+    assert (plan.tables, plan.bags, plan.tile) == (2, 2, 16)
+    assert plan.peer_bytes() == 2 * 16 * 4  # T' tiles of B' x D f32
+    assert plan.slots == 4 + 4 * 2
+
+
+@pytest.mark.parametrize("world", [2, 4, 8])
+@pytest.mark.parametrize("indices", ["sliced<0>", "replicated"])
+def test_device_ir_matches_the_interpreter(world: int, indices: str):
+    module = dlrm(indices=indices, pooling="max")
+    lowered = cc.Pipeline(f"convert-coco-to-gpu{{world={world}}}")(module)
+    launches = [op for op in lowered.walk() if op.name == "gpu.launch_func"]
+    assert len(launches) == 1
+    assert not [op for op in lowered.walk() if op.name.startswith("coco_gpu.nccl")]
+    inputs = draw_inputs(module, world, seed=3)
+    expected = cc.interpret(module, world, seed=3)["dlrm.result0"]
+    got = run_device(lowered, world, inputs)["dlrm.result0"]
+    np.testing.assert_array_equal(got, expected)
+
+
+pytestmark_emulation = pytest.mark.skipif(
+    shutil.which("g++") is None, reason="needs g++"
+)
+
+
+@pytestmark_emulation
+@pytest.mark.parametrize(
+    "world,element,indices,pooling",
+    [
+        (2, "f32", "sliced<0>", "sum"),
+        (4, "bf16", "replicated", "mean"),
+        (8, "f32", "sliced<0>", "max"),
+    ],
+)
+def test_one_launch_and_the_all_to_all_bytes(world, element, indices, pooling):
+    module = dlrm(element, indices, pooling)
+    run = emulate(module, world, threads=16)
+    assert_close(run, rtol=1e-2 if element == "bf16" else 1e-6)
+    assert launches_of(run, "fused") == CALLS * world
+    assert sum(run.stats["kernels"].values()) == CALLS * world
+    assert sum(map(sum, run.stats["nccl_calls"])) == 0
+    # Each rank's pooled block is T/N x B x D; (N-1)/N of it leaves, evenly.
+    block = 8 // world * 8 * 8 * (2 if element == "bf16" else 4)
+    within = peer_bytes(run.stats, world)
+    for r in range(world):
+        for p in range(world):
+            assert within[r, p] == (0 if p == r else CALLS * block // world)
+
+
+@pytestmark_emulation
+def test_thread_sanitizer():
+    run = emulate(dlrm(), 4, threads=8, sanitize="thread")
+    assert_close(run, rtol=1e-6)
+
+
+@pytestmark_emulation
+def test_a_missing_tile_wait_is_caught(monkeypatch: pytest.MonkeyPatch):
+    """Without the wait for a tile's counter, the copy races with the peer's
+    stores: ThreadSanitizer reports it (or the results differ)."""
+    original = fused_emulation.cuda_source
+
+    def without_tile_wait(lowered: ModuleOp) -> str:
+        text = original(lowered)
+        # The tail's wait: the last wait_signal of the kernel.
+        waits = list(re.finditer(r"coco::wait_signal\(", text))
+        if len(waits) != 2:
+            raise LookupError(f"{len(waits)} waits in the kernel")
+        at = waits[-1].start()
+        return text[:at] + "//" + text[at:]
+
+    monkeypatch.setattr(fused_emulation, "cuda_source", without_tile_wait)
+    with pytest.raises((EmulationError, AssertionError)):
+        run = emulate(dlrm(), 4, threads=8, sanitize="thread")
+        assert_close(run, rtol=1e-6)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_the_kernel_compiles_with_nvcc_without_spills(arch: str, tmp_path):
+    import subprocess
+
+    from coconet_ir.backend.cuda.toolchain import nvcc, nvcc_command
+
+    if nvcc() is None:
+        pytest.skip("needs nvcc")
+    lowered = cc.Pipeline("convert-coco-to-gpu{world=8}")(dlrm("bf16", pooling="mean"))
+    source = tmp_path / "dlrm.cu"
+    source.write_text(fused_emulation.cuda_source(lowered))
+    command = [*nvcc_command(source, arch, tmp_path / "dlrm.o"), "-Xptxas", "-v"]
+    done = subprocess.run(command, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "Compiling entry function 'dlrm_emb_fused_0'" in done.stderr
+    assert re.findall(r"(\d+) bytes spill stores", done.stderr) == ["0"]
