@@ -33,21 +33,29 @@ copied everything out.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from math import prod
+from typing import Protocol
 
-from xdsl.dialects import arith
+from xdsl.builder import Builder
+from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import IntegerAttr, MemRefType, i64
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
+from xdsl.rewriter import InsertPoint
 
 from coconet_ir.dialects import gpu  # xDSL's gpu, in MLIR's syntax
 from coconet_ir.dialects.coco import (
+    AllReduceOp,
     AllToAllOp,
     EmbeddingOp,
     FusionOp,
     LayoutAttr,
+    MatmulOp,
     YieldOp,
     element_info,
+    is_float,
     tensor_type,
 )
 from coconet_ir.dialects.coco_gpu import (
@@ -70,7 +78,69 @@ from coconet_ir.lowering.fused_collectives import (
     module_of,
     peer_context,
 )
-from coconet_ir.lowering.kernels import X, for_loop, index, load, store
+from coconet_ir.lowering.kernels import (
+    X,
+    compute_type,
+    constant,
+    for_loop,
+    from_compute,
+    index,
+    load,
+    store,
+    to_compute,
+)
+from coconet_ir.passes.fuse_collective import GEMV_ROWS
+
+
+def frame(b: Builder) -> tuple[SSAValue, SSAValue, SSAValue, SSAValue, SSAValue]:
+    """The thread and block ids and counts of a tile kernel, and whether
+    this thread is its block's leader (thread 0)."""
+    tid = b.insert(gpu.ThreadIdOp(X)).result
+    bid = b.insert(gpu.BlockIdOp(X)).result
+    bdim = b.insert(gpu.BlockDimOp(X)).result
+    gdim = b.insert(gpu.GridDimOp(X)).result
+    tid.name_hint, bid.name_hint = "tid", "bid"
+    return tid, bid, bdim, gdim, Ints(b).eq(tid, 0)
+
+
+def open_to_peers(
+    b: Builder,
+    who: tuple[SSAValue, SSAValue],
+    context: tuple[SSAValue, SSAValue, SSAValue],
+    world: int,
+    ready: int,
+) -> None:
+    """Step 1 of every tile kernel: thread 0 of block 0 (`who`: leader, bid)
+    signals every peer's slot `ready + rank` (the closing sync)."""
+    (leader, bid), (rank, peers, epoch) = who, context
+    n = Ints(b)
+    first = if_then(b, b.insert(arith.AndIOp(leader, n.eq(bid, 0))).result)
+    f = Ints(first)
+    loop, k = for_loop(first, f.c(1), f.c(world), f.c(1), "k")
+    m = Ints(loop)
+    peer = m.rem(m.add(rank, k), world)
+    loop.insert(SignalOp(peers, peer, m.add(ready, rank), epoch))
+
+
+def producer_and_collective(
+    fusion: FusionOp, producer: type[Operation], collective: type[Operation]
+) -> tuple[Operation, Operation] | None:
+    """The fusion's two ops if its body is exactly `producer` of block
+    arguments, then `collective` of its result, yielded; else None."""
+    ops = list(fusion.block.ops)
+    if len(ops) != 3:
+        return None
+    first, second, end = ops
+    if not (
+        isinstance(first, producer)
+        and isinstance(second, collective)
+        and isinstance(end, YieldOp)
+        and second.operands[0] is first.results[0]
+        and list(end.arguments) == [second.results[0]]
+        and all(v.owner is fusion.block for v in first.operands)
+    ):
+        return None
+    return first, second
 
 
 @dataclass(frozen=True)
@@ -85,19 +155,12 @@ class EmbeddingAllToAll:
 
     @staticmethod
     def of(fusion: FusionOp, world: int) -> EmbeddingAllToAll | None:
-        ops = list(fusion.block.ops)
-        if len(ops) != 3:
+        pair = producer_and_collective(fusion, EmbeddingOp, AllToAllOp)
+        if pair is None:
             return None
-        embedding, exchange, end = ops
-        if not (
-            isinstance(embedding, EmbeddingOp)
-            and isinstance(exchange, AllToAllOp)
-            and isinstance(end, YieldOp)
-            and exchange.operand is embedding.result
-            and list(end.arguments) == [exchange.result]
-            and all(v.owner is fusion.block for v in embedding.operands)
-        ):
-            return None
+        embedding, exchange = pair
+        assert isinstance(embedding, EmbeddingOp)
+        assert isinstance(exchange, AllToAllOp)
         sliced0, sliced1 = LayoutAttr.sliced(0), LayoutAttr.sliced(1)
         if (
             tensor_type(embedding.tables).layout != sliced0
@@ -172,23 +235,13 @@ class EmbeddingAllToAllKernel:
             ],
         )
         rank, epoch, peers, tables, indices, recv, out = func.body.block.args
-        tid = b.insert(gpu.ThreadIdOp(X)).result
-        bid = b.insert(gpu.BlockIdOp(X)).result
-        bdim = b.insert(gpu.BlockDimOp(X)).result
-        gdim = b.insert(gpu.GridDimOp(X)).result
-        tid.name_hint, bid.name_hint = "tid", "bid"
+        tid, bid, bdim, gdim, leader = frame(b)
         n = Ints(b)
-        leader = n.eq(tid, 0)
         world, tables_per_rank, tile = plan.world, plan.tables, plan.tile
         ready, tiles = self.slot_base, self.slot_base + world
 
         # 1. Block 0 opens this rank's receive buffer to every peer.
-        first = if_then(b, b.insert(arith.AndIOp(leader, n.eq(bid, 0))).result)
-        f = Ints(first)
-        peers_loop, k = for_loop(first, f.c(1), f.c(world), f.c(1), "k")
-        m = Ints(peers_loop)
-        peer = m.rem(m.add(rank, k), world)
-        peers_loop.insert(SignalOp(peers, peer, m.add(ready, rank), epoch))
+        open_to_peers(b, (leader, bid), (rank, peers, epoch), world, ready)
 
         # 2. Compute each tile and store it where it is needed.
         items, item = for_loop(b, bid, n.c(world * tables_per_rank), gdim, "item")
@@ -243,6 +296,251 @@ class EmbeddingAllToAllKernel:
         return func
 
 
+GEMV_TILE_ELEMENTS = 256
+"""Elements of one GEMV output tile (rows x columns), at most."""
+
+
+@dataclass(frozen=True)
+class GemvAllReduce:
+    """The plan of a GEMV + all_reduce fusion: a row-parallel matmul (`x`
+    cut along K, `w` along its rows: local partial sums) of at most
+    `GEMV_ROWS` rows, then `all_reduce sum`. The output's columns are cut
+    into `tiles` tiles of `rows x columns`; tile `c` is reduced by rank
+    `c mod N`."""
+
+    fusion: FusionOp
+    matmul: MatmulOp
+    world: int
+
+    @staticmethod
+    def of(fusion: FusionOp, world: int) -> GemvAllReduce | None:
+        pair = producer_and_collective(fusion, MatmulOp, AllReduceOp)
+        if pair is None:
+            return None
+        matmul, total = pair
+        assert isinstance(matmul, MatmulOp) and isinstance(total, AllReduceOp)
+        if total.reduction.data != "sum":
+            return None
+        lhs, rhs = tensor_type(matmul.lhs), tensor_type(matmul.rhs)
+        if not (
+            lhs.layout == LayoutAttr.sliced(lhs.rank - 1)
+            and rhs.layout == LayoutAttr.sliced(0)
+            and is_float(lhs.element_type)
+        ):
+            return None
+        plan = GemvAllReduce(fusion, matmul, world)
+        return plan if plan.rows <= GEMV_ROWS and plan.tile_columns else None
+
+    @property
+    def rows(self) -> int:
+        return prod(tensor_type(self.matmul.result).dims[:-1])
+
+    @property
+    def columns(self) -> int:
+        """Output columns (`M`)."""
+        return tensor_type(self.matmul.result).dims[-1]
+
+    @property
+    def depth(self) -> int:
+        """The contraction each rank holds (`K / N`)."""
+        return tensor_type(self.matmul.rhs).dims[0] // self.world
+
+    @property
+    def tile_columns(self) -> int:
+        """Columns per tile: the widest that divides M into a multiple of N
+        tiles of at most `GEMV_TILE_ELEMENTS` elements (0: none does)."""
+        limit = max(1, GEMV_TILE_ELEMENTS // self.rows)
+        fits = [
+            c
+            for c in range(1, min(limit, self.columns) + 1)
+            if self.columns % c == 0 and (self.columns // c) % self.world == 0
+        ]
+        return max(fits, default=0)
+
+    @property
+    def tiles(self) -> int:
+        return self.columns // self.tile_columns
+
+    @property
+    def tile(self) -> int:
+        return self.rows * self.tile_columns
+
+    @property
+    def per_rank(self) -> int:
+        """Tiles each rank computes per destination at most (`ceil(C/N)`)."""
+        return -(-self.tiles // self.world)
+
+    @property
+    def element_bytes(self) -> int:
+        return element_info(tensor_type(self.matmul.result).element_type).bytes
+
+    def peer_bytes(self) -> int:
+        """Bytes this rank stores into each peer per launch: the partials of
+        the peer's C/N tiles and the results of its own C/N (two-shot:
+        `2 (N-1)/N S` in all)."""
+        return 2 * self.per_rank * self.tile * self.element_bytes
+
+    @property
+    def slots(self) -> int:
+        """READY (per source), PARTIAL (per source and tile), DONE (per tile)."""
+        return self.world + self.world * self.tiles + self.tiles
+
+
+@dataclass
+class GemvAllReduceKernel:
+    plan: GemvAllReduce
+    slot_base: int
+
+    def build(self, lowering: Lowering, name: str) -> gpu.FuncOp:
+        plan = self.plan
+        world, rows, cols = plan.world, plan.rows, plan.columns
+        depth, width, tile = plan.depth, plan.tile_columns, plan.tile
+        element = tensor_type(plan.matmul.result).element_type
+        acc_type = compute_type(element)
+        func, b = lowering.kernels.kernel(
+            name,
+            [
+                ("rank", index),
+                ("epoch", i64),
+                ("peers", PeersType()),
+                ("x", MemRefType(element, [rows * depth])),
+                ("w", MemRefType(element, [depth * cols])),
+                ("partials", MemRefType(element, [world * rows * cols])),
+                ("gather", MemRefType(element, [rows * cols])),
+                ("out", MemRefType(element, [rows * cols])),
+            ],
+        )
+        rank, epoch, peers, x, w, partials, gather, out = func.body.block.args
+        tid, bid, bdim, gdim, leader = frame(b)
+        n = Ints(b)
+        ready = self.slot_base
+        partial_slots = ready + world
+        done = partial_slots + world * plan.tiles
+
+        def tile_element(
+            m: Ints, c: SSAValue, e: SSAValue
+        ) -> tuple[SSAValue, SSAValue]:
+            """Row and column (in the output) of element `e` of tile `c`."""
+            row = m.div(e, width)
+            column = m.add(m.mul(c, width), m.rem(e, width))
+            return row, column
+
+        # 0. Block 0 opens this rank's buffers to every peer.
+        open_to_peers(b, (leader, bid), (rank, peers, epoch), world, ready)
+
+        # 1. Partial tiles, destinations r+1, r+2, ..., r (own last); each
+        #    tile's partial goes to row r of its owner's partials at once.
+        items, item = for_loop(b, bid, n.c(world * plan.per_rank), gdim, "item")
+        m = Ints(items)
+        step = m.add(m.div(item, plan.per_rank), 1)
+        owner = m.rem(m.add(rank, step), world)
+        owner.name_hint = "owner"
+        c = m.add(owner, m.mul(m.rem(item, plan.per_rank), world))
+        valid = items.insert(arith.CmpiOp(c, m.c(plan.tiles), "ult")).result
+        work = if_then(items, valid)
+        m = Ints(work)
+        remote = work.insert(arith.CmpiOp(owner, rank, "ne")).result
+        wait = if_then(work, work.insert(arith.AndIOp(leader, remote)).result)
+        wait.insert(WaitSignalOp(peers, Ints(wait).add(ready, owner), epoch))
+        work.insert(gpu.BarrierOp())
+        target = work.insert(PeerViewOp(peers, partials, owner)).result
+        elements, e = for_loop(work, tid, m.c(tile), bdim, "e")
+        q = Ints(elements)
+        row, column = tile_element(q, c, e)
+        products = Block(arg_types=[index, acc_type])
+        kk, acc = products.args
+        kk.name_hint, acc.name_hint = "k", "acc"
+        inner = Builder(InsertPoint.at_end(products))
+        i = Ints(inner)
+        a = to_compute(inner, load(inner, x, [i.add(i.mul(row, depth), kk)]))
+        bv = to_compute(inner, load(inner, w, [i.add(i.mul(kk, cols), column)]))
+        product = inner.insert(arith.MulfOp(a, bv)).result
+        inner.insert(scf.YieldOp(inner.insert(arith.AddfOp(acc, product)).result))
+        zero = constant(elements, 0, acc_type)
+        total = elements.insert(
+            scf.ForOp(q.c(0), q.c(depth), q.c(1), [zero], products)
+        ).results[0]
+        value = from_compute(elements, total, element)
+        at = q.add(q.mul(rank, rows * cols), q.add(q.mul(row, cols), column))
+        store(elements, value, target, [at])
+        work.insert(gpu.BarrierOp())
+        lead = if_then(work, leader)
+        s = Ints(lead)
+        counted = if_then(lead, remote)
+        counted.insert(
+            CountPeerBytesOp(peers, owner, Ints(counted).c(tile * plan.element_bytes))
+        )
+        slot = s.add(partial_slots, s.add(s.mul(rank, plan.tiles), c))
+        lead.insert(SignalOp(peers, owner, slot, epoch))
+
+        # 2. This rank's tiles: wait for every rank's partial, reduce in rank
+        #    order (f32 for halves), store the result into every rank's gather
+        #    buffer and signal each.
+        reduce, j = for_loop(b, bid, n.c(plan.per_rank), gdim, "own")
+        m = Ints(reduce)
+        c = m.add(rank, m.mul(j, world))
+        valid = reduce.insert(arith.CmpiOp(c, m.c(plan.tiles), "ult")).result
+        work = if_then(reduce, valid)
+        m = Ints(work)
+        lead = if_then(work, leader)
+        sources, source = for_loop(
+            lead, Ints(lead).c(0), Ints(lead).c(world), Ints(lead).c(1), "source"
+        )
+        v = Ints(sources)
+        sources.insert(
+            WaitSignalOp(
+                peers, v.add(partial_slots, v.add(v.mul(source, plan.tiles), c)), epoch
+            )
+        )
+        work.insert(gpu.BarrierOp())
+        elements, e = for_loop(work, tid, m.c(tile), bdim, "e")
+        q = Ints(elements)
+        row, column = tile_element(q, c, e)
+        place = q.add(q.mul(row, cols), column)
+        ranks = Block(arg_types=[index, acc_type])
+        source, acc = ranks.args
+        source.name_hint, acc.name_hint = "q", "acc"
+        inner = Builder(InsertPoint.at_end(ranks))
+        i = Ints(inner)
+        part = to_compute(
+            inner, load(inner, partials, [i.add(i.mul(source, rows * cols), place)])
+        )
+        inner.insert(scf.YieldOp(inner.insert(arith.AddfOp(acc, part)).result))
+        zero = constant(elements, 0, acc_type)
+        total = elements.insert(
+            scf.ForOp(q.c(0), q.c(world), q.c(1), [zero], ranks)
+        ).results[0]
+        value = from_compute(elements, total, element)
+        store(elements, value, gather, [place])
+        pushes, k = for_loop(elements, q.c(1), q.c(world), q.c(1), "k")
+        p = Ints(pushes)
+        peer = p.rem(p.add(rank, k), world)
+        view = pushes.insert(PeerViewOp(peers, gather, peer)).result
+        store(pushes, value, view, [place])
+        work.insert(gpu.BarrierOp())
+        lead = if_then(work, leader)
+        h = Ints(lead)
+        lead.insert(SignalOp(peers, rank, h.add(done, c), epoch))
+        signals, k = for_loop(lead, h.c(1), h.c(world), h.c(1), "k")
+        p = Ints(signals)
+        peer = p.rem(p.add(rank, k), world)
+        signals.insert(CountPeerBytesOp(peers, peer, p.c(tile * plan.element_bytes)))
+        signals.insert(SignalOp(peers, peer, p.add(done, c), epoch))
+
+        # 3. Every tile: wait for its result, copy it to the output.
+        copies, c = for_loop(b, bid, n.c(plan.tiles), gdim, "tile")
+        m = Ints(copies)
+        lead = if_then(copies, leader)
+        lead.insert(WaitSignalOp(peers, Ints(lead).add(done, c), epoch))
+        copies.insert(gpu.BarrierOp())
+        moving, e = for_loop(copies, tid, m.c(tile), bdim, "e")
+        q = Ints(moving)
+        row, column = tile_element(q, c, e)
+        place = q.add(q.mul(row, cols), column)
+        store(moving, load(moving, gather, [place]), out, [place])
+        return func
+
+
 def _count(plan: EmbeddingAllToAll, value: SSAValue) -> int:
     shape = plan.lookup.shape(tensor_type(value))
     return shape[0] * shape[1] * shape[2]
@@ -253,61 +551,122 @@ def lower_tile_collective(
 ) -> bool:
     """A fusion `coco-fuse-collective` built → one tile-granular kernel
     launch. False, changing nothing, for a fusion of another shape."""
-    plan = EmbeddingAllToAll.of(fusion, lowering.world)
     module = module_of(fusion)
-    if plan is None or module is None:
+    if module is None:
         return False
-    allocator = SymmetricAllocator.of(module)
-    kernel = EmbeddingAllToAllKernel(plan, allocator.slots(plan.slots))
-    func = kernel.build(lowering, lowering.kernel_name(fusion, "fused"))
+    gemv = GemvAllReduce.of(fusion, lowering.world)
+    if gemv is not None:
+        lower_gemv_all_reduce(lowering, gemv, module, rewriter)
+        return True
+    plan = EmbeddingAllToAll.of(fusion, lowering.world)
+    if plan is None:
+        return False
+    element = tensor_type(plan.embedding.result).element_type
+    lower_tiles(
+        lowering,
+        fusion,
+        module,
+        lambda base: EmbeddingAllToAllKernel(plan, base),
+        plan.slots,
+        [plan.embedding.tables, plan.embedding.indices],
+        [("recv", element, plan.world * plan.tables * plan.tile)],
+        plan.world * plan.tables,
+        plan.peer_bytes(),
+        rewriter,
+    )
+    return True
 
+
+def lower_gemv_all_reduce(
+    lowering: Lowering,
+    plan: GemvAllReduce,
+    module: Operation,
+    rewriter: PatternRewriter,
+) -> None:
+    element = tensor_type(plan.matmul.result).element_type
+    size = plan.rows * plan.columns
+    lower_tiles(
+        lowering,
+        plan.fusion,
+        module,
+        lambda base: GemvAllReduceKernel(plan, base),
+        plan.slots,
+        [plan.matmul.lhs, plan.matmul.rhs],
+        [("partials", element, plan.world * size), ("gather", element, size)],
+        plan.world * plan.per_rank,
+        plan.peer_bytes(),
+        rewriter,
+    )
+
+
+class TileKernel(Protocol):
+    def build(self, lowering: Lowering, name: str) -> gpu.FuncOp: ...
+
+
+def lower_tiles(
+    lowering: Lowering,
+    fusion: FusionOp,
+    module: Operation,
+    kernel_at: Callable[[int], TileKernel],
+    slots: int,
+    reads: list[SSAValue],
+    symmetric: list[tuple[str, Attribute, int]],
+    items: int,
+    peer_bytes: int,
+    rewriter: PatternRewriter,
+) -> None:
+    """The host side of a tile kernel: its signal slots and symmetric
+    buffers (`(hint, element type, count)`), the flat buffers of the block
+    arguments it `reads`, the output, the launch. The kernel's arguments:
+    rank, epoch, peers, the reads, the symmetric buffers, the output."""
+    allocator = SymmetricAllocator.of(module)
+    func = kernel_at(allocator.slots(slots)).build(
+        lowering, lowering.kernel_name(fusion, "fused")
+    )
     rank, peers, epoch = peer_context()
     host: list[Operation] = [rank, peers, epoch]
+    operands = [rank.result, epoch.result, peers.result]
     inputs = dict(zip(fusion.block.args, fusion.inputs))
-
-    def flat(value: SSAValue) -> SSAValue:
+    for value in reads:
         ops, buffer = lowering.buffer(inputs[value])  # type: ignore[index]
         more, collapsed = collapse(buffer)
         host.extend([*ops, *more])
-        return collapsed
-
-    tables = flat(plan.embedding.tables)
-    indices = flat(plan.embedding.indices)
-    element = tensor_type(plan.embedding.result).element_type
-    elements = plan.world * plan.tables * plan.tile
-    recv = SymmetricBufferOp(
-        allocator.buffer(elements * plan.element_bytes),
-        MemRefType(element, [elements]),
-    )
-    recv.result.name_hint = "recv"
-    host.append(recv)
+        operands.append(collapsed)
+    for hint, element, count in symmetric:
+        size = count * element_info(element).bytes
+        op = SymmetricBufferOp(allocator.buffer(size), MemRefType(element, [count]))
+        op.result.name_hint = hint
+        host.append(op)
+        operands.append(op.result)
     ops, out = lowering.result_buffer(fusion, fusion.results[0])
-    host.extend(ops)
     more, out_flat = collapse(out)
-    host.extend(more)
+    host.extend([*ops, *more])
+    operands.append(out_flat)
+    host += tile_launch(lowering, func, items, operands, peer_bytes)
+    replace_with_buffers(rewriter, fusion, host, [out])
 
+
+def tile_launch(
+    lowering: Lowering,
+    func: gpu.FuncOp,
+    items: int,
+    operands: list[SSAValue],
+    peer_bytes: int,
+) -> list[Operation]:
+    """The host ops launching a tile kernel of `items` work items (a block
+    each, capped by `coco::grid_blocks`)."""
     threads = lowering.threads
-    items = arith.ConstantOp(IntegerAttr(plan.world * plan.tables * threads, index))
+    count = arith.ConstantOp(IntegerAttr(items * threads, index))
     per_block = arith.ConstantOp(IntegerAttr(threads, index))
-    blocks = GridBlocksOp(items, per_block)
+    blocks = GridBlocksOp(count, per_block)
     one = arith.ConstantOp(IntegerAttr(1, index))
-    items.result.name_hint, per_block.result.name_hint = "items", "threads"
+    count.result.name_hint, per_block.result.name_hint = "items", "threads"
     blocks.result.name_hint, one.result.name_hint = "blocks", "c1"
     launch = gpu.LaunchFuncOp(
         lowering.kernels.symbol_of(func),
         [blocks, one, one],
         [per_block, one, one],
-        kernelOperands=[
-            rank.result,
-            epoch.result,
-            peers.result,
-            tables,
-            indices,
-            recv.result,
-            out_flat,
-        ],
+        kernelOperands=operands,
     )
-    launch.attributes[PEER_BYTES_ATTR] = IntegerAttr(plan.peer_bytes(), i64)
-    host += [items, per_block, blocks, one, launch]
-    replace_with_buffers(rewriter, fusion, host, [out])
-    return True
+    launch.attributes[PEER_BYTES_ATTR] = IntegerAttr(peer_bytes, i64)
+    return [count, per_block, blocks, one, launch]
