@@ -7,7 +7,9 @@ still compute; the tail of the same kernel waits only for the tile it copies
 next. No NCCL call, no host synchronization between compute and
 communication (Punniyamurthy et al., 2023).
 
-Built so far: embedding + all_to_all (DLRM). Rank `r` owns tables `r·T' ..`
+Built: embedding + all_to_all (below) and GEMV + all_reduce
+(`GemvAllReduce`: a two-shot all-reduce whose first shot is computed tile by
+tile; docs/gpu.md). Embedding + all_to_all (DLRM): rank `r` owns tables `r·T' ..`
 (`T' = T/N`) and pools them for the whole batch; rank `p` needs the bags
 `p·B' ..` (`B' = B/N`) of every table. A *tile* is one table's bags for one
 destination: `B'·D` elements. The kernel, for epoch `e`:
@@ -367,8 +369,8 @@ class GemvAllReduce:
 
     @property
     def per_rank(self) -> int:
-        """Tiles each rank computes per destination at most (`ceil(C/N)`)."""
-        return -(-self.tiles // self.world)
+        """Tiles each rank reduces (`C/N`: `tile_columns` makes N divide C)."""
+        return self.tiles // self.world
 
     @property
     def element_bytes(self) -> int:
@@ -436,9 +438,7 @@ class GemvAllReduceKernel:
         owner = m.rem(m.add(rank, step), world)
         owner.name_hint = "owner"
         c = m.add(owner, m.mul(m.rem(item, plan.per_rank), world))
-        valid = items.insert(arith.CmpiOp(c, m.c(plan.tiles), "ult")).result
-        work = if_then(items, valid)
-        m = Ints(work)
+        work = items
         remote = work.insert(arith.CmpiOp(owner, rank, "ne")).result
         wait = if_then(work, work.insert(arith.AndIOp(leader, remote)).result)
         wait.insert(WaitSignalOp(peers, Ints(wait).add(ready, owner), epoch))
@@ -479,9 +479,7 @@ class GemvAllReduceKernel:
         reduce, j = for_loop(b, bid, n.c(plan.per_rank), gdim, "own")
         m = Ints(reduce)
         c = m.add(rank, m.mul(j, world))
-        valid = reduce.insert(arith.CmpiOp(c, m.c(plan.tiles), "ult")).result
-        work = if_then(reduce, valid)
-        m = Ints(work)
+        work = reduce
         lead = if_then(work, leader)
         sources, source = for_loop(
             lead, Ints(lead).c(0), Ints(lead).c(world), Ints(lead).c(1), "source"

@@ -70,8 +70,8 @@ from coconet_ir.dialects.coco import (
 from coconet_ir.passes.base import CocoPass, function_body_ops, rewrite_once
 from coconet_ir.passes.regions import (
     Boundary,
-    ancestors,
     descendants,
+    listed_in_order,
     outline,
     positions,
     reorders_messages,
@@ -438,12 +438,7 @@ def listed_group(
     order. Raises `refuse(op, reason)` naming the op that prevents one region."""
     block = listed[0].parent_block()
     assert block is not None
-    for op in listed:
-        if op.parent_block() is not block:
-            raise refuse(op, "the listed ops are not in one block")
-    order = positions(block)
-    ordered = sorted(set(listed), key=order.__getitem__)
-    between = set(descendants(ordered)) & ancestors(ordered)
+    order, ordered, between = listed_in_order(listed, refuse)
     members = set(ordered) | between
     host_scalars = HostScalars()
     for op in reversed(block.ops):

@@ -42,6 +42,23 @@ def positions(block: Block) -> dict[Operation, int]:
     return {op: i for i, op in enumerate(block.ops)}
 
 
+def listed_in_order(
+    listed: Sequence[Operation], refuse: Callable[[Operation, str], Exception]
+) -> tuple[dict[Operation, int], list[Operation], set[Operation]]:
+    """A schedule's explicit list of ops (`ops=`), which must lie in one
+    block: the block's op positions, the listed ops in block order, and the
+    ops on a path from one of them to another. Raises `refuse(op, reason)`
+    for an op of another block."""
+    block = listed[0].parent_block()
+    assert block is not None
+    for op in listed:
+        if op.parent_block() is not block:
+            raise refuse(op, "the listed ops are not in one block")
+    order = positions(block)
+    ordered = sorted(set(listed), key=order.__getitem__)
+    return order, ordered, set(descendants(ordered)) & ancestors(ordered)
+
+
 def boundary(ordered: Sequence[Operation]) -> Boundary:
     """The group's inputs (defined outside, used inside) and outputs (defined
     inside, used outside); `ordered` is in block order."""

@@ -83,7 +83,7 @@ from coconet_ir.dialects.coco import (
     tensor_type,
 )
 from coconet_ir.passes.base import CocoPass, function_body_ops, rewrite_once
-from coconet_ir.passes.regions import ancestors, descendants, positions
+from coconet_ir.passes.regions import listed_in_order
 
 
 def suffixed(op: Operation, suffix: str) -> str | None:
@@ -401,18 +401,13 @@ def listed_slice_set(
     naming the op that prevents it."""
     block = listed[0].parent_block()
     assert block is not None
-    for op in listed:
-        if op.parent_block() is not block:
-            raise refuse(op, "the listed ops are not in one block")
-    order = positions(block)
-    ordered = sorted(set(listed), key=order.__getitem__)
+    order, ordered, between = listed_in_order(listed, refuse)
     seeds = [op for op in ordered if isinstance(op, AllGatherOp)]
     computations = [op for op in ordered if not isinstance(op, AllGatherOp)]
     if not seeds:
         raise refuse(ordered[0], "the list names no coco.all_gather")
     if not computations:
         raise refuse(seeds[0], "the list names no computation to move")
-    between = set(descendants(ordered)) & ancestors(ordered)
     moving = SliceSet(seeds, allowed=set(computations) | between)
     moving.grow(block)
     moving.pull(block)

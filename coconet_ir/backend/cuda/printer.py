@@ -35,6 +35,7 @@ from xdsl.dialects.builtin import (
     IntegerType,
     MemRefType,
     ModuleOp,
+    SymbolRefAttr,
 )
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 from xdsl.utils.base_printer import BasePrinter
@@ -89,6 +90,12 @@ def sanitize(hint: str | None, fallback: str) -> str:
     if name in C_RESERVED or name.startswith("__"):
         name = f"{name}_"
     return name
+
+
+def kernel_name(symbol: SymbolRefAttr) -> str:
+    """The C name of the kernel `@kernels::@k` names (a launch, a resident
+    grid size)."""
+    return sanitize(symbol.nested_references.data[-1].data, "kernel")
 
 
 def memref_type(value: SSAValue) -> MemRefType:
@@ -1155,7 +1162,7 @@ class CudaPrinter(BasePrinter):
 
     @print.register
     def _(self, op: gpu.LaunchFuncOp) -> None:
-        kernel = sanitize(op.kernel.nested_references.data[-1].data, "kernel")
+        kernel = kernel_name(op.kernel)
         grid = ", ".join(
             self.launch_size(v) for v in (op.gridSizeX, op.gridSizeY, op.gridSizeZ)
         )
@@ -1191,7 +1198,7 @@ class CudaPrinter(BasePrinter):
         if op.kernel is None:
             call = f"coco::grid_blocks(ctx, {sizes})"
         else:
-            kernel = sanitize(op.kernel.nested_references.data[-1].data, "kernel")
+            kernel = kernel_name(op.kernel)
             call = f"coco::resident_blocks(ctx, {kernel}, {sizes})"
         self.bind(op.result, Expr(call, True))
 
