@@ -631,10 +631,25 @@ inline void count_peer_bytes(int rank, int p, unsigned long long n) {
 // Signals: the poll loop's pause and watchdog
 // ---------------------------------------------------------------------------
 
+// Progress anywhere in the process: every signal raised and every block
+// barrier passed counts. The watchdog fires only when a wait has seen none for
+// COCO_EMU_TIMEOUT seconds — a run stuck, not one slowed down by hundreds of
+// emulated threads on a few cores (a wait for a whole stage of a slow peer, in
+// a fused kernel with slice reductions, can take longer than the timeout while
+// the peer keeps computing). Relaxed: it orders nothing (ThreadSanitizer sees
+// no synchronization through it).
+inline std::atomic<uint64_t> &progress() {
+  static std::atomic<uint64_t> count{0};
+  return count;
+}
+
+inline void note_progress() { progress().fetch_add(1, std::memory_order_relaxed); }
+
 struct poller {
   const uint64_t *slot;
   uint64_t expected;
   clock::time_point start = clock::now();
+  uint64_t seen_progress = progress().load(std::memory_order_relaxed);
   unsigned spins = 0;
 
   poller(const uint64_t *slot_, uint64_t expected_) : slot(slot_), expected(expected_) {}
@@ -647,9 +662,15 @@ struct poller {
     }
     struct timespec ts = {0, 20000};
     nanosleep(&ts, nullptr);
-    if ((spins & 63) == 0 &&
-        std::chrono::duration<double>(clock::now() - start).count() > timeout_seconds())
+    if ((spins & 63) != 0) return;
+    uint64_t now = progress().load(std::memory_order_relaxed);
+    if (now != seen_progress) {  // something moved: the wait starts over
+      seen_progress = now;
+      start = clock::now();
+    } else if (std::chrono::duration<double>(clock::now() - start).count() >
+               timeout_seconds()) {
       watchdog(seen);
+    }
   }
 
   [[noreturn]] void watchdog(uint64_t seen) const {
@@ -668,7 +689,7 @@ struct poller {
     }
     fatal(3,
           "watchdog: %s, kernel '%s', block (%u,%u,%u) thread (%u,%u,%u): waited more than "
-          "%g s for signal %p (%s) to reach %llu; it holds %llu",
+          "%g s, with no progress anywhere, for signal %p (%s) to reach %llu; it holds %llu",
           describe_current().c_str(), current.name, blockIdx.x, blockIdx.y, blockIdx.z,
           threadIdx.x, threadIdx.y, threadIdx.z, timeout_seconds(), (const void *)slot, where,
           (unsigned long long)expected, (unsigned long long)seen);
@@ -712,8 +733,10 @@ struct block_barrier {
   // threads that see it (the last arrival, a thread dropping out) ends it.
   void complete(std::ptrdiff_t count) {
     std::ptrdiff_t seen = count;
-    if (arrived.compare_exchange_strong(seen, 0, std::memory_order_acq_rel))
+    if (arrived.compare_exchange_strong(seen, 0, std::memory_order_acq_rel)) {
+      note_progress();
       generation.fetch_add(1, std::memory_order_acq_rel);
+    }
   }
 
   std::atomic<std::ptrdiff_t> expected;

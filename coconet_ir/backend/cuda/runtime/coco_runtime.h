@@ -206,13 +206,15 @@ __device__ __forceinline__ void signal(uint64_t *slot, uint64_t value) {
   // atomic, which would order every signalling thread of every rank and hide
   // races between ranks (a fused kernel without its closing sync).
   std::atomic_thread_fence(std::memory_order_seq_cst);
+  coco_emu::note_progress();
 #endif
   cuda::atomic_ref<uint64_t, cuda::thread_scope_system> ref(*slot);
   ref.store(value, cuda::std::memory_order_release);
 }
 
 // Poll `slot` until it holds at least `value` (acquire, system scope). The
-// emulation's watchdog ends a wait longer than COCO_EMU_TIMEOUT seconds.
+// emulation's watchdog ends a wait that sees no progress anywhere (no signal,
+// no block barrier passed) for COCO_EMU_TIMEOUT seconds.
 __device__ __forceinline__ void wait_signal(const uint64_t *slot, uint64_t value) {
   cuda::atomic_ref<uint64_t, cuda::thread_scope_system> ref(*const_cast<uint64_t *>(slot));
 #ifdef __CUDACC__
