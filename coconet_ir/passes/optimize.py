@@ -1,6 +1,9 @@
 """coco-optimize: CoCoNet's default schedule, as one pass.
 
-In order: split every all_reduce (`coco-split-all-reduce`), move the elementwise
+In order: fuse an embedding or a GEMV with the collective consuming it, and
+anything with the all_to_all consuming it, into one tile-granular region
+(`coco-fuse-collective{where_it_pays}`), split every all_reduce
+(`coco-split-all-reduce`), move the elementwise
 work after it onto the slices (`coco-reorder`), keep optimizer state that is only
 used through slices sliced (`coco-slice-state`), compute the norms of
 replicated values the program slices on their slices (`coco-slice-norm`), send
@@ -33,6 +36,7 @@ class Optimize(ModulePass):
 
     name = "coco-optimize"
 
+    fuse_collective: bool = True
     split: bool = True
     reorder: bool = True
     slice_state: bool = True
@@ -50,6 +54,7 @@ class Optimize(ModulePass):
     def parts(self) -> list[CocoPass]:
         from coconet_ir.passes.dce import CocoDCE
         from coconet_ir.passes.fuse import Fuse
+        from coconet_ir.passes.fuse_collective import FuseCollective
         from coconet_ir.passes.fuse_send import FuseSend
         from coconet_ir.passes.overlap import Overlap
         from coconet_ir.passes.reorder import Reorder
@@ -58,6 +63,9 @@ class Optimize(ModulePass):
         from coconet_ir.passes.split_all_reduce import SplitAllReduce
 
         schedule: list[tuple[bool, CocoPass]] = [
+            # First: the collective of an embedding or a GEMV is its own
+            # producer's (docs/passes/coco-fuse-collective.md), not split.
+            (self.fuse_collective, FuseCollective(where_it_pays=True)),
             (self.split, SplitAllReduce(world=self.world)),
             (self.reorder, Reorder()),
             (self.slice_state, SliceState()),

@@ -143,3 +143,46 @@ def test_docs_table_is_current():
     docs = (ROOT / "docs" / "passes.md").read_text()
     for line in module.table_lines(8):
         assert line in docs, line
+
+
+FUSED_OPERATORS = """
+func.func @dlrm(%t: !coco.tensor<8x16x4xf32, sliced<0>>, %i: !coco.tensor<8x8x3xi32, sliced<0>>) -> !coco.tensor<8x8x4xf32, sliced<1>> {
+  %e = coco.embedding %t, %i pooling = sum {name = "emb"} : (!coco.tensor<8x16x4xf32, sliced<0>>, !coco.tensor<8x8x3xi32, sliced<0>>) -> !coco.tensor<8x8x4xf32, sliced<0>>
+  %a = coco.all_to_all %e dim = 1 : !coco.tensor<8x8x4xf32, sliced<0>> -> !coco.tensor<8x8x4xf32, sliced<1>>
+  func.return %a : !coco.tensor<8x8x4xf32, sliced<1>>
+}
+func.func @decode(%x: !coco.tensor<1x64xf32, sliced<1>>, %w: !coco.tensor<64x32xf32, sliced<0>>, %b: !coco.tensor<32xf32, replicated>) -> !coco.tensor<1x32xf32, replicated> {
+  %y = coco.matmul %x, %w {name = "proj"} : (!coco.tensor<1x64xf32, sliced<1>>, !coco.tensor<64x32xf32, sliced<0>>) -> !coco.tensor<1x32xf32, local>
+  %s = coco.all_reduce %y reduction = sum : !coco.tensor<1x32xf32, local> -> !coco.tensor<1x32xf32, replicated>
+  %o = coco.add %s, %b : (!coco.tensor<1x32xf32, replicated>, !coco.tensor<32xf32, replicated>) -> !coco.tensor<1x32xf32, replicated>
+  func.return %o : !coco.tensor<1x32xf32, replicated>
+}
+"""  # noqa: E501
+
+
+@pytest.mark.parametrize("world", [2, 4, 8])
+def test_fused_operators_become_one_region_first(world):
+    """coco-fuse-collective{where_it_pays} runs first: the embedding's
+    all_to_all and the GEMV's all_reduce are their producers' (one fusion
+    each, nothing split); Megatron's 64-row matmul is left to the split,
+    reorder and overlap; `fuse_collective=false` switches the part off."""
+    before = cc.parse(FUSED_OPERATORS)
+    after = optimize(before)
+    for name, producer in [("dlrm", coco.EmbeddingOp), ("decode", coco.MatmulOp)]:
+        fusions = ops_of(stage(after, name), coco.FusionOp)
+        assert len(fusions) == 1
+        assert isinstance(fusions[0].block.first_op, producer)
+    assert not ops_of(after, coco.ReduceScatterOp)
+    for name in ["dlrm", "decode"]:
+        assert cc.equivalent(before, after, world, entry=name).ok
+    megatron = optimize(example("megatron"))
+    assert not any(
+        isinstance(op, coco.MatmulOp) and isinstance(op.parent_op(), coco.FusionOp)
+        for op in ops_of(megatron, coco.MatmulOp)
+    )
+    off = optimize(cc.parse(FUSED_OPERATORS), "{fuse_collective=false}")
+    assert ops_of(off, coco.ReduceScatterOp)
+    assert not any(
+        isinstance(op.parent_op(), coco.FusionOp)
+        for op in ops_of(off, coco.EmbeddingOp)
+    )

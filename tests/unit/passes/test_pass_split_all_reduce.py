@@ -69,3 +69,22 @@ def test_untargeted_split_skips_what_it_cannot_split():
     before = cc.to_text(module)
     SplitAllReduce().apply(cc.make_context(), module)
     assert cc.to_text(module) == before
+
+
+def test_a_fused_regions_all_reduce_is_not_split():
+    """coco-fuse-collective's GEMV + all_reduce is one tile kernel: the split
+    leaves it alone, and refuses it by name, the module unchanged."""
+    decode = """
+func.func @decode(%x: !coco.tensor<1x64xf32, sliced<1>>, %w: !coco.tensor<64x32xf32, sliced<0>>) -> !coco.tensor<1x32xf32, replicated> {
+  %y = coco.matmul %x, %w {name = "proj"} : (!coco.tensor<1x64xf32, sliced<1>>, !coco.tensor<64x32xf32, sliced<0>>) -> !coco.tensor<1x32xf32, local>
+  %s = coco.all_reduce %y reduction = sum {name = "total"} : !coco.tensor<1x32xf32, local> -> !coco.tensor<1x32xf32, replicated>
+  func.return %s : !coco.tensor<1x32xf32, replicated>
+}
+"""  # noqa: E501
+    module = cc.Pipeline("coco-fuse-collective")(cc.parse(decode))
+    text = cc.to_text(module)
+    SplitAllReduce().apply(cc.make_context(), module)
+    assert cc.to_text(module) == text
+    with pytest.raises(cc.CocoError, match=r"inside the coco.fusion 'proj_fused'"):
+        SplitAllReduce(op="total").apply(cc.make_context(), module)
+    assert cc.to_text(module) == text
