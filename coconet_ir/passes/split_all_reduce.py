@@ -4,16 +4,16 @@ CoCoNet's split: an all-reduce is a reduce-scatter (each rank gets its block of
 the reduction) followed by an all-gather of the blocks. The two halves can then
 be moved apart, so that compute between them runs on slices (`coco-reorder`).
 
-Preconditions: the operand is `local` (a `replicated` operand has no reduce-
-scatter) and of rank >= 1, and the all_reduce is not inside a `coco.fusion` (a
-fused region's collective belongs to its kernel: a GEMV's all_reduce that `coco-
-fuse-collective` fused is computed tile by tile). The scatter dimension is the
-option `dim`; without it, the first dimension the world size divides. The world
-size is the option `world`, else the module's `coco.world_size`, else unknown:
-then the chosen dimension must be divisible by every world size up to
-`ASSUMED_WORLD` (8), so that the split program runs wherever the original ran on
-up to 8 ranks; an all_reduce with no such dimension is left alone. A named
-all_reduce `NAME` gives `NAME_rs` and `NAME_ag`.
+Preconditions: the operand is `local` (a `replicated` operand has no
+reduce-scatter) and of rank >= 1, and the all_reduce is not inside a
+`coco.fusion` (a fused region's collective belongs to its kernel: a GEMV's
+all_reduce that `coco-fuse-collective` fused is computed tile by tile). The
+scatter dimension is the option `dim`; without it, the first dimension the world
+size divides. The world size is the option `world`, else the module's
+`coco.world_size`, else unknown: then the chosen dimension must be divisible by
+every world size up to `ASSUMED_WORLD` (8), so that the split program runs
+wherever the original ran on up to 8 ranks; an all_reduce with no such dimension
+is left alone. A named all_reduce `NAME` gives `NAME_rs` and `NAME_ag`.
 """
 
 from __future__ import annotations
