@@ -1,0 +1,767 @@
+"""A compiled coconet-ir program as a PyTorch custom operator (docs/frameworks.md).
+
+`register(program, "coconet::NAME", world=N)` lowers the program for `N`
+ranks (`coconet_ir.emulate.lower`: `passes`, then `convert-coco-to-gpu`, then
+the `cuda` target) and registers the `torch.library.custom_op` `NAME`, whose
+tensors are ONE rank's buffers in the order of the host entry's ABI
+(docs/gpu.md, "The ABI of a host entry"): the lowered function's arguments at
+their per-rank shapes, updated parameters mutated in place, results returned.
+
+- CUDA: the process is one rank of a `torch.distributed` group (one process
+  per GPU, as torchrun starts them). The first call on a device builds the
+  library (`compile_gpu`, or the one given), creates an NCCL communicator over
+  the group with the library's NCCL (`ncclCommInitRank`, the unique id
+  broadcast through the group), and a `coco_context` whose stream 0 is, at
+  every call, torch's current stream; then each call runs `coco_<func>`
+  through ctypes on the tensors' data pointers.
+- Meta (fake): the results' per-rank shapes and dtypes from the lowered
+  function's types, so `torch.compile` traces the op without running it.
+- CPU: one rank's tensors cannot give that rank's outputs alone. The CPU
+  kernel gathers every rank's tensors through the group (with world 1 there
+  is nothing to gather), runs the whole world on the reference interpreter
+  (`cpu="interpreter"`, on the original program) or on the CUDA emulation of
+  the lowered CUDA C (`cpu="emulator"`), and keeps this rank's share.
+
+This module imports without torch: what needs torch imports it when called
+and, without it, raises an ImportError that says to `pip install torch`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import keyword
+import os
+import re
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.func import FuncOp
+
+from coconet_ir.backend.cuda import runtime_dir
+from coconet_ir.diagnostics import CocoError
+from coconet_ir.dialects import coco
+from coconet_ir.dialects.coco.element_types import ElementType, element_info
+from coconet_ir.emulate import Lowered, arguments_of, lower, updated_positions
+from coconet_ir.interpreter.inputs import argument_key, check_world, result_key
+from coconet_ir.interpreter.values import DistValue, local_shape
+
+DEFAULT_PASSES = "coco-optimize{fuse=false fuse_collective=false}"
+"""CoCoNet's schedule without the fused collective kernels: those store into
+their peers' memory (a symmetric workspace), which one process per GPU cannot
+reach (docs/frameworks.md, "Limits"); their collectives stay NCCL calls."""
+
+CPU_BACKENDS = ("interpreter", "emulator")
+
+TORCH_MISSING = (
+    "coconet_ir.torch_op needs PyTorch, which is not installed: pip install torch "
+    "(docs/frameworks.md)"
+)
+
+
+def _torch() -> Any:
+    """torch, or an ImportError saying how to get it."""
+    try:
+        import torch  # type: ignore[import-not-found]
+    except ImportError as err:
+        raise ImportError(TORCH_MISSING, name="torch") from err
+    return torch
+
+
+# ---------------------------------------------------------------------------
+# The signature: one rank's tensors
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OpTensor:
+    """One tensor of the op: an argument or a result of the lowered coco
+    function, as one rank holds it."""
+
+    name: str
+    """Its name in the op's schema (the coco argument's name where it is an
+    identifier, else `argI`; `resultI` for results)."""
+    key: str
+    """The interpreter's key, `FUNC.argI` or `FUNC.resultI`."""
+    type: coco.TensorType
+    """Its type in the lowered program (the layout says how it is sharded)."""
+    shape: tuple[int, ...]
+    """The per-rank shape (`local_shape` of the type)."""
+    element: ElementType
+    updated: bool = False
+    """An argument the program updates with `coco.update` (mutated in place)."""
+
+    @property
+    def dtype(self) -> Any:
+        """The torch dtype: the element type's numpy name (`float32`,
+        `bfloat16`, ...) is torch's too."""
+        return getattr(_torch(), self.element.numpy_name)
+
+
+def _schema_names(func: FuncOp) -> list[str]:
+    """The schema names of `func`'s arguments."""
+    names: list[str] = []
+    for position, arg in enumerate(func.body.block.args):
+        hint = arg.name_hint or ""
+        usable = hint.isidentifier() and not keyword.iskeyword(hint)
+        if not usable or hint in names or re.fullmatch(r"(arg|result)\d+", hint):
+            hint = f"arg{position}"
+        names.append(hint)
+    return names
+
+
+def signature(func: FuncOp, world: int) -> tuple[list[OpTensor], list[OpTensor]]:
+    """The op's arguments and results for the lowered coco function `func` on
+    `world` ranks, in the order of the host entry's ABI."""
+    updated = set(updated_positions(func))
+    arguments: list[OpTensor] = []
+    for position, (arg, name) in enumerate(
+        zip(func.body.block.args, _schema_names(func))
+    ):
+        t = coco.tensor_type(arg)
+        arguments.append(
+            OpTensor(
+                name,
+                argument_key(func, position),
+                t,
+                local_shape(t, world),
+                element_info(t.element_type),
+                position in updated,
+            )
+        )
+    results: list[OpTensor] = []
+    for position, t in enumerate(func.function_type.outputs.data):
+        assert isinstance(t, coco.TensorType)
+        results.append(
+            OpTensor(
+                f"result{position}",
+                result_key(func, position),
+                t,
+                local_shape(t, world),
+                element_info(t.element_type),
+            )
+        )
+    return arguments, results
+
+
+def schema(arguments: Sequence[OpTensor], results: Sequence[OpTensor]) -> str:
+    """The op's schema: `(Tensor(a0!) w, Tensor g, ...) -> (Tensor, ...)`."""
+    params = [
+        f"Tensor(a{i}!) {a.name}" if a.updated else f"Tensor {a.name}"
+        for i, a in enumerate(arguments)
+    ]
+    returns = ", ".join("Tensor" for _ in results)
+    if len(results) != 1:
+        returns = f"({returns})"
+    return f"({', '.join(params)}) -> {returns}"
+
+
+# ---------------------------------------------------------------------------
+# The host entry's context, as ctypes sees it
+# ---------------------------------------------------------------------------
+
+
+@cache
+def runtime_constant(name: str) -> int:
+    """A `#define NAME N` of coco_runtime.h (the header is its one definition)."""
+    header = (runtime_dir() / "coco_runtime.h").read_text()
+    found = re.search(rf"^#define {name} (\d+)$", header, re.M)
+    if found is None:
+        raise CocoError(f"coco_runtime.h defines no {name}")
+    return int(found.group(1))
+
+
+@cache
+def context_struct() -> type[ctypes.Structure]:
+    """`struct coco_context` of coco_runtime.h (docs/gpu.md, "The ABI of a host
+    entry"); tests/unit/frameworks checks its layout against the header."""
+    streams = runtime_constant("COCO_MAX_STREAMS")
+    events = runtime_constant("COCO_MAX_EVENTS")
+    ranks = runtime_constant("COCO_MAX_RANKS")
+    text = runtime_constant("COCO_ERROR_TEXT")
+    pointer = ctypes.c_void_p
+
+    class CocoContext(ctypes.Structure):
+        _fields_ = [
+            ("rank", ctypes.c_int),
+            ("world", ctypes.c_int),
+            ("stage", ctypes.c_int),
+            ("num_stages", ctypes.c_int),
+            ("comm", pointer),
+            ("pipeline_comm", pointer),
+            ("cublas", pointer),
+            ("streams", pointer * streams),
+            ("events", pointer * events),
+            ("symmetric", pointer * ranks),
+            ("symmetric_bytes", ctypes.c_size_t),
+            ("signals", pointer * ranks),
+            ("signal_slots", ctypes.c_size_t),
+            ("epoch", ctypes.c_uint64),
+            ("sm_count", ctypes.c_int),
+            ("error", ctypes.c_char * text),
+        ]
+
+    return CocoContext
+
+
+class NcclUniqueId(ctypes.Structure):
+    """`ncclUniqueId`: 128 opaque bytes (NCCL_UNIQUE_ID_BYTES)."""
+
+    _fields_ = [("internal", ctypes.c_char * 128)]
+
+
+def enqueue(lib: ctypes.CDLL, entry: str, context: int, tensors: Sequence[Any]) -> None:
+    """Call the host entry `entry` of `lib` with the context at address
+    `context` and the tensors' data pointers (arguments, then results); a
+    non-zero status raises `GpuRunError` with `coco_last_error`'s text. The
+    entry only enqueues work on the context's streams."""
+    from coconet_ir.backend.cuda.gpu_run import GpuRunError
+
+    function = getattr(lib, entry)
+    function.restype = ctypes.c_int
+    lib.coco_last_error.restype = ctypes.c_char_p
+    lib.coco_last_error.argtypes = [ctypes.c_void_p]
+    pointers = [ctypes.c_void_p(t.data_ptr()) for t in tensors]
+    status = function(ctypes.c_void_p(context), *pointers)
+    if status != 0:
+        text = lib.coco_last_error(ctypes.c_void_p(context)).decode(errors="replace")
+        raise GpuRunError(f"{entry} returned status {status}: {text}")
+
+
+def _query(lib: ctypes.CDLL, name: str, restype: Any = ctypes.c_int) -> int:
+    """A module query of the built library (docs/gpu.md, "The ABI of a host
+    entry"): `coco_world_size`, `coco_event_count` (`int`), ..."""
+    function = getattr(lib, name)
+    function.restype = restype
+    function.argtypes = []
+    return int(function())
+
+
+def new_unique_id(lib: ctypes.CDLL) -> bytes:
+    """`ncclGetUniqueId` of `lib`'s NCCL."""
+    made = NcclUniqueId()
+    _check_nccl(lib, lib.ncclGetUniqueId(ctypes.byref(made)), "ncclGetUniqueId")
+    return bytes(made)
+
+
+def unique_id(lib: ctypes.CDLL, group: Any, rank: int, group_size: int) -> bytes:
+    """An NCCL unique id made by the group's rank 0 with `lib`'s NCCL and
+    broadcast to every rank of `group` (a collective; a group of one rank
+    makes its own)."""
+    if group_size == 1:
+        return new_unique_id(lib)
+    payload: list[Any] = [new_unique_id(lib) if rank == 0 else None]
+    dist = _torch().distributed
+    source = dist.get_global_rank(group if group is not None else dist.group.WORLD, 0)
+    dist.broadcast_object_list(payload, src=source, group=group)
+    return payload[0]
+
+
+def _check_nccl(lib: ctypes.CDLL, status: int, what: str) -> None:
+    from coconet_ir.backend.cuda.gpu_run import GpuRunError
+
+    if status != 0:
+        lib.ncclGetErrorString.restype = ctypes.c_char_p
+        text = lib.ncclGetErrorString(status).decode(errors="replace")
+        raise GpuRunError(f"{what} failed: {text}")
+
+
+class _GpuRank:
+    """This process's rank on one device: the built library, an NCCL
+    communicator over the group, side streams, events, a cuBLAS handle, and
+    the `coco_context` the entry reads."""
+
+    def __init__(self, op: CocoOp, device: Any, rank: int):
+        torch = _torch()
+        self.lock = threading.Lock()
+        self.lib = ctypes.CDLL(str(op.build(device)))
+        self.comm = ctypes.c_void_p()
+        self.cublas = ctypes.c_void_p()
+        self.context = context_struct()()
+        self.device = device
+        self._check_library(op)
+        context = self.context
+        context.rank, context.world = rank, op.world
+        context.stage, context.num_stages = 0, 1
+        properties = torch.cuda.get_device_properties(device)
+        context.sm_count = properties.multi_processor_count
+        identity = NcclUniqueId.from_buffer_copy(
+            unique_id(self.lib, op.group, rank, op.world)
+        )
+        self.lib.ncclCommInitRank.argtypes = [
+            ctypes.POINTER(ctypes.c_void_p),
+            ctypes.c_int,
+            NcclUniqueId,
+            ctypes.c_int,
+        ]
+        status = self.lib.ncclCommInitRank(
+            ctypes.byref(self.comm), op.world, identity, rank
+        )
+        _check_nccl(self.lib, status, "ncclCommInitRank")
+        context.comm = context.pipeline_comm = self.comm.value
+        if "ctx->cublas" in op.lowered.cuda:
+            self._create_cublas()
+        # streams[0] is torch's current stream at each call; 1.. are ours.
+        streams = runtime_constant("COCO_MAX_STREAMS")
+        self.streams = [torch.cuda.Stream(device) for _ in range(1, streams)]
+        for s, stream in enumerate(self.streams, start=1):
+            context.streams[s] = stream.cuda_stream
+        count = _query(self.lib, "coco_event_count")
+        self.events = [torch.cuda.Event() for _ in range(count)]
+        for k, event in enumerate(self.events):
+            event.record()  # torch creates the CUDA event when first recorded
+            context.events[k] = event.cuda_event
+
+    def _check_library(self, op: CocoOp) -> None:
+        built = _query(self.lib, "coco_world_size")
+        if built != op.world:
+            raise CocoError(
+                f"{op.name}: the library was built for world {built}, the op is "
+                f"registered for world {op.world}"
+            )
+        if not hasattr(self.lib, f"coco_{op.entry}"):
+            raise CocoError(f"{op.name}: the library has no entry coco_{op.entry}")
+
+    def _create_cublas(self) -> None:
+        from coconet_ir.backend.cuda.gpu_run import GpuRunError
+
+        status = self.lib.cublasCreate_v2(ctypes.byref(self.cublas))
+        if status != 0:
+            raise GpuRunError(f"cublasCreate failed with status {status}")
+        self.context.cublas = self.cublas.value
+
+    def call(self, entry: str, tensors: Sequence[Any]) -> None:
+        torch = _torch()
+        with self.lock:
+            self.context.streams[0] = torch.cuda.current_stream(self.device).cuda_stream
+            enqueue(self.lib, entry, ctypes.addressof(self.context), tensors)
+
+    def close(self) -> None:
+        torch = _torch()
+        with torch.cuda.device(self.device):
+            torch.cuda.synchronize(self.device)
+            if self.cublas.value:
+                self.lib.cublasDestroy_v2(self.cublas)
+            if self.comm.value:
+                self.lib.ncclCommDestroy(self.comm)
+        self.cublas = self.comm = ctypes.c_void_p()
+
+
+# ---------------------------------------------------------------------------
+# Tensors and numpy
+# ---------------------------------------------------------------------------
+
+
+def to_numpy(tensor: Any, spec: OpTensor) -> np.ndarray:
+    """A tensor's values as the interpreter holds them (bit for bit: bf16 as
+    ml_dtypes' bfloat16)."""
+    raw = tensor.detach().cpu().contiguous().reshape(-1).view(_torch().uint8)
+    return raw.numpy().view(spec.element.storage).reshape(spec.shape).copy()
+
+
+def from_numpy(array: np.ndarray, spec: OpTensor, device: Any = "cpu") -> Any:
+    """A tensor of `spec`'s dtype and shape holding `array` (bit for bit)."""
+    torch = _torch()
+    flat = np.ascontiguousarray(array, dtype=spec.element.storage).reshape(-1)
+    raw = torch.from_numpy(flat.view(np.uint8).copy())
+    return raw.view(spec.dtype).reshape(spec.shape).to(device)
+
+
+# ---------------------------------------------------------------------------
+# The op
+# ---------------------------------------------------------------------------
+
+
+class CocoOp:
+    """A coco function registered as a torch custom op (see the module
+    docstring and docs/frameworks.md). Call it with one rank's tensors."""
+
+    def __init__(
+        self,
+        module: ModuleOp,
+        name: str,
+        entry: str,
+        world: int,
+        lowered: Lowered,
+        *,
+        group: Any,
+        cpu: str,
+        library: Path | None,
+        arch: str | None,
+    ):
+        self.module = module
+        self.name = name
+        self.entry = entry
+        self.world = world
+        self.lowered = lowered
+        self.group = group
+        self.cpu = cpu
+        self.library = library
+        self.arch = arch
+        func = next(
+            f
+            for f in lowered.coco.ops
+            if isinstance(f, FuncOp) and f.sym_name.data == entry
+        )
+        arguments, results = signature(func, world)
+        if not arguments:
+            raise CocoError(
+                f"register: @{entry} takes no tensor; a torch op needs one (its "
+                "device is where the op runs)"
+            )
+        self.arguments: tuple[OpTensor, ...] = tuple(arguments)
+        self.results: tuple[OpTensor, ...] = tuple(results)
+        self.schema = schema(arguments, results)
+        self._ranks: dict[Any, _GpuRank] = {}
+        self.op: Any = self._register()
+
+    def __repr__(self) -> str:
+        return f"CocoOp({self.name!r}, world={self.world}, schema={self.schema!r})"
+
+    def __call__(self, *tensors: Any) -> Any:
+        return self.op(*tensors)
+
+    # -- registration -------------------------------------------------------
+
+    def _register(self) -> Any:
+        torch = _torch()
+        op = torch.library.custom_op(
+            self.name,
+            self._run_cpu,
+            mutates_args=tuple(a.name for a in self.arguments if a.updated),
+            device_types="cpu",
+            schema=self.schema,
+        )
+        op.register_kernel("cuda")(self._run_cuda)
+        op.register_fake(self._fake)
+        return op
+
+    def _check(self, tensors: Sequence[Any]) -> None:
+        if len(tensors) != len(self.arguments):
+            raise CocoError(
+                f"{self.name} takes {len(self.arguments)} tensors "
+                f"({', '.join(a.name for a in self.arguments)}), got {len(tensors)}"
+            )
+        device = tensors[0].device
+        for spec, tensor in zip(self.arguments, tensors):
+            shape = tuple(tensor.shape)
+            if shape != spec.shape or tensor.dtype != spec.dtype:
+                raise CocoError(
+                    f"{self.name}: {spec.name} must be {spec.dtype} of shape "
+                    f"{spec.shape} (one rank's {spec.type} on {self.world} ranks), "
+                    f"got {tensor.dtype} of shape {shape}"
+                )
+            if tensor.device != device:
+                raise CocoError(
+                    f"{self.name}: every tensor must be on one device; {spec.name} "
+                    f"is on {tensor.device}, {self.arguments[0].name} on {device}"
+                )
+
+    def _pack(self, results: list[Any]) -> Any:
+        if not results:
+            return None
+        return results[0] if len(results) == 1 else tuple(results)
+
+    def _fake(self, *tensors: Any) -> Any:
+        self._check(tensors)
+        torch = _torch()
+        device = tensors[0].device
+        return self._pack(
+            [torch.empty(r.shape, dtype=r.dtype, device=device) for r in self.results]
+        )
+
+    # -- CUDA ---------------------------------------------------------------
+
+    def build(self, device: Any = None) -> Path:
+        """The shared library of the lowered CUDA C: the one given to
+        `register`, else built now with `compile_gpu` for `arch` (default: the
+        device's compute capability)."""
+        if self.library is not None:
+            return self.library
+        from coconet_ir.backend.cuda.gpu_run import compile_gpu
+
+        arch = self.arch
+        if arch is None and device is not None:
+            major, minor = _torch().cuda.get_device_capability(device)
+            arch = f"sm_{major}{minor}"
+        self.library = compile_gpu(self.lowered.cuda, arch)
+        return self.library
+
+    def _rank(self) -> int:
+        if self.world == 1:
+            return 0
+        dist = _torch().distributed
+        if not (dist.is_available() and dist.is_initialized()):
+            raise CocoError(
+                f"{self.name} runs on {self.world} ranks: initialize torch.distributed "
+                "(one process per rank, e.g. under torchrun) before calling it"
+            )
+        size = dist.get_world_size(self.group)
+        if size != self.world:
+            raise CocoError(
+                f"{self.name} was registered for world {self.world}; its process "
+                f"group has {size} ranks"
+            )
+        return dist.get_rank(self.group)
+
+    def _run_cuda(self, *tensors: Any) -> Any:
+        self._check(tensors)
+        torch = _torch()
+        device = tensors[0].device
+        for spec, tensor in zip(self.arguments, tensors):
+            if spec.updated and not tensor.is_contiguous():
+                raise CocoError(
+                    f"{self.name}: {spec.name} is updated in place, so it must be "
+                    "contiguous"
+                )
+        with torch.cuda.device(device):
+            rank = self._ranks.get(device)
+            if rank is None:
+                rank = self._ranks[device] = _GpuRank(self, device, self._rank())
+            arguments = [t if t.is_contiguous() else t.contiguous() for t in tensors]
+            results = [
+                torch.empty(r.shape, dtype=r.dtype, device=device) for r in self.results
+            ]
+            rank.call(f"coco_{self.entry}", [*arguments, *results])
+        return self._pack(results)
+
+    def close(self) -> None:
+        """Destroy what the GPU calls created (communicators, cuBLAS handles)
+        after waiting for the device; the op can be called again after."""
+        while self._ranks:
+            _, rank = self._ranks.popitem()
+            rank.close()
+
+    # -- CPU ----------------------------------------------------------------
+
+    def _gather(self, tensors: Sequence[Any]) -> tuple[int, list[list[np.ndarray]]]:
+        """This rank, and every rank's arrays of every argument."""
+        rank = self._rank()
+        if self.world == 1:
+            return 0, [[to_numpy(t, s)] for t, s in zip(tensors, self.arguments)]
+        torch = _torch()
+        gathered: list[list[np.ndarray]] = []
+        for tensor, spec in zip(tensors, self.arguments):
+            raw = tensor.detach().contiguous().reshape(-1).view(torch.uint8)
+            parts = [torch.empty_like(raw) for _ in range(self.world)]
+            torch.distributed.all_gather(parts, raw, group=self.group)
+            gathered.append(
+                [
+                    p.numpy().view(spec.element.storage).reshape(spec.shape)
+                    for p in parts
+                ]
+            )
+        return rank, gathered
+
+    def _run_cpu(self, *tensors: Any) -> Any:
+        self._check(tensors)
+        rank, gathered = self._gather(tensors)
+        if self.cpu == "emulator":
+            values = self._emulate(gathered, rank)
+        else:
+            values = self._interpret(gathered, rank)
+        for spec, tensor in zip(self.arguments, tensors):
+            if spec.updated:
+                tensor.copy_(from_numpy(values[spec.key], spec))
+        return self._pack([from_numpy(values[r.key], r) for r in self.results])
+
+    def _interpret(
+        self, gathered: list[list[np.ndarray]], rank: int
+    ) -> dict[str, np.ndarray]:
+        """This rank's outputs by the reference interpreter on the original
+        program, fed the global values of every rank's arguments."""
+        from coconet_ir.interpreter import interpret
+
+        inputs = {
+            spec.key: DistValue(spec.type, np.stack(arrays), self.world).global_value()
+            for spec, arrays in zip(self.arguments, gathered)
+        }
+        run = interpret(self.module, self.world, inputs=inputs, entry=self.entry)
+        return {
+            spec.key: DistValue.from_global(spec.type, run[spec.key], self.world).rank(
+                rank
+            )
+            for spec in (*self.arguments, *self.results)
+            if spec.key in run.outputs
+        }
+
+    def _emulate(
+        self, gathered: list[list[np.ndarray]], rank: int
+    ) -> dict[str, np.ndarray]:
+        """This rank's outputs by the lowered CUDA C under the CPU emulation
+        (docs/gpu.md §3), every rank's buffers fed as they are."""
+        from coconet_ir.backend.emu import EntryCall, compile_emulated, run_emulated
+
+        args = [
+            [
+                *(np.array(arrays[r]) for arrays in gathered),
+                *(np.zeros(s.shape, s.element.storage) for s in self.results),
+            ]
+            for r in range(self.world)
+        ]
+        outputs = {
+            spec.key: index
+            for index, spec in enumerate((*self.arguments, *self.results))
+            if index >= len(self.arguments) or spec.updated
+        }
+        arrays, _ = run_emulated(
+            compile_emulated(self.lowered.cuda),
+            self.world,
+            [EntryCall(f"coco_{self.entry}", args, 0, outputs)],
+            symmetric_bytes=self.lowered.symmetric_bytes,
+            signal_slots=max(self.lowered.signal_slots, 1),
+        )
+        return {key: per_rank[rank] for key, per_rank in arrays.items()}
+
+    # -- inputs -------------------------------------------------------------
+
+    def shard(
+        self,
+        inputs: Mapping[str, np.ndarray] | None = None,
+        rank: int = 0,
+        *,
+        seed: int = 0,
+        device: Any = "cpu",
+    ) -> list[Any]:
+        """Rank `rank`'s argument tensors for global inputs keyed as the
+        interpreter's (`FUNC.argI`; those not given are drawn from `seed`, as
+        `cc.interpret` draws them), sharded by the lowered types' layouts."""
+        from coconet_ir.interpreter.inputs import prepare_inputs
+        from coconet_ir.interpreter.stages import select_functions
+
+        functions = select_functions(self.module, self.entry)
+        fed = prepare_inputs(functions, self.world, seed, inputs)
+        func = next(
+            f
+            for f in self.lowered.coco.ops
+            if isinstance(f, FuncOp) and f.sym_name.data == self.entry
+        )
+        buffers = arguments_of(func, fed, self.world, rank)
+        return [from_numpy(b, s, device) for b, s in zip(buffers, self.arguments)]
+
+
+# ---------------------------------------------------------------------------
+# register
+# ---------------------------------------------------------------------------
+
+
+def _module_of(program: Any) -> ModuleOp:
+    from coconet_ir.ir import parse_file
+
+    if isinstance(program, ModuleOp):
+        return program
+    if isinstance(program, str | os.PathLike):
+        return parse_file(str(program))
+    module = getattr(program, "module", None)  # a cc.Function
+    if isinstance(module, ModuleOp):
+        return module
+    raise CocoError(
+        f"register: expected a module, a @cc.function or a .mlir path, got "
+        f"{type(program).__name__}"
+    )
+
+
+def _world_of(module: ModuleOp, world: int | None, group: Any) -> int:
+    from coconet_ir.ir import declared_world_size
+
+    if world is not None:
+        check_world(world)
+        return world
+    declared = declared_world_size(module)
+    if declared is not None:
+        return declared
+    dist = _torch().distributed
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_world_size(group)
+    raise CocoError(
+        "register: give world=N (or coco.world_size on the module, or initialize "
+        "torch.distributed first)"
+    )
+
+
+def _entry_of(module: ModuleOp, entry: str | None) -> str:
+    from coconet_ir.interpreter.stages import select_functions
+
+    functions = select_functions(module, entry)
+    if len(functions) > 1:
+        names = ", ".join("@" + f.sym_name.data for f in functions)
+        raise CocoError(
+            f"register: {names} form a pipeline (send/recv between them); a torch "
+            "op runs one function on one group of ranks (docs/frameworks.md, "
+            "'Limits')"
+        )
+    return functions[0].sym_name.data
+
+
+def register(
+    program: Any,
+    name: str | None = None,
+    *,
+    world: int | None = None,
+    entry: str | None = None,
+    passes: str = DEFAULT_PASSES,
+    threads: int = 256,
+    library: str | os.PathLike | None = None,
+    arch: str | None = None,
+    group: Any = None,
+    cpu: str = "interpreter",
+) -> CocoOp:
+    """Register the coco function `entry` of `program` (a module, a
+    `@cc.function`, or a `.mlir` path; `entry` defaults to its only function)
+    as the torch custom op `name` (default `coconet::ENTRY`) for `world` ranks
+    (default: the module's `coco.world_size`, else the size of `group`, the
+    `torch.distributed` process group, default the whole world).
+
+    The program is optimized with `passes`, lowered with `threads` threads per
+    block and printed as CUDA C; its library is `library` (built from that CUDA
+    C before, e.g. by `compile_gpu`) or built at the first call on a GPU for
+    `arch` (default: the device's). `cpu` chooses how the CPU kernel runs the
+    whole world: `"interpreter"` or `"emulator"`. See docs/frameworks.md."""
+    _torch()
+    if cpu not in CPU_BACKENDS:
+        choices = ", ".join(CPU_BACKENDS)
+        raise CocoError(f"register: cpu must be one of {choices}, got {cpu!r}")
+    module = _module_of(program)
+    entry = _entry_of(module, entry)
+    name = name or f"coconet::{entry}"
+    if not re.fullmatch(r"[A-Za-z_]\w*::[A-Za-z_]\w*", name):
+        raise CocoError(
+            f"register: the op name must look like 'namespace::name', got {name!r}"
+        )
+    world = _world_of(module, world, group)
+    lowered = lower(module, world, passes, threads)
+    if lowered.symmetric_bytes or lowered.signal_slots:
+        raise CocoError(
+            f"register: after '{passes}' the program has fused collective kernels "
+            f"({lowered.symmetric_bytes} bytes of symmetric workspace), which store "
+            "into their peers' memory; one process per GPU cannot reach it. Use "
+            f"passes without coco-fuse (the default, '{DEFAULT_PASSES}')"
+        )
+    return CocoOp(
+        module,
+        name,
+        entry,
+        world,
+        lowered,
+        group=group,
+        cpu=cpu,
+        library=Path(library) if library is not None else None,
+        arch=arch,
+    )
+
+
+__all__ = [
+    "CPU_BACKENDS",
+    "DEFAULT_PASSES",
+    "CocoOp",
+    "OpTensor",
+    "context_struct",
+    "register",
+    "schema",
+    "signature",
+]
