@@ -25,6 +25,8 @@ WORKLOADS = (
     "pipeline",
     "sequence_parallel",
     "matmul_reduce_scatter",
+    "dlrm_embedding",
+    "gemv_allreduce",
 )
 
 

@@ -21,6 +21,10 @@
 // RUN: coconet-opt %{examples}/matmul_reduce_scatter.mlir -p 'coco-optimize,convert-coco-to-gpu{world=4}' --print-op-generic | %mlir-opt --allow-unregistered-dialect -o /dev/null
 // RUN: coconet-opt %{examples}/sequence_parallel.mlir -p 'convert-coco-to-gpu{world=4}' --print-op-generic | %mlir-opt --allow-unregistered-dialect -o /dev/null
 // RUN: coconet-opt %{examples}/sequence_parallel.mlir -p 'coco-optimize,convert-coco-to-gpu{world=4}' --print-op-generic | %mlir-opt --allow-unregistered-dialect -o /dev/null
+// RUN: coconet-opt %{examples}/dlrm_embedding.mlir -p 'convert-coco-to-gpu{world=4}' --print-op-generic | %mlir-opt --allow-unregistered-dialect -o /dev/null
+// RUN: coconet-opt %{examples}/dlrm_embedding.mlir -p 'coco-optimize,convert-coco-to-gpu{world=4}' --print-op-generic | %mlir-opt --allow-unregistered-dialect -o /dev/null
+// RUN: coconet-opt %{examples}/gemv_allreduce.mlir -p 'convert-coco-to-gpu{world=4}' --print-op-generic | %mlir-opt --allow-unregistered-dialect -o /dev/null
+// RUN: coconet-opt %{examples}/gemv_allreduce.mlir -p 'coco-optimize,convert-coco-to-gpu{world=4}' --print-op-generic | %mlir-opt --allow-unregistered-dialect -o /dev/null
 
 // RUN: coconet-opt %{examples}/sgd.mlir -p 'coco-optimize,convert-coco-to-gpu{world=4}' -t upstream-kernels | %{nvvm} | %{ptx} > %t.sgd.ptx
 // RUN: coconet-opt %{examples}/adam.mlir -p 'coco-optimize,convert-coco-to-gpu{world=4}' -t upstream-kernels | %{nvvm} | %{ptx} > %t.adam.ptx
@@ -31,6 +35,10 @@
 // RUN: coconet-opt %{examples}/sequence_parallel.mlir -p 'coco-optimize,convert-coco-to-gpu{world=4}' -t upstream-kernels | %{nvvm} | %{ptx} > %t.sp.ptx
 // RUN: coconet-opt %{examples}/lamb.mlir -p 'convert-coco-to-gpu{world=4}' -t upstream-kernels | %{nvvm} | %{ptx} > %t.lamb0.ptx
 // RUN: coconet-opt %{examples}/pipeline.mlir -p 'convert-coco-to-gpu{world=4}' -t upstream-kernels | %{nvvm} | %{ptx} > %t.pipeline0.ptx
+// RUN: coconet-opt %{examples}/dlrm_embedding.mlir -p 'coco-optimize,convert-coco-to-gpu{world=4}' -t upstream-kernels | %{nvvm} | %{ptx} > %t.dlrm.ptx
+// RUN: coconet-opt %{examples}/dlrm_embedding.mlir -p 'convert-coco-to-gpu{world=4}' -t upstream-kernels | %{nvvm} | %{ptx} > %t.dlrm0.ptx
+// RUN: coconet-opt %{examples}/gemv_allreduce.mlir -p 'coco-optimize,convert-coco-to-gpu{world=4}' -t upstream-kernels | %{nvvm} | %{ptx} > %t.gemv.ptx
+// RUN: coconet-opt %{examples}/gemv_allreduce.mlir -p 'convert-coco-to-gpu{world=4}' -t upstream-kernels | %{nvvm} | %{ptx} > %t.gemv0.ptx
 // RUN: %ptxas -arch=sm_90 %t.sgd.ptx -o %t.sgd.cubin
 // RUN: %ptxas -arch=sm_90 %t.adam.ptx -o %t.adam.cubin
 // RUN: %ptxas -arch=sm_90 %t.lamb.ptx -o %t.lamb.cubin
@@ -40,3 +48,7 @@
 // RUN: %ptxas -arch=sm_90 %t.sp.ptx -o %t.sp.cubin
 // RUN: %ptxas -arch=sm_90 %t.lamb0.ptx -o %t.lamb0.cubin
 // RUN: %ptxas -arch=sm_90 %t.pipeline0.ptx -o %t.pipeline0.cubin
+// RUN: %ptxas -arch=sm_90 %t.dlrm.ptx -o %t.dlrm.cubin
+// RUN: %ptxas -arch=sm_90 %t.dlrm0.ptx -o %t.dlrm0.cubin
+// RUN: %ptxas -arch=sm_90 %t.gemv.ptx -o %t.gemv.cubin
+// RUN: %ptxas -arch=sm_90 %t.gemv0.ptx -o %t.gemv0.cubin

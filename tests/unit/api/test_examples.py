@@ -25,6 +25,8 @@ NAMES = [
     "pipeline",
     "sequence_parallel",
     "matmul_reduce_scatter",
+    "dlrm_embedding",
+    "gemv_allreduce",
 ]
 
 PYTHON_ONLY = ["lamb_bert"]
@@ -174,6 +176,19 @@ def matmul_reduce_scatter(i: Inputs) -> Inputs:
     return {"matmul_reduce_scatter.result0": a @ b}
 
 
+def dlrm_embedding(i: Inputs) -> Inputs:
+    """EmbeddingBag (sum) of every table, in f64."""
+    tables = i["dlrm_embedding.arg0"]
+    indices = i["dlrm_embedding.arg1"].astype(np.int64)
+    rows = tables[np.arange(len(tables))[:, None, None], indices]
+    return {"dlrm_embedding.result0": rows.sum(axis=2)}
+
+
+def gemv_allreduce(i: Inputs) -> Inputs:
+    x, w, bias = (i[f"gemv_allreduce.arg{k}"] for k in range(3))
+    return {"gemv_allreduce.result0": x @ w + bias}
+
+
 REFERENCES: dict[str, Callable[[Inputs], Inputs]] = {
     "sgd": sgd,
     "adam": adam,
@@ -182,6 +197,8 @@ REFERENCES: dict[str, Callable[[Inputs], Inputs]] = {
     "pipeline": pipeline,
     "sequence_parallel": sequence_parallel,
     "matmul_reduce_scatter": matmul_reduce_scatter,
+    "dlrm_embedding": dlrm_embedding,
+    "gemv_allreduce": gemv_allreduce,
 }
 
 BIAS_CORRECTION = {"arg5": np.float32(0.9**3), "arg6": np.float32(0.999**3)}

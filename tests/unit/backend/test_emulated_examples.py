@@ -26,6 +26,8 @@ EXAMPLES = [
     "pipeline",
     "sequence_parallel",
     "matmul_reduce_scatter",
+    "dlrm_embedding",
+    "gemv_allreduce",
 ]
 SINGLE_PASSES = [
     "",

@@ -41,6 +41,8 @@ EXAMPLES = (
     "pipeline",
     "matmul_reduce_scatter",
     "sequence_parallel",
+    "dlrm_embedding",
+    "gemv_allreduce",
 )
 WORLD = 8
 

@@ -14,7 +14,8 @@ from coconet_ir.dialects.coco_gpu import ENTRY_ATTR, PeersType
 from coconet_ir.lowering.coco_to_gpu import ConversionRefused, ConvertCocoToGpu
 
 EXAMPLES = sorted(p.stem for p in EXAMPLES_DIR.glob("*.mlir"))
-UPSTREAM = ("arith.", "math.", "memref.", "scf.", "gpu.")
+UPSTREAM = ("arith.", "math.", "memref.", "scf.", "gpu.", "cf.assert")
+"""MLIR's own dialects (`cf.assert`: the embedding's bounds check)."""
 FUSED_OPS = (
     "coco_gpu.peer_view",
     "coco_gpu.signal",
