@@ -27,6 +27,7 @@ WORKLOADS = (
     "matmul_reduce_scatter",
     "dlrm_embedding",
     "gemv_allreduce",
+    "moe_gemm_a2a",
 )
 
 

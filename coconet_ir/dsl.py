@@ -67,6 +67,7 @@ __all__ = [
     "all_reduce",
     "all_slice",
     "all_to_all",
+    "batch_matmul",
     "bf16",
     "broadcast",
     "cmp",
@@ -657,6 +658,20 @@ def matmul(lhs: Value, rhs: Value, *, name: str | None = None) -> Value:
     a = _value("coco.matmul", lhs, "lhs")
     b = _value("coco.matmul", rhs, "rhs")
     return _result(_emit("coco.matmul", lambda: coco.MatmulOp(a, b, label=name), name))
+
+
+def batch_matmul(lhs: Value, rhs: Value, *, name: str | None = None) -> Value:
+    """`coco.batch_matmul`: `[G, ..., K] x [G, K, M] -> [G, ..., M]`, group
+    by group (a mixture of experts' GEMMs)."""
+    a = _value("coco.batch_matmul", lhs, "lhs")
+    b = _value("coco.batch_matmul", rhs, "rhs")
+    return _result(
+        _emit(
+            "coco.batch_matmul",
+            lambda: coco.BatchMatmulOp(a, b, label=name),
+            name,
+        )
+    )
 
 
 def embedding(

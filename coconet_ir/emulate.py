@@ -306,10 +306,34 @@ def compare_runs(
 # ============================================================================
 
 
+@dataclass(frozen=True)
+class LaunchTimeline:
+    """One launch of a tile kernel on one rank (docs/gpu.md §3, "Timeline"):
+    the event numbers, on one process-wide counter, of its blocks' "tile
+    computed" marks and of their stores into peers (-1: none). Two events
+    of one thread are numbered in program order."""
+
+    kernel: str
+    rank: int
+    tiles: int
+    first_tile: int
+    last_tile: int
+    remote_stores: int
+    first_remote_store: int
+    last_remote_store: int
+
+    @property
+    def overlapped(self) -> bool:
+        """Communication started before computation ended: a remote store
+        was numbered before the last tile was computed."""
+        return 0 <= self.first_remote_store < self.last_tile
+
+
 class EmulatorStats:
     """What an emulated run did, per call (docs/gpu.md §3): kernel launches
-    per rank and stream, library calls, and bytes each rank sent to each
-    other rank (by stream). `raw` is the emulator's JSON."""
+    per rank and stream, library calls, bytes each rank sent to each other
+    rank (by stream), and the timeline of each tile kernel's launches. `raw`
+    is the emulator's JSON."""
 
     def __init__(self, raw: dict[str, Any], world: int, calls: int = 1):
         self.raw = raw
@@ -320,6 +344,13 @@ class EmulatorStats:
         """`[src, dst, stream]` over global ranks (`stage * N + rank`)."""
         self.launches = np.asarray(raw["launches"], dtype=np.int64)
         """`[global rank, stream]`."""
+        self.timeline = [
+            LaunchTimeline(**entry)
+            for entry in raw.get("timeline", [])
+            if entry["tiles"] > 0
+        ]
+        """The launches of tile kernels, every call's, in the order they
+        ended."""
 
     def __repr__(self) -> str:
         return (

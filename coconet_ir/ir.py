@@ -71,7 +71,7 @@ def make_context(allow_unregistered: bool = False) -> Context:
     for dialect in (Builtin, Func, Arith, Coco):
         ctx.load_dialect(dialect)
     upstream = get_all_dialects()
-    for name in ("memref", "scf", "math", "vector"):
+    for name in ("memref", "scf", "math", "vector", "cf"):
         ctx.register_dialect(name, upstream[name])
     ctx.register_dialect("gpu", _gpu)
     ctx.register_dialect("coco_gpu", _coco_gpu)

@@ -114,10 +114,10 @@ class Costs:
             self.elementwise_elements += times * per_rank_elements(result, self.world)
             if isinstance(result, coco.TensorType) and result.rank == 0:
                 self.scalar_elementwise += times
-        if isinstance(op, coco.MatmulOp):
+        if isinstance(op, coco.MatmulOp | coco.BatchMatmulOp):
             lhs = coco.tensor_type(op.lhs)
             contraction = lhs.dims[-1]
-            if lhs.layout.is_sliced and lhs.layout.sliced_dim == lhs.rank - 1:
+            if lhs.layout == coco.LayoutAttr.sliced(lhs.rank - 1):
                 contraction //= self.world
             self.matmul_flops += (
                 times * 2 * contraction * per_rank_elements(op.result.type, self.world)

@@ -507,6 +507,21 @@ class CountPeerBytesOp(IRDLOperation):
         super().__init__(operands=[peers, peer, bytes])
 
 
+@irdl_op_definition
+class TileComputedOp(IRDLOperation):
+    """In a kernel, statistics only: this block has computed one tile of a
+    fused computation-collective operator (`coco::tile_computed`: the
+    emulation stamps it on the launch's timeline, beside the peer stores
+    `count_peer_bytes` stamps; nothing on a GPU). Issued by one thread per
+    tile."""
+
+    name = "coco_gpu.tile_computed"
+    assembly_format = "attr-dict"
+
+    def __init__(self):
+        super().__init__()
+
+
 COCO_GPU_OPS = [
     NcclAllReduceOp,
     NcclReduceScatterOp,
@@ -528,6 +543,7 @@ COCO_GPU_OPS = [
     SignalOp,
     WaitSignalOp,
     CountPeerBytesOp,
+    TileComputedOp,
 ]
 
 CocoGpu = Dialect("coco_gpu", COCO_GPU_OPS, [EventType, PeersType])
@@ -559,6 +575,7 @@ __all__ = [
     "RecordEventOp",
     "SignalOp",
     "SymmetricBufferOp",
+    "TileComputedOp",
     "ViewOp",
     "WaitEventOp",
     "WaitSignalOp",

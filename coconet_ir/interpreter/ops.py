@@ -360,6 +360,23 @@ class CocoFunctions(InterpreterFunctions):
         b = b.reshape((b.shape[0], *([1] * batch), *b.shape[1:]))
         return (finish(op, np.matmul(a, b), lhs.world),)
 
+    @impl(coco.BatchMatmulOp)
+    def run_batch_matmul(
+        self, interpreter: Interpreter, op: coco.BatchMatmulOp, args: PythonValues
+    ) -> PythonValues:
+        lhs, rhs = args
+        a, b = in_compute_dtype(lhs), in_compute_dtype(rhs)
+        vector = a.ndim == 3  # [rank, G, K]: one row per group
+        if vector:
+            a = a[..., None, :]
+        # a: [rank, G, ..., R, K], b: [rank, G, K, M] → b: [rank, G, 1.., K, M]
+        middle = a.ndim - 4
+        b = b.reshape((*b.shape[:2], *([1] * middle), *b.shape[2:]))
+        product = np.matmul(a, b)
+        if vector:
+            product = product[..., 0, :]
+        return (finish(op, product, lhs.world),)
+
     @impl(coco.EmbeddingOp)
     def run_embedding(
         self, interpreter: Interpreter, op: coco.EmbeddingOp, args: PythonValues

@@ -661,6 +661,30 @@ class LowerMatmul(CocoLoweringPattern):
 
 
 @dataclass
+class LowerBatchMatmul(CocoLoweringPattern):
+    """`coco.batch_matmul` → one strided-batched `coco_gpu.gemm` of the
+    rank's groups (cuBLAS), or a kernel for integers: every layout case is a
+    local batch matmul of what each rank holds."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(
+        self, op: coco.BatchMatmulOp, rewriter: PatternRewriter
+    ) -> None:
+        if not ready(op):
+            return
+        lowering = self.lowering
+        host, (a, b) = lowering.buffers([op.lhs, op.rhs])
+        more, out = lowering.result_buffer(op, op.result)
+        host += more
+        if element_info(tensor_of(op.result).element_type).is_float:
+            host.append(GemmOp(a, b, out))
+        else:
+            name = lowering.kernel_name(op)
+            host += matmul_kernel(lowering.kernels, lowering.threads, name, a, b, out)
+        replace_with_buffers(rewriter, op, host, [out])
+
+
+@dataclass
 class LowerEmbedding(CocoLoweringPattern):
     """`coco.embedding` → a kernel pooling each element of the rank's result
     block (coconet_ir/lowering/embedding.py)."""
@@ -1146,6 +1170,7 @@ def patterns(lowering: Lowering) -> list[RewritePattern]:
     kinds: list[type[CocoLoweringPattern]] = [
         LowerElementwise,
         LowerMatmul,
+        LowerBatchMatmul,
         LowerEmbedding,
         LowerReduce,
         LowerNorm,

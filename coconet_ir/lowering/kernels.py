@@ -944,12 +944,13 @@ def matmul_kernel(
     b: SSAValue,
     c: SSAValue,
 ) -> list[Operation]:
-    """Host ops launching `c[..., M] = a[..., K] @ b[K, M]` for integer
+    """Host ops launching `c[..., M] = a[..., K] @ b[K, M]` (or, batched,
+    `c[G, ..., M] = a[G, ..., K] @ b[G, K, M]` group by group) for integer
     element types, which cuBLAS has no GEMM for: a thread per output element
     sums its K products, wrapping on overflow as the interpreter's integers
     do. (Floats go to cuBLAS: `coco_gpu.gemm`.)"""
-    k, cols = memref_shape(b.type)
-    rows = element_count_of(memref_type(a)) // max(1, k)
+    *groups, k, cols = memref_shape(b.type)
+    rows = element_count_of(memref_type(a)) // max(1, k)  # over all groups
     host, (a_flat, b_flat, c_flat) = flat_args([a, b, c])
     kernel, body = kernels.kernel(
         name,
@@ -959,13 +960,25 @@ def matmul_kernel(
     loop, i = grid_stride_loop(body, n)
     row, col = (Indexer(loop, i, (rows, cols)).digit(d) for d in range(2))
     row_start = loop.insert(arith.MuliOp(row, index_constant(loop, k))).result
+    if groups:  # row's group picks its matrix of b
+        per_group = index_constant(loop, rows // groups[0])
+        group = loop.insert(arith.DivUIOp(row, per_group)).result
+        b_start = loop.insert(
+            arith.MuliOp(group, index_constant(loop, k * cols))
+        ).result
+    else:
+        b_start = index_constant(loop, 0)
     element_type = memref_element(c_flat.type)
     products = Block(arg_types=[index, element_type])
     kk, acc = products.args
     kk.name_hint, acc.name_hint = "k", "acc"
     pb = Builder(InsertPoint.at_end(products))
     x = load(pb, a_arg, [pb.insert(arith.AddiOp(row_start, kk)).result])
-    y = load(pb, b_arg, [linear(pb, [kk, col], (k, cols))])
+    y = load(
+        pb,
+        b_arg,
+        [pb.insert(arith.AddiOp(b_start, linear(pb, [kk, col], (k, cols)))).result],
+    )
     product = pb.insert(arith.MuliOp(x, y)).result
     pb.insert(scf.YieldOp(pb.insert(arith.AddiOp(acc, product)).result))
     zero, one = index_constant(loop, 0), index_constant(loop, 1)

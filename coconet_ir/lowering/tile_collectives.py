@@ -16,13 +16,14 @@ destination: `B'·D` elements. The kernel, for epoch `e`:
 
 1. block 0's thread 0 signals every peer's `READY + r` slot: "my previous
    launch of this kernel has ended, you may write into my receive buffer";
-2. items `(k, t)`, `k = 0 .. N-1`, `p = (r + k) mod N` (each rank starts on
-   another destination, so the links are loaded evenly; `k = 0` is its own
-   part, stored straight into its output): thread 0 waits for `READY + p`
-   (once per item, a flag already raised after the first), the block pools
-   the tile (`embedding.emit_pooled`) and stores it into row `r` of `p`'s
-   receive buffer, then thread 0 counts the bytes and signals `p`'s slot
-   `TILE + r·T' + t` (release, system scope);
+2. items `(k, t)`, `k = 1 .. N`, `p = (r + k) mod N` (each rank starts on
+   another destination, so the links are loaded evenly; `k = N` is its own
+   part, last, stored straight into its output): thread 0 waits for `READY +
+   p` (once per item, a flag already raised after the first), the block
+   pools the tile (`embedding.emit_pooled`) and stores it into row `r` of
+   `p`'s receive buffer, then thread 0 marks the tile computed (the
+   emulator's timeline), counts the bytes and signals `p`'s slot `TILE +
+   r·T' + t` (release, system scope);
 3. items `(k, t)`, `k = 1 .. N-1`, `q = (r + k) mod N`: thread 0 waits for
    `TILE + q·T' + t`, the block copies that tile from the receive buffer to
    the output, at table `q·T' + t`.
@@ -51,6 +52,7 @@ from coconet_ir.dialects import gpu  # xDSL's gpu, in MLIR's syntax
 from coconet_ir.dialects.coco import (
     AllReduceOp,
     AllToAllOp,
+    BatchMatmulOp,
     EmbeddingOp,
     FusionOp,
     LayoutAttr,
@@ -68,6 +70,7 @@ from coconet_ir.dialects.coco_gpu import (
     PeerViewOp,
     SignalOp,
     SymmetricBufferOp,
+    TileComputedOp,
     WaitSignalOp,
 )
 from coconet_ir.lowering.bufferize import collapse
@@ -81,13 +84,16 @@ from coconet_ir.lowering.fused_collectives import (
     peer_context,
 )
 from coconet_ir.lowering.kernels import (
+    Indexer,
     X,
     compute_type,
     constant,
     for_loop,
     from_compute,
     index,
+    linear,
     load,
+    memref_element,
     store,
     to_compute,
 )
@@ -103,6 +109,31 @@ def frame(b: Builder) -> tuple[SSAValue, SSAValue, SSAValue, SSAValue, SSAValue]
     gdim = b.insert(gpu.GridDimOp(X)).result
     tid.name_hint, bid.name_hint = "tid", "bid"
     return tid, bid, bdim, gdim, Ints(b).eq(tid, 0)
+
+
+def dot(
+    b: Builder,
+    row: tuple[SSAValue, SSAValue],
+    column: tuple[SSAValue, SSAValue, int],
+    depth: int,
+) -> SSAValue:
+    """`sum_k x[start + k] * w[offset + k * stride]` over `k < depth`, in the
+    compute type (f32 for halves): `row` is `(x, start)`, `column` is
+    `(w, offset, stride)`."""
+    (x, start), (w, offset, stride) = row, column
+    acc_type = compute_type(memref_element(x.type))
+    products = Block(arg_types=[index, acc_type])
+    k, acc = products.args
+    k.name_hint, acc.name_hint = "k", "acc"
+    inner = Builder(InsertPoint.at_end(products))
+    i = Ints(inner)
+    a = to_compute(inner, load(inner, x, [i.add(start, k)]))
+    bv = to_compute(inner, load(inner, w, [i.add(offset, i.mul(k, stride))]))
+    product = inner.insert(arith.MulfOp(a, bv)).result
+    inner.insert(scf.YieldOp(inner.insert(arith.AddfOp(acc, product)).result))
+    n = Ints(b)
+    zero = constant(b, 0, acc_type)
+    return b.insert(scf.ForOp(n.c(0), n.c(depth), n.c(1), [zero], products)).results[0]
 
 
 def open_to_peers(
@@ -206,6 +237,11 @@ class EmbeddingAllToAll:
         return self.tables * self.tile * self.element_bytes
 
     @property
+    def computed(self) -> int:
+        """Tiles this rank computes per launch: `T'` for each destination."""
+        return self.world * self.tables
+
+    @property
     def slots(self) -> int:
         """READY (one per source rank), then TILE (one per source and table)."""
         return self.world + self.world * self.tables
@@ -246,13 +282,13 @@ class EmbeddingAllToAllKernel:
         open_to_peers(b, (leader, bid), (rank, peers, epoch), world, ready)
 
         # 2. Compute each tile and store it where it is needed.
-        items, item = for_loop(b, bid, n.c(world * tables_per_rank), gdim, "item")
+        items, item = for_loop(b, bid, n.c(plan.computed), gdim, "item")
         m = Ints(items)
-        k = m.div(item, tables_per_rank)
+        step = m.add(m.div(item, tables_per_rank), 1)
         t = m.rem(item, tables_per_rank)
-        peer = m.rem(m.add(rank, k), world)
+        peer = m.rem(m.add(rank, step), world)
         peer.name_hint = "peer"
-        remote = items.insert(arith.CmpiOp(k, m.c(0), "ne")).result
+        remote = items.insert(arith.CmpiOp(peer, rank, "ne")).result
         wait = if_then(items, items.insert(arith.AndIOp(leader, remote)).result)
         wait.insert(WaitSignalOp(peers, Ints(wait).add(ready, peer), epoch))
         items.insert(gpu.BarrierOp())
@@ -267,11 +303,12 @@ class EmbeddingAllToAllKernel:
         d = q.rem(e, plan.width)
         value = emit_pooled(elements, plan.lookup, tables, indices, rank, t, bag, d)
         at = q.add(start, e)
-        own = if_then(elements, elements.insert(arith.CmpiOp(k, q.c(0), "eq")).result)
+        own = if_then(elements, elements.insert(arith.CmpiOp(peer, rank, "eq")).result)
         store(own, value, out, [at])
         pushed = if_then(elements, remote)
         store(pushed, value, target, [at])
         items.insert(gpu.BarrierOp())
+        if_then(items, leader).insert(TileComputedOp())
         signal = if_then(items, items.insert(arith.AndIOp(leader, remote)).result)
         s = Ints(signal)
         bytes_ = s.c(tile * plan.element_bytes)
@@ -383,6 +420,11 @@ class GemvAllReduce:
         return 2 * self.per_rank * self.tile * self.element_bytes
 
     @property
+    def computed(self) -> int:
+        """Tiles this rank computes per launch: a partial of each tile."""
+        return self.world * self.per_rank
+
+    @property
     def slots(self) -> int:
         """READY (per source), PARTIAL (per source and tile), DONE (per tile)."""
         return self.world + self.world * self.tiles + self.tiles
@@ -432,7 +474,7 @@ class GemvAllReduceKernel:
 
         # 1. Partial tiles, destinations r+1, r+2, ..., r (own last); each
         #    tile's partial goes to row r of its owner's partials at once.
-        items, item = for_loop(b, bid, n.c(world * plan.per_rank), gdim, "item")
+        items, item = for_loop(b, bid, n.c(plan.computed), gdim, "item")
         m = Ints(items)
         step = m.add(m.div(item, plan.per_rank), 1)
         owner = m.rem(m.add(rank, step), world)
@@ -447,24 +489,13 @@ class GemvAllReduceKernel:
         elements, e = for_loop(work, tid, m.c(tile), bdim, "e")
         q = Ints(elements)
         row, column = tile_element(q, c, e)
-        products = Block(arg_types=[index, acc_type])
-        kk, acc = products.args
-        kk.name_hint, acc.name_hint = "k", "acc"
-        inner = Builder(InsertPoint.at_end(products))
-        i = Ints(inner)
-        a = to_compute(inner, load(inner, x, [i.add(i.mul(row, depth), kk)]))
-        bv = to_compute(inner, load(inner, w, [i.add(i.mul(kk, cols), column)]))
-        product = inner.insert(arith.MulfOp(a, bv)).result
-        inner.insert(scf.YieldOp(inner.insert(arith.AddfOp(acc, product)).result))
-        zero = constant(elements, 0, acc_type)
-        total = elements.insert(
-            scf.ForOp(q.c(0), q.c(depth), q.c(1), [zero], products)
-        ).results[0]
+        total = dot(elements, (x, q.mul(row, depth)), (w, column, cols), depth)
         value = from_compute(elements, total, element)
         at = q.add(q.mul(rank, rows * cols), q.add(q.mul(row, cols), column))
         store(elements, value, target, [at])
         work.insert(gpu.BarrierOp())
         lead = if_then(work, leader)
+        lead.insert(TileComputedOp())
         s = Ints(lead)
         counted = if_then(lead, remote)
         counted.insert(
@@ -539,6 +570,238 @@ class GemvAllReduceKernel:
         return func
 
 
+GEMM_TILE_ELEMENTS = 1024
+"""Elements of one GEMM output tile (rows x columns), at most."""
+
+GEMM_TILE_COLUMNS = 128
+"""Columns of one GEMM output tile, at most (a warp's coalesced loads of the
+weights, four times over)."""
+
+
+@dataclass(frozen=True)
+class GemmAllToAll:
+    """The plan of a GEMM + all_to_all fusion (mixture of experts): a
+    `coco.batch_matmul` (`sliced<0> x sliced<0>`: each rank its experts) or
+    a `coco.matmul` (`sliced<0> x replicated`) whose result is `sliced<0>`,
+    then `all_to_all` along a dim `t` other than 0 and the last.
+
+    Rank `r` computes its block `L` of the result (`d0/N` groups); rank `p`
+    needs `L`'s part `p` along `t`, a `[rows, M]` matrix (`rows`: its dims
+    but the last), and puts it at chunk `r` of its output (dim 0 is
+    outermost, so each source's part is contiguous). A *tile* is `tile_rows
+    x tile_columns` of that matrix; each destination has `tiles` of them."""
+
+    fusion: FusionOp
+    matmul: MatmulOp | BatchMatmulOp
+    dim: int
+    world: int
+
+    @staticmethod
+    def of(fusion: FusionOp, world: int) -> GemmAllToAll | None:
+        pair = producer_and_collective(
+            fusion, MatmulOp, AllToAllOp
+        ) or producer_and_collective(fusion, BatchMatmulOp, AllToAllOp)
+        if pair is None:
+            return None
+        matmul, exchange = pair
+        assert isinstance(matmul, MatmulOp | BatchMatmulOp)
+        assert isinstance(exchange, AllToAllOp)
+        result, moved = tensor_type(matmul.result), tensor_type(exchange.result)
+        dim = moved.layout.sliced_dim if moved.layout.is_sliced else -1
+        if not (
+            result.layout == LayoutAttr.sliced(0)
+            and 0 < dim < result.rank - 1
+            and is_float(result.element_type)
+        ):
+            return None
+        return GemmAllToAll(fusion, matmul, dim, world)
+
+    @property
+    def block(self) -> tuple[int, ...]:
+        """The rank's block of the GEMM's result (`L`)."""
+        dims = tensor_type(self.matmul.result).dims
+        return (dims[0] // self.world, *dims[1:])
+
+    @property
+    def part(self) -> tuple[int, ...]:
+        """One destination's part of the block: `L` with dim `t` cut by N."""
+        block = list(self.block)
+        block[self.dim] //= self.world
+        return tuple(block)
+
+    @property
+    def rows(self) -> int:
+        """Rows of a destination's part."""
+        return prod(self.part[:-1])
+
+    @property
+    def columns(self) -> int:
+        return self.part[-1]
+
+    @property
+    def depth(self) -> int:
+        """The contraction (`K`)."""
+        return tensor_type(self.matmul.lhs).dims[-1]
+
+    @property
+    def grouped(self) -> bool:
+        """Each group has its own weights (`coco.batch_matmul`)."""
+        return isinstance(self.matmul, BatchMatmulOp)
+
+    @property
+    def tile_columns(self) -> int:
+        return max(
+            c
+            for c in range(1, min(GEMM_TILE_COLUMNS, self.columns) + 1)
+            if self.columns % c == 0
+        )
+
+    @property
+    def tile_rows(self) -> int:
+        limit = max(1, GEMM_TILE_ELEMENTS // self.tile_columns)
+        return max(r for r in range(1, min(limit, self.rows) + 1) if self.rows % r == 0)
+
+    @property
+    def tiles(self) -> int:
+        """Tiles per destination."""
+        return (self.rows // self.tile_rows) * (self.columns // self.tile_columns)
+
+    @property
+    def tile(self) -> int:
+        return self.tile_rows * self.tile_columns
+
+    @property
+    def chunk(self) -> int:
+        """Elements of one destination's part (one source's, received)."""
+        return self.rows * self.columns
+
+    @property
+    def element_bytes(self) -> int:
+        return element_info(tensor_type(self.matmul.result).element_type).bytes
+
+    def peer_bytes(self) -> int:
+        """Bytes this rank stores into each peer per launch: its part."""
+        return self.chunk * self.element_bytes
+
+    @property
+    def computed(self) -> int:
+        """Tiles this rank computes per launch: each destination's."""
+        return self.world * self.tiles
+
+    @property
+    def slots(self) -> int:
+        """READY (one per source rank), then TILE (per source and tile)."""
+        return self.world + self.world * self.tiles
+
+
+@dataclass
+class GemmAllToAllKernel:
+    plan: GemmAllToAll
+    slot_base: int
+
+    def tile_element(
+        self, m: Ints, t: SSAValue, e: SSAValue
+    ) -> tuple[SSAValue, SSAValue]:
+        """Row and column, in a destination's part, of element `e` of tile
+        `t`."""
+        plan = self.plan
+        across = plan.columns // plan.tile_columns
+        row = m.add(
+            m.mul(m.div(t, across), plan.tile_rows), m.div(e, plan.tile_columns)
+        )
+        column = m.add(
+            m.mul(m.rem(t, across), plan.tile_columns), m.rem(e, plan.tile_columns)
+        )
+        return row, column
+
+    def build(self, lowering: Lowering, name: str) -> gpu.FuncOp:
+        plan = self.plan
+        world, tiles, tile = plan.world, plan.tiles, plan.tile
+        depth, cols, chunk = plan.depth, plan.columns, plan.chunk
+        element = tensor_type(plan.matmul.result).element_type
+        lhs_count = prod(plan.block[:-1]) * depth
+        groups = plan.block[0] if plan.grouped else 1
+        func, b = lowering.kernels.kernel(
+            name,
+            [
+                ("rank", index),
+                ("epoch", i64),
+                ("peers", PeersType()),
+                ("x", MemRefType(element, [lhs_count])),
+                ("w", MemRefType(element, [groups * depth * cols])),
+                ("recv", MemRefType(element, [world * chunk])),
+                ("out", MemRefType(element, [world * chunk])),
+            ],
+        )
+        rank, epoch, peers, x, w, recv, out = func.body.block.args
+        tid, bid, bdim, gdim, leader = frame(b)
+        n = Ints(b)
+        ready, tile_slots = self.slot_base, self.slot_base + world
+
+        # 1. Block 0 opens this rank's receive buffer to every peer.
+        open_to_peers(b, (leader, bid), (rank, peers, epoch), world, ready)
+
+        # 2. Tiles for destinations r+1, r+2, ..., r (own last): compute each
+        #    and store it at chunk r of its destination's receive buffer (own:
+        #    of the output) at once.
+        items, item = for_loop(b, bid, n.c(plan.computed), gdim, "item")
+        m = Ints(items)
+        step = m.add(m.div(item, tiles), 1)
+        peer = m.rem(m.add(rank, step), world)
+        peer.name_hint = "peer"
+        t = m.rem(item, tiles)
+        remote = items.insert(arith.CmpiOp(peer, rank, "ne")).result
+        wait = if_then(items, items.insert(arith.AndIOp(leader, remote)).result)
+        wait.insert(WaitSignalOp(peers, Ints(wait).add(ready, peer), epoch))
+        items.insert(gpu.BarrierOp())
+        target = items.insert(PeerViewOp(peers, recv, peer)).result
+        elements, e = for_loop(items, tid, m.c(tile), bdim, "e")
+        q = Ints(elements)
+        row, column = self.tile_element(q, t, e)
+        # The row of the rank's block: the part's row with dim t moved to
+        # block `peer`; its group (dim 0) picks the expert's weights.
+        digits = Indexer(elements, row, plan.part[:-1])
+        moved = [digits.digit(d) for d in range(len(plan.part) - 1)]
+        moved[plan.dim] = q.add(moved[plan.dim], q.mul(peer, plan.part[plan.dim]))
+        local = linear(elements, moved, plan.block[:-1])
+        weights = q.mul(moved[0], depth * cols) if plan.grouped else q.c(0)
+        total = dot(
+            elements, (x, q.mul(local, depth)), (w, q.add(weights, column), cols), depth
+        )
+        value = from_compute(elements, total, element)
+        at = q.add(q.mul(rank, chunk), q.add(q.mul(row, cols), column))
+        own = if_then(elements, elements.insert(arith.CmpiOp(peer, rank, "eq")).result)
+        store(own, value, out, [at])
+        pushed = if_then(elements, remote)
+        store(pushed, value, target, [at])
+        items.insert(gpu.BarrierOp())
+        if_then(items, leader).insert(TileComputedOp())
+        signal = if_then(items, items.insert(arith.AndIOp(leader, remote)).result)
+        g = Ints(signal)
+        signal.insert(CountPeerBytesOp(peers, peer, g.c(tile * plan.element_bytes)))
+        slot = g.add(tile_slots, g.add(g.mul(rank, tiles), t))
+        signal.insert(SignalOp(peers, peer, slot, epoch))
+
+        # 3. Copy each peer's tiles to chunk `source` of the output as they
+        #    land.
+        copies, item = for_loop(b, bid, n.c((world - 1) * tiles), gdim, "copy")
+        m = Ints(copies)
+        source = m.rem(m.add(rank, m.add(m.div(item, tiles), 1)), world)
+        source.name_hint = "source"
+        t = m.rem(item, tiles)
+        lead = if_then(copies, leader)
+        h = Ints(lead)
+        slot = h.add(tile_slots, h.add(h.mul(source, tiles), t))
+        lead.insert(WaitSignalOp(peers, slot, epoch))
+        copies.insert(gpu.BarrierOp())
+        moving, e = for_loop(copies, tid, m.c(tile), bdim, "e")
+        q = Ints(moving)
+        row, column = self.tile_element(q, t, e)
+        at = q.add(q.mul(source, chunk), q.add(q.mul(row, cols), column))
+        store(moving, load(moving, recv, [at]), out, [at])
+        return func
+
+
 def _count(plan: EmbeddingAllToAll, value: SSAValue) -> int:
     shape = plan.lookup.shape(tensor_type(value))
     return shape[0] * shape[1] * shape[2]
@@ -556,6 +819,22 @@ def lower_tile_collective(
     if gemv is not None:
         lower_gemv_all_reduce(lowering, gemv, module, rewriter)
         return True
+    gemm = GemmAllToAll.of(fusion, lowering.world)
+    if gemm is not None:
+        element = tensor_type(gemm.matmul.result).element_type
+        lower_tiles(
+            lowering,
+            fusion,
+            module,
+            lambda base: GemmAllToAllKernel(gemm, base),
+            gemm.slots,
+            [gemm.matmul.lhs, gemm.matmul.rhs],
+            [("recv", element, gemm.world * gemm.chunk)],
+            gemm.computed,
+            gemm.peer_bytes(),
+            rewriter,
+        )
+        return True
     plan = EmbeddingAllToAll.of(fusion, lowering.world)
     if plan is None:
         return False
@@ -568,7 +847,7 @@ def lower_tile_collective(
         plan.slots,
         [plan.embedding.tables, plan.embedding.indices],
         [("recv", element, plan.world * plan.tables * plan.tile)],
-        plan.world * plan.tables,
+        plan.computed,
         plan.peer_bytes(),
         rewriter,
     )
@@ -591,7 +870,7 @@ def lower_gemv_all_reduce(
         plan.slots,
         [plan.matmul.lhs, plan.matmul.rhs],
         [("partials", element, plan.world * size), ("gather", element, size)],
-        plan.world * plan.per_rank,
+        plan.computed,
         plan.peer_bytes(),
         rewriter,
     )

@@ -15,8 +15,8 @@ groups:
     %y = coco.matmul %x, %w                       // decode GEMV, row-parallel:
     %s = coco.all_reduce %y reduction = sum       //   local partial sums
 
-    %h = coco.matmul %tokens, %expert             // MoE experts' GEMM
-    %o = coco.all_to_all %h dim = D               //   → tokens back
+    %h = coco.batch_matmul %tokens, %experts      // MoE: each rank's experts
+    %o = coco.all_to_all %h dim = 1               //   → tokens back
 
 becomes
 
@@ -26,14 +26,15 @@ becomes
       coco.yield %a1
     }
 
-The producer (`coco.embedding`, `coco.matmul`) must have the collective
-(`coco.all_to_all`, `coco.all_reduce`, `coco.reduce_scatter`) as its only
-user, in the same block. A fusion's meaning is its body, so values never
-change. `op=NAME` names the producer. With `where_it_pays` (coco-optimize's
-rule, `pays_off`): an embedding with its collective and anything into an
-all_to_all always, a matmul's all_reduce / reduce_scatter when the matmul is
-a GEMV (at most `GEMV_ROWS` rows), where CoCoNet's split + reorder + overlap
-with a library GEMM has too little work to hide the collective behind.
+The producer (`coco.embedding`, `coco.matmul`, `coco.batch_matmul`) must have
+the collective (`coco.all_to_all`, `coco.all_reduce`, `coco.reduce_scatter`)
+as its only user, in the same block. A fusion's meaning is its body, so values
+never change. `op=NAME` names the producer. With `where_it_pays`
+(coco-optimize's rule, `pays_off`): an embedding with its collective and
+anything into an all_to_all always, a matmul's all_reduce / reduce_scatter
+when the matmul is a GEMV (at most `GEMV_ROWS` rows), where CoCoNet's split +
+reorder + overlap with a library GEMM has too little work to hide the
+collective behind.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from xdsl.pattern_rewriter import (
 from coconet_ir.dialects.coco import (
     AllReduceOp,
     AllToAllOp,
+    BatchMatmulOp,
     EmbeddingOp,
     FusionOp,
     MatmulOp,
@@ -65,7 +67,7 @@ from coconet_ir.dialects.coco import (
 from coconet_ir.passes.base import CocoPass, function_body_ops, rewrite_once
 from coconet_ir.passes.regions import Boundary, outline
 
-PRODUCERS = (EmbeddingOp, MatmulOp)
+PRODUCERS = (EmbeddingOp, MatmulOp, BatchMatmulOp)
 COLLECTIVES = (AllToAllOp, AllReduceOp, ReduceScatterOp)
 
 GEMV_ROWS = 16
@@ -92,7 +94,7 @@ def consumer(op: Operation) -> Operation | str:
     return user
 
 
-def rows(matmul: MatmulOp) -> int:
+def rows(matmul: MatmulOp | BatchMatmulOp) -> int:
     """The rows of the matmul's result (every dim but the last)."""
     return prod(tensor_type(matmul.result).dims[:-1])
 
@@ -101,8 +103,9 @@ def pays_off(op: Operation, collective: Operation) -> bool:
     """`coco-optimize`'s rule (docs/passes/coco-fuse-collective.md): after an
     embedding, or into an all_to_all, always; a matmul's all_reduce or
     reduce_scatter only after a GEMV."""
-    if isinstance(collective, AllToAllOp) or not isinstance(op, MatmulOp):
+    if isinstance(collective, AllToAllOp) or isinstance(op, EmbeddingOp):
         return True
+    assert isinstance(op, MatmulOp | BatchMatmulOp)
     return rows(op) <= GEMV_ROWS
 
 
@@ -160,7 +163,7 @@ class FuseCollective(CocoPass):
         if isinstance(collective, str):
             return collective
         if not self.wants(op, collective):
-            assert isinstance(op, MatmulOp)
+            assert isinstance(op, MatmulOp | BatchMatmulOp)
             return (
                 f"a matmul of {rows(op)} rows is no GEMV (at most {GEMV_ROWS}): "
                 "coco-overlap overlaps it with its collective"
@@ -168,7 +171,7 @@ class FuseCollective(CocoPass):
         return None
 
     def not_a_candidate(self, op: Operation) -> str | None:
-        return "it is not a coco.embedding or coco.matmul"
+        return "it is not a coco.embedding, coco.matmul or coco.batch_matmul"
 
     def rewrite(self, module: ModuleOp) -> None:
         rewrite_once(module, FuseCollectiveFunction(self))

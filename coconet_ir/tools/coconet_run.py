@@ -39,7 +39,7 @@ from coconet_ir.tools.errors import diagnostic_of, run_guarded
 
 if TYPE_CHECKING:
     from coconet_ir.dialects.coco import TensorType
-    from coconet_ir.emulate import EmulationResult
+    from coconet_ir.emulate import EmulationResult, EmulatorStats, LaunchTimeline
     from coconet_ir.interpreter import Comparison, Output, RunResult
 
 TOOL = "coconet-run"
@@ -464,7 +464,38 @@ def stats_report(result: EmulationResult) -> str:
         problems = stats.disagreements(traffic, stage)
         verdict = "agree" if not problems else "DISAGREE: " + "; ".join(problems)
         lines.append(f"  static prediction (coconet_ir.analysis): {verdict}")
+        lines += timeline_lines(stats, stage)
     return "\n".join(lines)
+
+
+def timeline_lines(stats: EmulatorStats, stage: int) -> list[str]:
+    """The first call's launch of each tile kernel, rank by rank: when its
+    first remote store and its last computed tile happened (docs/gpu.md §3,
+    "Timeline")."""
+    ranks = stats.stage_ranks(stage)
+    first_call: dict[tuple[str, int], LaunchTimeline] = {}
+    for launch in stats.timeline:
+        if launch.rank in ranks:
+            first_call.setdefault((launch.kernel, launch.rank), launch)
+    lines: list[str] = []
+    for kernel in sorted({k for k, _ in first_call}):
+        lines.append(f"  timeline of {kernel} (event numbers, first call):")
+        for rank in ranks:
+            launch = first_call.get((kernel, rank))
+            if launch is None:
+                continue
+            verdict = (
+                "communication starts before computation ends"
+                if launch.overlapped
+                else "NO OVERLAP"
+            )
+            lines.append(
+                f"    rank {rank - ranks.start}: {launch.tiles} tiles computed "
+                f"#{launch.first_tile}..#{launch.last_tile}, "
+                f"{launch.remote_stores} remote stores "
+                f"#{launch.first_remote_store}..#{launch.last_remote_store}: {verdict}"
+            )
+    return lines
 
 
 def print_run(args: argparse.Namespace, result: RunResult, world: int) -> None:

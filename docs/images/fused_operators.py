@@ -1,16 +1,16 @@
 """The pictures of docs/fused-operators.md: which work item of each rank's
-tile-granular kernel sends what to whom, for the two examples at N = 4.
+tile-granular kernel sends what to whom, for the three examples at N = 4.
 
 The sizes come from the plans the lowering itself builds
-(`EmbeddingAllToAll` and `GemvAllReduce` in
+(`EmbeddingAllToAll`, `GemvAllReduce` and `GemmAllToAll` in
 coconet_ir/lowering/tile_collectives.py, made from the `coco.fusion` that
-`coco-fuse-collective` builds out of examples/dlrm_embedding.mlir and
-examples/gemv_allreduce.mlir); the order of the items is the kernels' (their
-steps 2 and 1 in that file's docstrings): item `i` of a rank is taken by
+`coco-fuse-collective` builds out of examples/dlrm_embedding.mlir,
+gemv_allreduce.mlir and moe_gemm_a2a.mlir); the order of the items is the
+kernels' (docs/gpu.md, 5b): item `i` of a rank is taken by
 block `i mod G` of a grid of `G` blocks, so a grid of one block takes them
 top to bottom.
 
-    python docs/images/fused_operators.py           # writes the two PNGs
+    python docs/images/fused_operators.py           # writes the three PNGs
     python docs/images/fused_operators.py --ascii   # prints the ASCII version
 
 Writing the PNGs needs matplotlib (not a dependency of the project:
@@ -25,7 +25,11 @@ from pathlib import Path
 
 import coconet_ir as cc
 from coconet_ir.dialects.coco import FusionOp
-from coconet_ir.lowering.tile_collectives import EmbeddingAllToAll, GemvAllReduce
+from coconet_ir.lowering.tile_collectives import (
+    EmbeddingAllToAll,
+    GemmAllToAll,
+    GemvAllReduce,
+)
 
 HERE = Path(__file__).resolve().parent
 EXAMPLES = HERE.parents[1] / "examples"
@@ -53,11 +57,11 @@ def the_fusion(name: str) -> FusionOp:
 
 def embedding_items(plan: EmbeddingAllToAll, rank: int) -> list[Item]:
     """Step 2 of the embedding + all_to_all kernel: items `(k, t)`, `k` major,
-    destination `(rank + k) mod N`; `k = 0` is the rank's own part."""
+    destination `(rank + k + 1) mod N`: the rank's own part last."""
     items = []
-    for item in range(plan.world * plan.tables):
+    for item in range(plan.computed):
         k, t = divmod(item, plan.tables)
-        peer = (rank + k) % plan.world
+        peer = (rank + k + 1) % plan.world
         table = rank * plan.tables + t
         first = peer * plan.bags
         label = f"table {table}, bags {first}-{first + plan.bags - 1}"
@@ -71,7 +75,7 @@ def gemv_items(plan: GemvAllReduce, rank: int) -> list[Item]:
     rank `c mod N`); then step 2: the rank's own tiles, reduced and stored
     into every peer."""
     items = []
-    for item in range(plan.world * plan.per_rank):
+    for item in range(plan.computed):
         step, j = divmod(item, plan.per_rank)
         owner = (rank + step + 1) % plan.world
         c = owner + j * plan.world
@@ -81,6 +85,23 @@ def gemv_items(plan: GemvAllReduce, rank: int) -> list[Item]:
         peers = tuple((rank + k) % plan.world for k in range(1, plan.world))
         items.append(Item(f"tile {c}: sum", peers, "reduce"))
     return items
+
+
+def gemm_items(plan: GemmAllToAll, rank: int) -> list[Item]:
+    """Step 2 of the GEMM + all_to_all kernel: destinations `r+1, r+2, ...,
+    r` (own last), each destination's tiles of its tokens' rows."""
+    items = []
+    for item in range(plan.computed):
+        step, t = divmod(item, plan.tiles)
+        peer = (rank + step + 1) % plan.world
+        items.append(Item(f"tokens of rank {peer}, tile {t}", (peer,)))
+    return items
+
+
+def gemm_plan() -> GemmAllToAll:
+    plan = GemmAllToAll.of(the_fusion("moe_gemm_a2a"), WORLD)
+    assert plan is not None
+    return plan
 
 
 def embedding_plan() -> EmbeddingAllToAll:
@@ -106,14 +127,16 @@ def check_bytes(items: list[Item], rank: int, tile_bytes: int, expected: int):
 
 
 def operators() -> list[tuple[str, str, list[list[Item]]]]:
-    """(file stem, title, items of each rank) of the two operators."""
-    emb, gemv = embedding_plan(), gemv_plan()
+    """(file stem, title, items of each rank) of the three operators."""
+    emb, gemv, gemm = embedding_plan(), gemv_plan(), gemm_plan()
     emb_items = [embedding_items(emb, r) for r in range(WORLD)]
     gemv_all = [gemv_items(gemv, r) for r in range(WORLD)]
+    gemm_all = [gemm_items(gemm, r) for r in range(WORLD)]
     for r in range(WORLD):
         check_bytes(emb_items[r], r, emb.tile * emb.element_bytes, emb.peer_bytes())
         tile_bytes = gemv.tile * gemv.element_bytes
         check_bytes(gemv_all[r], r, tile_bytes, gemv.peer_bytes())
+        check_bytes(gemm_all[r], r, gemm.tile * gemm.element_bytes, gemm.peer_bytes())
     return [
         (
             "fused_embedding_all_to_all",
@@ -126,6 +149,12 @@ def operators() -> list[tuple[str, str, list[list[Item]]]]:
             f"GEMV + all_reduce, N = {WORLD}: {gemv.tiles} tiles of "
             f"{gemv.rows} x {gemv.tile_columns}",
             gemv_all,
+        ),
+        (
+            "fused_gemm_all_to_all",
+            f"GEMM + all_to_all, N = {WORLD}: {gemm.tiles} tiles of "
+            f"{gemm.tile_rows} x {gemm.tile_columns} per destination",
+            gemm_all,
         ),
     ]
 

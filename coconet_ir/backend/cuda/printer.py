@@ -1322,8 +1322,10 @@ class CudaPrinter(BasePrinter):
                 "CUBLAS_GEMM_DEFAULT));"
             )
             return
+        # Batched: b is [G.., K, M]; a is [G.., rows.., K] with any number of
+        # row dims (none: one row per group).
         batch = math.prod(bshape[:-2])
-        m = ashape[-2]
+        m = math.prod(ashape[len(bshape) - 2 : -1])
         args = head.format(m=m, sa=f", {m * k}LL", sb=f", {k * n}LL", sc=f", {m * n}LL")
         self.line(
             f"COCO_CHECK_CUBLAS(cublasGemmStridedBatchedEx({args}, {batch}, "
@@ -1395,6 +1397,10 @@ class CudaPrinter(BasePrinter):
             f"coco::count_peer_bytes({self.text(op.peers)}, {self.text(op.peer)}, "
             f"(unsigned long long){self.operand(op.bytes)});"
         )
+
+    @print.register
+    def _(self, op: coco_gpu.TileComputedOp) -> None:
+        self.line("coco::tile_computed();")
 
     @print.register
     def _(self, op: coco_gpu.WaitSignalOp) -> None:

@@ -223,6 +223,56 @@ def infer_matmul(lhs: TensorType, rhs: TensorType) -> TensorType:
     return TensorType(shape, lhs.element_type, layout)
 
 
+BATCH_MATMUL_RULES = (
+    "replicated x replicated -> replicated, sliced<0> x sliced<0> -> sliced<0>, "
+    "sliced<d not 0, not last> x replicated -> sliced<d>, local x replicated -> "
+    "local"
+)
+"""The batch_matmul table (docs/dialect.md, "coco.batch_matmul")."""
+
+
+def batch_matmul_layout(lhs: TensorType, rhs: TensorType) -> LayoutAttr | None:
+    """The result layout by the batch_matmul table, or None when no row
+    matches. `sliced<0> x sliced<0>` is expert parallelism: each rank holds
+    its groups (experts) of both operands."""
+    last = lhs.rank - 1
+    a, b = lhs.layout, rhs.layout
+    if a == b and (a.is_replicated or a == LayoutAttr.sliced(0)):
+        return a
+    if b.is_replicated and a.is_sliced and 0 < a.sliced_dim < last:
+        return a
+    if b.is_replicated and a.is_local:
+        return LOCAL
+    return None
+
+
+def infer_batch_matmul(lhs: TensorType, rhs: TensorType) -> TensorType:
+    """`a: [G, ..., K]` times `b: [G, K, M]` gives `[G, ..., M]`: group `g`
+    of `a` times matrix `g` of `b`, laid out by the table."""
+    if lhs.rank < 2 or rhs.rank != 3:
+        raise LayoutError(
+            "needs a lhs of rank >= 2 and a rhs of rank 3, got ranks "
+            f"{lhs.rank} and {rhs.rank}"
+        )
+    if lhs.dims[0] != rhs.dims[0]:
+        raise LayoutError(
+            f"group counts differ: lhs {list(lhs.dims)} has G = {lhs.dims[0]} but "
+            f"rhs {list(rhs.dims)} has G = {rhs.dims[0]}"
+        )
+    if lhs.dims[-1] != rhs.dims[1]:
+        raise LayoutError(
+            f"contraction sizes differ: lhs {list(lhs.dims)} has K = {lhs.dims[-1]}"
+            f" but rhs {list(rhs.dims)} has K = {rhs.dims[1]}"
+        )
+    layout = batch_matmul_layout(lhs, rhs)
+    if layout is None:
+        raise LayoutError(
+            f"has no layout rule for lhs {lhs.layout} and rhs {rhs.layout} "
+            f"(allowed: {BATCH_MATMUL_RULES})"
+        )
+    return TensorType((*lhs.dims[:-1], rhs.dims[2]), lhs.element_type, layout)
+
+
 def require_layout(operand: TensorType, *allowed: LayoutKind) -> None:
     """The operand's layout kind must be one of `allowed` (a collective's rule)."""
     if operand.layout.kind.data not in allowed:

@@ -102,6 +102,7 @@ from coconet_ir.dialects.coco.layout import (
     check_dim_in_range,
     check_same_element_type,
     chunk_type,
+    infer_batch_matmul,
     infer_elementwise,
     infer_embedding,
     infer_matmul,
@@ -955,6 +956,23 @@ class MatmulOp(BinaryOp):
         if lhs.element_type == i1:
             raise LayoutError("does not take i1 operands (i1 is not arithmetic)")
         return infer_matmul(lhs, rhs)
+
+
+@irdl_op_definition
+class BatchMatmulOp(BinaryOp):
+    """`coco.batch_matmul %a, %b`: `a: [G, ..., K]` times `b: [G, K, M]`
+    gives `[G, ..., M]`, group by group (a mixture of experts' GEMMs: group
+    `g` of the tokens times expert `g`'s weights). Layouts:
+    `batch_matmul_layout` (docs/dialect.md)."""
+
+    name = "coco.batch_matmul"
+
+    @classmethod
+    def infer_result_type(cls, lhs: TensorType, rhs: TensorType) -> TensorType:
+        check_same_element_type([lhs, rhs])
+        if lhs.element_type == i1:
+            raise LayoutError("does not take i1 operands (i1 is not arithmetic)")
+        return infer_batch_matmul(lhs, rhs)
 
 
 @irdl_op_definition

@@ -25,6 +25,8 @@
 // RUN: coconet-opt %{examples}/dlrm_embedding.mlir -p 'coco-optimize,convert-coco-to-gpu{world=4}' --print-op-generic | %mlir-opt --allow-unregistered-dialect -o /dev/null
 // RUN: coconet-opt %{examples}/gemv_allreduce.mlir -p 'convert-coco-to-gpu{world=4}' --print-op-generic | %mlir-opt --allow-unregistered-dialect -o /dev/null
 // RUN: coconet-opt %{examples}/gemv_allreduce.mlir -p 'coco-optimize,convert-coco-to-gpu{world=4}' --print-op-generic | %mlir-opt --allow-unregistered-dialect -o /dev/null
+// RUN: coconet-opt %{examples}/moe_gemm_a2a.mlir -p 'convert-coco-to-gpu{world=4}' --print-op-generic | %mlir-opt --allow-unregistered-dialect -o /dev/null
+// RUN: coconet-opt %{examples}/moe_gemm_a2a.mlir -p 'coco-optimize,convert-coco-to-gpu{world=4}' --print-op-generic | %mlir-opt --allow-unregistered-dialect -o /dev/null
 
 // RUN: coconet-opt %{examples}/sgd.mlir -p 'coco-optimize,convert-coco-to-gpu{world=4}' -t upstream-kernels | %{nvvm} | %{ptx} > %t.sgd.ptx
 // RUN: coconet-opt %{examples}/adam.mlir -p 'coco-optimize,convert-coco-to-gpu{world=4}' -t upstream-kernels | %{nvvm} | %{ptx} > %t.adam.ptx

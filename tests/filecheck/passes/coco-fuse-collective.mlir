@@ -53,7 +53,7 @@
 // USES-NOT: coco.
 // USER:  error: 'coco.matmul' op coco-fuse-collective cannot apply: its user 'coco.relu' is not a coco.all_to_all, coco.all_reduce or coco.reduce_scatter
 // BIG:   error: 'coco.matmul' op coco-fuse-collective cannot apply: a matmul of 64 rows is no GEMV (at most 16): coco-overlap overlaps it with its collective
-// KIND:  error: 'coco.all_reduce' op coco-fuse-collective cannot apply: it is not a coco.embedding or coco.matmul
+// KIND:  error: 'coco.all_reduce' op coco-fuse-collective cannot apply: it is not a coco.embedding, coco.matmul or coco.batch_matmul
 
 func.func @dlrm(%t: !coco.tensor<8x16x8xf32, sliced<0>>, %i: !coco.tensor<8x8x3xi32, sliced<0>>) -> !coco.tensor<8x8x8xf32, sliced<1>> {
   %e = coco.embedding %t, %i pooling = sum {name = "emb"} : (!coco.tensor<8x16x8xf32, sliced<0>>, !coco.tensor<8x8x3xi32, sliced<0>>) -> !coco.tensor<8x8x8xf32, sliced<0>>

@@ -328,6 +328,17 @@ BUILDERS: list[
         "",
     ),
     (
+        "batch_matmul",
+        [
+            cc.tensor([8, 6, 16], cc.f32, cc.sliced(0)),
+            cc.tensor([8, 16, 4], cc.f32, cc.sliced(0)),
+        ],
+        lambda a, b, **k: cc.batch_matmul(a, b, **k),
+        coco.BatchMatmulOp,
+        cc.tensor([8, 6, 4], cc.f32, cc.sliced(0)),
+        "",
+    ),
+    (
         "embedding",
         [
             cc.tensor([8, 10, 4], cc.f32, cc.sliced(0)),

@@ -27,6 +27,7 @@ NAMES = [
     "matmul_reduce_scatter",
     "dlrm_embedding",
     "gemv_allreduce",
+    "moe_gemm_a2a",
 ]
 
 PYTHON_ONLY = ["lamb_bert"]
@@ -189,6 +190,13 @@ def gemv_allreduce(i: Inputs) -> Inputs:
     return {"gemv_allreduce.result0": x @ w + bias}
 
 
+def moe_gemm_a2a(i: Inputs) -> Inputs:
+    """Each expert's tokens times its weights, in f64."""
+    tokens, w = i["moe_gemm_a2a.arg0"], i["moe_gemm_a2a.arg1"]
+    out = np.einsum("esch,ehf->escf", tokens.astype(np.float64), w)
+    return {"moe_gemm_a2a.result0": out}
+
+
 REFERENCES: dict[str, Callable[[Inputs], Inputs]] = {
     "sgd": sgd,
     "adam": adam,
@@ -199,6 +207,7 @@ REFERENCES: dict[str, Callable[[Inputs], Inputs]] = {
     "matmul_reduce_scatter": matmul_reduce_scatter,
     "dlrm_embedding": dlrm_embedding,
     "gemv_allreduce": gemv_allreduce,
+    "moe_gemm_a2a": moe_gemm_a2a,
 }
 
 BIAS_CORRECTION = {"arg5": np.float32(0.9**3), "arg6": np.float32(0.999**3)}

@@ -196,6 +196,7 @@ EXAMPLES = (
     "sequence_parallel",
     "dlrm_embedding",
     "gemv_allreduce",
+    "moe_gemm_a2a",
 )
 
 

@@ -28,6 +28,7 @@ EXAMPLES = [
     "matmul_reduce_scatter",
     "dlrm_embedding",
     "gemv_allreduce",
+    "moe_gemm_a2a",
 ]
 SINGLE_PASSES = [
     "",

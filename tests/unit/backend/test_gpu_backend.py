@@ -43,6 +43,7 @@ EXAMPLES = (
     "sequence_parallel",
     "dlrm_embedding",
     "gemv_allreduce",
+    "moe_gemm_a2a",
 )
 WORLD = 8
 

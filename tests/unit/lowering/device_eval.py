@@ -405,6 +405,8 @@ def run_scalar_op(op: Operation, env: Env, rank: int, world: PeerWorld) -> None:
     elif isinstance(op, coco_gpu.CountPeerBytesOp):
         _, p, count = ins
         world.peer_bytes[rank, int(p)] += int(count)
+    elif isinstance(op, coco_gpu.TileComputedOp):
+        pass  # the emulator's timeline only
     else:
         run_op(op, env)
 
@@ -500,7 +502,12 @@ def run_host(
         elif isinstance(op, coco_gpu.GemmOp):
             for a, b, c in ins:
                 compute = np.float32 if a.dtype.itemsize == 2 else a.dtype
-                c[...] = np.matmul(a.astype(compute), b.astype(compute)).astype(c.dtype)
+                if b.ndim > 2:  # batched, as the printer's strided-batched GEMM
+                    k, n = b.shape[-2:]
+                    b = b.reshape(-1, k, n)
+                    a = a.reshape(len(b), -1, k)
+                product = np.matmul(a.astype(compute), b.astype(compute))
+                c[...] = product.reshape(c.shape).astype(c.dtype)
         elif isinstance(op, coco_gpu.NcclAllReduceOp):
             total = combine([i[0] for i in ins], op.reduction.data)
             for _, out in ins:

@@ -1,5 +1,6 @@
-"""The tile-granular embedding + all_to_all kernel
-(coconet_ir/lowering/tile_collectives.py): the device IR against the
+"""The tile-granular kernels (coconet_ir/lowering/tile_collectives.py):
+embedding + all_to_all, GEMV + all_reduce, GEMM + all_to_all: the device IR
+against the
 interpreter (numpy evaluator), the printed CUDA C under the CPU emulation on
 2, 4 and 8 ranks, three calls back to back (one launch per call, no NCCL,
 (N-1)/N of each rank's pooled block into its peers), ThreadSanitizer, and a
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import re
 import shutil
+from math import prod
 
 import fused_emulation
 import numpy as np
@@ -22,7 +24,11 @@ import coconet_ir as cc
 from coconet_ir.backend.emu import EmulationError
 from coconet_ir.dialects.coco import FusionOp
 from coconet_ir.interpreter.inputs import draw_inputs
-from coconet_ir.lowering.tile_collectives import EmbeddingAllToAll
+from coconet_ir.lowering.tile_collectives import (
+    EmbeddingAllToAll,
+    GemmAllToAll,
+    GemvAllReduce,
+)
 
 DLRM = """
 func.func @dlrm(%t: !coco.tensor<8x16x8xELT, sliced<0>>, %i: !coco.tensor<8x8x3xi32, IDX>) -> !coco.tensor<8x8x8xELT, sliced<1>> {
@@ -106,7 +112,7 @@ def test_thread_sanitizer():
 
 
 @pytestmark_emulation
-@pytest.mark.parametrize("program,waits", [("dlrm", 2), ("gemv", 3)])
+@pytest.mark.parametrize("program,waits", [("dlrm", 2), ("gemv", 3), ("moe", 2)])
 def test_a_missing_tile_wait_is_caught(
     monkeypatch: pytest.MonkeyPatch, program: str, waits: int
 ):
@@ -123,13 +129,17 @@ def test_a_missing_tile_wait_is_caught(
         return text[:at] + "//" + text[at:]
 
     monkeypatch.setattr(fused_emulation, "cuda_source", without_tile_wait)
-    module = dlrm() if program == "dlrm" else gemv(rows=2, k=256, m=64)
+    module = {
+        "dlrm": dlrm,
+        "gemv": lambda: gemv(rows=2, k=256, m=64),
+        "moe": lambda: moe(experts=4, tokens=4, hidden=64, ffn=32),
+    }[program]()
     with pytest.raises((EmulationError, AssertionError)):
         run = emulate(module, 4, threads=8, sanitize="thread")
         assert_close(run, rtol=1e-4)
 
 
-@pytest.mark.parametrize("program", ["dlrm", "gemv"])
+@pytest.mark.parametrize("program", ["dlrm", "gemv", "moe"])
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_the_kernel_compiles_with_nvcc_without_spills(arch: str, program, tmp_path):
     import subprocess
@@ -138,11 +148,11 @@ def test_the_kernel_compiles_with_nvcc_without_spills(arch: str, program, tmp_pa
 
     if nvcc() is None:
         pytest.skip("needs nvcc")
-    module = (
-        dlrm("bf16", pooling="mean")
-        if program == "dlrm"
-        else gemv(4, 4096, 256, "bf16")
-    )
+    module = {
+        "dlrm": lambda: dlrm("bf16", pooling="mean"),
+        "gemv": lambda: gemv(4, 4096, 256, "bf16"),
+        "moe": lambda: moe(element="bf16"),
+    }[program]()
     lowered = cc.Pipeline("convert-coco-to-gpu{world=8}")(module)
     source = tmp_path / "dlrm.cu"
     source.write_text(fused_emulation.cuda_source(lowered))
@@ -218,3 +228,171 @@ def test_a_wide_gemm_or_uneven_tiles_lower_op_by_op():
         lowered = cc.Pipeline(f"convert-coco-to-gpu{{world={world}}}")(module)
         names = {op.name for op in lowered.walk()}
         assert "coco_gpu.gemm" in names and "coco_gpu.nccl_all_reduce" in names
+
+
+# ------------------------------------------------------------ GEMM + all_to_all
+
+MOE = """
+func.func @moe(%x: !coco.tensor<ExSxCxHxELT, sliced<0>>, %w: WEIGHTS) -> !coco.tensor<ExSxCxFxELT, sliced<DIM>> {
+  %h = PRODUCER %x, %w {name = "experts"} : (!coco.tensor<ExSxCxHxELT, sliced<0>>, WEIGHTS) -> !coco.tensor<ExSxCxFxELT, sliced<0>>
+  %o = coco.all_to_all %h dim = DIM {name = "combine"} : !coco.tensor<ExSxCxFxELT, sliced<0>> -> !coco.tensor<ExSxCxFxELT, sliced<DIM>>
+  func.return %o : !coco.tensor<ExSxCxFxELT, sliced<DIM>>
+}
+"""  # noqa: E501
+
+
+def moe(
+    experts=8,
+    sources=8,
+    tokens=4,
+    hidden=64,
+    ffn=48,
+    element="f32",
+    dim=1,
+    grouped=True,
+) -> ModuleOp:
+    """Experts' GEMMs (`x: [E, S, C, H]`, tokens from source S for expert
+    E), then the all_to_all of the tokens back to their sources (`dim`)."""
+    weights = (
+        f"!coco.tensor<{experts}x{hidden}x{ffn}x{element}, sliced<0>>"
+        if grouped
+        else f"!coco.tensor<{hidden}x{ffn}x{element}, replicated>"
+    )
+    text = MOE.replace("WEIGHTS", weights).replace("DIM", str(dim))
+    text = text.replace("PRODUCER", "coco.batch_matmul" if grouped else "coco.matmul")
+    text = text.replace("ExSxC", f"{experts}x{sources}x{tokens}")
+    text = text.replace("xHx", f"x{hidden}x").replace("xFx", f"x{ffn}x")
+    return cc.Pipeline("coco-fuse-collective")(cc.parse(text.replace("ELT", element)))
+
+
+def test_gemm_plan():
+    module = moe()
+    (fusion,) = [op for op in module.walk() if isinstance(op, FusionOp)]
+    plan = GemmAllToAll.of(fusion, 4)
+    assert plan is not None
+    # Rank block [2, 8, 4, 48]; destination p's part [2, 2, 4, 48]: 16 rows.
+    assert (plan.block, plan.part, plan.rows, plan.columns) == (
+        (2, 8, 4, 48),
+        (2, 2, 4, 48),
+        16,
+        48,
+    )
+    assert (plan.tile_rows, plan.tile_columns, plan.tiles) == (16, 48, 1)
+    assert plan.peer_bytes() == 16 * 48 * 4
+    assert plan.slots == 4 + 4 * 1
+
+
+@pytest.mark.parametrize("world", [2, 4, 8])
+@pytest.mark.parametrize("grouped", [True, False])
+def test_gemm_device_ir_matches_the_interpreter(world: int, grouped: bool):
+    module = moe(sources=8, tokens=1, hidden=8, ffn=8, grouped=grouped)
+    lowered = cc.Pipeline(f"convert-coco-to-gpu{{world={world}}}")(module)
+    assert len([op for op in lowered.walk() if op.name == "gpu.launch_func"]) == 1
+    assert not [op for op in lowered.walk() if op.name.startswith("coco_gpu.nccl")]
+    inputs = draw_inputs(module, world, seed=7)
+    expected = cc.interpret(module, world, seed=7)["moe.result0"]
+    got = run_device(lowered, world, inputs)["moe.result0"]
+    np.testing.assert_allclose(got, expected, rtol=1e-5)
+
+
+@pytestmark_emulation
+@pytest.mark.parametrize(
+    "world,shape,element,dim,grouped",
+    [
+        (2, dict(experts=4, tokens=2, hidden=1024, ffn=32), "f32", 1, True),
+        (4, dict(tokens=16, ffn=256), "bf16", 1, True),
+        (8, dict(tokens=8), "f32", 2, False),
+    ],
+)
+def test_gemm_one_launch_and_the_all_to_all_bytes(world, shape, element, dim, grouped):
+    """K in the thousands, several tiles per destination, halves: one launch,
+    no NCCL, (N-1)/N of each rank's GEMM block into its peers, evenly."""
+    module = moe(element=element, dim=dim, grouped=grouped, **shape)
+    run = emulate(module, world, threads=32)
+    assert_close(run, rtol=2e-2 if element == "bf16" else 1e-4)
+    assert launches_of(run, "fused") == CALLS * world
+    assert sum(run.stats["kernels"].values()) == CALLS * world
+    assert sum(map(sum, run.stats["nccl_calls"])) == 0
+    (fusion,) = [op for op in module.walk() if isinstance(op, FusionOp)]
+    plan = GemmAllToAll.of(fusion, world)
+    assert plan is not None
+    block = prod(plan.block) * (2 if element == "bf16" else 4)
+    within = peer_bytes(run.stats, world)
+    for r in range(world):
+        for p in range(world):
+            assert within[r, p] == (0 if p == r else CALLS * block // world)
+
+
+@pytestmark_emulation
+def test_gemm_thread_sanitizer():
+    run = emulate(moe(tokens=2, hidden=32, ffn=32), 4, threads=8, sanitize="thread")
+    assert_close(run, rtol=1e-4)
+
+
+def test_gemm_into_the_last_dim_lowers_op_by_op():
+    """An all_to_all along the GEMM's columns has no tile kernel (yet): the
+    fusion lowers op by op (cuBLAS, then NCCL)."""
+    module = moe(dim=3, ffn=64)
+    lowered = cc.Pipeline("convert-coco-to-gpu{world=4}")(module)
+    names = {op.name for op in lowered.walk()}
+    assert "coco_gpu.gemm" in names and "coco_gpu.nccl_all_to_all" in names
+
+
+@pytestmark_emulation
+@pytest.mark.parametrize("element", ["f32", "bf16", "i32"])
+@pytest.mark.parametrize("layouts", ["sliced<0>,sliced<0>", "sliced<1>,replicated"])
+def test_batch_matmul_alone_is_one_batched_gemm(element: str, layouts: str):
+    """Op by op, coco.batch_matmul is one strided-batched cuBLAS GEMM of the
+    rank's groups (a kernel for integers), equal to the interpreter."""
+    from coconet_ir.emulate import compare_runs
+    from coconet_ir.emulate import emulate as emulate_program
+
+    a, b = layouts.split(",")
+    x, w = (
+        f"!coco.tensor<8x4x6x16x{element}, {a}>",
+        f"!coco.tensor<8x16x12x{element}, {b}>",
+    )
+    out = f"!coco.tensor<8x4x6x12x{element}, {a}>"
+    module = cc.parse(
+        f"func.func @f(%x: {x}, %w: {w}) -> {out} {{\n"
+        f"  %h = coco.batch_matmul %x, %w : ({x}, {w}) -> {out}\n"
+        f"  func.return %h : {out}\n}}"
+    )
+    lowered = cc.Pipeline("convert-coco-to-gpu{world=4}")(module)
+    names = [op.name for op in lowered.walk()]
+    assert names.count("coco_gpu.gemm") == (0 if element == "i32" else 1)
+    reference = cc.interpret(module, 4, seed=2)
+    verdict = compare_runs(reference, emulate_program(module, 4, seed=2), module)
+    assert verdict, verdict.first_difference
+
+
+# ------------------------------------------------------------ the timeline
+
+
+@pytestmark_emulation
+@pytest.mark.parametrize("program", ["dlrm", "gemv", "moe"])
+def test_the_timeline_shows_communication_before_computation_ends(program: str):
+    """Issue 10's proof of overlap, for each operator at N = 4: on every
+    rank and every call, the first store into a peer is numbered before the
+    last tile is computed (one process-wide event counter; a thread's events
+    in program order), and each rank moves exactly the collective's bytes."""
+    from coconet_ir.emulate import emulate as emulate_program
+
+    module, plan_of = {
+        "dlrm": (dlrm(), EmbeddingAllToAll.of),
+        "gemv": (gemv(rows=1, k=1024, m=256), GemvAllReduce.of),
+        "moe": (moe(tokens=16, ffn=256), GemmAllToAll.of),
+    }[program]
+    (fusion,) = [op for op in module.walk() if isinstance(op, FusionOp)]
+    plan = plan_of(fusion, 4)
+    assert plan is not None
+    run = emulate_program(module, 4, seed=4, calls=CALLS)
+    assert run.stats is not None
+    launches = run.stats.timeline
+    assert sorted(launch.rank for launch in launches) == sorted(
+        r for r in range(4) for _ in range(CALLS)
+    )
+    for launch in launches:
+        assert launch.tiles == plan.computed
+        assert launch.overlapped, launch
+    assert run.stats.bytes_per_rank().tolist() == [3 * plan.peer_bytes()] * 4

@@ -567,6 +567,38 @@ struct cublasContext {
 
 #define COCO_EMU_STREAMS 4
 
+namespace coco_emu {
+
+// The timeline of one kernel launch on one rank (docs/gpu.md §3): the
+// sequence numbers, on one process-wide counter, of its blocks' "tile
+// computed" marks and of their stores into peers (`count_peer_bytes`, issued
+// right after a tile's stores). Two events of one thread are numbered in
+// program order, so "first remote store < last tile computed" is a fact
+// about the run, not about clocks.
+struct launch_timeline {
+  int rank = 0;  // global
+  std::string kernel;
+  uint64_t tiles = 0, first_tile = UINT64_MAX, last_tile = 0;
+  uint64_t remote_stores = 0, first_remote_store = UINT64_MAX, last_remote_store = 0;
+  std::mutex m;
+
+  launch_timeline() = default;
+  launch_timeline(const launch_timeline &o)
+      : rank(o.rank), kernel(o.kernel), tiles(o.tiles), first_tile(o.first_tile),
+        last_tile(o.last_tile), remote_stores(o.remote_stores),
+        first_remote_store(o.first_remote_store), last_remote_store(o.last_remote_store) {}
+  bool empty() const { return tiles == 0 && remote_stores == 0; }
+};
+
+inline thread_local launch_timeline *current_launch = nullptr;  // in kernel threads
+
+inline std::atomic<uint64_t> &timeline_clock() {
+  static std::atomic<uint64_t> ticks{0};
+  return ticks;
+}
+
+}  // namespace coco_emu
+
 struct coco_emu_world {
   int world = 0;       // ranks per stage
   int num_stages = 0;  // stages
@@ -586,6 +618,7 @@ struct coco_emu_world {
   std::unique_ptr<std::atomic<uint64_t>[]> bytes;       // [src][dst][stream]
   std::mutex names_mutex;
   std::map<std::string, uint64_t> kernel_launches;      // kernel name -> launches
+  std::vector<coco_emu::launch_timeline> timelines;     // launches with tile events
 
   std::atomic<uint64_t> &byte_counter(int src, int dst, int stream) {
     return bytes[((size_t)src * ranks + dst) * COCO_EMU_STREAMS + stream];
@@ -617,6 +650,18 @@ inline void count_bytes(int src, int dst, int stream, uint64_t n, coco_emu_world
   w->byte_counter(src, dst, stream).fetch_add(n, std::memory_order_relaxed);
 }
 
+// A tile event of the current launch's timeline: its sequence number.
+inline void stamp(uint64_t launch_timeline::*count, uint64_t launch_timeline::*first,
+                  uint64_t launch_timeline::*last) {
+  launch_timeline *t = current_launch;
+  if (!t) return;
+  uint64_t now = timeline_clock().fetch_add(1, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(t->m);
+  ++(t->*count);
+  if (now < t->*first) t->*first = now;
+  if (now > t->*last) t->*last = now;
+}
+
 inline void count_peer_bytes(int rank, int p, unsigned long long n) {
   stream_state *s = current.stream;
   if (!s || !s->world) return;
@@ -625,6 +670,12 @@ inline void count_peer_bytes(int rank, int p, unsigned long long n) {
     fatal(4, "coco::count_peer_bytes: %s, kernel '%s': peer %d out of range (world %d)",
           describe_current().c_str(), current.name, p, w->world);
   count_bytes(s->global, s->stage * w->world + p, s->index, n, w);
+  stamp(&launch_timeline::remote_stores, &launch_timeline::first_remote_store,
+        &launch_timeline::last_remote_store);
+}
+
+inline void tile_computed() {
+  stamp(&launch_timeline::tiles, &launch_timeline::first_tile, &launch_timeline::last_tile);
 }
 
 // ---------------------------------------------------------------------------
@@ -791,6 +842,7 @@ struct kernel_thread {
   const std::function<void()> *body;
   stream_state *stream;
   const char *name;
+  launch_timeline *timeline;
 };
 
 inline void *kernel_thread_main(void *arg) {
@@ -802,6 +854,7 @@ inline void *kernel_thread_main(void *arg) {
   current_block = t->block;
   current.stream = t->stream;
   current.name = t->name;
+  current_launch = t->timeline;
   (*t->body)();
   t->block->barrier.arrive_and_drop();
   return nullptr;
@@ -815,6 +868,9 @@ inline void run_grid(stream_state *s, const char *name, dim3 grid, dim3 block, s
   states.reserve(blocks);
   for (size_t b = 0; b < blocks; ++b)
     states.push_back(std::make_unique<block_state>((std::ptrdiff_t)threads, shared_bytes));
+  launch_timeline timeline;
+  timeline.rank = s->global;
+  timeline.kernel = name;
   std::vector<kernel_thread> args(blocks * threads);
   std::vector<pthread_t> handles(blocks * threads);
   pthread_attr_t attr;
@@ -831,7 +887,7 @@ inline void run_grid(stream_state *s, const char *name, dim3 grid, dim3 block, s
           for (unsigned ty = 0; ty < block.y; ++ty)
             for (unsigned tx = 0; tx < block.x; ++tx, ++i) {
               args[i] = kernel_thread{state, uint3(tx, ty, tz), uint3(bx, by, bz), block, grid,
-                                      &body, s, name};
+                                      &body, s, name, &timeline};
               int err = pthread_create(&handles[i], &attr, kernel_thread_main, &args[i]);
               if (err)
                 fatal(5, "%s: kernel '%s': cannot start thread %zu of %zu (%s)",
@@ -840,6 +896,10 @@ inline void run_grid(stream_state *s, const char *name, dim3 grid, dim3 block, s
       }
   pthread_attr_destroy(&attr);
   for (auto &h : handles) pthread_join(h, nullptr);
+  if (!timeline.empty() && s->world) {
+    std::lock_guard<std::mutex> lock(s->world->names_mutex);
+    s->world->timelines.push_back(timeline);
+  }
 }
 
 inline void count_launch(stream_state *s, const char *name) {

@@ -113,6 +113,7 @@ COCO_EMU_EXPORT void coco_emu_stats_reset(coco_emu_world *w) {
   for (size_t i = 0; i < R * R * S; ++i) w->bytes[i] = 0;
   std::lock_guard<std::mutex> lock(w->names_mutex);
   w->kernel_launches.clear();
+  w->timelines.clear();
 }
 
 // The statistics as JSON (docs/gpu.md §3) into buf (NUL-terminated, cut at
@@ -175,7 +176,28 @@ COCO_EMU_EXPORT size_t coco_emu_stats_json(coco_emu_world *w, char *buf, size_t 
       first = false;
     }
   }
-  out += "}}";
+  out += "}, \"timeline\": [";
+  {
+    std::lock_guard<std::mutex> lock(w->names_mutex);
+    bool first = true;
+    for (auto &t : w->timelines) {
+      char entry[256];
+      out += first ? "{\"kernel\": \"" : ", {\"kernel\": \"";
+      out += t.kernel;  // a C identifier: nothing to escape
+      snprintf(entry, sizeof entry,
+               "\", \"rank\": %d, \"tiles\": %llu, \"first_tile\": %lld, "
+               "\"last_tile\": %lld, \"remote_stores\": %llu, \"first_remote_store\": %lld, "
+               "\"last_remote_store\": %lld}",
+               t.rank, (unsigned long long)t.tiles,
+               t.tiles ? (long long)t.first_tile : -1LL, t.tiles ? (long long)t.last_tile : -1LL,
+               (unsigned long long)t.remote_stores,
+               t.remote_stores ? (long long)t.first_remote_store : -1LL,
+               t.remote_stores ? (long long)t.last_remote_store : -1LL);
+      out += entry;
+      first = false;
+    }
+  }
+  out += "]}";
   if (buf && cap) {
     size_t n = std::min(cap - 1, out.size());
     std::memcpy(buf, out.data(), n);

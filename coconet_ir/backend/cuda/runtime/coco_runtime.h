@@ -240,6 +240,15 @@ __device__ __forceinline__ void count_peer_bytes(const coco_peers &peers, int p,
 #endif
 }
 
+// Statistics: this block has computed one tile of a fused
+// computation-collective operator (the emulation stamps it on the launch's
+// timeline, beside the peer stores; no-op on a GPU).
+__device__ __forceinline__ void tile_computed() {
+#ifndef __CUDACC__
+  coco_emu::tile_computed();
+#endif
+}
+
 // ---------------------------------------------------------------------------
 // Vectors (MLIR's vector<W x T>): W elements moved by one access of W *
 // sizeof(T) bytes (16 in the fused kernels: ld/st.global.v4), lanes read and
