@@ -10,32 +10,46 @@ does. The same module as `gemv_allreduce.mlir`.
 (`coco-fuse-collective`; the bias stays outside), which the lowering makes
 ONE tile-granular kernel (docs/fused-operators.md).
 
-Run: `python examples/gemv_allreduce.py` prints the IR; `coconet-run
-examples/gemv_allreduce.mlir --world 4` interprets it.
+Run: `python examples/gemv_allreduce.py` prints the IR (`--model`: at GPT-3's
+hidden size); `coconet-run examples/gemv_allreduce.mlir --world 4` interprets
+it.
 """
+
+import argparse
 
 from xdsl.dialects.builtin import ModuleOp
 
 import coconet_ir as cc
 
-B, S, H = 1, 1, 256
+TEST = dict(B=1, S=1, H=256, element=cc.f32)
+"""Batch, sequence (one token) and hidden size: small enough to interpret
+and emulate on 2, 4 and 8 ranks."""
+
+MODEL = dict(B=1, S=1, H=12288, element=cc.bf16)
+"""GPT-3 175B's hidden size at batch 1 (`--model`): to lower and inspect."""
 
 
-@cc.function
-def gemv_allreduce(
-    x: cc.tensor([B, S, H], cc.f32, cc.sliced(2)),
-    w: cc.tensor([H, H], cc.f32, cc.sliced(0)),
-    bias: cc.tensor([H], cc.f32, cc.replicated),
-):
-    partial = cc.matmul(x, w, name="proj")
-    total = cc.all_reduce(partial, "sum", name="sum")
-    return cc.add(total, bias, name="out")
+def layer(B, S, H, element):
+    @cc.function
+    def gemv_allreduce(
+        x: cc.tensor([B, S, H], element, cc.sliced(2)),
+        w: cc.tensor([H, H], element, cc.sliced(0)),
+        bias: cc.tensor([H], element, cc.replicated),
+    ):
+        partial = cc.matmul(x, w, name="proj")
+        total = cc.all_reduce(partial, "sum", name="sum")
+        return cc.add(total, bias, name="out")
+
+    return gemv_allreduce
 
 
-def build() -> ModuleOp:
+def build(sizes: dict = TEST) -> ModuleOp:
     """The decode-time row-parallel projection module."""
-    return cc.module(gemv_allreduce)
+    return cc.module(layer(**sizes))
 
 
 if __name__ == "__main__":
-    print(cc.to_text(build()), end="")
+    parser = argparse.ArgumentParser(description="print the example's module")
+    parser.add_argument("--model", action="store_true", help="at MODEL sizes")
+    sizes = MODEL if parser.parse_args().model else TEST
+    print(cc.to_text(build(sizes)), end="")

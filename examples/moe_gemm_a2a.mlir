@@ -1,7 +1,8 @@
 // A mixture of experts' combine, expert-parallel: each rank holds E/N of the
-// E = 8 experts. %tokens [E, S, C, H] = [8, 8, 2, 32] holds, for expert e,
-// the C tokens source rank s routed to it (after the dispatch), cut along the
-// experts like the experts' weights %w [E, H, H]. Each rank's experts multiply
+// E = 8 experts. %tokens [E, S, C, F] = [8, 8, 2, 32] holds, for expert e,
+// the C tokens source rank s routed to it (after the dispatch), in the
+// experts' inner width F, cut along the experts like the experts'
+// down-projections %w [E, F, H] (H = 32). Each rank's experts multiply
 // their tokens (coco.batch_matmul: group e times expert e's matrix), then the
 // all_to_all sends every token's result back to its source rank (dim = 1).
 // coco-optimize fuses "experts" and "combine" into one coco.fusion, lowered to

@@ -8,6 +8,7 @@ import importlib.util
 import subprocess
 import sys
 from collections.abc import Callable
+from math import prod
 from types import ModuleType
 
 import numpy as np
@@ -80,6 +81,50 @@ def test_script_prints_the_module(name: str) -> None:
         check=True,
     )
     assert cc.parse(run.stdout).is_structurally_equivalent(parse_example(name))
+
+
+FUSED_OPERATORS = ["dlrm_embedding", "gemv_allreduce", "moe_gemm_a2a"]
+"""The examples of docs/fused-operators.md: each also has MODEL sizes."""
+
+
+@pytest.mark.parametrize("name", FUSED_OPERATORS)
+def test_model_sizes_become_one_tile_kernel(name: str) -> None:
+    """At a production model's sizes (`--model`), coco-optimize and the
+    lowering for 8 ranks give the operator ONE tile-granular launch (no NCCL
+    call, no cuBLAS call) whose static peer bytes are the collective's:
+    all_to_all (N-1)/N of the rank's block, all_reduce 2 (N-1)/N of the
+    output."""
+    from coconet_ir.dialects.coco import element_info
+    from coconet_ir.dialects.coco_gpu import PEER_BYTES_ATTR
+
+    world = 8
+    example = load_example(name)
+    module = cc.Pipeline(f"coco-optimize,convert-coco-to-gpu{{world={world}}}")(
+        example.build(example.MODEL)
+    )
+    names = [op.name for op in module.walk()]
+    assert not [n for n in names if n.startswith("coco_gpu.nccl")]
+    assert "coco_gpu.gemm" not in names
+    (fused,) = [
+        op
+        for op in module.walk()
+        if op.name == "gpu.launch_func" and PEER_BYTES_ATTR in op.attributes
+    ]
+    out = example.build(example.MODEL).body.block.first_op.function_type.outputs
+    result = out.data[0]
+    size = prod(result.dims) * element_info(result.element_type).bytes
+    per_peer = 2 * size // world if name == "gemv_allreduce" else size // world**2
+    assert fused.attributes[PEER_BYTES_ATTR].value.data == per_peer
+
+
+def test_model_scripts_print_the_model_module() -> None:
+    run = subprocess.run(
+        [sys.executable, str(EXAMPLES_DIR / "moe_gemm_a2a.py"), "--model"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "!coco.tensor<64x8x256x14336xbf16, sliced<0>>" in run.stdout
 
 
 @pytest.mark.parametrize("name", NAMES)
