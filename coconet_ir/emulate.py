@@ -256,7 +256,7 @@ def reduction_length(module: ModuleOp, world: int) -> int:
     longest = 1
     for op in module.walk():
         match op:
-            case coco.MatmulOp():
+            case coco.MatmulOp() | coco.BatchMatmulOp():
                 longest = max(longest, coco.tensor_type(op.lhs).dims[-1])
             case coco.ReduceOp():
                 dims = coco.tensor_type(op.operand).dims
@@ -315,6 +315,7 @@ class LaunchTimeline:
 
     kernel: str
     rank: int
+    """Global: `stage * world + rank`."""
     tiles: int
     first_tile: int
     last_tile: int
@@ -344,13 +345,9 @@ class EmulatorStats:
         """`[src, dst, stream]` over global ranks (`stage * N + rank`)."""
         self.launches = np.asarray(raw["launches"], dtype=np.int64)
         """`[global rank, stream]`."""
-        self.timeline = [
-            LaunchTimeline(**entry)
-            for entry in raw.get("timeline", [])
-            if entry["tiles"] > 0
-        ]
-        """The launches of tile kernels, every call's, in the order they
-        ended."""
+        self.timeline = [LaunchTimeline(**entry) for entry in raw.get("timeline", [])]
+        """The launches that marked tiles (tile kernels), every call's, in
+        the order they ended."""
 
     def __repr__(self) -> str:
         return (

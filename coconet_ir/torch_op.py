@@ -740,7 +740,8 @@ def register(
             f"register: after '{passes}' the program has fused collective kernels "
             f"({lowered.symmetric_bytes} bytes of symmetric workspace), which store "
             "into their peers' memory; one process per GPU cannot reach it. Use "
-            f"passes without coco-fuse (the default, '{DEFAULT_PASSES}')"
+            f"passes without coco-fuse and coco-fuse-collective (the default, "
+            f"'{DEFAULT_PASSES}')"
         )
     return CocoOp(
         module,

@@ -7,9 +7,14 @@ still compute; the tail of the same kernel waits only for the tile it copies
 next. No NCCL call, no host synchronization between compute and
 communication (Punniyamurthy et al., 2023).
 
-Built: embedding + all_to_all (below) and GEMV + all_reduce
-(`GemvAllReduce`: a two-shot all-reduce whose first shot is computed tile by
-tile; docs/gpu.md). Embedding + all_to_all (DLRM): rank `r` owns tables `r·T' ..`
+Built: embedding + all_to_all (below), GEMV + all_reduce (`GemvAllReduce`:
+a two-shot all-reduce whose first shot is computed tile by tile) and GEMM +
+all_to_all (`GemmAllToAll`: a mixture of experts' combine); docs/gpu.md, 5b.
+Each plan (`TilePlan`) says whether a fusion is its kernel's
+(`fuse_collective.tile_kernel_problem`, then what depends on the world
+size), and `lower_tiles` builds the host side of any of them.
+
+Embedding + all_to_all (DLRM): rank `r` owns tables `r·T' ..`
 (`T' = T/N`) and pools them for the whole batch; rank `p` needs the bags
 `p·B' ..` (`B' = B/N`) of every table. A *tile* is one table's bags for one
 destination: `B'·D` elements. The kernel, for epoch `e`:
@@ -36,7 +41,6 @@ copied everything out.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from math import prod
 from typing import Protocol
@@ -55,11 +59,9 @@ from coconet_ir.dialects.coco import (
     BatchMatmulOp,
     EmbeddingOp,
     FusionOp,
-    LayoutAttr,
     MatmulOp,
     YieldOp,
     element_info,
-    is_float,
     tensor_type,
 )
 from coconet_ir.dialects.coco_gpu import (
@@ -97,7 +99,7 @@ from coconet_ir.lowering.kernels import (
     store,
     to_compute,
 )
-from coconet_ir.passes.fuse_collective import GEMV_ROWS
+from coconet_ir.passes.fuse_collective import tile_kernel_problem
 
 
 def frame(b: Builder) -> tuple[SSAValue, SSAValue, SSAValue, SSAValue, SSAValue]:
@@ -176,8 +178,56 @@ def producer_and_collective(
     return first, second
 
 
+class TileKernel(Protocol):
+    def build(self, lowering: Lowering, name: str) -> gpu.FuncOp: ...
+
+
 @dataclass(frozen=True)
-class EmbeddingAllToAll:
+class TilePlan:
+    """What every tile kernel's plan says (`lower_tiles` reads it): the
+    fusion it lowers, its reads, its symmetric buffers, its signal slots,
+    the tiles a rank computes and the bytes it stores into each peer."""
+
+    fusion: FusionOp
+
+    @property
+    def element(self) -> Attribute:
+        """The element type of the fusion's result (and of its buffers)."""
+        return tensor_type(self.fusion.results[0]).element_type
+
+    @property
+    def element_bytes(self) -> int:
+        return element_info(self.element).bytes
+
+    @property
+    def reads(self) -> list[SSAValue]:
+        """The fusion's block arguments the kernel reads, in its order."""
+        raise NotImplementedError
+
+    @property
+    def symmetric(self) -> list[tuple[str, int]]:
+        """The symmetric buffers: (name hint, elements)."""
+        raise NotImplementedError
+
+    @property
+    def slots(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def computed(self) -> int:
+        """Tiles this rank computes per launch (the kernel's work items)."""
+        raise NotImplementedError
+
+    def peer_bytes(self) -> int:
+        """Bytes this rank stores into each peer per launch."""
+        raise NotImplementedError
+
+    def kernel(self, slot_base: int) -> TileKernel:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class EmbeddingAllToAll(TilePlan):
     """The plan of an embedding + all_to_all fusion: table-parallel lookup
     (`tables` and the result cut along the tables), then `all_to_all` to the
     batch split."""
@@ -193,13 +243,7 @@ class EmbeddingAllToAll:
             return None
         embedding, exchange = pair
         assert isinstance(embedding, EmbeddingOp)
-        assert isinstance(exchange, AllToAllOp)
-        sliced0, sliced1 = LayoutAttr.sliced(0), LayoutAttr.sliced(1)
-        if (
-            tensor_type(embedding.tables).layout != sliced0
-            or tensor_type(embedding.result).layout != sliced0
-            or tensor_type(exchange.result).layout != sliced1
-        ):
+        if tile_kernel_problem(embedding, exchange) is not None:
             return None
         return EmbeddingAllToAll(
             fusion, embedding, EmbeddingLookup.of(embedding, world)
@@ -228,10 +272,6 @@ class EmbeddingAllToAll:
         """Elements of one tile: one table's bags for one destination."""
         return self.bags * self.width
 
-    @property
-    def element_bytes(self) -> int:
-        return element_info(tensor_type(self.embedding.result).element_type).bytes
-
     def peer_bytes(self) -> int:
         """Bytes this rank stores into each peer per launch."""
         return self.tables * self.tile * self.element_bytes
@@ -240,6 +280,17 @@ class EmbeddingAllToAll:
     def computed(self) -> int:
         """Tiles this rank computes per launch: `T'` for each destination."""
         return self.world * self.tables
+
+    @property
+    def reads(self) -> list[SSAValue]:
+        return [self.embedding.tables, self.embedding.indices]
+
+    @property
+    def symmetric(self) -> list[tuple[str, int]]:
+        return [("recv", self.world * self.tables * self.tile)]
+
+    def kernel(self, slot_base: int) -> TileKernel:
+        return EmbeddingAllToAllKernel(self, slot_base)
 
     @property
     def slots(self) -> int:
@@ -340,7 +391,7 @@ GEMV_TILE_ELEMENTS = 256
 
 
 @dataclass(frozen=True)
-class GemvAllReduce:
+class GemvAllReduce(TilePlan):
     """The plan of a GEMV + all_reduce fusion: a row-parallel matmul (`x`
     cut along K, `w` along its rows: local partial sums) of at most
     `GEMV_ROWS` rows, then `all_reduce sum`. The output's columns are cut
@@ -357,18 +408,11 @@ class GemvAllReduce:
         if pair is None:
             return None
         matmul, total = pair
-        assert isinstance(matmul, MatmulOp) and isinstance(total, AllReduceOp)
-        if total.reduction.data != "sum":
-            return None
-        lhs, rhs = tensor_type(matmul.lhs), tensor_type(matmul.rhs)
-        if not (
-            lhs.layout == LayoutAttr.sliced(lhs.rank - 1)
-            and rhs.layout == LayoutAttr.sliced(0)
-            and is_float(lhs.element_type)
-        ):
+        assert isinstance(matmul, MatmulOp)
+        if tile_kernel_problem(matmul, total) is not None:
             return None
         plan = GemvAllReduce(fusion, matmul, world)
-        return plan if plan.rows <= GEMV_ROWS and plan.tile_columns else None
+        return plan if plan.tile_columns else None
 
     @property
     def rows(self) -> int:
@@ -409,10 +453,6 @@ class GemvAllReduce:
         """Tiles each rank reduces (`C/N`: `tile_columns` makes N divide C)."""
         return self.tiles // self.world
 
-    @property
-    def element_bytes(self) -> int:
-        return element_info(tensor_type(self.matmul.result).element_type).bytes
-
     def peer_bytes(self) -> int:
         """Bytes this rank stores into each peer per launch: the partials of
         the peer's C/N tiles and the results of its own C/N (two-shot:
@@ -423,6 +463,18 @@ class GemvAllReduce:
     def computed(self) -> int:
         """Tiles this rank computes per launch: a partial of each tile."""
         return self.world * self.per_rank
+
+    @property
+    def reads(self) -> list[SSAValue]:
+        return [self.matmul.lhs, self.matmul.rhs]
+
+    @property
+    def symmetric(self) -> list[tuple[str, int]]:
+        size = self.rows * self.columns
+        return [("partials", self.world * size), ("gather", size)]
+
+    def kernel(self, slot_base: int) -> TileKernel:
+        return GemvAllReduceKernel(self, slot_base)
 
     @property
     def slots(self) -> int:
@@ -579,7 +631,7 @@ weights, four times over)."""
 
 
 @dataclass(frozen=True)
-class GemmAllToAll:
+class GemmAllToAll(TilePlan):
     """The plan of a GEMM + all_to_all fusion (mixture of experts): a
     `coco.batch_matmul` (`sliced<0> x sliced<0>`: each rank its experts) or
     a `coco.matmul` (`sliced<0> x replicated`) whose result is `sliced<0>`,
@@ -605,15 +657,9 @@ class GemmAllToAll:
             return None
         matmul, exchange = pair
         assert isinstance(matmul, MatmulOp | BatchMatmulOp)
-        assert isinstance(exchange, AllToAllOp)
-        result, moved = tensor_type(matmul.result), tensor_type(exchange.result)
-        dim = moved.layout.sliced_dim if moved.layout.is_sliced else -1
-        if not (
-            result.layout == LayoutAttr.sliced(0)
-            and 0 < dim < result.rank - 1
-            and is_float(result.element_type)
-        ):
+        if tile_kernel_problem(matmul, exchange) is not None:
             return None
+        dim = tensor_type(exchange.results[0]).layout.sliced_dim
         return GemmAllToAll(fusion, matmul, dim, world)
 
     @property
@@ -636,6 +682,7 @@ class GemmAllToAll:
 
     @property
     def columns(self) -> int:
+        """Columns of a destination's part (`M`)."""
         return self.part[-1]
 
     @property
@@ -650,6 +697,7 @@ class GemmAllToAll:
 
     @property
     def tile_columns(self) -> int:
+        """The widest divisor of `M` up to `GEMM_TILE_COLUMNS`."""
         return max(
             c
             for c in range(1, min(GEMM_TILE_COLUMNS, self.columns) + 1)
@@ -658,6 +706,8 @@ class GemmAllToAll:
 
     @property
     def tile_rows(self) -> int:
+        """The widest divisor of `rows` keeping a tile within
+        `GEMM_TILE_ELEMENTS`."""
         limit = max(1, GEMM_TILE_ELEMENTS // self.tile_columns)
         return max(r for r in range(1, min(limit, self.rows) + 1) if self.rows % r == 0)
 
@@ -675,10 +725,6 @@ class GemmAllToAll:
         """Elements of one destination's part (one source's, received)."""
         return self.rows * self.columns
 
-    @property
-    def element_bytes(self) -> int:
-        return element_info(tensor_type(self.matmul.result).element_type).bytes
-
     def peer_bytes(self) -> int:
         """Bytes this rank stores into each peer per launch: its part."""
         return self.chunk * self.element_bytes
@@ -689,6 +735,17 @@ class GemmAllToAll:
         return self.world * self.tiles
 
     @property
+    def reads(self) -> list[SSAValue]:
+        return [self.matmul.lhs, self.matmul.rhs]
+
+    @property
+    def symmetric(self) -> list[tuple[str, int]]:
+        return [("recv", self.world * self.chunk)]
+
+    def kernel(self, slot_base: int) -> TileKernel:
+        return GemmAllToAllKernel(self, slot_base)
+
+    @property
     def slots(self) -> int:
         """READY (one per source rank), then TILE (per source and tile)."""
         return self.world + self.world * self.tiles
@@ -696,6 +753,9 @@ class GemmAllToAll:
 
 @dataclass
 class GemmAllToAllKernel:
+    """The GEMM + all_to_all kernel of `plan`, its signal slots from
+    `slot_base` (READY, then TILE; docs/gpu.md, 5b)."""
+
     plan: GemmAllToAll
     slot_base: int
 
@@ -807,6 +867,14 @@ def _count(plan: EmbeddingAllToAll, value: SSAValue) -> int:
     return shape[0] * shape[1] * shape[2]
 
 
+PLANS: tuple[type[EmbeddingAllToAll | GemvAllReduce | GemmAllToAll], ...] = (
+    EmbeddingAllToAll,
+    GemvAllReduce,
+    GemmAllToAll,
+)
+"""The tile kernels, by the plan that says whether a fusion is theirs."""
+
+
 def lower_tile_collective(
     lowering: Lowering, fusion: FusionOp, rewriter: PatternRewriter
 ) -> bool:
@@ -815,103 +883,43 @@ def lower_tile_collective(
     module = module_of(fusion)
     if module is None:
         return False
-    gemv = GemvAllReduce.of(fusion, lowering.world)
-    if gemv is not None:
-        lower_gemv_all_reduce(lowering, gemv, module, rewriter)
-        return True
-    gemm = GemmAllToAll.of(fusion, lowering.world)
-    if gemm is not None:
-        element = tensor_type(gemm.matmul.result).element_type
-        lower_tiles(
-            lowering,
-            fusion,
-            module,
-            lambda base: GemmAllToAllKernel(gemm, base),
-            gemm.slots,
-            [gemm.matmul.lhs, gemm.matmul.rhs],
-            [("recv", element, gemm.world * gemm.chunk)],
-            gemm.computed,
-            gemm.peer_bytes(),
-            rewriter,
-        )
-        return True
-    plan = EmbeddingAllToAll.of(fusion, lowering.world)
-    if plan is None:
-        return False
-    element = tensor_type(plan.embedding.result).element_type
-    lower_tiles(
-        lowering,
-        fusion,
-        module,
-        lambda base: EmbeddingAllToAllKernel(plan, base),
-        plan.slots,
-        [plan.embedding.tables, plan.embedding.indices],
-        [("recv", element, plan.world * plan.tables * plan.tile)],
-        plan.computed,
-        plan.peer_bytes(),
-        rewriter,
-    )
-    return True
-
-
-def lower_gemv_all_reduce(
-    lowering: Lowering,
-    plan: GemvAllReduce,
-    module: Operation,
-    rewriter: PatternRewriter,
-) -> None:
-    element = tensor_type(plan.matmul.result).element_type
-    size = plan.rows * plan.columns
-    lower_tiles(
-        lowering,
-        plan.fusion,
-        module,
-        lambda base: GemvAllReduceKernel(plan, base),
-        plan.slots,
-        [plan.matmul.lhs, plan.matmul.rhs],
-        [("partials", element, plan.world * size), ("gather", element, size)],
-        plan.computed,
-        plan.peer_bytes(),
-        rewriter,
-    )
-
-
-class TileKernel(Protocol):
-    def build(self, lowering: Lowering, name: str) -> gpu.FuncOp: ...
+    for kind in PLANS:
+        plan = kind.of(fusion, lowering.world)
+        if plan is not None:
+            lower_tiles(lowering, plan, module, rewriter)
+            return True
+    return False
 
 
 def lower_tiles(
     lowering: Lowering,
-    fusion: FusionOp,
+    plan: TilePlan,
     module: Operation,
-    kernel_at: Callable[[int], TileKernel],
-    slots: int,
-    reads: list[SSAValue],
-    symmetric: list[tuple[str, Attribute, int]],
-    items: int,
-    peer_bytes: int,
     rewriter: PatternRewriter,
 ) -> None:
     """The host side of a tile kernel: its signal slots and symmetric
-    buffers (`(hint, element type, count)`), the flat buffers of the block
-    arguments it `reads`, the output, the launch. The kernel's arguments:
-    rank, epoch, peers, the reads, the symmetric buffers, the output."""
+    buffers, the flat buffers of the block arguments it reads, the output,
+    the launch. The kernel's arguments: rank, epoch, peers, the reads, the
+    symmetric buffers, the output."""
+    fusion = plan.fusion
     allocator = SymmetricAllocator.of(module)
-    func = kernel_at(allocator.slots(slots)).build(
+    func = plan.kernel(allocator.slots(plan.slots)).build(
         lowering, lowering.kernel_name(fusion, "fused")
     )
     rank, peers, epoch = peer_context()
     host: list[Operation] = [rank, peers, epoch]
     operands = [rank.result, epoch.result, peers.result]
     inputs = dict(zip(fusion.block.args, fusion.inputs))
-    for value in reads:
+    for value in plan.reads:
         ops, buffer = lowering.buffer(inputs[value])  # type: ignore[index]
         more, collapsed = collapse(buffer)
         host.extend([*ops, *more])
         operands.append(collapsed)
-    for hint, element, count in symmetric:
-        size = count * element_info(element).bytes
-        op = SymmetricBufferOp(allocator.buffer(size), MemRefType(element, [count]))
+    for hint, count in plan.symmetric:
+        size = count * plan.element_bytes
+        op = SymmetricBufferOp(
+            allocator.buffer(size), MemRefType(plan.element, [count])
+        )
         op.result.name_hint = hint
         host.append(op)
         operands.append(op.result)
@@ -919,7 +927,7 @@ def lower_tiles(
     more, out_flat = collapse(out)
     host.extend([*ops, *more])
     operands.append(out_flat)
-    host += tile_launch(lowering, func, items, operands, peer_bytes)
+    host += tile_launch(lowering, func, plan.computed, operands, plan.peer_bytes())
     replace_with_buffers(rewriter, fusion, host, [out])
 
 

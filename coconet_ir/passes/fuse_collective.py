@@ -30,11 +30,11 @@ The producer (`coco.embedding`, `coco.matmul`, `coco.batch_matmul`) must have
 the collective (`coco.all_to_all`, `coco.all_reduce`, `coco.reduce_scatter`)
 as its only user, in the same block. A fusion's meaning is its body, so values
 never change. `op=NAME` names the producer. With `where_it_pays`
-(coco-optimize's rule, `pays_off`): an embedding with its collective and
-anything into an all_to_all always, a matmul's all_reduce / reduce_scatter
-when the matmul is a GEMV (at most `GEMV_ROWS` rows), where CoCoNet's split +
-reorder + overlap with a library GEMM has too little work to hide the
-collective behind.
+(coco-optimize's rule, `pays_off`): only the pairs the lowering has a
+tile-granular kernel for (`tile_kernel_problem`) — an embedding of sliced<0>
+tables into its all_to_all, a GEMM with a sliced<0> result into an
+all_to_all, a row-parallel GEMV (at most `GEMV_ROWS` rows) into an
+all_reduce sum; CoCoNet's split + reorder + overlap handle the rest.
 """
 
 from __future__ import annotations
@@ -58,8 +58,10 @@ from coconet_ir.dialects.coco import (
     BatchMatmulOp,
     EmbeddingOp,
     FusionOp,
+    LayoutAttr,
     MatmulOp,
     ReduceScatterOp,
+    is_float,
     label_attribute,
     label_of,
     tensor_type,
@@ -99,14 +101,60 @@ def rows(matmul: MatmulOp | BatchMatmulOp) -> int:
     return prod(tensor_type(matmul.result).dims[:-1])
 
 
+def tile_kernel_problem(op: Operation, collective: Operation) -> str | None:
+    """Why `convert-coco-to-gpu` has no tile-granular kernel for `op` and
+    the collective consuming it, or None when it has one: the paper's three
+    operators in the layouts their kernels take (docs/gpu.md, 5b). The
+    lowering's plans check this, then what depends on the world size."""
+    result = tensor_type(op.results[0])
+    moved = tensor_type(collective.results[0])
+    if isinstance(op, EmbeddingOp):
+        if (
+            isinstance(collective, AllToAllOp)
+            and tensor_type(op.tables).layout == LayoutAttr.sliced(0)
+            and result.layout == LayoutAttr.sliced(0)
+            and moved.layout == LayoutAttr.sliced(1)
+        ):
+            return None
+        return (
+            "an embedding has a tile kernel for sliced<0> tables and its "
+            "all_to_all to dim 1 only"
+        )
+    if not is_float(result.element_type):
+        return f"an integer {op.name} has no tile kernel"
+    if isinstance(collective, AllToAllOp):
+        if result.layout == LayoutAttr.sliced(0) and 0 < moved.layout.sliced_dim < (
+            result.rank - 1
+        ):
+            return None
+        return (
+            "a GEMM + all_to_all has a tile kernel for a sliced<0> result moved "
+            "to a dim other than 0 and the last"
+        )
+    if isinstance(op, MatmulOp) and rows(op) > GEMV_ROWS:
+        return (
+            f"a matmul of {rows(op)} rows is no GEMV (at most {GEMV_ROWS}): "
+            "coco-overlap overlaps it with its collective"
+        )
+    if (
+        isinstance(op, MatmulOp)
+        and isinstance(collective, AllReduceOp)
+        and collective.reduction.data == "sum"
+    ):
+        lhs, rhs = tensor_type(op.lhs), tensor_type(op.rhs)
+        if (
+            lhs.layout == LayoutAttr.sliced(lhs.rank - 1)
+            and rhs.layout == LayoutAttr.sliced(0)
+        ):
+            return None
+        return "a GEMV + all_reduce has a tile kernel for a row-parallel matmul"
+    return f"a {op.name} and its {collective.name} have no tile kernel"
+
+
 def pays_off(op: Operation, collective: Operation) -> bool:
-    """`coco-optimize`'s rule (docs/passes/coco-fuse-collective.md): after an
-    embedding, or into an all_to_all, always; a matmul's all_reduce or
-    reduce_scatter only after a GEMV."""
-    if isinstance(collective, AllToAllOp) or isinstance(op, EmbeddingOp):
-        return True
-    assert isinstance(op, MatmulOp | BatchMatmulOp)
-    return rows(op) <= GEMV_ROWS
+    """`coco-optimize`'s rule (docs/passes/coco-fuse-collective.md): where
+    the lowering has a tile kernel for the pair."""
+    return tile_kernel_problem(op, collective) is None
 
 
 def build_fused_collective(found: Boundary, body) -> FusionOp:
@@ -162,12 +210,8 @@ class FuseCollective(CocoPass):
         collective = consumer(op)
         if isinstance(collective, str):
             return collective
-        if not self.wants(op, collective):
-            assert isinstance(op, MatmulOp | BatchMatmulOp)
-            return (
-                f"a matmul of {rows(op)} rows is no GEMV (at most {GEMV_ROWS}): "
-                "coco-overlap overlaps it with its collective"
-            )
+        if self.where_it_pays:
+            return tile_kernel_problem(op, collective)
         return None
 
     def not_a_candidate(self, op: Operation) -> str | None:

@@ -484,11 +484,13 @@ def timeline_lines(stats: EmulatorStats, stage: int) -> list[str]:
             launch = first_call.get((kernel, rank))
             if launch is None:
                 continue
-            verdict = (
-                "communication starts before computation ends"
-                if launch.overlapped
-                else "NO OVERLAP"
-            )
+            if launch.remote_stores == 0:
+                verdict = "no stores into peers"
+            elif launch.overlapped:
+                verdict = "communication starts before computation ends"
+            else:
+                verdict = "NO OVERLAP: the first store into a peer came after"
+                verdict += " the last tile"
             lines.append(
                 f"    rank {rank - ranks.start}: {launch.tiles} tiles computed "
                 f"#{launch.first_tile}..#{launch.last_tile}, "

@@ -396,3 +396,16 @@ def test_the_timeline_shows_communication_before_computation_ends(program: str):
         assert launch.tiles == plan.computed
         assert launch.overlapped, launch
     assert run.stats.bytes_per_rank().tolist() == [3 * plan.peer_bytes()] * 4
+
+
+@pytestmark_emulation
+def test_only_tile_kernels_have_a_timeline():
+    """A fused all-reduce kernel stores into its peers but marks no tiles:
+    the emulator keeps no timeline for it (docs/gpu.md §3)."""
+    from helpers import example
+
+    from coconet_ir.emulate import emulate as emulate_program
+
+    run = emulate_program(example("adam"), 2, calls=2)
+    assert run.stats is not None and run.stats.bytes_per_rank().sum() > 0
+    assert run.stats.raw["timeline"] == []

@@ -6,6 +6,7 @@ launch whose static peer bytes are the collective's."""
 
 from __future__ import annotations
 
+import re
 from math import prod
 
 import pytest
@@ -134,3 +135,48 @@ func.func @f(%a: !coco.tensor<8x8x2x16xf32, sliced<0>>, %b: !coco.tensor<8x16x8x
     after = cc.Pipeline("coco-fuse-collective")(cc.parse(program))
     assert not [op for op in after.walk() if isinstance(op, FusionOp)]
     assert cc.equivalent(cc.parse(program), after, world).ok
+
+
+@pytest.mark.parametrize(
+    "producer,collective,message",
+    [
+        (
+            "%p = coco.batch_matmul %a, %b : (!coco.tensor<8x1x16xf32, local>, "
+            "!coco.tensor<8x16x8xf32, replicated>) -> !coco.tensor<8x1x8xf32, local>",
+            "%o = coco.all_reduce %p reduction = sum : !coco.tensor<8x1x8xf32, local> "
+            "-> !coco.tensor<8x1x8xf32, replicated>",
+            "a coco.batch_matmul and its coco.all_reduce have no tile kernel",
+        ),
+        (
+            "%p = coco.batch_matmul %a, %b : (!coco.tensor<8x1x16xf32, local>, "
+            "!coco.tensor<8x16x8xf32, replicated>) -> !coco.tensor<8x1x8xf32, local>",
+            "%o = coco.reduce_scatter %p reduction = sum dim = 0 : "
+            "!coco.tensor<8x1x8xf32, local> -> !coco.tensor<8x1x8xf32, sliced<0>>",
+            "a coco.batch_matmul and its coco.reduce_scatter have no tile kernel",
+        ),
+    ],
+)
+def test_where_it_pays_fuses_only_pairs_with_a_tile_kernel(
+    producer: str, collective: str, message: str
+):
+    """coco-optimize's rule: a pair the lowering has no tile kernel for is
+    left to CoCoNet's split, reorder and overlap; named, it is refused with
+    the reason and the module is unchanged."""
+    a, b = producer.split("(")[1].split(")")[0].split(", !")
+    out = collective.rsplit("-> ", 1)[1]
+    program = cc.parse(
+        f'func.func @f(%a: {a}, %b: !{b}) -> {out} {{\n  {producer} {{name = "p"}}\n'
+        f"  {collective}\n  func.return %o : {out}\n}}".replace(' {name = "p"}', "")
+    )
+    text = cc.to_text(program)
+    with pytest.warns(Warning, match=re.escape(message)):
+        cc.Pipeline("coco-fuse-collective{where_it_pays=true}")(program)
+    assert cc.to_text(program) == text
+    with pytest.raises(cc.CocoError, match=re.escape(message)):
+        cc.Pipeline("coco-fuse-collective{where_it_pays=true op=p}")(
+            cc.parse(
+                text.replace(
+                    "coco.batch_matmul %a, %b", 'coco.batch_matmul %a, %b {name = "p"}'
+                )
+            )
+        )

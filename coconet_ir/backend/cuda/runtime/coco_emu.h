@@ -574,20 +574,27 @@ namespace coco_emu {
 // computed" marks and of their stores into peers (`count_peer_bytes`, issued
 // right after a tile's stores). Two events of one thread are numbered in
 // program order, so "first remote store < last tile computed" is a fact
-// about the run, not about clocks.
-struct launch_timeline {
-  int rank = 0;  // global
+// about the run, not about clocks. Kept only for launches that mark tiles.
+struct timeline_record {
+  int rank = 0;  // global: stage * world + rank
   std::string kernel;
   uint64_t tiles = 0, first_tile = UINT64_MAX, last_tile = 0;
   uint64_t remote_stores = 0, first_remote_store = UINT64_MAX, last_remote_store = 0;
-  std::mutex m;
+};
 
-  launch_timeline() = default;
-  launch_timeline(const launch_timeline &o)
-      : rank(o.rank), kernel(o.kernel), tiles(o.tiles), first_tile(o.first_tile),
-        last_tile(o.last_tile), remote_stores(o.remote_stores),
-        first_remote_store(o.first_remote_store), last_remote_store(o.last_remote_store) {}
-  bool empty() const { return tiles == 0 && remote_stores == 0; }
+// What the launch's threads update while it runs: relaxed atomics, which
+// order nothing, so ThreadSanitizer sees no synchronization through them.
+struct launch_timeline {
+  std::atomic<uint64_t> tiles{0}, first_tile{UINT64_MAX}, last_tile{0};
+  std::atomic<uint64_t> remote_stores{0}, first_remote_store{UINT64_MAX},
+      last_remote_store{0};
+
+  timeline_record record(int rank, const char *kernel) const {
+    auto get = [](const std::atomic<uint64_t> &v) { return v.load(std::memory_order_relaxed); };
+    return {rank,           kernel,          get(tiles),
+            get(first_tile), get(last_tile), get(remote_stores),
+            get(first_remote_store), get(last_remote_store)};
+  }
 };
 
 inline thread_local launch_timeline *current_launch = nullptr;  // in kernel threads
@@ -616,9 +623,9 @@ struct coco_emu_world {
   std::unique_ptr<std::atomic<uint64_t>[]> nccl_calls;  // [global][stream]
   std::unique_ptr<std::atomic<uint64_t>[]> gemms;       // [global][stream]
   std::unique_ptr<std::atomic<uint64_t>[]> bytes;       // [src][dst][stream]
-  std::mutex names_mutex;
+  std::mutex names_mutex;                                // guards the two below
   std::map<std::string, uint64_t> kernel_launches;      // kernel name -> launches
-  std::vector<coco_emu::launch_timeline> timelines;     // launches with tile events
+  std::vector<coco_emu::timeline_record> timelines;     // launches that marked tiles
 
   std::atomic<uint64_t> &byte_counter(int src, int dst, int stream) {
     return bytes[((size_t)src * ranks + dst) * COCO_EMU_STREAMS + stream];
@@ -651,15 +658,16 @@ inline void count_bytes(int src, int dst, int stream, uint64_t n, coco_emu_world
 }
 
 // A tile event of the current launch's timeline: its sequence number.
-inline void stamp(uint64_t launch_timeline::*count, uint64_t launch_timeline::*first,
-                  uint64_t launch_timeline::*last) {
-  launch_timeline *t = current_launch;
-  if (!t) return;
+inline void stamp(std::atomic<uint64_t> &count, std::atomic<uint64_t> &first,
+                  std::atomic<uint64_t> &last) {
   uint64_t now = timeline_clock().fetch_add(1, std::memory_order_relaxed);
-  std::lock_guard<std::mutex> lock(t->m);
-  ++(t->*count);
-  if (now < t->*first) t->*first = now;
-  if (now > t->*last) t->*last = now;
+  count.fetch_add(1, std::memory_order_relaxed);
+  uint64_t seen = first.load(std::memory_order_relaxed);
+  while (now < seen && !first.compare_exchange_weak(seen, now, std::memory_order_relaxed)) {
+  }
+  seen = last.load(std::memory_order_relaxed);
+  while (now > seen && !last.compare_exchange_weak(seen, now, std::memory_order_relaxed)) {
+  }
 }
 
 inline void count_peer_bytes(int rank, int p, unsigned long long n) {
@@ -670,12 +678,12 @@ inline void count_peer_bytes(int rank, int p, unsigned long long n) {
     fatal(4, "coco::count_peer_bytes: %s, kernel '%s': peer %d out of range (world %d)",
           describe_current().c_str(), current.name, p, w->world);
   count_bytes(s->global, s->stage * w->world + p, s->index, n, w);
-  stamp(&launch_timeline::remote_stores, &launch_timeline::first_remote_store,
-        &launch_timeline::last_remote_store);
+  if (launch_timeline *t = current_launch)
+    stamp(t->remote_stores, t->first_remote_store, t->last_remote_store);
 }
 
 inline void tile_computed() {
-  stamp(&launch_timeline::tiles, &launch_timeline::first_tile, &launch_timeline::last_tile);
+  if (launch_timeline *t = current_launch) stamp(t->tiles, t->first_tile, t->last_tile);
 }
 
 // ---------------------------------------------------------------------------
@@ -869,8 +877,6 @@ inline void run_grid(stream_state *s, const char *name, dim3 grid, dim3 block, s
   for (size_t b = 0; b < blocks; ++b)
     states.push_back(std::make_unique<block_state>((std::ptrdiff_t)threads, shared_bytes));
   launch_timeline timeline;
-  timeline.rank = s->global;
-  timeline.kernel = name;
   std::vector<kernel_thread> args(blocks * threads);
   std::vector<pthread_t> handles(blocks * threads);
   pthread_attr_t attr;
@@ -896,9 +902,9 @@ inline void run_grid(stream_state *s, const char *name, dim3 grid, dim3 block, s
       }
   pthread_attr_destroy(&attr);
   for (auto &h : handles) pthread_join(h, nullptr);
-  if (!timeline.empty() && s->world) {
+  if (timeline.tiles.load(std::memory_order_relaxed) > 0 && s->world) {
     std::lock_guard<std::mutex> lock(s->world->names_mutex);
-    s->world->timelines.push_back(timeline);
+    s->world->timelines.push_back(timeline.record(s->global, name));
   }
 }
 

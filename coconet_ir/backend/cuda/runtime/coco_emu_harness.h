@@ -189,7 +189,7 @@ COCO_EMU_EXPORT size_t coco_emu_stats_json(coco_emu_world *w, char *buf, size_t 
                "\"last_tile\": %lld, \"remote_stores\": %llu, \"first_remote_store\": %lld, "
                "\"last_remote_store\": %lld}",
                t.rank, (unsigned long long)t.tiles,
-               t.tiles ? (long long)t.first_tile : -1LL, t.tiles ? (long long)t.last_tile : -1LL,
+               (long long)t.first_tile, (long long)t.last_tile,
                (unsigned long long)t.remote_stores,
                t.remote_stores ? (long long)t.first_remote_store : -1LL,
                t.remote_stores ? (long long)t.last_remote_store : -1LL);
