@@ -625,6 +625,11 @@ class GemvAllReduceKernel:
 GEMM_TILE_ELEMENTS = 1024
 """Elements of one GEMM output tile (rows x columns), at most."""
 
+GEMM_MIN_TILE_COLUMNS = 16
+"""Fewer columns per tile (an output width with no divisor from 16 to 128,
+a prime 131, say) would leave a warp's weight loads uncoalesced: such a
+GEMM + all_to_all lowers op by op."""
+
 GEMM_TILE_COLUMNS = 128
 """Columns of one GEMM output tile, at most (a warp's coalesced loads of the
 weights, four times over)."""
@@ -660,7 +665,9 @@ class GemmAllToAll(TilePlan):
         if tile_kernel_problem(matmul, exchange) is not None:
             return None
         dim = tensor_type(exchange.results[0]).layout.sliced_dim
-        return GemmAllToAll(fusion, matmul, dim, world)
+        plan = GemmAllToAll(fusion, matmul, dim, world)
+        narrow = plan.tile_columns < min(GEMM_MIN_TILE_COLUMNS, plan.columns)
+        return None if narrow else plan
 
     @property
     def block(self) -> tuple[int, ...]:

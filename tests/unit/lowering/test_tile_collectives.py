@@ -409,3 +409,13 @@ def test_only_tile_kernels_have_a_timeline():
     run = emulate_program(example("adam"), 2, calls=2)
     assert run.stats is not None and run.stats.bytes_per_rank().sum() > 0
     assert run.stats.raw["timeline"] == []
+
+
+def test_gemm_with_no_wide_tile_lowers_op_by_op():
+    """An output width with no divisor from 16 to 128 (131, prime) would
+    give one-column tiles: the fusion lowers op by op instead."""
+    lowered = cc.Pipeline("convert-coco-to-gpu{world=4}")(moe(ffn=131))
+    names = {op.name for op in lowered.walk()}
+    assert "coco_gpu.gemm" in names and "coco_gpu.nccl_all_to_all" in names
+    wide = cc.Pipeline("convert-coco-to-gpu{world=4}")(moe(ffn=12))
+    assert "coco_gpu.nccl_all_to_all" not in {op.name for op in wide.walk()}
