@@ -8,7 +8,8 @@ work after it onto the slices (`coco-reorder`), keep optimizer state that is onl
 used through slices sliced (`coco-slice-state`), compute the norms of
 replicated values the program slices on their slices (`coco-slice-norm`), send
 slices between pipeline stages (`coco-fuse-send`, then `coco-reorder` again for
-the receiver's new all_gather), fuse reduce_scatter + compute + all_gather (or send)
+the receiver's new all_gather, repeated until no more send is fused: a
+pipeline of any depth in one run), fuse reduce_scatter + compute + all_gather (or send)
 into one kernel region (`coco-fuse`), overlap a matmul with the collectives that
 consume it, chunk by chunk (`coco-overlap`), and drop what became dead
 (`coco-dce`). Each part can be switched off, e.g.
@@ -27,6 +28,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from coconet_ir.dialects.coco import SendOp, tensor_type
 from coconet_ir.passes.base import CocoPass
 
 
@@ -70,9 +72,8 @@ class Optimize(ModulePass):
             (self.reorder, Reorder()),
             (self.slice_state, SliceState()),
             (self.slice_norm, SliceNorm()),
+            # To the fixpoint, with coco-reorder after each round: see apply.
             (self.fuse_send, FuseSend()),
-            # The receiver's new all_gather: move its elementwise consumers too.
-            (self.fuse_send and self.reorder, Reorder()),
             (self.fuse, Fuse()),
             (self.overlap, Overlap(chunks=self.chunks)),
             (True, CocoDCE()),
@@ -86,4 +87,33 @@ class Optimize(ModulePass):
         for part in parts:
             # Each part rewrites what it applies to: no targeting, and no
             # warning about the options coco-optimize gives it.
-            part.rewrite(op)
+            if part.name == "coco-fuse-send":
+                self.fuse_sends(op, part)
+            else:
+                part.rewrite(op)
+
+    def fuse_sends(self, module: ModuleOp, fuse_send: CocoPass) -> None:
+        """coco-fuse-send, then coco-reorder (the receiver's new all_gather
+        lets its elementwise consumers move onto slices, so the next stage's
+        send may now send a slice too), until no more send is fused: one
+        round per hop of a pipeline of any depth."""
+        from coconet_ir.passes.reorder import Reorder
+
+        fused = fused_sends(module)
+        while True:
+            fuse_send.rewrite(module)
+            if self.reorder:
+                Reorder().rewrite(module)
+            now = fused_sends(module)
+            if now == fused:
+                return
+            fused = now
+
+
+def fused_sends(module: ModuleOp) -> int:
+    """The sends of a slice (what coco-fuse-send makes)."""
+    return sum(
+        1
+        for op in module.walk()
+        if isinstance(op, SendOp) and tensor_type(op.operand).layout.is_sliced
+    )

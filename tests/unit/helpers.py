@@ -90,3 +90,40 @@ def assert_clean_error(proc: subprocess.CompletedProcess, message: str, code: in
     assert "Traceback" not in proc.stderr + proc.stdout
     assert message in proc.stderr, proc.stderr
     assert proc.stderr.count("error:") == 1, proc.stderr
+
+
+def pipeline_of(stages: int) -> str:
+    """Stage 0: Megatron's row-parallel layer, sent on; each middle stage:
+    receive, GELU, + bias, send on; the last: receive, GELU, matmul."""
+    t = "!coco.tensor<32x64xf32, replicated>"
+    bias = "!coco.tensor<64xf32, replicated>"
+    x, w = "!coco.tensor<32x64xf32, sliced<1>>", "!coco.tensor<64x64xf32, sliced<0>>"
+    funcs = [
+        f"""func.func @stage0(%x: {x}, %w: {w}, %b: {bias}) {{
+  %y = coco.matmul %x, %w : ({x}, {w}) -> !coco.tensor<32x64xf32, local>
+  %s = coco.all_reduce %y reduction = sum : !coco.tensor<32x64xf32, local> -> {t}
+  %o = coco.add %s, %b : ({t}, {bias}) -> {t}
+  coco.send %o to @stage1 channel = 0 : {t}
+  func.return
+}}"""
+    ]
+    for k in range(1, stages - 1):
+        funcs.append(
+            f"""func.func @stage{k}(%b: {bias}) {{
+  %h = coco.recv from @stage{k - 1} channel = {k - 1} : {t}
+  %a = coco.gelu %h : ({t}) -> {t}
+  %o = coco.add %a, %b : ({t}, {bias}) -> {t}
+  coco.send %o to @stage{k + 1} channel = {k} : {t}
+  func.return
+}}"""
+        )
+    last = stages - 1
+    funcs.append(
+        f"""func.func @stage{last}(%w: !coco.tensor<64x64xf32, replicated>) -> {t} {{
+  %h = coco.recv from @stage{last - 1} channel = {last - 1} : {t}
+  %a = coco.gelu %h : ({t}) -> {t}
+  %m = coco.matmul %a, %w : ({t}, !coco.tensor<64x64xf32, replicated>) -> {t}
+  func.return %m : {t}
+}}"""
+    )
+    return "\n".join(funcs)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import example
+from helpers import example, pipeline_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import Program, programs, scaled_examples
@@ -153,3 +153,19 @@ def test_random_optimized_programs_run_under_the_emulator(
     emulated = emulate(module, world, seed=world, threads=32)
     verdict = compare_runs(reference, emulated, module)
     assert verdict, f"{verdict.first_difference}\n{cc.to_text(module)}"
+
+
+@pytest.mark.parametrize("stages", [3, 4])
+def test_a_deep_pipeline_sends_slices_at_every_hop(stages: int):
+    """After one coco-optimize every stage of a 3- and 4-stage pipeline sends
+    its slice: under the emulator each rank moves S/N across each hop, and
+    the results are the interpreter's."""
+    module = cc.parse(pipeline_of(stages))
+    result = emulate(module, 4, passes="coco-optimize", seed=4)
+    verdict = compare_runs(cc.interpret(module, 4, seed=4), result, module)
+    assert verdict, verdict.first_difference
+    assert result.stats is not None
+    assert_counts_predicted(result)
+    for stage in range(stages - 1):
+        slice_bytes = 32 * 64 * 4 // 4
+        assert result.stats.bytes_to_other_stages(stage).tolist() == [slice_bytes] * 4

@@ -5,7 +5,7 @@ numbers read off the IR (docs/passes.md keeps the same table)."""
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, example, ops_of, stage
+from helpers import ROOT, example, ops_of, pipeline_of, stage
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
 
@@ -186,3 +186,26 @@ def test_fused_operators_become_one_region_first(world):
         isinstance(op.parent_op(), coco.FusionOp)
         for op in ops_of(off, coco.EmbeddingOp)
     )
+
+
+@pytest.mark.parametrize("stages", [3, 4])
+def test_one_run_fuses_every_hop_of_a_deep_pipeline(stages: int):
+    """coco-fuse-send and coco-reorder repeat to the fixpoint: every stage
+    sends its slice after ONE coco-optimize, a second run changes nothing,
+    and the program keeps its values on 2, 4 and 8 ranks."""
+    before = cc.parse(pipeline_of(stages))
+    after = optimize(cc.parse(pipeline_of(stages)))
+    sends = ops_of(after, coco.SendOp)
+    assert len(sends) == stages - 1
+    assert all(coco.tensor_type(s.operand).layout.is_sliced for s in sends)
+    text = cc.to_text(after)
+    assert cc.to_text(optimize(cc.parse(text))) == text
+    for world in (2, 4, 8):
+        result = cc.equivalent(before, after, world)
+        assert result.ok, result.first_difference
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_a_second_run_changes_nothing(path: Path):
+    once = cc.to_text(optimize(cc.parse_file(str(path))))
+    assert cc.to_text(optimize(cc.parse(once))) == once
