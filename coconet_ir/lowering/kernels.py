@@ -120,16 +120,21 @@ class KernelModule:
         """Launch one kernel for every set of kernels asked for under the same
         name and built identically (e.g. an op cloned into every chunk of an
         overlap), and drop the copies."""
+        from collections import Counter
         from io import StringIO
 
         from xdsl.printer import Printer
 
         first: dict[tuple[str, str], str] = {}
         replaced: dict[str, str] = {}
-        for kernel in list(self.module.body.block.ops):
-            if not isinstance(kernel, gpu.FuncOp):
-                continue
+        kernels = [k for k in self.module.body.block.ops if isinstance(k, gpu.FuncOp)]
+        asked = Counter(
+            self.bases.get(k.sym_name.data, k.sym_name.data) for k in kernels
+        )
+        for kernel in kernels:
             name = kernel.sym_name.data
+            if asked[self.bases.get(name, name)] == 1:
+                continue  # the only kernel asked for under its name: no copy
             text = StringIO()
             Printer(stream=text).print_region(kernel.body)
             key = (
