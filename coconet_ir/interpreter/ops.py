@@ -52,6 +52,20 @@ def result_type(op: Operation, index: int = 0) -> TensorType:
     return tensor_type
 
 
+def matmul_blocks(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Each rank's `a @ b` (`coco.matmul`, `coco.batch_matmul`): `b`'s
+    leading axes (the rank's, and the group's) match `a`'s, its matrix is
+    broadcast over `a`'s other row dims; an `a` of one row per group (no row
+    dim) gives none."""
+    vector = a.ndim < b.ndim
+    if vector:
+        a = a[..., None, :]
+    lead = b.ndim - 2
+    b = b.reshape((*b.shape[:lead], *([1] * (a.ndim - b.ndim)), *b.shape[lead:]))
+    product = np.matmul(a, b)
+    return product[..., 0, :] if vector else product
+
+
 def finish(op: Operation, value: np.ndarray, world: int, index: int = 0) -> DistValue:
     """Round a computed array to the result's element type."""
     tensor_type = result_type(op, index)
@@ -355,26 +369,15 @@ class CocoFunctions(InterpreterFunctions):
         self, interpreter: Interpreter, op: coco.MatmulOp, args: PythonValues
     ) -> PythonValues:
         lhs, rhs = args
-        a, b = in_compute_dtype(lhs), in_compute_dtype(rhs)
-        batch = a.ndim - 3
-        b = b.reshape((b.shape[0], *([1] * batch), *b.shape[1:]))
-        return (finish(op, np.matmul(a, b), lhs.world),)
+        product = matmul_blocks(in_compute_dtype(lhs), in_compute_dtype(rhs))
+        return (finish(op, product, lhs.world),)
 
     @impl(coco.BatchMatmulOp)
     def run_batch_matmul(
         self, interpreter: Interpreter, op: coco.BatchMatmulOp, args: PythonValues
     ) -> PythonValues:
         lhs, rhs = args
-        a, b = in_compute_dtype(lhs), in_compute_dtype(rhs)
-        vector = a.ndim == 3  # [rank, G, K]: one row per group
-        if vector:
-            a = a[..., None, :]
-        # a: [rank, G, ..., R, K], b: [rank, G, K, M] → b: [rank, G, 1.., K, M]
-        middle = a.ndim - 4
-        b = b.reshape((*b.shape[:2], *([1] * middle), *b.shape[2:]))
-        product = np.matmul(a, b)
-        if vector:
-            product = product[..., 0, :]
+        product = matmul_blocks(in_compute_dtype(lhs), in_compute_dtype(rhs))
         return (finish(op, product, lhs.world),)
 
     @impl(coco.EmbeddingOp)

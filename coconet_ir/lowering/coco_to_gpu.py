@@ -642,33 +642,12 @@ class LowerReturn(CocoLoweringPattern):
 class LowerMatmul(CocoLoweringPattern):
     """`coco.matmul` → `coco_gpu.gemm` of the per-rank buffers (cuBLAS), or a
     kernel for integers: every layout case of the dialect is a local matmul
-    of what each rank holds."""
-
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: coco.MatmulOp, rewriter: PatternRewriter) -> None:
-        if not ready(op):
-            return
-        lowering = self.lowering
-        host, (a, b) = lowering.buffers([op.lhs, op.rhs])
-        more, out = lowering.result_buffer(op, op.result)
-        host += more
-        if element_info(tensor_of(op.result).element_type).is_float:
-            host.append(GemmOp(a, b, out))
-        else:
-            name = lowering.kernel_name(op)
-            host += matmul_kernel(lowering.kernels, lowering.threads, name, a, b, out)
-        replace_with_buffers(rewriter, op, host, [out])
-
-
-@dataclass
-class LowerBatchMatmul(CocoLoweringPattern):
-    """`coco.batch_matmul` → one strided-batched `coco_gpu.gemm` of the
-    rank's groups (cuBLAS), or a kernel for integers: every layout case is a
-    local batch matmul of what each rank holds."""
+    of what each rank holds. `coco.batch_matmul` likewise, its rank-3 `b`
+    making the gemm one strided-batched call over the rank's groups."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(
-        self, op: coco.BatchMatmulOp, rewriter: PatternRewriter
+        self, op: coco.MatmulOp | coco.BatchMatmulOp, rewriter: PatternRewriter
     ) -> None:
         if not ready(op):
             return
@@ -1170,7 +1149,6 @@ def patterns(lowering: Lowering) -> list[RewritePattern]:
     kinds: list[type[CocoLoweringPattern]] = [
         LowerElementwise,
         LowerMatmul,
-        LowerBatchMatmul,
         LowerEmbedding,
         LowerReduce,
         LowerNorm,

@@ -41,6 +41,8 @@ copied everything out.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from math import prod
 from typing import Protocol
@@ -157,22 +159,26 @@ def open_to_peers(
     loop.insert(SignalOp(peers, peer, m.add(ready, rank), epoch))
 
 
-def producer_and_collective(
-    fusion: FusionOp, producer: type[Operation], collective: type[Operation]
+def tiled_pair(
+    fusion: FusionOp,
+    producers: type[Operation] | tuple[type[Operation], ...],
+    collective: type[Operation],
 ) -> tuple[Operation, Operation] | None:
-    """The fusion's two ops if its body is exactly `producer` of block
-    arguments, then `collective` of its result, yielded; else None."""
+    """The fusion's two ops if its body is exactly one of `producers` of
+    block arguments, then `collective` of its result, yielded, and the pair
+    has a tile kernel (`tile_kernel_problem`); else None."""
     ops = list(fusion.block.ops)
     if len(ops) != 3:
         return None
     first, second, end = ops
     if not (
-        isinstance(first, producer)
+        isinstance(first, producers)
         and isinstance(second, collective)
         and isinstance(end, YieldOp)
         and second.operands[0] is first.results[0]
         and list(end.arguments) == [second.results[0]]
         and all(v.owner is fusion.block for v in first.operands)
+        and tile_kernel_problem(first, second) is None
     ):
         return None
     return first, second
@@ -183,7 +189,7 @@ class TileKernel(Protocol):
 
 
 @dataclass(frozen=True)
-class TilePlan:
+class TilePlan(ABC):
     """What every tile kernel's plan says (`lower_tiles` reads it): the
     fusion it lowers, its reads, its symmetric buffers, its signal slots,
     the tiles a rank computes and the bytes it stores into each peer."""
@@ -200,30 +206,32 @@ class TilePlan:
         return element_info(self.element).bytes
 
     @property
+    @abstractmethod
     def reads(self) -> list[SSAValue]:
         """The fusion's block arguments the kernel reads, in its order."""
-        raise NotImplementedError
 
     @property
+    @abstractmethod
     def symmetric(self) -> list[tuple[str, int]]:
         """The symmetric buffers: (name hint, elements)."""
-        raise NotImplementedError
 
     @property
+    @abstractmethod
     def slots(self) -> int:
-        raise NotImplementedError
+        """The signal slots the kernel uses from its base."""
 
     @property
+    @abstractmethod
     def computed(self) -> int:
         """Tiles this rank computes per launch (the kernel's work items)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def peer_bytes(self) -> int:
         """Bytes this rank stores into each peer per launch."""
-        raise NotImplementedError
 
+    @abstractmethod
     def kernel(self, slot_base: int) -> TileKernel:
-        raise NotImplementedError
+        """The kernel builder, its signal slots from `slot_base`."""
 
 
 @dataclass(frozen=True)
@@ -232,19 +240,16 @@ class EmbeddingAllToAll(TilePlan):
     (`tables` and the result cut along the tables), then `all_to_all` to the
     batch split."""
 
-    fusion: FusionOp
     embedding: EmbeddingOp
     lookup: EmbeddingLookup
 
     @staticmethod
     def of(fusion: FusionOp, world: int) -> EmbeddingAllToAll | None:
-        pair = producer_and_collective(fusion, EmbeddingOp, AllToAllOp)
+        pair = tiled_pair(fusion, EmbeddingOp, AllToAllOp)
         if pair is None:
             return None
-        embedding, exchange = pair
+        embedding = pair[0]
         assert isinstance(embedding, EmbeddingOp)
-        if tile_kernel_problem(embedding, exchange) is not None:
-            return None
         return EmbeddingAllToAll(
             fusion, embedding, EmbeddingLookup.of(embedding, world)
         )
@@ -298,6 +303,87 @@ class EmbeddingAllToAll(TilePlan):
         return self.world + self.world * self.tables
 
 
+TileValue = Callable[[Builder, SSAValue, SSAValue, SSAValue], tuple[SSAValue, SSAValue]]
+"""`(elements, peer, t, e) -> (value, at)`: element `e` of tile `t` for
+`peer`, and its index in the receive buffer (the output, for the own part)."""
+
+TilePlace = Callable[[Builder, SSAValue, SSAValue, SSAValue], SSAValue]
+"""`(elements, source, t, e) -> at`: where element `e` of `source`'s tile `t`
+sits in the receive buffer and the output."""
+
+
+@dataclass
+class AllToAllTiles:
+    """The exchange both all_to_all tile kernels share (docs/gpu.md, 5b):
+    `per_peer` tiles of `tile` elements for each destination; signal slots
+    READY (one per source), then TILE (per source and tile) from
+    `slot_base`; destinations `r+1, r+2, ..., r` (own part last, straight
+    into the output); the tail copies each peer's tiles as they land."""
+
+    world: int
+    per_peer: int
+    tile: int
+    tile_bytes: int
+    slot_base: int
+
+    def build(
+        self,
+        b: Builder,
+        args: tuple[SSAValue, SSAValue, SSAValue, SSAValue, SSAValue],
+        value_of: TileValue,
+        place: TilePlace,
+    ) -> None:
+        """Steps 1 to 3 into kernel body `b`; `args` are the kernel's rank,
+        epoch, peers, receive buffer and output."""
+        rank, epoch, peers, recv, out = args
+        tid, bid, bdim, gdim, leader = frame(b)
+        n = Ints(b)
+        world, per_peer = self.world, self.per_peer
+        ready, tiles = self.slot_base, self.slot_base + world
+
+        # 1. Block 0 opens this rank's receive buffer to every peer.
+        open_to_peers(b, (leader, bid), (rank, peers, epoch), world, ready)
+
+        # 2. Compute each tile and store it where it is needed at once.
+        items, item = for_loop(b, bid, n.c(world * per_peer), gdim, "item")
+        m = Ints(items)
+        peer = m.rem(m.add(rank, m.add(m.div(item, per_peer), 1)), world)
+        peer.name_hint = "peer"
+        t = m.rem(item, per_peer)
+        remote = items.insert(arith.CmpiOp(peer, rank, "ne")).result
+        wait = if_then(items, items.insert(arith.AndIOp(leader, remote)).result)
+        wait.insert(WaitSignalOp(peers, Ints(wait).add(ready, peer), epoch))
+        items.insert(gpu.BarrierOp())
+        target = items.insert(PeerViewOp(peers, recv, peer)).result
+        elements, e = for_loop(items, tid, m.c(self.tile), bdim, "e")
+        value, at = value_of(elements, peer, t, e)
+        own = if_then(elements, elements.insert(arith.CmpiOp(peer, rank, "eq")).result)
+        store(own, value, out, [at])
+        store(if_then(elements, remote), value, target, [at])
+        items.insert(gpu.BarrierOp())
+        if_then(items, leader).insert(TileComputedOp())
+        signal = if_then(items, items.insert(arith.AndIOp(leader, remote)).result)
+        g = Ints(signal)
+        signal.insert(CountPeerBytesOp(peers, peer, g.c(self.tile_bytes)))
+        slot = g.add(tiles, g.add(g.mul(rank, per_peer), t))
+        signal.insert(SignalOp(peers, peer, slot, epoch))
+
+        # 3. Copy each peer's tiles to the output as they land.
+        copies, item = for_loop(b, bid, n.c((world - 1) * per_peer), gdim, "copy")
+        m = Ints(copies)
+        source = m.rem(m.add(rank, m.add(m.div(item, per_peer), 1)), world)
+        source.name_hint = "source"
+        t = m.rem(item, per_peer)
+        lead = if_then(copies, leader)
+        h = Ints(lead)
+        slot = h.add(tiles, h.add(h.mul(source, per_peer), t))
+        lead.insert(WaitSignalOp(peers, slot, epoch))
+        copies.insert(gpu.BarrierOp())
+        moving, e = for_loop(copies, tid, m.c(self.tile), bdim, "e")
+        at = place(moving, source, t, e)
+        store(moving, load(moving, recv, [at]), out, [at])
+
+
 @dataclass
 class EmbeddingAllToAllKernel:
     plan: EmbeddingAllToAll
@@ -324,65 +410,27 @@ class EmbeddingAllToAllKernel:
             ],
         )
         rank, epoch, peers, tables, indices, recv, out = func.body.block.args
-        tid, bid, bdim, gdim, leader = frame(b)
-        n = Ints(b)
-        world, tables_per_rank, tile = plan.world, plan.tables, plan.tile
-        ready, tiles = self.slot_base, self.slot_base + world
+        tile, per_rank = plan.tile, plan.tables
 
-        # 1. Block 0 opens this rank's receive buffer to every peer.
-        open_to_peers(b, (leader, bid), (rank, peers, epoch), world, ready)
+        def value_of(
+            b: Builder, peer: SSAValue, t: SSAValue, e: SSAValue
+        ) -> tuple[SSAValue, SSAValue]:
+            # Bag `peer·B' + e / D` of table `t`, at table r·T' + t (the
+            # output's place for the own part, the peer's receive buffer's).
+            q = Ints(b)
+            bag = q.add(q.mul(peer, plan.bags), q.div(e, plan.width))
+            d = q.rem(e, plan.width)
+            value = emit_pooled(b, plan.lookup, tables, indices, rank, t, bag, d)
+            return value, q.add(q.mul(q.add(q.mul(rank, per_rank), t), tile), e)
 
-        # 2. Compute each tile and store it where it is needed.
-        items, item = for_loop(b, bid, n.c(plan.computed), gdim, "item")
-        m = Ints(items)
-        step = m.add(m.div(item, tables_per_rank), 1)
-        t = m.rem(item, tables_per_rank)
-        peer = m.rem(m.add(rank, step), world)
-        peer.name_hint = "peer"
-        remote = items.insert(arith.CmpiOp(peer, rank, "ne")).result
-        wait = if_then(items, items.insert(arith.AndIOp(leader, remote)).result)
-        wait.insert(WaitSignalOp(peers, Ints(wait).add(ready, peer), epoch))
-        items.insert(gpu.BarrierOp())
-        target = items.insert(PeerViewOp(peers, recv, peer)).result
-        # Own part: straight into the output at table r·T' + t; a peer's:
-        # row r of its receive buffer, at the same place.
-        row = m.add(m.mul(rank, tables_per_rank), t)
-        start = m.mul(row, tile)
-        elements, e = for_loop(items, tid, m.c(tile), bdim, "e")
-        q = Ints(elements)
-        bag = q.add(q.mul(peer, plan.bags), q.div(e, plan.width))
-        d = q.rem(e, plan.width)
-        value = emit_pooled(elements, plan.lookup, tables, indices, rank, t, bag, d)
-        at = q.add(start, e)
-        own = if_then(elements, elements.insert(arith.CmpiOp(peer, rank, "eq")).result)
-        store(own, value, out, [at])
-        pushed = if_then(elements, remote)
-        store(pushed, value, target, [at])
-        items.insert(gpu.BarrierOp())
-        if_then(items, leader).insert(TileComputedOp())
-        signal = if_then(items, items.insert(arith.AndIOp(leader, remote)).result)
-        s = Ints(signal)
-        bytes_ = s.c(tile * plan.element_bytes)
-        signal.insert(CountPeerBytesOp(peers, peer, bytes_))
-        slot = s.add(tiles, s.add(s.mul(rank, tables_per_rank), t))
-        signal.insert(SignalOp(peers, peer, slot, epoch))
+        def place(b: Builder, source: SSAValue, t: SSAValue, e: SSAValue) -> SSAValue:
+            q = Ints(b)
+            return q.add(q.mul(q.add(q.mul(source, per_rank), t), tile), e)
 
-        # 3. Copy each peer's tiles to the output as they land.
-        count = (world - 1) * tables_per_rank
-        copies, item = for_loop(b, bid, n.c(count), gdim, "copy")
-        m = Ints(copies)
-        k = m.add(m.div(item, tables_per_rank), 1)
-        t = m.rem(item, tables_per_rank)
-        source = m.rem(m.add(rank, k), world)
-        source.name_hint = "source"
-        row = m.add(m.mul(source, tables_per_rank), t)
-        lead = if_then(copies, leader)
-        lead.insert(WaitSignalOp(peers, Ints(lead).add(tiles, row), epoch))
-        copies.insert(gpu.BarrierOp())
-        start = m.mul(row, tile)
-        moving, e = for_loop(copies, tid, m.c(tile), bdim, "e")
-        at = Ints(moving).add(start, e)
-        store(moving, load(moving, recv, [at]), out, [at])
+        exchange = AllToAllTiles(
+            plan.world, per_rank, tile, tile * plan.element_bytes, self.slot_base
+        )
+        exchange.build(b, (rank, epoch, peers, recv, out), value_of, place)
         return func
 
 
@@ -398,19 +446,16 @@ class GemvAllReduce(TilePlan):
     into `tiles` tiles of `rows x columns`; tile `c` is reduced by rank
     `c mod N`."""
 
-    fusion: FusionOp
     matmul: MatmulOp
     world: int
 
     @staticmethod
     def of(fusion: FusionOp, world: int) -> GemvAllReduce | None:
-        pair = producer_and_collective(fusion, MatmulOp, AllReduceOp)
+        pair = tiled_pair(fusion, MatmulOp, AllReduceOp)
         if pair is None:
             return None
-        matmul, total = pair
+        matmul = pair[0]
         assert isinstance(matmul, MatmulOp)
-        if tile_kernel_problem(matmul, total) is not None:
-            return None
         plan = GemvAllReduce(fusion, matmul, world)
         return plan if plan.tile_columns else None
 
@@ -648,22 +693,17 @@ class GemmAllToAll(TilePlan):
     outermost, so each source's part is contiguous). A *tile* is `tile_rows
     x tile_columns` of that matrix; each destination has `tiles` of them."""
 
-    fusion: FusionOp
     matmul: MatmulOp | BatchMatmulOp
     dim: int
     world: int
 
     @staticmethod
     def of(fusion: FusionOp, world: int) -> GemmAllToAll | None:
-        pair = producer_and_collective(
-            fusion, MatmulOp, AllToAllOp
-        ) or producer_and_collective(fusion, BatchMatmulOp, AllToAllOp)
+        pair = tiled_pair(fusion, (MatmulOp, BatchMatmulOp), AllToAllOp)
         if pair is None:
             return None
         matmul, exchange = pair
         assert isinstance(matmul, MatmulOp | BatchMatmulOp)
-        if tile_kernel_problem(matmul, exchange) is not None:
-            return None
         dim = tensor_type(exchange.results[0]).layout.sliced_dim
         plan = GemmAllToAll(fusion, matmul, dim, world)
         narrow = plan.tile_columns < min(GEMM_MIN_TILE_COLUMNS, plan.columns)
@@ -783,7 +823,7 @@ class GemmAllToAllKernel:
 
     def build(self, lowering: Lowering, name: str) -> gpu.FuncOp:
         plan = self.plan
-        world, tiles, tile = plan.world, plan.tiles, plan.tile
+        world = plan.world
         depth, cols, chunk = plan.depth, plan.columns, plan.chunk
         element = tensor_type(plan.matmul.result).element_type
         lhs_count = prod(plan.block[:-1]) * depth
@@ -801,71 +841,34 @@ class GemmAllToAllKernel:
             ],
         )
         rank, epoch, peers, x, w, recv, out = func.body.block.args
-        tid, bid, bdim, gdim, leader = frame(b)
-        n = Ints(b)
-        ready, tile_slots = self.slot_base, self.slot_base + world
 
-        # 1. Block 0 opens this rank's receive buffer to every peer.
-        open_to_peers(b, (leader, bid), (rank, peers, epoch), world, ready)
+        def value_of(
+            b: Builder, peer: SSAValue, t: SSAValue, e: SSAValue
+        ) -> tuple[SSAValue, SSAValue]:
+            q = Ints(b)
+            row, column = self.tile_element(q, t, e)
+            # The row of the rank's block: the part's row with dim t moved to
+            # block `peer`; its group (dim 0) picks the expert's weights.
+            digits = Indexer(b, row, plan.part[:-1])
+            moved = [digits.digit(d) for d in range(len(plan.part) - 1)]
+            moved[plan.dim] = q.add(moved[plan.dim], q.mul(peer, plan.part[plan.dim]))
+            local = linear(b, moved, plan.block[:-1])
+            weights = q.mul(moved[0], depth * cols) if plan.grouped else q.c(0)
+            total = dot(
+                b, (x, q.mul(local, depth)), (w, q.add(weights, column), cols), depth
+            )
+            at = q.add(q.mul(rank, chunk), q.add(q.mul(row, cols), column))
+            return from_compute(b, total, element), at
 
-        # 2. Tiles for destinations r+1, r+2, ..., r (own last): compute each
-        #    and store it at chunk r of its destination's receive buffer (own:
-        #    of the output) at once.
-        items, item = for_loop(b, bid, n.c(plan.computed), gdim, "item")
-        m = Ints(items)
-        step = m.add(m.div(item, tiles), 1)
-        peer = m.rem(m.add(rank, step), world)
-        peer.name_hint = "peer"
-        t = m.rem(item, tiles)
-        remote = items.insert(arith.CmpiOp(peer, rank, "ne")).result
-        wait = if_then(items, items.insert(arith.AndIOp(leader, remote)).result)
-        wait.insert(WaitSignalOp(peers, Ints(wait).add(ready, peer), epoch))
-        items.insert(gpu.BarrierOp())
-        target = items.insert(PeerViewOp(peers, recv, peer)).result
-        elements, e = for_loop(items, tid, m.c(tile), bdim, "e")
-        q = Ints(elements)
-        row, column = self.tile_element(q, t, e)
-        # The row of the rank's block: the part's row with dim t moved to
-        # block `peer`; its group (dim 0) picks the expert's weights.
-        digits = Indexer(elements, row, plan.part[:-1])
-        moved = [digits.digit(d) for d in range(len(plan.part) - 1)]
-        moved[plan.dim] = q.add(moved[plan.dim], q.mul(peer, plan.part[plan.dim]))
-        local = linear(elements, moved, plan.block[:-1])
-        weights = q.mul(moved[0], depth * cols) if plan.grouped else q.c(0)
-        total = dot(
-            elements, (x, q.mul(local, depth)), (w, q.add(weights, column), cols), depth
+        def place(b: Builder, source: SSAValue, t: SSAValue, e: SSAValue) -> SSAValue:
+            q = Ints(b)
+            row, column = self.tile_element(q, t, e)
+            return q.add(q.mul(source, chunk), q.add(q.mul(row, cols), column))
+
+        exchange = AllToAllTiles(
+            world, plan.tiles, plan.tile, plan.tile * plan.element_bytes, self.slot_base
         )
-        value = from_compute(elements, total, element)
-        at = q.add(q.mul(rank, chunk), q.add(q.mul(row, cols), column))
-        own = if_then(elements, elements.insert(arith.CmpiOp(peer, rank, "eq")).result)
-        store(own, value, out, [at])
-        pushed = if_then(elements, remote)
-        store(pushed, value, target, [at])
-        items.insert(gpu.BarrierOp())
-        if_then(items, leader).insert(TileComputedOp())
-        signal = if_then(items, items.insert(arith.AndIOp(leader, remote)).result)
-        g = Ints(signal)
-        signal.insert(CountPeerBytesOp(peers, peer, g.c(tile * plan.element_bytes)))
-        slot = g.add(tile_slots, g.add(g.mul(rank, tiles), t))
-        signal.insert(SignalOp(peers, peer, slot, epoch))
-
-        # 3. Copy each peer's tiles to chunk `source` of the output as they
-        #    land.
-        copies, item = for_loop(b, bid, n.c((world - 1) * tiles), gdim, "copy")
-        m = Ints(copies)
-        source = m.rem(m.add(rank, m.add(m.div(item, tiles), 1)), world)
-        source.name_hint = "source"
-        t = m.rem(item, tiles)
-        lead = if_then(copies, leader)
-        h = Ints(lead)
-        slot = h.add(tile_slots, h.add(h.mul(source, tiles), t))
-        lead.insert(WaitSignalOp(peers, slot, epoch))
-        copies.insert(gpu.BarrierOp())
-        moving, e = for_loop(copies, tid, m.c(tile), bdim, "e")
-        q = Ints(moving)
-        row, column = self.tile_element(q, t, e)
-        at = q.add(q.mul(source, chunk), q.add(q.mul(row, cols), column))
-        store(moving, load(moving, recv, [at]), out, [at])
+        exchange.build(b, (rank, epoch, peers, recv, out), value_of, place)
         return func
 
 

@@ -10,9 +10,9 @@ for the dialect, the passes, the analyses and the interpreter.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from xdsl.dialects.builtin import i32
+from xdsl.dialects.builtin import i1, i32
 from xdsl.ir import Attribute
 
 from coconet_ir.dialects.coco.attributes import (
@@ -201,26 +201,45 @@ def matmul_layout(lhs: TensorType, rhs: TensorType) -> LayoutAttr | None:
     return None
 
 
+def check_product_operands(lhs: TensorType, rhs: TensorType) -> None:
+    """A matmul's operands: one element type, and an arithmetic one."""
+    check_same_element_type([lhs, rhs])
+    if lhs.element_type == i1:
+        raise LayoutError("does not take i1 operands (i1 is not arithmetic)")
+
+
+def contracted(
+    lhs: TensorType,
+    rhs: TensorType,
+    layout_of: Callable[[TensorType, TensorType], LayoutAttr | None],
+    rules: str,
+) -> TensorType:
+    """`lhs @ rhs` once the ranks are checked: `lhs`'s last dim contracts
+    with `rhs`'s second to last (`K`), the layout is `layout_of`'s (None:
+    the error quotes `rules`), the shape `[..., M]`."""
+    if lhs.dims[-1] != rhs.dims[-2]:
+        raise LayoutError(
+            f"contraction sizes differ: lhs {list(lhs.dims)} has K = {lhs.dims[-1]}"
+            f" but rhs {list(rhs.dims)} has K = {rhs.dims[-2]}"
+        )
+    layout = layout_of(lhs, rhs)
+    if layout is None:
+        raise LayoutError(
+            f"has no layout rule for lhs {lhs.layout} and rhs {rhs.layout} "
+            f"(allowed: {rules})"
+        )
+    return TensorType((*lhs.dims[:-1], rhs.dims[-1]), lhs.element_type, layout)
+
+
 def infer_matmul(lhs: TensorType, rhs: TensorType) -> TensorType:
     """`a: [..., K]` times `b: [K, M]` gives `[..., M]`, laid out by the table."""
+    check_product_operands(lhs, rhs)
     if lhs.rank < 2 or rhs.rank != 2:
         raise LayoutError(
             "needs a lhs of rank >= 2 and a rhs of rank 2, got ranks "
             f"{lhs.rank} and {rhs.rank}"
         )
-    if lhs.dims[-1] != rhs.dims[0]:
-        raise LayoutError(
-            f"contraction sizes differ: lhs {list(lhs.dims)} has K = {lhs.dims[-1]}"
-            f" but rhs {list(rhs.dims)} has K = {rhs.dims[0]}"
-        )
-    layout = matmul_layout(lhs, rhs)
-    if layout is None:
-        raise LayoutError(
-            f"has no layout rule for lhs {lhs.layout} and rhs {rhs.layout} "
-            f"(allowed: {MATMUL_RULES})"
-        )
-    shape = (*lhs.dims[:-1], rhs.dims[1])
-    return TensorType(shape, lhs.element_type, layout)
+    return contracted(lhs, rhs, matmul_layout, MATMUL_RULES)
 
 
 BATCH_MATMUL_RULES = (
@@ -249,6 +268,7 @@ def batch_matmul_layout(lhs: TensorType, rhs: TensorType) -> LayoutAttr | None:
 def infer_batch_matmul(lhs: TensorType, rhs: TensorType) -> TensorType:
     """`a: [G, ..., K]` times `b: [G, K, M]` gives `[G, ..., M]`: group `g`
     of `a` times matrix `g` of `b`, laid out by the table."""
+    check_product_operands(lhs, rhs)
     if lhs.rank < 2 or rhs.rank != 3:
         raise LayoutError(
             "needs a lhs of rank >= 2 and a rhs of rank 3, got ranks "
@@ -259,18 +279,7 @@ def infer_batch_matmul(lhs: TensorType, rhs: TensorType) -> TensorType:
             f"group counts differ: lhs {list(lhs.dims)} has G = {lhs.dims[0]} but "
             f"rhs {list(rhs.dims)} has G = {rhs.dims[0]}"
         )
-    if lhs.dims[-1] != rhs.dims[1]:
-        raise LayoutError(
-            f"contraction sizes differ: lhs {list(lhs.dims)} has K = {lhs.dims[-1]}"
-            f" but rhs {list(rhs.dims)} has K = {rhs.dims[1]}"
-        )
-    layout = batch_matmul_layout(lhs, rhs)
-    if layout is None:
-        raise LayoutError(
-            f"has no layout rule for lhs {lhs.layout} and rhs {rhs.layout} "
-            f"(allowed: {BATCH_MATMUL_RULES})"
-        )
-    return TensorType((*lhs.dims[:-1], rhs.dims[2]), lhs.element_type, layout)
+    return contracted(lhs, rhs, batch_matmul_layout, BATCH_MATMUL_RULES)
 
 
 def require_layout(operand: TensorType, *allowed: LayoutKind) -> None:

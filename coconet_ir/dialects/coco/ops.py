@@ -952,9 +952,6 @@ class MatmulOp(BinaryOp):
 
     @classmethod
     def infer_result_type(cls, lhs: TensorType, rhs: TensorType) -> TensorType:
-        check_same_element_type([lhs, rhs])
-        if lhs.element_type == i1:
-            raise LayoutError("does not take i1 operands (i1 is not arithmetic)")
         return infer_matmul(lhs, rhs)
 
 
@@ -969,9 +966,6 @@ class BatchMatmulOp(BinaryOp):
 
     @classmethod
     def infer_result_type(cls, lhs: TensorType, rhs: TensorType) -> TensorType:
-        check_same_element_type([lhs, rhs])
-        if lhs.element_type == i1:
-            raise LayoutError("does not take i1 operands (i1 is not arithmetic)")
         return infer_batch_matmul(lhs, rhs)
 
 
