@@ -99,9 +99,9 @@ def test_model_sizes_become_one_tile_kernel(name: str) -> None:
 
     world = 8
     example = load_example(name)
-    module = cc.Pipeline(f"coco-optimize,convert-coco-to-gpu{{world={world}}}")(
-        example.build(example.MODEL)
-    )
+    built = example.build(example.MODEL)
+    (result,) = built.body.block.first_op.function_type.outputs.data
+    module = cc.Pipeline(f"coco-optimize,convert-coco-to-gpu{{world={world}}}")(built)
     names = [op.name for op in module.walk()]
     assert not [n for n in names if n.startswith("coco_gpu.nccl")]
     assert "coco_gpu.gemm" not in names
@@ -110,8 +110,6 @@ def test_model_sizes_become_one_tile_kernel(name: str) -> None:
         for op in module.walk()
         if op.name == "gpu.launch_func" and PEER_BYTES_ATTR in op.attributes
     ]
-    out = example.build(example.MODEL).body.block.first_op.function_type.outputs
-    result = out.data[0]
     size = prod(result.dims) * element_info(result.element_type).bytes
     per_peer = 2 * size // world if name == "gemv_allreduce" else size // world**2
     assert fused.attributes[PEER_BYTES_ATTR].value.data == per_peer

@@ -181,16 +181,22 @@ def gemv(rows=1, k=64, m=64, element="f32") -> ModuleOp:
     return cc.Pipeline("coco-fuse-collective")(cc.parse(text))
 
 
-@pytest.mark.parametrize("world", [2, 4, 8])
-def test_gemv_device_ir_matches_the_interpreter(world: int):
-    module = gemv(rows=2, k=32, m=32)
+def check_one_launch_equals_interpreter(module: ModuleOp, world: int, seed: int):
+    """The lowered fusion is one launch, no NCCL call, and its device IR
+    gives the interpreter's result (rtol 1e-5)."""
     lowered = cc.Pipeline(f"convert-coco-to-gpu{{world={world}}}")(module)
     assert len([op for op in lowered.walk() if op.name == "gpu.launch_func"]) == 1
     assert not [op for op in lowered.walk() if op.name.startswith("coco_gpu.nccl")]
-    inputs = draw_inputs(module, world, seed=5)
-    expected = cc.interpret(module, world, seed=5)["decode.result0"]
-    got = run_device(lowered, world, inputs)["decode.result0"]
-    np.testing.assert_allclose(got, expected, rtol=1e-5)
+    inputs = draw_inputs(module, world, seed=seed)
+    reference = cc.interpret(module, world, seed=seed)
+    (key,) = reference.outputs
+    got = run_device(lowered, world, inputs)[key]
+    np.testing.assert_allclose(got, reference[key], rtol=1e-5)
+
+
+@pytest.mark.parametrize("world", [2, 4, 8])
+def test_gemv_device_ir_matches_the_interpreter(world: int):
+    check_one_launch_equals_interpreter(gemv(rows=2, k=32, m=32), world, seed=5)
 
 
 @pytestmark_emulation
@@ -286,13 +292,7 @@ def test_gemm_plan():
 @pytest.mark.parametrize("grouped", [True, False])
 def test_gemm_device_ir_matches_the_interpreter(world: int, grouped: bool):
     module = moe(sources=8, tokens=1, hidden=8, ffn=8, grouped=grouped)
-    lowered = cc.Pipeline(f"convert-coco-to-gpu{{world={world}}}")(module)
-    assert len([op for op in lowered.walk() if op.name == "gpu.launch_func"]) == 1
-    assert not [op for op in lowered.walk() if op.name.startswith("coco_gpu.nccl")]
-    inputs = draw_inputs(module, world, seed=7)
-    expected = cc.interpret(module, world, seed=7)["moe.result0"]
-    got = run_device(lowered, world, inputs)["moe.result0"]
-    np.testing.assert_allclose(got, expected, rtol=1e-5)
+    check_one_launch_equals_interpreter(module, world, seed=7)
 
 
 @pytestmark_emulation
