@@ -28,6 +28,7 @@ WORKLOADS = (
     "dlrm_embedding",
     "gemv_allreduce",
     "moe_gemm_a2a",
+    "sequence_parallel_mlp",
 )
 
 

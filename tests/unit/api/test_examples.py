@@ -29,6 +29,7 @@ NAMES = [
     "dlrm_embedding",
     "gemv_allreduce",
     "moe_gemm_a2a",
+    "sequence_parallel_mlp",
 ]
 
 PYTHON_ONLY = ["lamb_bert"]
@@ -115,14 +116,21 @@ def test_model_sizes_become_one_tile_kernel(name: str) -> None:
     assert fused.attributes[PEER_BYTES_ATTR].value.data == per_peer
 
 
-def test_model_scripts_print_the_model_module() -> None:
+@pytest.mark.parametrize(
+    ("name", "model_type"),
+    [
+        ("moe_gemm_a2a", "!coco.tensor<64x8x256x14336xbf16, sliced<0>>"),
+        ("sequence_parallel_mlp", "!coco.tensor<2048x1x49152xbf16, sliced<2>>"),
+    ],
+)
+def test_model_scripts_print_the_model_module(name: str, model_type: str) -> None:
     run = subprocess.run(
-        [sys.executable, str(EXAMPLES_DIR / "moe_gemm_a2a.py"), "--model"],
+        [sys.executable, str(EXAMPLES_DIR / f"{name}.py"), "--model"],
         capture_output=True,
         text=True,
         check=True,
     )
-    assert "!coco.tensor<64x8x256x14336xbf16, sliced<0>>" in run.stdout
+    assert model_type in run.stdout
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -240,6 +248,12 @@ def moe_gemm_a2a(i: Inputs) -> Inputs:
     return {"moe_gemm_a2a.result0": out}
 
 
+def sequence_parallel_mlp(i: Inputs) -> Inputs:
+    """The gathered activations through fc1 + bias, GELU and fc2, in f64."""
+    x, w1, b1, w2 = (i[f"sequence_parallel_mlp.arg{k}"] for k in range(4))
+    return {"sequence_parallel_mlp.result0": gelu(x @ w1 + b1) @ w2}
+
+
 REFERENCES: dict[str, Callable[[Inputs], Inputs]] = {
     "sgd": sgd,
     "adam": adam,
@@ -251,6 +265,7 @@ REFERENCES: dict[str, Callable[[Inputs], Inputs]] = {
     "dlrm_embedding": dlrm_embedding,
     "gemv_allreduce": gemv_allreduce,
     "moe_gemm_a2a": moe_gemm_a2a,
+    "sequence_parallel_mlp": sequence_parallel_mlp,
 }
 
 BIAS_CORRECTION = {"arg5": np.float32(0.9**3), "arg6": np.float32(0.999**3)}
@@ -262,6 +277,10 @@ GIVEN_INPUTS: dict[str, Inputs] = {
     for name in ("adam", "lamb")
 }
 
+SIGNED_INPUTS = ["sequence_parallel_mlp"]
+"""Examples run on the signed inputs (`draw_inputs(signed=True)`): the drawn
+ones are positive, where GELU is nearly the identity."""
+
 
 def test_every_example_has_a_reference() -> None:
     assert sorted(REFERENCES) == sorted(NAMES)
@@ -270,11 +289,13 @@ def test_every_example_has_a_reference() -> None:
 @pytest.mark.parametrize("world", [2, 4, 8])
 @pytest.mark.parametrize("name", NAMES)
 def test_interpreter_matches_numpy(name: str, world: int) -> None:
-    from coconet_ir.interpreter import interpret
+    from coconet_ir.interpreter import draw_inputs, interpret
 
-    result = interpret(
-        parse_example(name), world, inputs=GIVEN_INPUTS.get(name), seed=world
-    )
+    module = parse_example(name)
+    given = GIVEN_INPUTS.get(name)
+    if name in SIGNED_INPUTS:
+        given = draw_inputs(module, world, seed=world, signed=True)
+    result = interpret(module, world, inputs=given, seed=world)
     inputs = {k: np.asarray(v, dtype=np.float64) for k, v in result.inputs.items()}
     expected = REFERENCES[name](inputs)
     assert sorted(result.outputs) == sorted(expected)

@@ -29,6 +29,7 @@ EXAMPLES = [
     "dlrm_embedding",
     "gemv_allreduce",
     "moe_gemm_a2a",
+    "sequence_parallel_mlp",
 ]
 SINGLE_PASSES = [
     "",

@@ -44,6 +44,7 @@ EXAMPLES = (
     "dlrm_embedding",
     "gemv_allreduce",
     "moe_gemm_a2a",
+    "sequence_parallel_mlp",
 )
 WORLD = 8
 

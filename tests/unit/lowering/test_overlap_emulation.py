@@ -44,6 +44,7 @@ OVERLAP_EXAMPLES = [
     "pipeline",
     "sequence_parallel",
     "matmul_reduce_scatter",
+    "sequence_parallel_mlp",
 ]
 STREAMS = 4  # the emulation's COCO_MAX_STREAMS
 

@@ -66,6 +66,39 @@ def test_matmul_reduce_scatter_chunks_the_columns() -> None:
     assert region.output_dims.get_values() == (1,)
 
 
+def test_sequence_parallel_mlp_overlaps_each_layer_with_its_collective() -> None:
+    """The gather with fc1, fc2 with the scatter: two regions, both chunked
+    along the batch dim (S is sliced, H and F are contracted)."""
+    fc1, fc2 = overlaps(assert_equivalent("sequence_parallel_mlp", "coco-overlap"))
+    assert [op.name for op in fc1.block.ops] == [
+        "coco.all_gather",
+        "coco.matmul",
+        "coco.yield",
+    ]
+    assert [op.name for op in fc2.block.ops] == [
+        "coco.matmul",
+        "coco.reduce_scatter",
+        "coco.yield",
+    ]
+    assert fc1.input_dims.get_values() == fc2.input_dims.get_values() == (1, -1)
+    assert fc1.output_dims.get_values() == fc2.output_dims.get_values() == (1,)
+
+
+@pytest.mark.parametrize("chunks", [2, 4])
+def test_sequence_parallel_mlp_fused_bias_and_gelu_join_the_first_region(
+    chunks: int,
+) -> None:
+    pipeline = f"{SPLIT},coco-reorder,coco-fuse,coco-overlap{{chunks={chunks}}}"
+    fc1, fc2 = overlaps(assert_equivalent("sequence_parallel_mlp", pipeline))
+    assert fc1.chunk_count == fc2.chunk_count == chunks
+    (fusion,) = [op for op in fc1.block.ops if isinstance(op, coco.FusionOp)]
+    assert [op.name for op in fusion.block.ops] == [
+        "coco.add",
+        "coco.gelu",
+        "coco.yield",
+    ]
+
+
 def test_refusal_says_why_and_changes_nothing() -> None:
     module = example("megatron")
     before = cc.to_text(module)
