@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
+from xdsl.rewriter import Rewriter
 
 from coconet_ir.diagnostics import location_of
 from coconet_ir.dialects.coco import (
@@ -36,9 +37,11 @@ from coconet_ir.dialects.coco import (
     FusionOp,
     MatmulOp,
     NormOp,
+    PerPeerOp,
     ReduceOp,
     TensorType,
     YieldOp,
+    chunk_type,
     operand_axis,
     result_axis,
     tensor_type,
@@ -259,6 +262,12 @@ class ChunkPlan:
 
     def visit(self, op: Operation) -> None:
         known = [self.dims.get(v) for v in op.operands]
+        if None in known and isinstance(op, MatmulOp) and known != [None, None]:
+            # a matmul on a chunk: its other operand is passed whole
+            for value, d in zip(op.operands, known):
+                if d is None:
+                    self.demand(value, -1)
+            known = [self.dims[v] for v in op.operands]
         if None in known:
             if not isinstance(op, ELEMENTWISE_OPS):
                 return
@@ -300,10 +309,12 @@ def plan_chunks(
     matmul: MatmulOp,
     dim: int,
     chunks: int,
+    per_peer: Sequence[SSAValue] = (),
 ) -> ChunkPlan | str:
     """Chunk dims for the region `ops` (whose results used outside are
     `outputs`) when the matmul result is chunked along `dim`, or why that does
-    not work."""
+    not work. The values `per_peer` (a gathered operand, a reduce_scatter's
+    result) may be cut along their sliced dim: one chunk is one rank's block."""
     plan = ChunkPlan(members={inner for op in ops for inner in op.walk()})
     try:
         lhs_dim, rhs_dim = matmul_operand_dims(matmul, dim)
@@ -316,7 +327,49 @@ def plan_chunks(
         if plan.dims.get(value, -1) < 0:
             return f"its result {value.type} would not be chunked"
     for value, d in plan.dims.items():
-        problem = chunk_problem(tensor_type(value), d, chunks)
+        t = tensor_type(value)
+        if value in per_peer and t.layout.is_sliced and t.layout.sliced_dim == d:
+            continue
+        problem = chunk_problem(t, d, chunks)
         if problem is not None:
             return problem
     return plan
+
+
+# ============================================================================
+# The step of a per-peer region
+# ============================================================================
+
+
+def per_peer_dims(op: PerPeerOp) -> ChunkDims:
+    """The chunk dims of a `coco.per_peer` body, checked: every value can run
+    on chunks and each yielded value is chunked along its output's dim."""
+    found = chunk_dims(op.block, op.input_dims.get_values())
+    if found.problem is None:
+        yielded = op.yield_op.arguments
+        for value, dim in zip(yielded, op.output_dims.get_values(), strict=True):
+            if found.dims.get(value, -1) != dim:
+                found.problem = (
+                    f"the body yields {value.type} chunked along dim "
+                    f"{found.dims.get(value, -1)}, not along the output dim {dim}"
+                )
+                break
+    return found
+
+
+def step_of(op: PerPeerOp, world: int) -> tuple[PerPeerOp, ChunkDims]:
+    """A copy of `op` whose body has the types of one step on `world` ranks
+    (every chunked value cut into `world` chunks), with its chunk dims; raises
+    ChunkConflict when the body cannot run per peer."""
+    problem = per_peer_dims(op).problem
+    if problem is not None:
+        raise ChunkConflict(problem)
+    step = op.clone()
+    found = chunk_dims(step.block, step.input_dims.get_values())
+    for value, dim in list(found.dims.items()):
+        if dim >= 0:
+            t = tensor_type(value)
+            if t.dims[dim] % world:
+                raise ChunkConflict(f"{world} ranks do not divide dim {dim} of {t}")
+            Rewriter.replace_value_with_new_type(value, chunk_type(t, dim, world))
+    return step, chunk_dims(step.block, step.input_dims.get_values())

@@ -457,6 +457,17 @@ class CocoFunctions(InterpreterFunctions):
         (operand,) = args
         return (finish(op, operand.global_value()[np.newaxis], operand.world),)
 
+    @impl(coco.ShiftOp)
+    def run_shift(
+        self, interpreter: Interpreter, op: coco.ShiftOp, args: PythonValues
+    ) -> PythonValues:
+        (operand,) = args
+        if operand.type.layout.is_replicated:
+            return (operand.with_data(result_type(op), operand.data),)
+        # rank r receives what rank (r + by) mod N holds
+        rotated = np.roll(operand.stacked(), -op.offset, axis=0)
+        return (operand.with_data(result_type(op), rotated),)
+
     @impl(coco.BroadcastOp)
     def run_broadcast(
         self, interpreter: Interpreter, op: coco.BroadcastOp, args: PythonValues

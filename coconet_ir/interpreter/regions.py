@@ -27,10 +27,12 @@ from xdsl.interpreter import (
     register_impls,
 )
 
-from coconet_ir.analysis.chunks import chunk_dims
+from coconet_ir.analysis.chunks import ChunkConflict, chunk_dims, step_of
+from coconet_ir.diagnostics import CocoError
 from coconet_ir.dialects import coco
 from coconet_ir.dialects.coco import TensorType, chunk_type
 from coconet_ir.interpreter.context import ChunkFrame, stage_context
+from coconet_ir.interpreter.ops import RANK_REDUCTIONS, combine_ranks
 from coconet_ir.interpreter.values import DistValue
 
 
@@ -52,6 +54,17 @@ def concatenate(
     layout, so their data stack the same way)."""
     data = np.concatenate([c.data for c in chunks], axis=dim + 1)
     return chunks[0].with_data(result_type, data)
+
+
+def peer_chunk(
+    op: coco.PerPeerOp, index: int, value: DistValue, step_type: TensorType, c: int
+) -> DistValue:
+    """Chunk `c` of input `index` of a per-peer region: rank `c`'s block of a
+    gathered input (what `coco.shift` brings each rank at its step), chunk `c`
+    along the chunk dim of the others, or the whole input."""
+    if op.gathered(index):
+        return value.with_data(step_type, value.data[c][np.newaxis])
+    return chunk_of(value, op.input_dims.get_values()[index], value.world, c)
 
 
 @register_impls
@@ -95,6 +108,48 @@ class RegionFunctions(InterpreterFunctions):
                 zip(op.outputs, op.output_dims.get_values(), strict=True)
             )
         )
+
+    @impl(coco.PerPeerOp)
+    def run_per_peer(
+        self, interpreter: Interpreter, op: coco.PerPeerOp, args: PythonValues
+    ) -> PythonValues:
+        world = stage_context(interpreter).world
+        try:
+            step, found = step_of(op, world)
+        except ChunkConflict as err:
+            raise CocoError(f"cannot run per peer: {err}", op) from None
+        frames = stage_context(interpreter).chunk_frames
+        per_chunk: list[PythonValues] = []
+        for c in range(world):
+            chunk_args = tuple(
+                peer_chunk(op, i, value, arg.type, c)  # pyright: ignore[reportArgumentType]
+                for i, (value, arg) in enumerate(
+                    zip(args, step.block.args, strict=True)
+                )
+            )
+            frames.append(ChunkFrame(world, c, found.dims))
+            try:
+                per_chunk.append(
+                    interpreter.run_ssacfg_region(
+                        step.body, chunk_args, "coco.per_peer"
+                    )
+                )
+            finally:
+                frames.pop()
+        outputs: list[DistValue] = []
+        for j, (result, dim) in enumerate(
+            zip(op.outputs, op.output_dims.get_values(), strict=True)
+        ):
+            chunks = [chunk[j] for chunk in per_chunk]
+            if op.scattered(j):
+                # chunk c's partials, summed over the ranks, are rank c's block
+                total = np.stack(
+                    [combine_ranks(part, RANK_REDUCTIONS["sum"])[0] for part in chunks]
+                )
+                outputs.append(chunks[0].with_data(result.type, total))  # pyright: ignore[reportArgumentType]
+            else:
+                outputs.append(concatenate(result.type, chunks, dim))  # pyright: ignore[reportArgumentType]
+        return tuple(outputs)
 
     @impl_terminator(coco.YieldOp)
     def run_yield(

@@ -37,14 +37,16 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.rewriter import Rewriter
 
-from coconet_ir.analysis.chunks import ChunkPlan, plan_chunks
+from coconet_ir.analysis.chunks import ChunkPlan, chunk_problem, plan_chunks
 from coconet_ir.diagnostics import location_of
 from coconet_ir.dialects.coco import (
+    ELEMENTWISE_OPS,
     AllGatherOp,
     AllReduceOp,
     FusionOp,
     MatmulOp,
     OverlapOp,
+    PerPeerOp,
     RecvOp,
     ReduceScatterOp,
     SendOp,
@@ -53,6 +55,7 @@ from coconet_ir.dialects.coco import (
     label_attribute,
     label_of,
     tensor_type,
+    world_size,
 )
 from coconet_ir.passes.base import CocoPass, function_body_ops, rewrite_once
 from coconet_ir.passes.regions import Boundary, boundary, cycle_through, outline
@@ -178,6 +181,193 @@ class OverlapPattern(RewritePattern):
                 rewriter.replace_value_with_new_type(value, typed)
 
 
+# ============================================================================
+# Per peer: one chunk per rank, along the gathered or scattered dim
+# ============================================================================
+
+
+def per_peer_region(matmul: MatmulOp) -> list[Operation] | str:
+    """The all_gather feeding one side of `matmul`, the matmul, and the chain
+    of only users that follows it (elementwise ops, a matmul taking it as lhs,
+    ending at a reduce_scatter), in block order; or why there is none."""
+    block = matmul.parent
+    ops: list[Operation] = []
+    for side in (matmul.lhs, matmul.rhs):
+        producer = side.owner
+        if isinstance(producer, AllGatherOp) and producer.parent is block:
+            if side.uses.get_length() != 1:
+                return f"the gathered value {side.type} has other users"
+            ops.append(producer)
+    if len(ops) == 2:
+        return "both operands are gathered"
+    ops.append(matmul)
+    value = matmul.result
+    while value.uses.get_length() == 1:
+        user = next(iter(value.uses)).operation
+        if user.parent is not block:
+            break
+        if isinstance(user, ReduceScatterOp):
+            if user.reduction.data != "sum":
+                return f"the reduce_scatter reduces by {user.reduction.data}, not sum"
+            ops.append(user)
+            break
+        follows = isinstance(user, ELEMENTWISE_OPS) or (
+            isinstance(user, MatmulOp) and user.lhs is value and user.rhs is not value
+        )
+        if not follows:
+            break
+        ops.append(user)
+        value = user.results[0]
+    if not any(isinstance(op, AllGatherOp | ReduceScatterOp) for op in ops):
+        return (
+            "no all_gather feeds it and no reduce_scatter ends its chain of only "
+            "users (expected all_gather -> matmul or matmul -> reduce_scatter)"
+        )
+    through = cycle_through(ops)
+    if through is not None:
+        return (
+            f"the per-peer region would create a cycle through '{through.name}' at "
+            f"{location_of(through)}"
+        )
+    return ops
+
+
+def per_peer_dims(matmul: MatmulOp, gather: AllGatherOp | None) -> list[int] | str:
+    """The chunk dims of the matmul's result to try: the one the gathered
+    operand's blocks give, else every dim."""
+    rank = tensor_type(matmul.result).rank
+    if gather is None:
+        return list(range(rank))
+    sliced = tensor_type(gather.operand).layout.sliced_dim
+    if gather.result is matmul.rhs:
+        return "the contracted dim is gathered" if sliced == 0 else [rank - 1]
+    if sliced == tensor_type(matmul.lhs).rank - 1:
+        return "the contracted dim is gathered"
+    return [sliced]
+
+
+def per_peer_plan(
+    matmul: MatmulOp, dim: int | None
+) -> tuple[list[Operation], ChunkPlan] | str:
+    """The per-peer region of `matmul` and its chunk plan (the matmul result
+    cut along `dim`, by default the dim the gathered blocks give), or why there
+    is none."""
+    ops = per_peer_region(matmul)
+    if isinstance(ops, str):
+        return ops
+    gathers = [op for op in ops if isinstance(op, AllGatherOp)]
+    scatters = [op for op in ops if isinstance(op, ReduceScatterOp)]
+    candidates = per_peer_dims(matmul, gathers[0] if gathers else None)
+    if isinstance(candidates, str):
+        return candidates
+    if dim is not None:
+        if dim not in candidates:
+            return f"dim {dim} is not a dim the per-peer chunks can cut"
+        candidates = [dim]
+    outputs = boundary(ops).outputs
+    cut_sliced = [g.operand for g in gathers] + [rs.result for rs in scatters]
+    reasons: list[str] = []
+    for candidate in candidates:
+        plan = plan_chunks(ops, outputs, matmul, candidate, 1, cut_sliced)
+        if isinstance(plan, str):
+            reasons.append(f"dim {candidate}: {plan}")
+            continue
+        problem = per_peer_problem(plan, gathers, scatters, world_size(matmul))
+        if problem is None:
+            return ops, plan
+        reasons.append(f"dim {candidate}: {problem}")
+    return "no per-peer chunking (" + "; ".join(reasons) + ")"
+
+
+def per_peer_problem(
+    plan: ChunkPlan,
+    gathers: list[AllGatherOp],
+    scatters: list[ReduceScatterOp],
+    world: int | None,
+) -> str | None:
+    """Why `plan` is not one chunk per peer: a gathered operand must be cut
+    along its sliced dim, a reduce_scatter along its dim, and a known world
+    size must divide every chunk dim."""
+    for gather in gathers:
+        t = tensor_type(gather.operand)
+        if plan.dims[gather.operand] != t.layout.sliced_dim:
+            return f"the gathered {t} is not cut along its sliced dim"
+    for scatter in scatters:
+        if plan.dims[scatter.result] != scatter.dim.value.data:
+            return (
+                f"the reduce_scatter's dim {scatter.dim.value.data} is not the "
+                "chunk dim"
+            )
+    if world is not None:
+        for value, d in plan.dims.items():
+            t = tensor_type(value)
+            if d >= 0 and not (t.layout.is_sliced and t.layout.sliced_dim == d):
+                problem = chunk_problem(t, d, world)
+                if problem is not None:
+                    return problem
+    return None
+
+
+def build_per_peer(plan: ChunkPlan, label: str | None):
+    """The builder `outline` calls for a per-peer region."""
+
+    def build(found: Boundary, body: Block) -> PerPeerOp:
+        return PerPeerOp.create(
+            operands=list(found.inputs),
+            result_types=[v.type for v in found.outputs],
+            properties={
+                "input_dims": DenseArrayBase.from_list(
+                    i64, [plan.dims.get(v, -1) for v in found.inputs]
+                ),
+                "output_dims": DenseArrayBase.from_list(
+                    i64, [plan.dims[v] for v in found.outputs]
+                ),
+            },
+            attributes=label_attribute(label),
+            regions=[Region(body)],
+        )
+
+    return build
+
+
+def drop_collectives(region: PerPeerOp, rewriter: PatternRewriter) -> None:
+    """Inside a freshly outlined per-peer body: the all_gather becomes the
+    gathered block argument, the reduce_scatter the yielded partial."""
+    for op in list(region.block.ops):
+        if isinstance(op, AllGatherOp):
+            arg = op.operand
+            gathered = rewriter.replace_value_with_new_type(arg, op.result.type)
+            rewriter.replace_op(op, [], [gathered])
+        elif isinstance(op, ReduceScatterOp):
+            rewriter.replace_op(op, [], [op.operand])
+
+
+@dataclass(frozen=True)
+class PerPeerPattern(RewritePattern):
+    """Outline a matmul (labelled `label`, if given) with the all_gather
+    feeding it and/or the chain ending in a reduce_scatter as a coco.per_peer
+    region, when it can."""
+
+    dim: int | None = None
+    label: str | None = None
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, matmul: MatmulOp, rewriter: PatternRewriter) -> None:
+        if not isinstance(matmul.parent_op(), FuncOp):
+            return
+        if self.label is not None and label_of(matmul) != self.label:
+            return
+        found = per_peer_plan(matmul, self.dim)
+        if isinstance(found, str):
+            return
+        ops, plan = found
+        label = label_of(matmul)
+        build = build_per_peer(plan, None if label is None else f"{label}_per_peer")
+        region = outline(ops, build, rewriter)
+        assert isinstance(region, PerPeerOp)
+        drop_collectives(region, rewriter)
+
+
 @dataclass(frozen=True)
 class Overlap(CocoPass):
     """Overlap a matmul with the collective it feeds or is fed by, chunk by
@@ -191,6 +381,10 @@ class Overlap(CocoPass):
     dim: int | None = None
     """The chunked dim of the matmul's result; by default the first that works."""
 
+    per_peer: bool = False
+    """One chunk per rank along the gathered/scattered dim, in a coco.per_peer
+    region (`chunks` is then the world size)."""
+
     def check_options(self) -> None:
         self.require_at_least("chunks", 1)
         self.require_at_least("dim", 0)
@@ -200,8 +394,14 @@ class Overlap(CocoPass):
 
     def problem(self, op: Operation) -> str | None:
         assert isinstance(op, MatmulOp)
-        plan = overlap_plan(op, self.chunks, self.dim)
+        if self.per_peer:
+            plan = per_peer_plan(op, self.dim)
+        else:
+            plan = overlap_plan(op, self.chunks, self.dim)
         return plan if isinstance(plan, str) else None
 
     def rewrite(self, module: ModuleOp) -> None:
-        rewrite_once(module, OverlapPattern(self.chunks, self.dim, self.op))
+        if self.per_peer:
+            rewrite_once(module, PerPeerPattern(self.dim, self.op))
+        else:
+            rewrite_once(module, OverlapPattern(self.chunks, self.dim, self.op))

@@ -78,6 +78,7 @@ from xdsl.utils.lexer import Position
 
 from coconet_ir.diagnostics import value_name
 from coconet_ir.dialects.coco.attributes import (
+    LOCAL,
     REPLICATED,
     ComparePredicate,
     ComparePredicateAttr,
@@ -1304,6 +1305,42 @@ class AllToAllOp(CollectiveOp):
         return {"dim": self.dim.value.data}
 
 
+@irdl_op_definition
+class ShiftOp(CollectiveOp):
+    """`coco.shift %a by = K`: a collective permute; rank `r` receives what rank
+    `(r + K) mod N` holds (and sends its own to `(r - K) mod N`). The type is
+    kept: a `sliced<D>` value's blocks rotate by `K` (its global value is the
+    blocks in the order `K, K+1, ..., K-1`), a `local` value's per-rank
+    values rotate, a `replicated` value is unchanged (docs/dialect.md,
+    "coco.shift")."""
+
+    name = "coco.shift"
+
+    by = prop_def(IntegerAttr[I64])
+    assembly_format = (
+        "$operand `by` `=` $by attr-dict `:` type($operand) `->` type($result)"
+    )
+
+    def __init__(
+        self, operand: SSAValue | Operation, by: int, *, label: str | None = None
+    ):
+        operands = [SSAValue.get(operand)]
+        super().__init__(
+            operands=operands,
+            result_types=[self.build_result_type(operands)],
+            properties={"by": IntegerAttr(by, i64)},
+            attributes=label_attribute(label),
+        )
+
+    @property
+    def offset(self) -> int:
+        return self.by.value.data
+
+    @classmethod
+    def infer_result_type(cls, operand: TensorType) -> TensorType:
+        return operand
+
+
 # ============================================================================
 # Pipelines: send and recv between stages
 # ============================================================================
@@ -1555,11 +1592,89 @@ class OverlapOp(RegionOp):
 
 
 @irdl_op_definition
+class PerPeerOp(RegionOp):
+    """`coco.per_peer (%in...) dims = [...] -> [...] : ... { ... }`: the body
+    runs once per peer, on N chunks (N: the world size), rank `r` running chunk
+    `(r + s) mod N` at step `s` (docs/dialect.md, "coco.per_peer").
+
+    Input `i` with `input_dims[i] = d`:
+    - `d` is its sliced dim: a *gathered* input; the body sees it gathered
+      (`replicated`), chunk `c` being rank `c`'s block, which reaches each
+      rank by `coco.shift` one step at a time;
+    - another dim: cut into N chunks along `d`, as in `coco.overlap`;
+    - -1: passed whole.
+    Output `j` with `output_dims[j] = e`: when the output is `sliced<e>` and
+    the body yields it `local`, it is *reduce-scattered*: chunk `c`'s partials,
+    summed over the ranks, are rank `c`'s block; otherwise the chunks are
+    concatenated along `e` (not its sliced dim). The body has global shapes
+    and no communication; its values are those of the un-chunked body."""
+
+    name = "coco.per_peer"
+
+    input_dims = prop_def(DenseArrayBase[I64])
+    output_dims = prop_def(DenseArrayBase[I64])
+
+    assembly_format = (
+        "` ` `(` $inputs `)` `dims` `=` $input_dims `->` $output_dims attr-dict "
+        "`:` functional-type($inputs, $outputs) $body"
+    )
+
+    def gathered(self, index: int) -> bool:
+        """Whether input `index` is gathered (chunked along its sliced dim)."""
+        t = as_tensor_type(self.inputs[index], "input")
+        dim = self.input_dims.get_values()[index]
+        return t.layout.is_sliced and t.layout.sliced_dim == dim
+
+    def scattered(self, index: int) -> bool:
+        """Whether output `index` is reduce-scattered along its chunk dim."""
+        t = as_tensor_type(self.outputs[index], "output")
+        dim = self.output_dims.get_values()[index]
+        return t.layout.is_sliced and t.layout.sliced_dim == dim
+
+    def expected_argument_types(self) -> list[TensorType]:
+        return [
+            t.with_layout(REPLICATED) if self.gathered(i) else t
+            for i, t in enumerate(super().expected_argument_types())
+        ]
+
+    def expected_yield_types(self) -> list[TensorType]:
+        return [
+            t.with_layout(LOCAL) if self.scattered(j) else t
+            for j, t in enumerate(super().expected_yield_types())
+        ]
+
+    def verify_types(self) -> None:
+        for what, values, dims in (
+            ("input", self.inputs, self.input_dims.get_values()),
+            ("output", self.outputs, self.output_dims.get_values()),
+        ):
+            if len(dims) != len(values):
+                raise LayoutError(
+                    f"{len(values)} {what}s need {len(values)} chunk dims, "
+                    f"got {len(dims)}"
+                )
+            for value, dim in zip(values, dims):
+                if dim != -1 or what == "output":
+                    t = as_tensor_type(value, what)
+                    check_dim_in_range(f"{what} chunk dim", dim, t)
+        if all(d < 0 for d in self.input_dims.get_values()):
+            raise LayoutError("at least one input must be chunked")
+        for op in self.block.walk():
+            if isinstance(op, CollectiveOp | SendOp | RecvOp | UpdateOp | RegionOp):
+                if op is not self:
+                    raise LayoutError(
+                        f"the body cannot hold '{op.name}': each rank runs its "
+                        "own chunk at a step, so the body cannot communicate"
+                    )
+        super().verify_types()
+
+
+@irdl_op_definition
 class YieldOp(AbstractYieldOperation[TensorType]):
     """`coco.yield %v... : T...`: the values a fusion or overlap region gives."""
 
     name = "coco.yield"
 
     traits = lazy_traits_def(
-        lambda: (IsTerminator(), HasParent(FusionOp, OverlapOp), Pure())
+        lambda: (IsTerminator(), HasParent(FusionOp, OverlapOp, PerPeerOp), Pure())
     )
