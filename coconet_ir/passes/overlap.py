@@ -337,9 +337,9 @@ def drop_collectives(region: PerPeerOp, rewriter: PatternRewriter) -> None:
         if isinstance(op, AllGatherOp):
             arg = op.operand
             gathered = rewriter.replace_value_with_new_type(arg, op.result.type)
-            rewriter.replace_op(op, [], [gathered])
+            rewriter.replace(op, [], [gathered])
         elif isinstance(op, ReduceScatterOp):
-            rewriter.replace_op(op, [], [op.operand])
+            rewriter.replace(op, [], [op.operand])
 
 
 @dataclass(frozen=True)
