@@ -10,11 +10,16 @@ bytes (global size) on `N` ranks:
 | reduce_scatter, all_gather | (N-1)/N · S |
 | broadcast | S (every rank but the last in the ring forwards it; counted for all) |
 | all_to_all | (N-1)/N · S/N (a rank keeps 1/N of its block) |
-| send | the rank's own value (its block if sliced) |
+| send, shift | the rank's own value (its block if sliced; see below) |
+| per_peer | (N-1)/N of each gathered input and reduce-scattered output |
+
+A shift of a replicated value, or by a multiple of N, sends nothing; a
+per-peer region moves what its all_gather and reduce_scatter moved.
 
 Elementwise work counts the elements each rank computes (its block for sliced
-values). These are the numbers the schedule is judged by (docs/passes.md); the
-cost model of later stages builds on them.
+values). A `coco.per_peer` body has the global shapes, so counting it once
+counts all its steps. These are the numbers the schedule is judged by
+(docs/passes.md); the cost model of later stages builds on them.
 """
 
 from __future__ import annotations
@@ -55,10 +60,33 @@ def bytes_sent(op: Operation, world: int) -> int:
         case coco.AllToAllOp():
             return round(fraction * global_bytes(op.operand.type) / world)
         case coco.SendOp():
+            return own_bytes(coco.tensor_type(op.operand), world)
+        case coco.ShiftOp():
             t = coco.tensor_type(op.operand)
-            return global_bytes(t) // world if t.layout.is_sliced else global_bytes(t)
+            moves = op.offset % world and not t.layout.is_replicated
+            return own_bytes(t, world) if moves else 0
+        case coco.PerPeerOp():
+            return round(fraction * per_peer_bytes(op))
         case _:
             return 0
+
+
+def own_bytes(t: coco.TensorType, world: int) -> int:
+    """The bytes of what one rank holds of a value: its block if sliced."""
+    return global_bytes(t) // world if t.layout.is_sliced else global_bytes(t)
+
+
+def per_peer_bytes(op: coco.PerPeerOp) -> int:
+    """The global bytes a per-peer region exchanges block by block: its
+    gathered inputs and its reduce-scattered outputs (each rank moves
+    (N-1)/N of them, as the all_gather and reduce_scatter did)."""
+    gathered = sum(
+        global_bytes(v.type) for i, v in enumerate(op.inputs) if op.gathered(i)
+    )
+    scattered = sum(
+        global_bytes(v.type) for j, v in enumerate(op.outputs) if op.scattered(j)
+    )
+    return gathered + scattered
 
 
 def message_bytes(op: Operation, world: int) -> int:
@@ -78,8 +106,10 @@ def message_bytes(op: Operation, world: int) -> int:
             return global_bytes(op.operand.type)
         case coco.AllToAllOp():
             return global_bytes(op.operand.type) // world
-        case coco.SendOp():
+        case coco.SendOp() | coco.ShiftOp():
             return bytes_sent(op, world)
+        case coco.PerPeerOp():
+            return per_peer_bytes(op)
         case _:
             return 0
 
@@ -107,7 +137,7 @@ class Costs:
         """Count `op`, run `times` times (the chunks of an overlap region)."""
         self.bytes_sent += times * bytes_sent(op, self.world)
         self.message_bytes += times * message_bytes(op, self.world)
-        if isinstance(op, coco.CollectiveOp | coco.SendOp):
+        if isinstance(op, coco.CollectiveOp | coco.SendOp | coco.PerPeerOp):
             self.collectives[op.name] = self.collectives.get(op.name, 0) + times
         if isinstance(op, ELEMENTWISE_OPS):
             result = op.results[0].type

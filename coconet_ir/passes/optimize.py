@@ -11,8 +11,9 @@ slices between pipeline stages (`coco-fuse-send`, then `coco-reorder` again for
 the receiver's new all_gather, repeated until no more send is fused: a
 pipeline of any depth in one run), fuse reduce_scatter + compute + all_gather (or send)
 into one kernel region (`coco-fuse`), overlap a matmul with the collectives that
-consume it, chunk by chunk (`coco-overlap`), and drop what became dead
-(`coco-dce`). Each part can be switched off, e.g.
+feed or consume it — not at all, chunk by chunk or one chunk per peer, as the
+estimate says is fastest (`coco-overlap{auto=true}`) — and drop what became
+dead (`coco-dce`). Each part can be switched off, e.g.
 `coco-optimize{overlap=false chunks=2}`.
 
 Every part applies to all ops it matches and skips the others, so the pass
@@ -29,7 +30,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from coconet_ir.dialects.coco import SendOp, tensor_type
-from coconet_ir.passes.base import CocoPass
+from coconet_ir.passes.base import CocoPass, PassRefused
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,10 @@ class Optimize(ModulePass):
     fuse_send: bool = True
     fuse: bool = True
     overlap: bool = True
+    overlap_mode: str = "auto"
+    """How a matmul overlaps its collectives: `auto` (the estimate picks none,
+    chunks or per peer for each), `chunks` (always chunk where possible, as
+    CoCoNet's default schedule) or `per_peer`."""
     chunks: int = 4
     """Chunks of the overlapped matmul/collective regions."""
 
@@ -58,7 +63,6 @@ class Optimize(ModulePass):
         from coconet_ir.passes.fuse import Fuse
         from coconet_ir.passes.fuse_collective import FuseCollective
         from coconet_ir.passes.fuse_send import FuseSend
-        from coconet_ir.passes.overlap import Overlap
         from coconet_ir.passes.reorder import Reorder
         from coconet_ir.passes.slice_norm import SliceNorm
         from coconet_ir.passes.slice_state import SliceState
@@ -75,10 +79,26 @@ class Optimize(ModulePass):
             # To the fixpoint, with coco-reorder after each round: see apply.
             (self.fuse_send, FuseSend()),
             (self.fuse, Fuse()),
-            (self.overlap, Overlap(chunks=self.chunks)),
+            (self.overlap, self.overlap_part()),
             (True, CocoDCE()),
         ]
         return [p for enabled, p in schedule if enabled]
+
+    def overlap_part(self) -> CocoPass:
+        from coconet_ir.passes.overlap import Overlap
+
+        match self.overlap_mode:
+            case "auto":
+                return Overlap(chunks=self.chunks, auto=True, world=self.world)
+            case "chunks":
+                return Overlap(chunks=self.chunks)
+            case "per_peer":
+                return Overlap(per_peer=True)
+            case other:
+                raise PassRefused(
+                    f"{self.name}: overlap_mode must be auto, chunks or per_peer, "
+                    f"got {other}"
+                )
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         parts = self.parts()

@@ -24,7 +24,7 @@ the matmul (CoCoNet's `overlap(mm, fused, chunks=4)`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, ModuleOp, i64
@@ -38,6 +38,13 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import Rewriter
 
 from coconet_ir.analysis.chunks import ChunkPlan, chunk_problem, plan_chunks
+from coconet_ir.analysis.overlap_choice import (
+    A100_NVLINK,
+    Machine,
+    OverlapMode,
+    Work,
+    estimate,
+)
 from coconet_ir.diagnostics import location_of
 from coconet_ir.dialects.coco import (
     ELEMENTWISE_OPS,
@@ -52,6 +59,7 @@ from coconet_ir.dialects.coco import (
     SendOp,
     UpdateOp,
     chunk_type,
+    communication_in,
     label_attribute,
     label_of,
     tensor_type,
@@ -61,6 +69,9 @@ from coconet_ir.passes.base import CocoPass, function_body_ops, rewrite_once
 from coconet_ir.passes.regions import Boundary, boundary, cycle_through, outline
 
 CONSUMERS = (AllReduceOp, ReduceScatterOp, FusionOp)
+DEFAULT_WORLD = 8
+"""The world size `auto` estimates for when the module does not say: one
+node of eight GPUs."""
 NOT_CHUNKABLE = (SendOp, RecvOp, UpdateOp, OverlapOp)
 
 
@@ -169,16 +180,24 @@ class OverlapPattern(RewritePattern):
         found = overlap_plan(matmul, self.chunks, self.dim)
         if isinstance(found, str):
             return
-        ops, plan = found
-        label = label_of(matmul)
-        build = build_overlap(
-            plan, self.chunks, None if label is None else f"{label}_overlap"
-        )
-        outline(ops, build, rewriter)
-        for value, d in list(plan.dims.items()):
-            if d >= 0 and in_body(value, plan.members):
-                typed = chunk_type(tensor_type(value), d, self.chunks)
-                rewriter.replace_value_with_new_type(value, typed)
+        make_overlap(matmul, *found, self.chunks, rewriter)
+
+
+def make_overlap(
+    matmul: MatmulOp,
+    ops: list[Operation],
+    plan: ChunkPlan,
+    chunks: int,
+    rewriter: PatternRewriter,
+) -> None:
+    """Outline `ops` (overlap_plan's region of `matmul`) as a coco.overlap."""
+    label = label_of(matmul)
+    build = build_overlap(plan, chunks, None if label is None else f"{label}_overlap")
+    outline(ops, build, rewriter)
+    for value, d in list(plan.dims.items()):
+        if d >= 0 and in_body(value, plan.members):
+            typed = chunk_type(tensor_type(value), d, chunks)
+            rewriter.replace_value_with_new_type(value, typed)
 
 
 # ============================================================================
@@ -211,8 +230,18 @@ def per_peer_region(matmul: MatmulOp) -> list[Operation] | str:
                 return f"the reduce_scatter reduces by {user.reduction.data}, not sum"
             ops.append(user)
             break
-        follows = isinstance(user, ELEMENTWISE_OPS) or (
-            isinstance(user, MatmulOp) and user.lhs is value and user.rhs is not value
+        follows = (
+            isinstance(user, ELEMENTWISE_OPS)
+            or (
+                isinstance(user, MatmulOp)
+                and user.lhs is value
+                and user.rhs is not value
+            )
+            or (
+                isinstance(user, FusionOp)
+                and len(user.results) == 1
+                and communication_in(user.block) is None
+            )
         )
         if not follows:
             break
@@ -360,12 +389,108 @@ class PerPeerPattern(RewritePattern):
         found = per_peer_plan(matmul, self.dim)
         if isinstance(found, str):
             return
-        ops, plan = found
-        label = label_of(matmul)
-        build = build_per_peer(plan, None if label is None else f"{label}_per_peer")
-        region = outline(ops, build, rewriter)
-        assert isinstance(region, PerPeerOp)
-        drop_collectives(region, rewriter)
+        make_per_peer(matmul, *found, rewriter)
+
+
+def make_per_peer(
+    matmul: MatmulOp, ops: list[Operation], plan: ChunkPlan, rewriter: PatternRewriter
+) -> None:
+    """Outline `ops` (per_peer_plan's region of `matmul`) as a coco.per_peer."""
+    label = label_of(matmul)
+    build = build_per_peer(plan, None if label is None else f"{label}_per_peer")
+    region = outline(ops, build, rewriter)
+    assert isinstance(region, PerPeerOp)
+    drop_collectives(region, rewriter)
+
+
+# ============================================================================
+# Choosing: none, chunks or per peer, by the estimate
+# ============================================================================
+
+
+@dataclass(frozen=True)
+class OverlapChoice:
+    """The estimated time of each schedule for a matmul's collectives, and the
+    plans the chosen one is built from."""
+
+    times: dict[OverlapMode, float]
+    chunked: tuple[list[Operation], ChunkPlan] | None
+    per_peer: tuple[list[Operation], ChunkPlan] | None
+
+    @property
+    def best(self) -> OverlapMode:
+        """The fastest; on a tie the simpler (none, then chunks)."""
+        return min(self.times, key=lambda mode: self.times[mode])
+
+
+def choose_overlap(
+    matmul: MatmulOp, chunks: int, world: int, machine: Machine = A100_NVLINK
+) -> OverlapChoice | None:
+    """The schedules `matmul` can have and their estimates over the same ops
+    (docs/passes/coco-overlap.md, "Choosing"), or None when it has neither a
+    chunked nor a per-peer region. The per-peer region may hold a second
+    matmul (the MLP): its own chunked region counts for the chunked choice."""
+    chunked = overlap_plan(matmul, chunks, None)
+    per_peer = per_peer_plan(matmul, None)
+    chunked = None if isinstance(chunked, str) else chunked
+    per_peer = None if isinstance(per_peer, str) else per_peer
+    if chunked is None and per_peer is None:
+        return None
+    chunk_regions: list[list[Operation]] = []
+    matmuls = [matmul]
+    if per_peer is not None:
+        matmuls = [op for op in per_peer[0] if isinstance(op, MatmulOp)]
+    for each in matmuls:
+        plan = chunked if each is matmul else overlap_plan(each, chunks, None)
+        if plan is not None and not isinstance(plan, str):
+            chunk_regions.append(plan[0])
+    # in block order, so that the estimate's sums are deterministic
+    in_chunks = [op for region in chunk_regions for op in region]
+    in_per_peer = per_peer[0] if per_peer is not None else []
+    group = list(dict.fromkeys(in_chunks + in_per_peer))
+
+    def time(ops: Sequence[Operation], mode: OverlapMode) -> float:
+        return estimate(Work.of(ops, world, machine), mode, world, chunks, machine)
+
+    def rest(covered: Sequence[Operation]) -> float:
+        done = set(covered)
+        return time([op for op in group if op not in done], OverlapMode.NONE)
+
+    times = {OverlapMode.NONE: rest([])}
+    if chunk_regions:
+        times[OverlapMode.CHUNKS] = rest(in_chunks) + sum(
+            time(region, OverlapMode.CHUNKS) for region in chunk_regions
+        )
+    if per_peer is not None:
+        times[OverlapMode.PER_PEER] = rest(in_per_peer) + time(
+            in_per_peer, OverlapMode.PER_PEER
+        )
+    return OverlapChoice(times, chunked, per_peer)
+
+
+@dataclass(frozen=True)
+class ChosenOverlapPattern(RewritePattern):
+    """Give a matmul (labelled `label`, if given) the schedule `choose_overlap`
+    estimates fastest on `world` ranks."""
+
+    chunks: int
+    world: int
+    label: str | None = None
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, matmul: MatmulOp, rewriter: PatternRewriter) -> None:
+        if not isinstance(matmul.parent_op(), FuncOp):
+            return
+        if self.label is not None and label_of(matmul) != self.label:
+            return
+        choice = choose_overlap(matmul, self.chunks, self.world)
+        if choice is None:
+            return
+        best = choice.best
+        if best is OverlapMode.PER_PEER and choice.per_peer is not None:
+            make_per_peer(matmul, *choice.per_peer, rewriter)
+        elif best is OverlapMode.CHUNKS and choice.chunked is not None:
+            make_overlap(matmul, *choice.chunked, self.chunks, rewriter)
 
 
 @dataclass(frozen=True)
@@ -385,23 +510,43 @@ class Overlap(CocoPass):
     """One chunk per rank along the gathered/scattered dim, in a coco.per_peer
     region (`chunks` is then the world size)."""
 
+    auto: bool = False
+    """For each matmul, the schedule the estimate says is fastest: none,
+    `chunks` chunks or per peer (what coco-optimize does)."""
+
+    world: int | None = None
+    """The world size `auto` estimates for (default: `coco.world_size`, else 8)."""
+
     def check_options(self) -> None:
         self.require_at_least("chunks", 1)
         self.require_at_least("dim", 0)
+        self.require_at_least("world", 1)
+        if self.auto and (self.per_peer or self.dim is not None):
+            raise self.bad_option("auto chooses the mode and dim itself")
 
     def candidates(self, module: ModuleOp) -> Iterable[Operation]:
         return (op for op in function_body_ops(module) if isinstance(op, MatmulOp))
 
     def problem(self, op: Operation) -> str | None:
         assert isinstance(op, MatmulOp)
+        if self.auto:
+            if choose_overlap(op, self.chunks, self.estimated_world(op)) is None:
+                return "neither a chunked nor a per-peer region"
+            return None
         if self.per_peer:
             plan = per_peer_plan(op, self.dim)
         else:
             plan = overlap_plan(op, self.chunks, self.dim)
         return plan if isinstance(plan, str) else None
 
+    def estimated_world(self, op: Operation) -> int:
+        return self.world or world_size(op) or DEFAULT_WORLD
+
     def rewrite(self, module: ModuleOp) -> None:
-        if self.per_peer:
+        if self.auto:
+            world = self.estimated_world(module)
+            rewrite_once(module, ChosenOverlapPattern(self.chunks, world, self.op))
+        elif self.per_peer:
             rewrite_once(module, PerPeerPattern(self.dim, self.op))
         else:
             rewrite_once(module, OverlapPattern(self.chunks, self.dim, self.op))

@@ -1591,6 +1591,18 @@ class OverlapOp(RegionOp):
             )
 
 
+def communication_in(block: Block) -> Operation | None:
+    """The first op in `block` (nested fusions included) that communicates or
+    cannot run once per chunk on its own (a nested overlap or per-peer
+    region), or None."""
+    for op in block.walk():
+        if isinstance(op, CollectiveOp | SendOp | RecvOp | UpdateOp):
+            return op
+        if isinstance(op, OverlapOp | PerPeerOp):
+            return op
+    return None
+
+
 @irdl_op_definition
 class PerPeerOp(RegionOp):
     """`coco.per_peer (%in...) dims = [...] -> [...] : ... { ... }`: the body
@@ -1659,13 +1671,12 @@ class PerPeerOp(RegionOp):
                     check_dim_in_range(f"{what} chunk dim", dim, t)
         if all(d < 0 for d in self.input_dims.get_values()):
             raise LayoutError("at least one input must be chunked")
-        for op in self.block.walk():
-            if isinstance(op, CollectiveOp | SendOp | RecvOp | UpdateOp | RegionOp):
-                if op is not self:
-                    raise LayoutError(
-                        f"the body cannot hold '{op.name}': each rank runs its "
-                        "own chunk at a step, so the body cannot communicate"
-                    )
+        problem = communication_in(self.block)
+        if problem is not None:
+            raise LayoutError(
+                f"the body cannot hold '{problem.name}': each rank runs its "
+                "own chunk at a step, so the body cannot communicate"
+            )
         super().verify_types()
 
 

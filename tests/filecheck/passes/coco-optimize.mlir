@@ -7,15 +7,15 @@
 // RUN: coconet-run --compare %S/../../../examples/adam.mlir %t.adam --world 4
 // RUN: coconet-run --compare %S/../../../examples/adam.mlir %t.adam --world 8
 //
-// RUN: coconet-opt %S/../../../examples/megatron.mlir -p coco-optimize | filecheck %s --check-prefix=MEGATRON
-// RUN: coconet-opt %S/../../../examples/megatron.mlir -p 'coco-optimize{overlap=false}' | filecheck %s --check-prefix=NOOVERLAP
-// RUN: coconet-opt %S/../../../examples/megatron.mlir -p coco-optimize -o %t.megatron
+// RUN: coconet-opt %S/../../../examples/megatron.mlir -p 'coco-optimize{overlap_mode=chunks}' | filecheck %s --check-prefix=MEGATRON
+// RUN: coconet-opt %S/../../../examples/megatron.mlir -p 'coco-optimize{overlap=false overlap_mode=chunks}' | filecheck %s --check-prefix=NOOVERLAP
+// RUN: coconet-opt %S/../../../examples/megatron.mlir -p 'coco-optimize{overlap_mode=chunks}' -o %t.megatron
 // RUN: coconet-run --compare %S/../../../examples/megatron.mlir %t.megatron --world 2
 // RUN: coconet-run --compare %S/../../../examples/megatron.mlir %t.megatron --world 4
 // RUN: coconet-run --compare %S/../../../examples/megatron.mlir %t.megatron --world 8
 //
-// RUN: coconet-opt %S/../../../examples/pipeline.mlir -p coco-optimize | filecheck %s --check-prefix=PIPELINE
-// RUN: coconet-opt %S/../../../examples/pipeline.mlir -p coco-optimize -o %t.pipeline
+// RUN: coconet-opt %S/../../../examples/pipeline.mlir -p 'coco-optimize{overlap_mode=chunks}' | filecheck %s --check-prefix=PIPELINE
+// RUN: coconet-opt %S/../../../examples/pipeline.mlir -p 'coco-optimize{overlap_mode=chunks}' -o %t.pipeline
 // RUN: coconet-run --compare %S/../../../examples/pipeline.mlir %t.pipeline --world 2
 // RUN: coconet-run --compare %S/../../../examples/pipeline.mlir %t.pipeline --world 4
 // RUN: coconet-run --compare %S/../../../examples/pipeline.mlir %t.pipeline --world 8

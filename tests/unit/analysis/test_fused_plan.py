@@ -25,7 +25,8 @@ def the_fusion(module) -> FusionOp:
 
 
 def optimized(name: str):
-    return cc.Pipeline("coco-optimize")(example(name))
+    """`name` after coco-optimize with CoCoNet's chunked overlap."""
+    return cc.Pipeline("coco-optimize{overlap_mode=chunks}")(example(name))
 
 
 @pytest.mark.parametrize(
