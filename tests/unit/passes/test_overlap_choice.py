@@ -91,6 +91,22 @@ def test_the_mlp_at_gpt3_widths_is_one_per_peer_region() -> None:
     cc.verify(after)
 
 
+@pytest.mark.parametrize(
+    ("name", "gathered", "scattered"),
+    [("sequence_parallel", True, False), ("matmul_reduce_scatter", False, True)],
+)
+def test_flux_shapes_are_decomposed_per_peer(
+    name: str, gathered: bool, scattered: bool
+) -> None:
+    """FLUX's TP=8 shapes (M = 4096, K = 12288, N = 49152, bf16), the two
+    examples' `--model` sizes: both become one per-peer region."""
+    example_module = load_example(name)
+    after = cc.Pipeline("coco-optimize")(example_module.build(example_module.MODEL))
+    (region,) = ops_of(after, coco.PerPeerOp)
+    assert region.gathered(0) is gathered and region.scattered(0) is scattered
+    cc.verify(after)
+
+
 def test_the_world_size_comes_from_the_module() -> None:
     """The estimate is made for the module's coco.world_size (2 ranks: two
     steps, each hiding half of the gather); per peer still pays."""
