@@ -102,6 +102,7 @@ __all__ = [
     "rsqrt",
     "select",
     "send",
+    "shift",
     "sliced",
     "sqrt",
     "sub",
@@ -761,6 +762,13 @@ def all_to_all(x: Value, dim: int, *, name: str | None = None) -> Value:
     return _result(
         _emit("coco.all_to_all", lambda: coco.AllToAllOp(a, dim, label=name), name)
     )
+
+
+def shift(x: Value, by: int, *, name: str | None = None) -> Value:
+    """`coco.shift`: rank r receives what rank (r + by) mod N holds (a
+    sliced value's blocks rotate; the type is kept)."""
+    a = _value("coco.shift", x)
+    return _result(_emit("coco.shift", lambda: coco.ShiftOp(a, by, label=name), name))
 
 
 def _stage_name(op_name: str, stage: object) -> str:

@@ -185,6 +185,18 @@ class Schedule:
             self._check_inside(inside, coco.OverlapOp)
         return Handle(f"{name}_overlap")
 
+    def per_peer(self, matmul: Target) -> Handle:
+        """Decompose `matmul`, the all_gather feeding it and the chain ending
+        in a reduce_scatter one chunk per rank (`coco-overlap{per_peer=true}`):
+        the collectives become the region's gathered inputs and scattered
+        outputs."""
+        from coconet_ir.passes.overlap import Overlap
+
+        with self._step():
+            name = self._name_of(matmul)
+            self._apply(Overlap(op=name, per_peer=True))
+        return Handle(f"{name}_per_peer")
+
     def fuse_send(self, send: Target) -> None:
         """Send the slice instead of the gathered tensor; the receiver gathers."""
         from coconet_ir.passes.fuse_send import FuseSend

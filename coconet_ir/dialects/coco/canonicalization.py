@@ -13,7 +13,11 @@ dialect does:
   `canonicalize` before splitting, not between a split and the passes using it;
 - `all_reduce(x) reduction = max|min` → `x` when `x` is `replicated` (every rank
   holds the same value);
-- `convert(x)` to `x`'s own type → `x`.
+- `convert(x)` to `x`'s own type → `x`;
+- `shift(x) by = 0`, and a shift of a replicated `x` → `x`;
+  `shift(shift(x) by = a) by = b` → `shift(x) by = a + b` when the inner
+  shift has no other use (a multiple of N is the identity, but N is not
+  known here).
 
 A producer these rewrites leave unused (a gather, a reduce_scatter) is removed
 by the dead-code sweep `canonicalize` ends with: collectives declare that they
@@ -37,6 +41,7 @@ from coconet_ir.dialects.coco.ops import (
     AllSliceOp,
     ConvertOp,
     ReduceScatterOp,
+    ShiftOp,
     label_of,
     tensor_type,
 )
@@ -126,3 +131,29 @@ class SameTypeConvert(RewritePattern):
         if op.operand.type != op.result.type:
             return
         rewriter.replace(op, [], [op.operand])
+
+
+@dataclass
+class IdentityShift(RewritePattern):
+    """`shift(x) by = 0`, or of a replicated `x` → `x`."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: ShiftOp, rewriter: PatternRewriter) -> None:
+        if op.offset == 0 or tensor_type(op.operand).layout.is_replicated:
+            rewriter.replace(op, [], [op.operand])
+
+
+@dataclass
+class ShiftOfShift(RewritePattern):
+    """`shift(shift(x) by = a) by = b` → `shift(x) by = a + b`, when the inner
+    shift has no other use."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: ShiftOp, rewriter: PatternRewriter) -> None:
+        inner = op.operand.owner
+        if not isinstance(inner, ShiftOp) or not op.operand.has_one_use():
+            return
+        label = label_of(op)
+        rewriter.replace(
+            op, ShiftOp(inner.operand, inner.offset + op.offset, label=label)
+        )

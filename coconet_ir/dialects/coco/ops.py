@@ -310,6 +310,17 @@ class AllReduceOpHasCanonicalizationPatterns(HasCanonicalizationPatternsTrait):
         return (ReplicatedIdempotentAllReduce(),)
 
 
+class ShiftOpHasCanonicalizationPatterns(HasCanonicalizationPatternsTrait):
+    @classmethod
+    def get_canonicalization_patterns(cls) -> tuple[RewritePattern, ...]:
+        from coconet_ir.dialects.coco.canonicalization import (
+            IdentityShift,
+            ShiftOfShift,
+        )
+
+        return (IdentityShift(), ShiftOfShift())
+
+
 class ConvertOpHasCanonicalizationPatterns(HasCanonicalizationPatternsTrait):
     @classmethod
     def get_canonicalization_patterns(cls) -> tuple[RewritePattern, ...]:
@@ -1317,6 +1328,7 @@ class ShiftOp(CollectiveOp):
     name = "coco.shift"
 
     by = prop_def(IntegerAttr[I64])
+    traits = traits_def(ShiftOpHasCanonicalizationPatterns())
     assembly_format = (
         "$operand `by` `=` $by attr-dict `:` type($operand) `->` type($result)"
     )

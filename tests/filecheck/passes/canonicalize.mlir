@@ -6,6 +6,7 @@
 // RUN: coconet-run --compare %s %t --world 2 --entry canon
 // RUN: coconet-run --compare %s %t --world 4 --entry canon
 // RUN: coconet-run --compare %s %t --world 8 --entry canon
+// RUN: coconet-run --compare %s %t --world 2 --entry shifts && coconet-run --compare %s %t --world 4 --entry shifts && coconet-run --compare %s %t --world 8 --entry shifts
 
 // CHECK-LABEL: func.func @canon
 // all_gather(reduce_scatter(g)) -> all_reduce(g), the reduction and the name kept.
@@ -60,4 +61,16 @@ func.func @sgd(%g: !coco.tensor<8x64xf32, local>, %w: !coco.tensor<8x64xf32, rep
   %w1 = coco.sub %w, %d : (!coco.tensor<8x64xf32, replicated>, !coco.tensor<8x64xf32, replicated>) -> !coco.tensor<8x64xf32, replicated>
   coco.update %w, %w1 : !coco.tensor<8x64xf32, replicated>
   func.return
+}
+
+// Shifts: two in a row are one; by 0, or of a replicated value, none.
+// CHECK-LABEL: func.func @shifts
+// CHECK-NEXT:    %b = coco.shift %x by = 3 {name = "b"} : !coco.tensor<16xf32, sliced<0>> -> !coco.tensor<16xf32, sliced<0>>
+// CHECK-NEXT:    func.return %b, %r, %x
+func.func @shifts(%x: !coco.tensor<16xf32, sliced<0>>, %r: !coco.tensor<4xf32, replicated>) -> (!coco.tensor<16xf32, sliced<0>>, !coco.tensor<4xf32, replicated>, !coco.tensor<16xf32, sliced<0>>) {
+  %a = coco.shift %x by = 1 : !coco.tensor<16xf32, sliced<0>> -> !coco.tensor<16xf32, sliced<0>>
+  %b = coco.shift %a by = 2 {name = "b"} : !coco.tensor<16xf32, sliced<0>> -> !coco.tensor<16xf32, sliced<0>>
+  %c = coco.shift %r by = 2 : !coco.tensor<4xf32, replicated> -> !coco.tensor<4xf32, replicated>
+  %d = coco.shift %x by = 0 : !coco.tensor<16xf32, sliced<0>> -> !coco.tensor<16xf32, sliced<0>>
+  func.return %b, %c, %d : !coco.tensor<16xf32, sliced<0>>, !coco.tensor<4xf32, replicated>, !coco.tensor<16xf32, sliced<0>>
 }

@@ -405,6 +405,14 @@ BUILDERS: list[
         S1,
         "dim = 1",
     ),
+    (
+        "shift",
+        [S0],
+        lambda a, **k: cc.shift(a, -1, **k),
+        coco.ShiftOp,
+        S0,
+        "by = -1",
+    ),
 ]
 
 

@@ -231,3 +231,28 @@ def test_random_chains_become_one_region_and_keep_their_values(program, world):
     assert len(regions(after)) == 1, cc.to_text(after)
     result = cc.equivalent(before, after, world)
     assert result.ok, result.first_difference
+
+
+def test_schedule_per_peer_and_the_shift_builder() -> None:
+    """The Python API: `Schedule.per_peer` names the region, `cc.shift`
+    builds the op."""
+
+    @cc.function
+    def layer(
+        x: cc.tensor([16, 4, 32], cc.f32, cc.sliced(0)),
+        w: cc.tensor([32, 64], cc.f32, cc.sliced(1)),
+    ):
+        return cc.gelu(cc.matmul(cc.all_gather(x), w, name="mm"))
+
+    @cc.function
+    def ring(x: cc.tensor([16], cc.f32, cc.sliced(0))):
+        return cc.shift(x, 1, name="next")
+
+    schedule = cc.Schedule(cc.module(layer))
+    handle = schedule.per_peer("mm")
+    assert str(handle) == "mm_per_peer"
+    (region,) = regions(schedule.module)
+    assert region.gathered(0)
+    assert cc.equivalent(cc.module(layer), schedule.module, 4).ok
+    (shift,) = [op for op in cc.module(ring).walk() if isinstance(op, coco.ShiftOp)]
+    assert shift.offset == 1
