@@ -330,6 +330,27 @@ class LaunchTimeline:
         return 0 <= self.first_remote_store < self.last_tile
 
 
+@dataclass(frozen=True)
+class StreamEvent:
+    """One GEMM or copy a stream ran (docs/gpu.md §3, "Timeline"): the event
+    numbers of its start and end on the counter the tile marks use, so that
+    "this copy started before that GEMM ended" is an order the run had."""
+
+    rank: int
+    """Global: `stage * world + rank`."""
+    stream: int
+    kind: str
+    """`gemm`, `copy` (within the rank) or `peer_copy` (into `peer`)."""
+    peer: int
+    """The global rank a peer copy stored into; -1 otherwise."""
+    start: int
+    end: int
+
+    def overlaps(self, other: StreamEvent) -> bool:
+        """Both were in flight at once: each started before the other ended."""
+        return self.start < other.end and other.start < self.end
+
+
 class EmulatorStats:
     """What an emulated run did, per call (docs/gpu.md §3): kernel launches
     per rank and stream, library calls, bytes each rank sent to each other
@@ -348,6 +369,20 @@ class EmulatorStats:
         self.timeline = [LaunchTimeline(**entry) for entry in raw.get("timeline", [])]
         """The launches that marked tiles (tile kernels), every call's, in
         the order they ended."""
+        self.stream_events = [
+            StreamEvent(**entry) for entry in raw.get("stream_events", [])
+        ]
+        """Every call's GEMMs and copies, in the order they ended."""
+
+    def events_of(self, rank: int, stream: int, kind: str) -> list[StreamEvent]:
+        """The `kind` events of global rank `rank` on `stream`, in the
+        stream's order."""
+        found = [
+            e
+            for e in self.stream_events
+            if (e.rank, e.stream, e.kind) == (rank, stream, kind)
+        ]
+        return sorted(found, key=lambda e: e.start)
 
     def __repr__(self) -> str:
         return (

@@ -15,7 +15,9 @@ and the tests require the two to agree exactly. The conventions:
   send moves its buffer to rank `r` of the destination stage;
 - a fused collective kernel moves what its launch's `coco_gpu.peer_bytes`
   attribute says: the bytes every rank stores into each other rank per launch,
-  which the lowering writes from `analysis.fused_plan.FusedPlan.peer_bytes`.
+  which the lowering writes from `analysis.fused_plan.FusedPlan.peer_bytes`;
+- a `coco_gpu.peer_copy ... to rank + K` moves its buffer from every rank `r`
+  to rank `(r + K) % N` (a per-peer region's blocks, a shift).
 
 Host loops with constant bounds (the chunks of an overlap region) multiply
 what their body does.
@@ -92,6 +94,12 @@ class Traffic:
                 return
             case coco_gpu.GemmOp():
                 self.library_calls["cublas"] += times
+                return
+            case coco_gpu.PeerCopyOp():
+                matrix, size = self.matrix(stream), buffer_bytes(op.source)
+                for r in range(n):
+                    matrix[r, (r + op.shift) % n] += times * size
+                self.library_calls["peer_copy"] += times
                 return
             case coco_gpu.NcclAllReduceOp():
                 size = round(2 * fraction * buffer_bytes(op.input))

@@ -45,6 +45,7 @@ from xdsl.irdl import (
     irdl_attr_definition,
     irdl_op_definition,
     operand_def,
+    opt_operand_def,
     opt_prop_def,
     prop_def,
     result_def,
@@ -268,6 +269,48 @@ class GemmOp(IRDLOperation):
         )
 
 
+@irdl_op_definition
+class PeerCopyOp(IRDLOperation):
+    """Store this rank's buffer `source` into rank `(rank + to) mod N`'s copy
+    of the symmetric buffer `target` (a copy-engine copy over the peer's
+    mapped memory, `cudaMemcpyAsync` on the op's stream; the emulation counts
+    its bytes as traffic from this rank to that peer). The peer must have
+    said the target is free, and is told it has arrived, by signals
+    (docs/gpu.md, "Per-peer overlap")."""
+
+    name = "coco_gpu.peer_copy"
+    source = operand_def(MemRefType)
+    target = operand_def(MemRefType)
+    to = prop_def(IntegerAttr[I64])
+    assembly_format = (
+        "$source `to` `rank` `+` $to `,` $target attr-dict `:` type($source) `,` "
+        "type($target)"
+    )
+
+    def __init__(
+        self, source: SSAValue | Operation, target: SSAValue | Operation, to: int
+    ):
+        super().__init__(
+            operands=[source, target], properties={"to": IntegerAttr(to, i64)}
+        )
+
+    @property
+    def shift(self) -> int:
+        """The destination's distance from this rank: `(rank + shift) mod N`."""
+        return self.to.value.data
+
+    def verify_(self) -> None:
+        source, target = self.source.type, self.target.type
+        assert isinstance(source, MemRefType) and isinstance(target, MemRefType)
+        if source.element_type != target.element_type or math.prod(
+            source.get_shape()
+        ) != math.prod(target.get_shape()):
+            raise VerifyException(
+                f"copies between buffers of one size and element type, got "
+                f"{source} and {target}"
+            )
+
+
 # ============================================================================
 # Streams, events, launch sizes
 # ============================================================================
@@ -302,23 +345,32 @@ class WaitEventOp(IRDLOperation):
 @irdl_op_definition
 class ViewOp(IRDLOperation):
     """A contiguous piece of `source`: the `result`-shaped buffer starting at
-    element `offset` of its flat (row-major) elements, as an identity-layout
-    buffer (an overlap chunk cut along the outermost non-unit dim). MLIR's
-    `memref.subview` would give a strided type and `memref.view` wants an i8
-    buffer; on the device both are `source + offset`."""
+    element `offset` (plus the host index `start`, when given: a chunk whose
+    place depends on the rank) of its flat (row-major) elements, as an
+    identity-layout buffer (an overlap chunk cut along the outermost non-unit
+    dim). MLIR's `memref.subview` would give a strided type and `memref.view`
+    wants an i8 buffer; on the device both are `source + start + offset`."""
 
     name = "coco_gpu.view"
     traits = traits_def(Pure())
     source = operand_def(MemRefType)
+    start = opt_operand_def(IndexType)
     offset = prop_def(IntegerAttr[I64])
     result = result_def(MemRefType)
     assembly_format = (
-        "$source `[` $offset `]` attr-dict `:` type($source) `to` type($result)"
+        "$source `[` ($start^ `+`)? $offset `]` attr-dict `:` type($source) `to` "
+        "type($result)"
     )
 
-    def __init__(self, source: SSAValue | Operation, offset: int, type: MemRefType):
+    def __init__(
+        self,
+        source: SSAValue | Operation,
+        offset: int,
+        type: MemRefType,
+        start: SSAValue | Operation | None = None,
+    ):
         super().__init__(
-            operands=[source],
+            operands=[source, [] if start is None else [start]],
             properties={"offset": IntegerAttr(offset, i64)},
             result_types=[type],
         )
@@ -531,6 +583,7 @@ COCO_GPU_OPS = [
     NcclSendOp,
     NcclRecvOp,
     GemmOp,
+    PeerCopyOp,
     RecordEventOp,
     WaitEventOp,
     ViewOp,
@@ -568,6 +621,7 @@ __all__ = [
     "NcclReduceScatterOp",
     "NcclSendOp",
     "NextEpochOp",
+    "PeerCopyOp",
     "PeerViewOp",
     "PeersOp",
     "PeersType",

@@ -60,7 +60,7 @@ from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import PassFailedException
 
 from coconet_ir.analysis.channels import PipelineChannels, channel_of
-from coconet_ir.analysis.chunks import chunk_dims
+from coconet_ir.analysis.chunks import ChunkConflict, chunk_dims, step_of
 from coconet_ir.analysis.costs import function_costs
 from coconet_ir.analysis.fused_plan import DEFAULT_CHUNK_ELEMENTS
 from coconet_ir.diagnostics import CocoError, value_name
@@ -137,9 +137,28 @@ __all__ = [
 index = IndexType()
 
 CHUNK_ATTR = "coco_gpu.chunk"
-"""On a dropout cloned into one chunk of a `coco.overlap` (while
-lowering): `array<i64: DIM, INDEX, CHUNKS>` — its operand is chunk INDEX of
-CHUNKS along DIM of the un-chunked value, so its global index is kept."""
+"""On a dropout cloned into one chunk of a `coco.overlap` or one step of a
+`coco.per_peer` (while lowering): `array<i64: DIM, INDEX, CHUNKS>` — its
+operand is chunk INDEX of CHUNKS along DIM of the un-chunked value — or
+`array<i64: DIM, STEP, CHUNKS, 1>` — chunk `(rank + STEP) mod CHUNKS`, known
+only at run time —, so that its global index is kept."""
+
+
+@dataclass(frozen=True)
+class ChunkAt:
+    """Where the chunk a cloned dropout runs on sits (`CHUNK_ATTR`): chunk
+    `index` of `chunks` along `dim`, or with `rotating`, chunk `(rank + index)
+    mod chunks` (step `index` of a per-peer region)."""
+
+    dim: int
+    index: int
+    chunks: int
+    rotating: bool = False
+
+    def attribute(self) -> DenseArrayBase:
+        values = [self.dim, self.index, self.chunks] + [1] * self.rotating
+        return DenseArrayBase.from_list(i64, values)
+
 
 KERNELS_MODULE = "kernels"
 """The name of the `gpu.module` holding every kernel."""
@@ -332,12 +351,11 @@ class Lowering:
         value: TensorType,
         domain: TensorType,
         rank: SSAValue | None,
-        chunk: tuple[int, int, int] | None,
+        chunk: ChunkAt | None,
     ) -> SSAValue:
         """The global linear index (an i64) of the element of `value` the
         domain's element `indexer.flat` reads: its block offset when sliced,
-        its chunk offset inside an overlap chunk (`chunk` = dim, index,
-        chunks)."""
+        its chunk offset inside an overlap chunk or a per-peer step."""
         shape = local_shape(value, self.world)
         global_shape = list(value.dims)
         digits: list[SSAValue | int] = []
@@ -358,17 +376,38 @@ class Lowering:
                     if isinstance(digit, int)
                     else b.insert(arith.AddiOp(digit, offset.result)).result
                 )
-            if chunk is not None and chunk[0] == a:
-                global_shape[a] *= chunk[2]
-                start = chunk[1] * value.dims[a]
-                if isinstance(digit, int):
-                    digit += start
-                elif start:
-                    digit = b.insert(
-                        arith.AddiOp(digit, index_constant(b, start))
-                    ).result
+            if chunk is not None and chunk.dim == a:
+                global_shape[a] *= chunk.chunks
+                digit = self.chunk_start(b, chunk, value.dims[a], digit, rank)
             digits.append(digit)
         return as_i64(b, linear(b, digits, global_shape))
+
+    @staticmethod
+    def chunk_start(
+        b: Builder,
+        chunk: ChunkAt,
+        size: int,
+        digit: SSAValue | int,
+        rank: SSAValue | None,
+    ) -> SSAValue | int:
+        """`digit` moved to its chunk's place along the chunk dim (`size`
+        elements a chunk): `+ index * size`, or `+ ((rank + index) mod
+        chunks) * size` for a per-peer step."""
+        if not chunk.rotating:
+            start = chunk.index * size
+            if isinstance(digit, int):
+                return digit + start
+            if not start:
+                return digit
+            return b.insert(arith.AddiOp(digit, index_constant(b, start))).result
+        assert rank is not None
+        c = b.insert(arith.AddiOp(rank, index_constant(b, chunk.index))).result
+        c = b.insert(arith.RemUIOp(c, index_constant(b, chunk.chunks))).result
+        start = b.insert(arith.MuliOp(c, index_constant(b, size))).result
+        if isinstance(digit, int) and not digit:
+            return start
+        base = index_constant(b, digit) if isinstance(digit, int) else digit
+        return b.insert(arith.AddiOp(base, start)).result
 
     def map_kernel(
         self,
@@ -440,26 +479,31 @@ class ElementContext:
     domain: TensorType
     rank: SSAValue | None
 
-    def global_index(
-        self, value: TensorType, chunk: tuple[int, int, int] | None = None
-    ) -> SSAValue:
+    def global_index(self, value: TensorType, chunk: ChunkAt | None = None) -> SSAValue:
         return self.lowering.global_index(
             self.b, self.indexer, value, self.domain, self.rank, chunk
         )
 
 
-def chunk_of(op: Operation) -> tuple[int, int, int] | None:
-    """The `coco_gpu.chunk` frame of a dropout cloned into an overlap chunk."""
+def chunk_of(op: Operation) -> ChunkAt | None:
+    """The `coco_gpu.chunk` frame of a dropout cloned into an overlap chunk
+    or a per-peer step."""
     attr = op.attributes.get(CHUNK_ATTR)
     if not isinstance(attr, DenseArrayBase):
         return None
-    dim, chunk, chunks = attr.get_values()
-    return int(dim), int(chunk), int(chunks)
+    dim, chunk, chunks, *rotating = (int(v) for v in attr.get_values())
+    return ChunkAt(dim, chunk, chunks, bool(rotating and rotating[0]))
 
 
 def needs_rank_for_dropout(op: Operation) -> bool:
-    """A dropout of a sliced value needs the rank for its global index."""
-    return isinstance(op, coco.DropoutOp) and tensor_of(op.result).layout.is_sliced
+    """A dropout of a sliced value, or in a per-peer step, needs the rank for
+    its global index."""
+    if not isinstance(op, coco.DropoutOp):
+        return False
+    chunk = chunk_of(op)
+    return tensor_of(op.result).layout.is_sliced or (
+        chunk is not None and chunk.rotating
+    )
 
 
 def enclosing(op: Operation) -> func.FuncOp | None:
@@ -1144,6 +1188,35 @@ class LowerOverlap(CocoLoweringPattern):
         lower_overlap(self.lowering, op, rewriter)
 
 
+@dataclass
+class LowerShift(CocoLoweringPattern):
+    """`coco.shift by = K` → a peer copy of the rank's buffer to rank `r - K`
+    with credit and arrival flags (`coconet_ir.lowering.per_peer`)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: coco.ShiftOp, rewriter: PatternRewriter) -> None:
+        if not ready(op):
+            return
+        from coconet_ir.lowering.per_peer import lower_shift
+
+        lower_shift(self.lowering, op, rewriter)
+
+
+@dataclass
+class LowerPerPeer(CocoLoweringPattern):
+    """`coco.per_peer` → N unrolled steps on three streams, the gathered
+    blocks and reduce-scattered partials moved by peer copies
+    (`coconet_ir.lowering.per_peer`)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: coco.PerPeerOp, rewriter: PatternRewriter) -> None:
+        if not ready(op):
+            return
+        from coconet_ir.lowering.per_peer import lower_per_peer
+
+        lower_per_peer(self.lowering, op, rewriter)
+
+
 def patterns(lowering: Lowering) -> list[RewritePattern]:
     """The conversion's patterns, sharing `lowering`."""
     kinds: list[type[CocoLoweringPattern]] = [
@@ -1158,10 +1231,12 @@ def patterns(lowering: Lowering) -> list[RewritePattern]:
         LowerAllGather,
         LowerBroadcast,
         LowerAllToAll,
+        LowerShift,
         LowerSend,
         LowerRecv,
         LowerFusion,
         LowerOverlap,
+        LowerPerPeer,
         LowerUpdate,
         LowerReturn,
     ]
@@ -1327,6 +1402,13 @@ class ConvertCocoToGpu(ModulePass):
             found = chunk_dims(op.block, list(op.input_dims.get_values()))
             if found.problem is not None:
                 return f"its body cannot run chunk by chunk: {found.problem}"
+        if isinstance(op, coco.PerPeerOp):
+            if not isinstance(op.parent_op(), func.FuncOp):
+                return "a coco.per_peer must be directly in a function"
+            try:
+                step_of(op, world)
+            except ChunkConflict as err:
+                return f"its body cannot run per peer on {world} ranks: {err}"
         if (
             isinstance(op.parent_op(), func.FuncOp)
             and any(isinstance(t, TensorType) for t in op.operand_types)

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from xdsl.dialects import arith, gpu, memref
-from xdsl.dialects.builtin import DenseArrayBase, IndexType, IntegerAttr, i64
+from xdsl.dialects.builtin import IndexType, IntegerAttr
 from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
@@ -63,6 +63,7 @@ from coconet_ir.dialects.coco_gpu import (
     NcclCollectiveOp,
     NcclRecvOp,
     NcclSendOp,
+    PeerCopyOp,
     RecordEventOp,
     ViewOp,
     WaitEventOp,
@@ -88,6 +89,7 @@ __all__ = [
     "COMPUTE_STREAM",
     "OnItsStream",
     "chunk_streams",
+    "chunk_view",
     "communicates",
     "lower_overlap",
     "runs_on_a_stream",
@@ -135,6 +137,7 @@ def runs_on_a_stream(op: Operation) -> bool:
         | NcclSendOp
         | NcclRecvOp
         | GemmOp
+        | PeerCopyOp
         | RecordEventOp
         | WaitEventOp,
     )
@@ -202,14 +205,22 @@ class Chunk:
 
 
 def chunk_view(
-    buffer: SSAValue, chunk: TensorType, dim: int, c: int, world: int
-) -> ViewOp | None:
+    buffer: SSAValue, chunk: TensorType, dim: int, c: int | SSAValue, world: int
+) -> tuple[list[Operation], ViewOp] | None:
     """Chunk `c` of `buffer` as a `coco_gpu.view` when it is contiguous (every
-    dim before the chunk dim is 1 in the chunk), else None."""
+    dim before the chunk dim is 1 in the chunk), with the host ops computing
+    its start when `c` is a host index (a per-peer step's chunk); else None."""
     shape = local_shape(chunk, world)
     if math.prod(shape[:dim]) != 1:
         return None
-    return ViewOp(buffer, c * math.prod(shape), buffer_type(chunk, world))
+    size, t = math.prod(shape), buffer_type(chunk, world)
+    if isinstance(c, int):
+        return [], ViewOp(buffer, c * size, t)
+    scale = arith.ConstantOp(IntegerAttr(size, index))
+    scale.result.name_hint = "chunk_elements"
+    start = arith.MuliOp(c, scale)
+    start.result.name_hint = "chunk_start"
+    return [scale, start], ViewOp(buffer, 0, t, start.result)
 
 
 def lower_overlap(
@@ -219,6 +230,7 @@ def lower_overlap(
     events (the module docstring)."""
     from coconet_ir.lowering.coco_to_gpu import (
         CHUNK_ATTR,
+        ChunkAt,
         replace_with_buffers,
         tensor_of,
     )
@@ -257,8 +269,9 @@ def lower_overlap(
                 continue
             stream = min(readers.get(arg, {COMPUTE_STREAM}))
             more, source = lowering.buffer(value)
-            view = chunk_view(source, tensor_of(arg), dim, c, world)
-            if view is not None:
+            found = chunk_view(source, tensor_of(arg), dim, c, world)
+            if found is not None:
+                view = found[1]
                 view.result.name_hint = f"{arg.name_hint or 'in'}_chunk"
                 cast = as_tensor(view.result, arg.type)
                 host += [*more, view, cast]
@@ -296,8 +309,9 @@ def lower_overlap(
             chunk.produced(cast.results[0], arg, stream)
         views: dict[SSAValue, SSAValue] = {}
         for value, out, dim in zip(op.yield_op.arguments, outputs, output_dims):
-            view = chunk_view(out, tensor_of(value), dim, c, world)
-            if view is not None and value.owner in streams:
+            found = chunk_view(out, tensor_of(value), dim, c, world)
+            if found is not None and value.owner in streams:
+                view = found[1]
                 view.result.name_hint = f"{out.name_hint or 'out'}_chunk"
                 host.append(view)
                 views[value] = view.result
@@ -311,9 +325,9 @@ def lower_overlap(
                 if isinstance(original, coco.DropoutOp):
                     dim = dims.get(original.operand, -1)
                     if dim >= 0:
-                        copied.attributes[CHUNK_ATTR] = DenseArrayBase.from_list(
-                            i64, [dim, c, chunks]
-                        )
+                        copied.attributes[CHUNK_ATTR] = ChunkAt(
+                            dim, c, chunks
+                        ).attribute()
             host.append(clone)
             for old, new in zip(inner.results, clone.results):
                 mapping[old] = new

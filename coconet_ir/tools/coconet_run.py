@@ -465,7 +465,47 @@ def stats_report(result: EmulationResult) -> str:
         verdict = "agree" if not problems else "DISAGREE: " + "; ".join(problems)
         lines.append(f"  static prediction (coconet_ir.analysis): {verdict}")
         lines += timeline_lines(stats, stage)
+        lines += stream_lines(stats, stage)
     return "\n".join(lines)
+
+
+def stream_lines(stats: EmulatorStats, stage: int) -> list[str]:
+    """Per rank of `stage`, the GEMMs and peer copies each stream ran (event
+    numbers: an order, not times), and how many of its GEMMs had a copy into
+    or out of the rank in flight at the same time (docs/gpu.md §3,
+    "Timeline")."""
+    ranks = stats.stage_ranks(stage)
+    lines: list[str] = []
+    for rank in ranks:
+        mine = [e for e in stats.stream_events if e.rank == rank]
+        gemms = [e for e in mine if e.kind == "gemm"]
+        copies = [
+            e
+            for e in stats.stream_events
+            if e.kind == "peer_copy" and rank in (e.rank, e.peer)
+        ]
+        if not copies:
+            continue
+        if not lines:
+            lines.append("  streams (event numbers: start-end, first call):")
+        for stream in sorted({e.stream for e in mine}):
+            events = sorted(
+                (e for e in mine if e.stream == stream and e.kind != "copy"),
+                key=lambda e: e.start,
+            )
+            text = ", ".join(
+                f"{e.kind}{'>' + str(e.peer - ranks.start) if e.peer >= 0 else ''} "
+                f"#{e.start}-#{e.end}"
+                for e in events
+            )
+            if text:
+                lines.append(f"    rank {rank - ranks.start} stream {stream}: {text}")
+        overlapped = sum(any(g.overlaps(c) for c in copies) for g in gemms)
+        lines.append(
+            f"    rank {rank - ranks.start}: {overlapped} of {len(gemms)} gemms "
+            "had a peer copy into or out of the rank in flight"
+        )
+    return lines
 
 
 def timeline_lines(stats: EmulatorStats, stage: int) -> list[str]:

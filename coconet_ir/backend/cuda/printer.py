@@ -1359,10 +1359,24 @@ class CudaPrinter(BasePrinter):
     @print.register
     def _(self, op: coco_gpu.ViewOp) -> None:
         offset = op.offset.value.data
-        if not offset:
+        terms = [self.operand(op.source)]
+        if op.start is not None:
+            terms.append(self.operand(op.start))
+        if offset:
+            terms.append(str(offset))
+        if len(terms) == 1:
             self.bind(op.result, self.expr(op.source))
         else:
-            self.bind(op.result, f"{self.operand(op.source)} + {offset}")
+            self.bind(op.result, " + ".join(terms))
+
+    @print.register
+    def _(self, op: coco_gpu.PeerCopyOp) -> None:
+        t = memref_type(op.source)
+        bytes_ = element_count(t) * element_bytes(t.element_type)
+        self.line(
+            f"COCO_CHECK_CUDA(coco::peer_copy(ctx, {self.text(op.target)}, "
+            f"{self.text(op.source)}, {op.shift}, {bytes_}, {self.on_stream(op)}));"
+        )
 
     @print.register
     def _(self, op: coco_gpu.PeersOp) -> None:

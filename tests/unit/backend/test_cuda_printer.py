@@ -242,3 +242,30 @@ def test_printed_sgd_runs_in_the_emulation():
         outputs, _ = emu.run_emulated(library, 4, [call])
         for w in outputs["w"]:
             np.testing.assert_allclose(w, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_per_peer_programs_compile_with_nvcc(tmp_path: Path):
+    """The per-peer lowering (peer copies, flag kernels, the f32
+    accumulation of halves) of the three per_peer programs and a shift, at
+    world 4: nvcc (sm_90 and sm_80) compiles them without a warning, no
+    kernel spills."""
+    nvcc_or_skip()
+    filecheck = ROOT / "tests/filecheck/lowering/convert-coco-to-gpu/per-peer.mlir"
+    module = cc.parse_file(str(filecheck))
+    sources = {
+        "per_peer_and_shift": printed(
+            cc.Pipeline("convert-coco-to-gpu{world=4}")(module)
+        )
+    }
+    for name in ("matmul_reduce_scatter", "sequence_parallel_mlp"):
+        text = (ROOT / "examples" / f"{name}.mlir").read_text()
+        for element in ("f32", "bf16", "f16"):
+            module = cc.parse(text.replace("f32", element))
+            lowered = cc.Pipeline(
+                "coco-overlap{per_peer=true},convert-coco-to-gpu{world=4}"
+            )(module)
+            sources[f"{name}_{element}"] = printed(lowered)
+    assert all("coco::peer_copy(ctx" in s for s in sources.values())
+    kernels = sum(s.count("__global__") for s in sources.values())
+    reports = compile_all(sources, tmp_path)
+    assert_no_spills(reports, kernels)

@@ -599,6 +599,17 @@ struct launch_timeline {
 
 inline thread_local launch_timeline *current_launch = nullptr;  // in kernel threads
 
+// A stream-level event of the timeline: one GEMM or copy a stream worker ran,
+// with the numbers (same counter as the tiles') of its start and its end
+// (docs/gpu.md §3, "Timeline"). `peer` is the rank a peer copy stored into
+// (global), -1 otherwise.
+struct stream_event {
+  int rank = 0, stream = 0, peer = -1;  // rank: global
+  const char *kind = "";
+  uint64_t start = 0, end = 0;
+};
+constexpr size_t STREAM_EVENT_CAPACITY = 1 << 16;  // more are counted, not kept
+
 inline std::atomic<uint64_t> &timeline_clock() {
   static std::atomic<uint64_t> ticks{0};
   return ticks;
@@ -626,6 +637,10 @@ struct coco_emu_world {
   std::mutex names_mutex;                                // guards the two below
   std::map<std::string, uint64_t> kernel_launches;      // kernel name -> launches
   std::vector<coco_emu::timeline_record> timelines;     // launches that marked tiles
+  // Stream-level events, each written by the worker that ran it into the slot
+  // a relaxed counter gives it (no lock: nothing to hide races from TSan).
+  std::unique_ptr<coco_emu::stream_event[]> stream_events;
+  std::atomic<size_t> stream_event_count{0};
 
   std::atomic<uint64_t> &byte_counter(int src, int dst, int stream) {
     return bytes[((size_t)src * ranks + dst) * COCO_EMU_STREAMS + stream];
@@ -684,6 +699,31 @@ inline void count_peer_bytes(int rank, int p, unsigned long long n) {
 
 inline void tile_computed() {
   if (launch_timeline *t = current_launch) stamp(t->tiles, t->first_tile, t->last_tile);
+}
+
+// Run `work` (a GEMM or a copy, in stream worker `s`) as a stream event of
+// the timeline: its start and end numbered on the timeline's counter.
+template <class Work>
+void timed(stream_state *s, const char *kind, int peer, Work &&work) {
+  uint64_t start = timeline_clock().fetch_add(1, std::memory_order_relaxed);
+  work();
+  uint64_t end = timeline_clock().fetch_add(1, std::memory_order_relaxed);
+  coco_emu_world *w = s->world;
+  if (!w) return;
+  size_t slot = w->stream_event_count.fetch_add(1, std::memory_order_relaxed);
+  if (slot < STREAM_EVENT_CAPACITY)
+    w->stream_events[slot] = stream_event{s->global, s->index, peer, kind, start, end};
+}
+
+// A copy into a peer's memory (coco::peer_copy): counted as `bytes` from this
+// rank to global rank `peer`, and a stream event.
+inline void peer_copy(void *dst, const void *src, size_t bytes, stream_state *s, int peer) {
+  if (bytes)
+    s->enqueue([=] {
+      current.name = "coco::peer_copy";
+      timed(s, "peer_copy", peer, [&] { std::memmove(dst, src, bytes); });
+      if (s->world) count_bytes(s->global, peer, s->index, bytes, s->world);
+    });
 }
 
 // ---------------------------------------------------------------------------
@@ -1320,12 +1360,14 @@ inline cublasStatus_t gemm(cublasHandle_t handle, cublasOperation_t ta, cublasOp
               a, b, c, at, bt, ct, lda, ldb, ldc, sa, sb, sc, batches};
   CUstream_st *s = handle->stream;
   if (s->world) s->world->gemms[(size_t)s->global * COCO_EMU_STREAMS + s->index].fetch_add(1);
-  s->enqueue([g, f64] {
+  s->enqueue([s, g, f64] {
     current.name = "cublasGemmEx";
-    if (f64)
-      run_gemm<double>(g);
-    else
-      run_gemm<float>(g);
+    timed(s, "gemm", -1, [&] {
+      if (f64)
+        run_gemm<double>(g);
+      else
+        run_gemm<float>(g);
+    });
   });
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -1388,7 +1430,10 @@ inline cudaError_t cudaFree(void *ptr) {
 inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind,
                                    cudaStream_t stream) {
   if (!stream || (bytes && (!dst || !src))) return coco_emu::set_error(cudaErrorInvalidValue);
-  if (bytes) stream->enqueue([dst, src, bytes] { std::memmove(dst, src, bytes); });
+  if (bytes)
+    stream->enqueue([stream, dst, src, bytes] {
+      coco_emu::timed(stream, "copy", -1, [&] { std::memmove(dst, src, bytes); });
+    });
   return cudaSuccess;
 }
 inline cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t stream) {

@@ -29,6 +29,7 @@ COCO_EMU_EXPORT coco_emu_world *coco_emu_create(int world, int num_stages, size_
   w->nccl_calls.reset(new std::atomic<uint64_t>[R * S]());
   w->gemms.reset(new std::atomic<uint64_t>[R * S]());
   w->bytes.reset(new std::atomic<uint64_t>[R * R * S]());
+  w->stream_events.reset(new coco_emu::stream_event[coco_emu::STREAM_EVENT_CAPACITY]);
   static const char *labels[] = {"stage", "pipeline"};
   for (int s = 0; s <= num_stages; ++s) {
     auto g = std::make_unique<coco_emu::comm_group>();
@@ -114,6 +115,7 @@ COCO_EMU_EXPORT void coco_emu_stats_reset(coco_emu_world *w) {
   std::lock_guard<std::mutex> lock(w->names_mutex);
   w->kernel_launches.clear();
   w->timelines.clear();
+  w->stream_event_count = 0;
 }
 
 // The statistics as JSON (docs/gpu.md §3) into buf (NUL-terminated, cut at
@@ -196,6 +198,19 @@ COCO_EMU_EXPORT size_t coco_emu_stats_json(coco_emu_world *w, char *buf, size_t 
       out += entry;
       first = false;
     }
+  }
+  out += "], \"stream_events\": [";
+  const size_t events =
+      std::min(w->stream_event_count.load(), coco_emu::STREAM_EVENT_CAPACITY);
+  for (size_t i = 0; i < events; ++i) {
+    const coco_emu::stream_event &e = w->stream_events[i];
+    char entry[192];
+    snprintf(entry, sizeof entry,
+             "%s{\"rank\": %d, \"stream\": %d, \"kind\": \"%s\", \"peer\": %d, "
+             "\"start\": %llu, \"end\": %llu}",
+             i ? ", " : "", e.rank, e.stream, e.kind, e.peer, (unsigned long long)e.start,
+             (unsigned long long)e.end);
+    out += entry;
   }
   out += "]}";
   if (buf && cap) {

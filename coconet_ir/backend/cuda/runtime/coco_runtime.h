@@ -108,6 +108,24 @@ template <class T> inline T *symmetric_buffer(coco_context *ctx, size_t offset) 
 // with it and waits for `slot >= epoch` never needs the pad reset.
 inline uint64_t next_epoch(coco_context *ctx) { return ++ctx->epoch; }
 
+// Store `bytes` of this rank's `source` into rank (rank + to) mod world's
+// copy of the symmetric buffer `target` points into: on a GPU a copy-engine
+// copy over the peer's mapped memory (peer access is enabled between the
+// GPUs of a stage), in the emulation a stream task counted as bytes sent to
+// that rank (docs/gpu.md, "Per-peer overlap").
+template <class T>
+inline cudaError_t peer_copy(coco_context *ctx, T *target, const T *source, int to,
+                             size_t bytes, cudaStream_t stream) {
+  const int p = ((ctx->rank + to) % ctx->world + ctx->world) % ctx->world;
+  char *dst = ctx->symmetric[p] + (reinterpret_cast<char *>(target) - ctx->symmetric[ctx->rank]);
+#ifdef __CUDACC__
+  return cudaMemcpyAsync(dst, source, bytes, cudaMemcpyDefault, stream);
+#else
+  coco_emu::peer_copy(dst, source, bytes, stream, ctx->stage * ctx->world + p);
+  return cudaSuccess;
+#endif
+}
+
 // Blocks of a grid-stride launch over `n` items: enough to cover them, capped
 // to a few per SM on a GPU (COCO_EMU_MAX_BLOCKS in the emulation). At least 1.
 inline int grid_blocks(coco_context *ctx, long long n, int threads) {

@@ -1,0 +1,108 @@
+// RUN: coconet-opt %s -p 'convert-coco-to-gpu{world=4}' | filecheck %s
+// coco.per_peer and coco.shift (docs/gpu.md, "Per-peer overlap"): N steps
+// unrolled on the host, rank r on chunk (r + s) mod 4 at step s (computed
+// from coco_gpu.rank); each block moved by a transfer: the receiver credits
+// its sender (signal kernel), the sender waits for the credit, peer-copies
+// into the receiver's symmetric double buffer and signals arrival, the
+// receiver waits for it right before reading.
+
+// A gathered input: step 0 multiplies the rank's own block into chunk
+// `rank` of the output (no communication); steps 1 and 2 are credited at the
+// start, step 3 after step 1's gemm read its buffer. Stream 1 pushes this
+// rank's block to rank r - s into buffer s mod 2.
+// CHECK-LABEL: func.func @gather(
+// CHECK:         %block0 = coco_gpu.symmetric_buffer offset = 0 : memref<2x16xf32>
+// CHECK-NEXT:    %block1 = coco_gpu.symmetric_buffer offset = 256 : memref<2x16xf32>
+// CHECK-NEXT:    %per_peer_start = coco_gpu.record_event{{$}}
+// CHECK-NEXT:    coco_gpu.wait_event %per_peer_start {coco_gpu.stream = 1 : i64}
+// CHECK:         gpu.launch_func  @kernels::@gather_signal_0 {{.*}}args(%peers : !coco_gpu.peers, %peer : index, %slot : index, %epoch : i64){{$}}
+// CHECK:         gpu.launch_func  @kernels::@gather_signal_0 {{.*}}args(%peers : !coco_gpu.peers, %peer_1 : index, %slot_1 : index, %epoch : i64){{$}}
+// CHECK:         %chunk_start = arith.muli %rank, %chunk_elements : index
+// CHECK-NEXT:    %g = coco_gpu.view %result0[%chunk_start + 0] : memref<8x4xf32> to memref<2x4xf32>
+// CHECK-NEXT:    coco_gpu.gemm %x, %w, %g :
+// CHECK:         %chunk = arith.remui %chunk_unwrapped, %world_2 : index
+// CHECK-NEXT:    %slot_2 = arith.constant 2 : index
+// CHECK:         gpu.launch_func  @kernels::@gather_wait_0 {{.*}}args(%peers : !coco_gpu.peers, %slot_2 : index, %epoch : i64) {coco_gpu.stream = 1 : i64}
+// CHECK-NEXT:    coco_gpu.peer_copy %x to rank + 3, %block1 {coco_gpu.stream = 1 : i64} : memref<2x16xf32>, memref<2x16xf32>
+// CHECK:         gpu.launch_func  @kernels::@gather_signal_0 {{.*}} {coco_gpu.stream = 1 : i64}
+// CHECK-NEXT:    %slot_4 = arith.constant 3 : index
+// CHECK:         gpu.launch_func  @kernels::@gather_wait_0 {{.*}}args(%peers : !coco_gpu.peers, %slot_4 : index, %epoch : i64){{$}}
+// CHECK-NEXT:    %chunk_elements_1 = arith.constant 8 : index
+// CHECK-NEXT:    %chunk_start_1 = arith.muli %chunk, %chunk_elements_1 : index
+// CHECK-NEXT:    %g_1 = coco_gpu.view %result0[%chunk_start_1 + 0]
+// CHECK-NEXT:    coco_gpu.gemm %block1, %w, %g_1 :
+// CHECK:         gpu.launch_func  @kernels::@gather_signal_0 {{.*}}args(%peers : !coco_gpu.peers, %peer_3 : index, %slot_5 : index, %epoch : i64){{$}}
+// CHECK:         coco_gpu.peer_copy %x to rank + 2, %block0 {coco_gpu.stream = 1 : i64}
+// CHECK:         coco_gpu.gemm %block0, %w, %g_2 :
+// CHECK:         coco_gpu.peer_copy %x to rank + 1, %block1 {coco_gpu.stream = 1 : i64}
+// CHECK:         coco_gpu.gemm %block1, %w, %g_3 :
+// CHECK-NEXT:    %per_peer_done = coco_gpu.record_event {coco_gpu.stream = 1 : i64}
+// CHECK-NEXT:    coco_gpu.wait_event %per_peer_done{{$}}
+// CHECK-NEXT:    func.return
+func.func @gather(%x: !coco.tensor<8x16xf32, sliced<0>>, %w: !coco.tensor<16x16xf32, sliced<1>>) -> !coco.tensor<8x16xf32, sliced<1>> {
+  %g = coco.per_peer (%x, %w) dims = [0, -1] -> [0] : (!coco.tensor<8x16xf32, sliced<0>>, !coco.tensor<16x16xf32, sliced<1>>) -> !coco.tensor<8x16xf32, sliced<1>> {
+  ^bb0(%xs: !coco.tensor<8x16xf32, replicated>, %ws: !coco.tensor<16x16xf32, sliced<1>>):
+    %m = coco.matmul %xs, %ws : (!coco.tensor<8x16xf32, replicated>, !coco.tensor<16x16xf32, sliced<1>>) -> !coco.tensor<8x16xf32, sliced<1>>
+    coco.yield %m : !coco.tensor<8x16xf32, sliced<1>>
+  }
+  func.return %g : !coco.tensor<8x16xf32, sliced<1>>
+}
+
+// A reduce-scattered output in bf16: the own partial (step 0) is widened
+// into an f32 accumulator on stream 0 and handed to stream 2; step s's
+// partial (local double buffer s mod 2) is pushed to rank r + s, the one of
+// rank r - s waited for and added in f32; the accumulator is rounded into
+// the output once, at the end.
+// CHECK-LABEL: func.func @scatter(
+// CHECK:         %partial0 = memref.alloc() : memref<2x8xbf16>
+// CHECK-NEXT:    %partial1 = memref.alloc() : memref<2x8xbf16>
+// CHECK-NEXT:    %received0 = coco_gpu.symmetric_buffer offset = 512 : memref<2x8xbf16>
+// CHECK-NEXT:    %received1 = coco_gpu.symmetric_buffer offset = 768 : memref<2x8xbf16>
+// CHECK-NEXT:    %accumulator = memref.alloc() : memref<2x8xf32>
+// CHECK-NEXT:    %per_peer_start = coco_gpu.record_event{{$}}
+// CHECK-NEXT:    coco_gpu.wait_event %per_peer_start {coco_gpu.stream = 2 : i64}
+// CHECK:         coco_gpu.gemm %as_chunk, %b, %partial0_step :
+// CHECK:         gpu.launch_func  @kernels::@scatter_p_widen_0 {{.*}}(%n : index, %partial0_flat : memref<16xbf16>, %accumulator_flat : memref<16xf32>){{$}}
+// CHECK-NEXT:    %own_partial = coco_gpu.record_event{{$}}
+// CHECK-NEXT:    coco_gpu.wait_event %own_partial {coco_gpu.stream = 2 : i64}
+// CHECK:         coco_gpu.gemm %as_chunk_1, %b, %partial1_step :
+// CHECK-NEXT:    %partial_ready = coco_gpu.record_event{{$}}
+// CHECK-NEXT:    coco_gpu.wait_event %partial_ready {coco_gpu.stream = 2 : i64}
+// CHECK:         gpu.launch_func  @kernels::@scatter_wait_0 {{.*}} {coco_gpu.stream = 2 : i64}
+// CHECK-NEXT:    coco_gpu.peer_copy %partial1 to rank + 1, %received1 {coco_gpu.stream = 2 : i64}
+// CHECK:         gpu.launch_func  @kernels::@scatter_signal_0 {{.*}} {coco_gpu.stream = 2 : i64}
+// CHECK-NEXT:    %partial_sent = coco_gpu.record_event {coco_gpu.stream = 2 : i64}
+// CHECK:         gpu.launch_func  @kernels::@scatter_wait_0 {{.*}} {coco_gpu.stream = 2 : i64}
+// CHECK:         gpu.launch_func  @kernels::@scatter_p_accumulate_0 {{.*}}(%n_1 : index, %accumulator_flat_1 : memref<16xf32>, %received1_flat : memref<16xbf16>, %accumulator_flat_2 : memref<16xf32>) {coco_gpu.stream = 2 : i64}
+// CHECK:         coco_gpu.peer_copy %partial0 to rank + 2, %received0 {coco_gpu.stream = 2 : i64}
+// The partial of step 3 reuses buffer 1: stream 0 waits until step 1's was sent.
+// CHECK:         coco_gpu.wait_event %partial_sent{{$}}
+// CHECK:         coco_gpu.gemm %as_chunk_3, %b, %partial1_step_1 :
+// CHECK:         coco_gpu.peer_copy %partial1 to rank + 3, %received1 {coco_gpu.stream = 2 : i64}
+// CHECK:         gpu.launch_func  @kernels::@scatter_p_round_0 {{.*}}(%n_4 : index, %accumulator_flat_7 : memref<16xf32>, %result0_flat : memref<16xbf16>) {coco_gpu.stream = 2 : i64}
+// CHECK-NEXT:    %per_peer_done = coco_gpu.record_event {coco_gpu.stream = 2 : i64}
+// CHECK-NEXT:    coco_gpu.wait_event %per_peer_done{{$}}
+func.func @scatter(%a: !coco.tensor<8x16xbf16, sliced<1>>, %b: !coco.tensor<16x8xbf16, sliced<0>>) -> !coco.tensor<8x8xbf16, sliced<0>> {
+  %c = coco.per_peer (%a, %b) dims = [0, -1] -> [0] {name = "p"} : (!coco.tensor<8x16xbf16, sliced<1>>, !coco.tensor<16x8xbf16, sliced<0>>) -> !coco.tensor<8x8xbf16, sliced<0>> {
+  ^bb0(%as: !coco.tensor<8x16xbf16, sliced<1>>, %bs: !coco.tensor<16x8xbf16, sliced<0>>):
+    %p = coco.matmul %as, %bs : (!coco.tensor<8x16xbf16, sliced<1>>, !coco.tensor<16x8xbf16, sliced<0>>) -> !coco.tensor<8x8xbf16, local>
+    coco.yield %p : !coco.tensor<8x8xbf16, local>
+  }
+  func.return %c : !coco.tensor<8x8xbf16, sliced<0>>
+}
+
+// coco.shift by = 1: one transfer on the op's stream (credit to rank r + 1,
+// wait for the own credit, push to rank r - 1 = r + 3, signal its arrival,
+// wait for the own arrival), then the received block is copied out.
+// CHECK-LABEL: func.func @shift(
+// CHECK:         %received = coco_gpu.symmetric_buffer offset = 1024 : memref<2x4xf32>
+// CHECK:         gpu.launch_func  @kernels::@shift_signal_0
+// CHECK:         gpu.launch_func  @kernels::@shift_wait_0
+// CHECK-NEXT:    coco_gpu.peer_copy %a to rank + 3, %received : memref<2x4xf32>, memref<2x4xf32>
+// CHECK:         gpu.launch_func  @kernels::@shift_signal_0
+// CHECK:         gpu.launch_func  @kernels::@shift_wait_0
+// CHECK-NEXT:    "memref.copy"(%received, %result0)
+func.func @shift(%a: !coco.tensor<8x4xf32, sliced<0>>) -> !coco.tensor<8x4xf32, sliced<0>> {
+  %s = coco.shift %a by = 1 : !coco.tensor<8x4xf32, sliced<0>> -> !coco.tensor<8x4xf32, sliced<0>>
+  func.return %s : !coco.tensor<8x4xf32, sliced<0>>
+}
