@@ -38,6 +38,7 @@ SINGLE_PASSES = [
     "coco-split-all-reduce,coco-reorder,coco-slice-state",
     "coco-split-all-reduce,coco-reorder,coco-fuse",
     "coco-overlap",
+    "coco-overlap{per_peer=true}",
     "coco-fuse-send",
 ]
 

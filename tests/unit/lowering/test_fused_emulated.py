@@ -28,7 +28,7 @@ CALLS = 3
 
 
 def optimized(name: str) -> ModuleOp:
-    return cc.Pipeline("coco-optimize")(example(name))
+    return cc.Pipeline("coco-optimize{overlap_mode=chunks}")(example(name))
 
 
 def predicted(module: ModuleOp, world: int) -> tuple[int, int]:

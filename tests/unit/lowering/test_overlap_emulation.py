@@ -51,7 +51,7 @@ STREAMS = 4  # the emulation's COCO_MAX_STREAMS
 
 @cache
 def optimized(name: str) -> ModuleOp:
-    return cc.Pipeline("coco-optimize")(
+    return cc.Pipeline("coco-optimize{overlap_mode=chunks}")(
         cc.parse_file(str(EXAMPLES_DIR / f"{name}.mlir"))
     )
 
