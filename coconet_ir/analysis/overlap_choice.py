@@ -9,21 +9,25 @@ The estimate, per rank, for a group of ops on N ranks:
   + elementwise bytes (read and write each element) / HBM bandwidth;
 - communication `M` = bytes sent / link bandwidth (`coconet_ir.analysis.costs`);
 - latency: a ring collective costs `base + (N-1) hop`, a peer copy one `hop`;
-- every kernel, collective and copy costs one launch `L`.
+- launches: the host issues one kernel or collective every `L`; kernels run
+  asynchronously, so issuing overlaps the GPU's work and only bounds the
+  time from below: `time = max(device time, launches L)`. A per-peer block
+  transfer is `TRANSFER_LAUNCHES` flag kernels.
 
-| schedule | time | with |
-| --- | --- | --- |
-| none | `C + M + latency + launches L` | |
-| K chunks | `c + m + (K-1) max(c, m) + K launches L` | `c = C/K, m = M/K + latency` |
-| per peer | `c + (N-1) max(c, m) + (N k + N-1) L` | `c = C/N, m = M/(N-1) + hop` |
+| schedule | device time | launches | with |
+| --- | --- | --- | --- |
+| none | `C + M + latency` | `n` | |
+| K chunks | `c + m + (K-1) max(c, m)` | `K n` | `c = C/K, m = M/K + latency` |
+| per peer | `c + (N-1) max(c, m)` | `N k + 4 (N-1) g` | `c = C/N, m = M/(N-1) + hop` |
 
-(`k`: the compute launches of one step; a peer copy is one launch.)
-
-A chunked pipeline fills with one chunk's compute and drains with one
-chunk's communication; the per-peer one starts on the rank's own block (no
-wait) and each later step waits only for its block. Overlap pays when `C` and
-`M` are comparable and large against the launches; the issue-12 cost model
-replaces this estimate with a calibrated one.
+(`n`: the group's kernels and collectives; `k`: the compute launches of one
+step; `g`: the gathered inputs and scattered outputs, each moved by `N-1`
+transfers.) A chunked pipeline fills with one chunk's compute and drains
+with one chunk's communication; the per-peer one starts on the rank's own
+block (no wait) and each later step waits only for its block. Overlap pays
+when `C` and `M` are comparable and large against the latencies and
+launches; the issue-12 cost model replaces this estimate with a calibrated
+one.
 """
 
 from __future__ import annotations
@@ -65,10 +69,18 @@ A100_NVLINK = Machine(
     # and 3.4 us per NVLink hop.
     collective_base_s=8.4e-6,
     hop_s=3.4e-6,
-    # NVIDIA developer blog "Getting Started with CUDA Graphs" (2019): a
-    # short kernel launched back to back takes about 3.8 us, launch included.
+    # NVIDIA developer blog "Getting Started with CUDA Graphs" (2019): short
+    # kernels launched back to back take about 3.8 us each, launch included
+    # (the rate at which a host issues them).
     launch_s=3.8e-6,
 )
+
+
+TRANSFER_LAUNCHES = 4
+"""Launches of one per-peer block transfer: the receiver's credit, the
+sender's wait and arrival signal, the receiver's arrival wait (one-thread
+flag kernels; the copy itself runs on a copy engine; docs/gpu.md, "Per-peer
+overlap")."""
 
 
 class OverlapMode(Enum):
@@ -134,14 +146,18 @@ def estimate(
     latency = work.collectives * (
         machine.collective_base_s + (world - 1) * machine.hop_s
     )
-    launch = machine.launch_s
     if mode is OverlapMode.NONE:
-        return work.compute_s + work.communication_s + latency + work.launches * launch
-    if mode is OverlapMode.CHUNKS:
+        device = work.compute_s + work.communication_s + latency
+        launches = work.launches
+    elif mode is OverlapMode.CHUNKS:
         c = work.compute_s / chunks
         m = work.communication_s / chunks + latency
-        return c + m + (chunks - 1) * max(c, m) + chunks * work.launches * launch
-    c = work.compute_s / world
-    m = work.communication_s / max(world - 1, 1) + machine.hop_s
-    launches = world * work.compute_launches + (world - 1)
-    return c + (world - 1) * max(c, m) + launches * launch
+        device = c + m + (chunks - 1) * max(c, m)
+        launches = chunks * work.launches
+    else:
+        c = work.compute_s / world
+        m = work.communication_s / max(world - 1, 1) + machine.hop_s
+        device = c + (world - 1) * max(c, m)
+        transfers = (world - 1) * work.collectives
+        launches = world * work.compute_launches + TRANSFER_LAUNCHES * transfers
+    return max(device, launches * machine.launch_s)

@@ -35,7 +35,8 @@ def the_matmul(module, label: str) -> coco.MatmulOp:
 def test_the_estimate_is_the_documented_formulas() -> None:
     """1 ms of compute, 0.5 ms of communication, one collective, 3 launches
     on 8 ranks: none adds them; 4 chunks pipeline them; per peer runs 8 steps
-    of 1/8 of the compute, each waiting for 1/7 of the bytes and one hop."""
+    of 1/8 of the compute, each waiting for 1/7 of the bytes and one hop.
+    With 1 us of compute and no bytes, the launches bound the time."""
     m = A100_NVLINK
     work = Work(
         compute_s=1e-3,
@@ -46,15 +47,28 @@ def test_the_estimate_is_the_documented_formulas() -> None:
     )
     latency = m.collective_base_s + 7 * m.hop_s
     assert estimate(work, OverlapMode.NONE, 8, 4, m) == pytest.approx(
-        1e-3 + 5e-4 + latency + 3 * m.launch_s
+        1e-3 + 5e-4 + latency
     )
     c, comm = 1e-3 / 4, 5e-4 / 4 + latency
     assert estimate(work, OverlapMode.CHUNKS, 8, 4, m) == pytest.approx(
-        c + comm + 3 * max(c, comm) + 4 * 3 * m.launch_s
+        c + comm + 3 * max(c, comm)
     )
     c, comm = 1e-3 / 8, 5e-4 / 7 + m.hop_s
     assert estimate(work, OverlapMode.PER_PEER, 8, 4, m) == pytest.approx(
-        c + 7 * max(c, comm) + (8 * 2 + 7) * m.launch_s
+        c + 7 * max(c, comm)
+    )
+    tiny = Work(
+        compute_s=1e-6,
+        communication_s=0,
+        collectives=1,
+        launches=3,
+        compute_launches=2,
+    )
+    assert estimate(tiny, OverlapMode.PER_PEER, 8, 4, m) == pytest.approx(
+        (8 * 2 + 4 * 7) * m.launch_s
+    )
+    assert estimate(tiny, OverlapMode.CHUNKS, 8, 4, m) == pytest.approx(
+        max(1e-6 / 4 + latency + 3 * latency, 4 * 3 * m.launch_s)
     )
 
 
