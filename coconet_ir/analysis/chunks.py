@@ -10,7 +10,9 @@ rules, stated once, for each kind of op:
   operand passed whole must be broadcast along it;
 - all_slice and the collectives keep the shape, so a chunk maps to a chunk;
 - matmul: chunking lhs rows (not the contracted dim) chunks the result rows,
-  chunking rhs columns chunks the result's last dim;
+  chunking rhs columns chunks the result's last dim; cutting the contracted
+  dim of both makes each chunk's result a partial sum (`PARTIAL`), which
+  nothing but a per-peer region's summed output may take;
 - reduce: the chunk dim survives, renumbered, unless it is reduced;
 - a norm (or a constant) of whole values is whole.
 
@@ -81,8 +83,16 @@ def _elementwise_chunk_dim(op: Operation, operand_dims: Sequence[int]) -> int | 
     return dim
 
 
+PARTIAL = -2
+"""The "chunk dim" of a matmul whose contracted dim is cut on both sides: each
+chunk's result has the whole shape and is a partial sum; the chunks add up
+(a `coco.per_peer` output that is summed over the steps)."""
+
+
 def _matmul_chunk_dim(op: MatmulOp, lhs_dim: int, rhs_dim: int) -> int | str:
     last = tensor_type(op.lhs).rank - 1
+    if lhs_dim == last and rhs_dim == 0:
+        return PARTIAL
     if lhs_dim == last or rhs_dim == 0:
         return "the contracted dim cannot be chunked"
     if lhs_dim >= 0 and rhs_dim >= 0:
@@ -105,6 +115,8 @@ def result_chunk_dim(op: Operation, operand_dims: Sequence[int]) -> int | str:
     chunked along `operand_dims` (-1: whole), or why `op` cannot run on chunks.
 
     Region ops (a fusion nested in an overlap) are walked by `propagate`."""
+    if PARTIAL in operand_dims:
+        return "a partial sum (a matmul over a cut contracted dim) cannot feed it"
     if isinstance(op, ConstantOp):
         return -1
     if isinstance(op, ELEMENTWISE_OPS):
@@ -141,8 +153,11 @@ def operand_chunk_dims(op: Operation, result_dim: int) -> list[int] | str:
 
 def matmul_operand_dims(matmul: MatmulOp, result_dim: int) -> tuple[int, int]:
     """(lhs, rhs) chunk dims that chunk the matmul's result along `result_dim`:
-    the lhs rows for a row dim, the rhs columns for the last dim."""
+    the lhs rows for a row dim, the rhs columns for the last dim, both
+    contracted dims for `PARTIAL`."""
     last = tensor_type(matmul.result).rank - 1
+    if result_dim == PARTIAL:
+        return (tensor_type(matmul.lhs).rank - 1, 0)
     return (-1, 1) if result_dim == last else (result_dim, -1)
 
 
@@ -324,7 +339,9 @@ def plan_chunks(
     except ChunkConflict as err:
         return str(err)
     for value in outputs:
-        if plan.dims.get(value, -1) < 0:
+        if plan.dims.get(value, -1) == -1 or (plan.dims[value] == PARTIAL) != (
+            dim == PARTIAL
+        ):
             return f"its result {value.type} would not be chunked"
     for value, d in plan.dims.items():
         t = tensor_type(value)
@@ -348,7 +365,7 @@ def per_peer_dims(op: PerPeerOp) -> ChunkDims:
     if found.problem is None:
         yielded = op.yield_op.arguments
         for value, dim in zip(yielded, op.output_dims.get_values(), strict=True):
-            if found.dims.get(value, -1) != dim:
+            if found.dims.get(value, -1) != (PARTIAL if dim == -1 else dim):
                 found.problem = (
                     f"the body yields {value.type} chunked along dim "
                     f"{found.dims.get(value, -1)}, not along the output dim {dim}"

@@ -33,7 +33,7 @@ from coconet_ir.dialects import coco
 from coconet_ir.dialects.coco import TensorType, chunk_type
 from coconet_ir.interpreter.context import ChunkFrame, stage_context
 from coconet_ir.interpreter.ops import RANK_REDUCTIONS, combine_ranks
-from coconet_ir.interpreter.values import DistValue
+from coconet_ir.interpreter.values import DistValue, compute_dtype, storage_dtype
 
 
 def chunk_of(value: DistValue, dim: int, chunks: int, c: int) -> DistValue:
@@ -65,6 +65,15 @@ def peer_chunk(
     if op.gathered(index):
         return value.with_data(step_type, value.data[c][np.newaxis])
     return chunk_of(value, op.input_dims.get_values()[index], value.world, c)
+
+
+def sum_chunks(result_type: TensorType, chunks: list[DistValue]) -> DistValue:
+    """The sum of whole-shaped partial results, added in the compute type and
+    rounded once (as a matmul over the whole contracted dim rounds)."""
+    compute = compute_dtype(result_type.element_type)
+    total = np.sum([c.data.astype(compute) for c in chunks], axis=0)
+    stored = total.astype(storage_dtype(result_type.element_type))
+    return chunks[0].with_data(result_type, stored)
 
 
 @register_impls
@@ -141,7 +150,10 @@ class RegionFunctions(InterpreterFunctions):
             zip(op.outputs, op.output_dims.get_values(), strict=True)
         ):
             chunks = [chunk[j] for chunk in per_chunk]
-            if op.scattered(j):
+            if dim == -1:
+                # partial products over the gathered contracted dim: their sum
+                outputs.append(sum_chunks(result.type, chunks))  # pyright: ignore[reportArgumentType]
+            elif op.scattered(j):
                 # chunk c's partials, summed over the ranks, are rank c's block
                 total = np.stack(
                     [combine_ranks(part, RANK_REDUCTIONS["sum"])[0] for part in chunks]

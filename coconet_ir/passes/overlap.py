@@ -37,7 +37,7 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.rewriter import Rewriter
 
-from coconet_ir.analysis.chunks import ChunkPlan, chunk_problem, plan_chunks
+from coconet_ir.analysis.chunks import PARTIAL, ChunkPlan, chunk_problem, plan_chunks
 from coconet_ir.analysis.overlap_choice import (
     A100_NVLINK,
     Machine,
@@ -220,6 +220,9 @@ def per_peer_region(matmul: MatmulOp) -> list[Operation] | str:
     if len(ops) == 2:
         return "both operands are gathered"
     ops.append(matmul)
+    if ops[0] is not matmul and gathers_contracted_dim(matmul, ops[0]):
+        # each step's product is a partial sum: nothing can follow it
+        return ops
     value = matmul.result
     while value.uses.get_length() == 1:
         user = next(iter(value.uses)).operation
@@ -261,18 +264,27 @@ def per_peer_region(matmul: MatmulOp) -> list[Operation] | str:
     return ops
 
 
-def per_peer_dims(matmul: MatmulOp, gather: AllGatherOp | None) -> list[int] | str:
+def gathers_contracted_dim(matmul: MatmulOp, gather: Operation) -> bool:
+    """Whether the all_gather feeding `matmul` gathers its contracted dim."""
+    assert isinstance(gather, AllGatherOp)
+    sliced = tensor_type(gather.operand).layout.sliced_dim
+    if gather.result is matmul.rhs:
+        return sliced == 0
+    return sliced == tensor_type(matmul.lhs).rank - 1
+
+
+def per_peer_dims(matmul: MatmulOp, gather: AllGatherOp | None) -> list[int]:
     """The chunk dims of the matmul's result to try: the one the gathered
-    operand's blocks give, else every dim."""
+    operand's blocks give (PARTIAL for its contracted dim: each step adds a
+    partial product), else every dim."""
     rank = tensor_type(matmul.result).rank
     if gather is None:
         return list(range(rank))
-    sliced = tensor_type(gather.operand).layout.sliced_dim
+    if gathers_contracted_dim(matmul, gather):
+        return [PARTIAL]
     if gather.result is matmul.rhs:
-        return "the contracted dim is gathered" if sliced == 0 else [rank - 1]
-    if sliced == tensor_type(matmul.lhs).rank - 1:
-        return "the contracted dim is gathered"
-    return [sliced]
+        return [rank - 1]
+    return [tensor_type(gather.operand).layout.sliced_dim]
 
 
 def per_peer_plan(
@@ -287,8 +299,6 @@ def per_peer_plan(
     gathers = [op for op in ops if isinstance(op, AllGatherOp)]
     scatters = [op for op in ops if isinstance(op, ReduceScatterOp)]
     candidates = per_peer_dims(matmul, gathers[0] if gathers else None)
-    if isinstance(candidates, str):
-        return candidates
     if dim is not None:
         if dim not in candidates:
             return f"dim {dim} is not a dim the per-peer chunks can cut"
@@ -349,7 +359,7 @@ def build_per_peer(plan: ChunkPlan, label: str | None):
                     i64, [plan.dims.get(v, -1) for v in found.inputs]
                 ),
                 "output_dims": DenseArrayBase.from_list(
-                    i64, [plan.dims[v] for v in found.outputs]
+                    i64, [max(plan.dims[v], -1) for v in found.outputs]
                 ),
             },
             attributes=label_attribute(label),
@@ -434,6 +444,8 @@ def choose_overlap(
     per_peer = per_peer_plan(matmul, None)
     chunked = None if isinstance(chunked, str) else chunked
     per_peer = None if isinstance(per_peer, str) else per_peer
+    if per_peer is not None and PARTIAL in per_peer[1].dims.values():
+        per_peer = None  # a summed output: convert-coco-to-gpu cannot lower it yet
     if chunked is None and per_peer is None:
         return None
     chunk_regions: list[list[Operation]] = []

@@ -1629,8 +1629,10 @@ class PerPeerOp(RegionOp):
     - -1: passed whole.
     Output `j` with `output_dims[j] = e`: when the output is `sliced<e>` and
     the body yields it `local`, it is *reduce-scattered*: chunk `c`'s partials,
-    summed over the ranks, are rank `c`'s block; otherwise the chunks are
-    concatenated along `e` (not its sliced dim). The body has global shapes
+    summed over the ranks, are rank `c`'s block; `e = -1`: the body yields a
+    partial product (a gathered contracted dim) and the output is the sum of
+    the chunks'; otherwise the chunks are concatenated along `e` (not its
+    sliced dim). The body has global shapes
     and no communication; its values are those of the un-chunked body."""
 
     name = "coco.per_peer"
@@ -1678,7 +1680,7 @@ class PerPeerOp(RegionOp):
                     f"got {len(dims)}"
                 )
             for value, dim in zip(values, dims):
-                if dim != -1 or what == "output":
+                if dim != -1:
                     t = as_tensor_type(value, what)
                     check_dim_in_range(f"{what} chunk dim", dim, t)
         if all(d < 0 for d in self.input_dims.get_values()):

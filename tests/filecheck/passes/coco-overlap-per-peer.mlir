@@ -10,9 +10,9 @@
 // RUN: coconet-run --compare %s %t --entry rhs_gathered --world 2 && coconet-run --compare %s %t --entry rhs_gathered --world 4 && coconet-run --compare %s %t --entry rhs_gathered --world 8
 // RUN: coconet-run --compare %s %t --entry mm_rs --world 2 && coconet-run --compare %s %t --entry mm_rs --world 4 && coconet-run --compare %s %t --entry mm_rs --world 8
 // RUN: coconet-run --compare %s %t --entry mm_rs_columns --world 2 && coconet-run --compare %s %t --entry mm_rs_columns --world 4 && coconet-run --compare %s %t --entry mm_rs_columns --world 8
+// RUN: coconet-run --compare %s %t --entry contracted --world 2 && coconet-run --compare %s %t --entry contracted --world 4 && coconet-run --compare %s %t --entry contracted --world 8
 // RUN: coconet-run --compare %s %t --entry mlp --world 2 && coconet-run --compare %s %t --entry mlp --world 4 && coconet-run --compare %s %t --entry mlp --world 8
 // RUN: coconet-run --compare %s %t --entry untouched --world 2 && coconet-run --compare %s %t --entry untouched --world 4 && coconet-run --compare %s %t --entry untouched --world 8
-// RUN: not coconet-opt %s -p 'coco-overlap{per_peer=true op=contracted}' 2>&1 | filecheck %s --check-prefix=CONTRACTED
 // RUN: not coconet-opt %s -p 'coco-overlap{per_peer=true op=maxed}' 2>&1 | filecheck %s --check-prefix=MAX
 // RUN: not coconet-opt %s -p 'coco-overlap{per_peer=true op=shared}' 2>&1 | filecheck %s --check-prefix=SHARED
 // RUN: not coconet-opt %s -p 'coco-overlap{per_peer=true op=alone}' 2>&1 | filecheck %s --check-prefix=ALONE
@@ -71,6 +71,25 @@ func.func @mm_rs_columns(%a: !coco.tensor<32x64xf32, sliced<1>>, %b: !coco.tenso
   func.return %c : !coco.tensor<32x32xf32, sliced<1>>
 }
 
+// The gathered dim is the contracted one, on the left or on the right: each
+// step multiplies one block of K and the output is the sum of the steps
+// (output dim -1); nothing follows a partial product into the region.
+// CHECK-LABEL: func.func @contracted
+// CHECK-NEXT:    %c = coco.per_peer (%x, %w) dims = [1, 0] -> [-1] {name = "lhs_k_per_peer"}
+// CHECK-NEXT:    ^bb0(%x_1: !coco.tensor<16x64xf32, replicated>, %w_1: !coco.tensor<64x32xf32, sliced<1>>):
+// CHECK-NEXT:      %c_1 = coco.matmul %x_1, %w_1
+// CHECK-NEXT:      coco.yield %c_1 : !coco.tensor<16x32xf32, sliced<1>>
+// CHECK:         %e = coco.per_peer (%u, %a) dims = [0, 1] -> [-1] {name = "rhs_k_per_peer"}
+// CHECK:         %r = coco.relu %c
+func.func @contracted(%x: !coco.tensor<16x64xf32, sliced<1>>, %w: !coco.tensor<64x32xf32, sliced<1>>, %a: !coco.tensor<16x64xf32, replicated>, %u: !coco.tensor<64x32xf32, sliced<0>>) -> (!coco.tensor<16x32xf32, sliced<1>>, !coco.tensor<16x32xf32, replicated>) {
+  %g = coco.all_gather %x : !coco.tensor<16x64xf32, sliced<1>> -> !coco.tensor<16x64xf32, replicated>
+  %c = coco.matmul %g, %w {name = "lhs_k"} : (!coco.tensor<16x64xf32, replicated>, !coco.tensor<64x32xf32, sliced<1>>) -> !coco.tensor<16x32xf32, sliced<1>>
+  %ug = coco.all_gather %u : !coco.tensor<64x32xf32, sliced<0>> -> !coco.tensor<64x32xf32, replicated>
+  %e = coco.matmul %a, %ug {name = "rhs_k"} : (!coco.tensor<16x64xf32, replicated>, !coco.tensor<64x32xf32, replicated>) -> !coco.tensor<16x32xf32, replicated>
+  %r = coco.relu %c : (!coco.tensor<16x32xf32, sliced<1>>) -> !coco.tensor<16x32xf32, sliced<1>>
+  func.return %r, %e : !coco.tensor<16x32xf32, sliced<1>>, !coco.tensor<16x32xf32, replicated>
+}
+
 // The transformer MLP with sequence parallelism: gather, fc1, GELU, dropout
 // (its mask kept), fc2 and the reduce_scatter in one region.
 // CHECK-LABEL: func.func @mlp
@@ -90,17 +109,14 @@ func.func @mlp(%x: !coco.tensor<16x4x32xf32, sliced<0>>, %w1: !coco.tensor<32x64
 // Not decomposable per peer: left alone untargeted, refused by name.
 // CHECK-LABEL: func.func @untouched
 // CHECK-NOT:     coco.per_peer
-// CONTRACTED: error: 'coco.matmul' op coco-overlap cannot apply: the contracted dim is gathered
 // MAX: error: 'coco.matmul' op coco-overlap cannot apply: the reduce_scatter reduces by max, not sum
 // SHARED: error: 'coco.matmul' op coco-overlap cannot apply: the gathered value !coco.tensor<16x32xf32, replicated> has other users
 // ALONE: error: 'coco.matmul' op coco-overlap cannot apply: no all_gather feeds it and no reduce_scatter ends its chain of only users (expected all_gather -> matmul or matmul -> reduce_scatter)
-func.func @untouched(%x: !coco.tensor<16x32xf32, sliced<1>>, %w: !coco.tensor<32x16xf32, replicated>, %l: !coco.tensor<16x32xf32, local>, %v: !coco.tensor<16x32xf32, sliced<0>>) -> (!coco.tensor<16x16xf32, replicated>, !coco.tensor<16x16xf32, sliced<0>>, !coco.tensor<16x16xf32, replicated>, !coco.tensor<16x32xf32, replicated>, !coco.tensor<16x16xf32, local>) {
-  %g = coco.all_gather %x : !coco.tensor<16x32xf32, sliced<1>> -> !coco.tensor<16x32xf32, replicated>
-  %c = coco.matmul %g, %w {name = "contracted"} : (!coco.tensor<16x32xf32, replicated>, !coco.tensor<32x16xf32, replicated>) -> !coco.tensor<16x16xf32, replicated>
+func.func @untouched(%w: !coco.tensor<32x16xf32, replicated>, %l: !coco.tensor<16x32xf32, local>, %v: !coco.tensor<16x32xf32, sliced<0>>) -> (!coco.tensor<16x16xf32, sliced<0>>, !coco.tensor<16x16xf32, replicated>, !coco.tensor<16x32xf32, replicated>, !coco.tensor<16x16xf32, local>) {
   %p = coco.matmul %l, %w {name = "maxed"} : (!coco.tensor<16x32xf32, local>, !coco.tensor<32x16xf32, replicated>) -> !coco.tensor<16x16xf32, local>
   %m = coco.reduce_scatter %p reduction = max dim = 0 : !coco.tensor<16x16xf32, local> -> !coco.tensor<16x16xf32, sliced<0>>
   %vg = coco.all_gather %v : !coco.tensor<16x32xf32, sliced<0>> -> !coco.tensor<16x32xf32, replicated>
   %s = coco.matmul %vg, %w {name = "shared"} : (!coco.tensor<16x32xf32, replicated>, !coco.tensor<32x16xf32, replicated>) -> !coco.tensor<16x16xf32, replicated>
   %a = coco.matmul %l, %w {name = "alone"} : (!coco.tensor<16x32xf32, local>, !coco.tensor<32x16xf32, replicated>) -> !coco.tensor<16x16xf32, local>
-  func.return %c, %m, %s, %vg, %a : !coco.tensor<16x16xf32, replicated>, !coco.tensor<16x16xf32, sliced<0>>, !coco.tensor<16x16xf32, replicated>, !coco.tensor<16x32xf32, replicated>, !coco.tensor<16x16xf32, local>
+  func.return %m, %s, %vg, %a : !coco.tensor<16x16xf32, sliced<0>>, !coco.tensor<16x16xf32, replicated>, !coco.tensor<16x32xf32, replicated>, !coco.tensor<16x16xf32, local>
 }

@@ -156,7 +156,18 @@ def chains(draw) -> str:
     divides where layouts cut."""
     n = lambda lo, hi: 8 * draw(st.integers(lo, hi))  # noqa: E731
     element = draw(st.sampled_from(["f32", "f64"]))
-    kind = draw(st.sampled_from(["gather_lhs", "gather_rhs", "scatter", "mlp"]))
+    kind = draw(
+        st.sampled_from(
+            [
+                "gather_lhs",
+                "gather_rhs",
+                "scatter",
+                "mlp",
+                "contract_lhs",
+                "contract_rhs",
+            ]
+        )
+    )
     batch = draw(st.sampled_from([[], [draw(st.integers(1, 3))]]))
     s, h, f = n(1, 4), n(1, 6), n(1, 6)
 
@@ -165,6 +176,25 @@ def chains(draw) -> str:
 
     lines: list[str] = []
     args: list[str] = []
+    if kind.startswith("contract"):
+        # the gathered dim is the contracted one: the steps' products add up
+        a, w = t([s, *batch, h]), t([h, f])
+        if kind == "contract_lhs":
+            a = t([s, *batch, h], f"sliced<{len(batch) + 1}>")
+            lines.append(f"%g = coco.all_gather %a : {a} -> {t([s, *batch, h])}")
+            operands, types = "%g, %w", f"{t([s, *batch, h])}, {w}"
+        else:
+            w = t([h, f], "sliced<0>")
+            lines.append(f"%g = coco.all_gather %w : {w} -> {t([h, f])}")
+            operands, types = "%a, %g", f"{a}, {t([h, f])}"
+        args = [f"%a: {a}", f"%w: {w}"]
+        out = t([s, *batch, f])
+        lines.append(f"%o = coco.matmul {operands} : ({types}) -> {out}")
+        body = "\n  ".join(lines)
+        return (
+            f"func.func @f({', '.join(args)}) -> {out} {{\n  {body}\n"
+            f"  func.return %o : {out}\n}}"
+        )
     if kind == "gather_rhs":
         a, w = t([s, h]), t([h, f], "sliced<1>")
         args = [f"%a: {a}", f"%w: {w}"]
