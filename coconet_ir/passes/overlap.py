@@ -162,6 +162,14 @@ def in_body(value: SSAValue, members: set[Operation]) -> bool:
     return isinstance(value, BlockArgument) and value.block.parent_op() in members
 
 
+def offered(matmul: MatmulOp, label: str | None) -> bool:
+    """Whether a pattern of this pass considers `matmul`: directly in a
+    function, and labelled `label` when one is given."""
+    if not isinstance(matmul.parent_op(), FuncOp):
+        return False
+    return label is None or label_of(matmul) == label
+
+
 @dataclass(frozen=True)
 class OverlapPattern(RewritePattern):
     """Outline a matmul (labelled `label`, if given) with its collectives as a
@@ -173,9 +181,7 @@ class OverlapPattern(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, matmul: MatmulOp, rewriter: PatternRewriter) -> None:
-        if not isinstance(matmul.parent_op(), FuncOp):
-            return
-        if self.label is not None and label_of(matmul) != self.label:
+        if not offered(matmul, self.label):
             return
         found = overlap_plan(matmul, self.chunks, self.dim)
         if isinstance(found, str):
@@ -392,9 +398,7 @@ class PerPeerPattern(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, matmul: MatmulOp, rewriter: PatternRewriter) -> None:
-        if not isinstance(matmul.parent_op(), FuncOp):
-            return
-        if self.label is not None and label_of(matmul) != self.label:
+        if not offered(matmul, self.label):
             return
         found = per_peer_plan(matmul, self.dim)
         if isinstance(found, str):
@@ -444,8 +448,6 @@ def choose_overlap(
     per_peer = per_peer_plan(matmul, None)
     chunked = None if isinstance(chunked, str) else chunked
     per_peer = None if isinstance(per_peer, str) else per_peer
-    if per_peer is not None and PARTIAL in per_peer[1].dims.values():
-        per_peer = None  # a summed output: convert-coco-to-gpu cannot lower it yet
     if chunked is None and per_peer is None:
         return None
     chunk_regions: list[list[Operation]] = []
@@ -491,9 +493,7 @@ class ChosenOverlapPattern(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, matmul: MatmulOp, rewriter: PatternRewriter) -> None:
-        if not isinstance(matmul.parent_op(), FuncOp):
-            return
-        if self.label is not None and label_of(matmul) != self.label:
+        if not offered(matmul, self.label):
             return
         choice = choose_overlap(matmul, self.chunks, self.world)
         if choice is None:
