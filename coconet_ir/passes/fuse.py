@@ -60,6 +60,7 @@ from coconet_ir.dialects.coco import (
     AllSliceOp,
     ConstantOp,
     FusionOp,
+    PerPeerOp,
     ReduceOp,
     ReduceScatterOp,
     SendOp,
@@ -386,6 +387,11 @@ class FuseFunction(RewritePattern):
         groups = collective_groups(block, self.reductions)
         fuse_groups(block, groups, self.label, rewriter)
         fuse_groups(block, chain_groups(block), self.label, rewriter)
+        # A per-peer region's step body is a block of compute: its
+        # elementwise chains become one kernel per step too.
+        for region in [op for op in block.ops if isinstance(op, PerPeerOp)]:
+            inner = region.block
+            fuse_groups(inner, chain_groups(inner), self.label, rewriter)
 
 
 def is_fusible(op: Operation) -> bool:

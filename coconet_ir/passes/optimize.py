@@ -9,11 +9,14 @@ used through slices sliced (`coco-slice-state`), compute the norms of
 replicated values the program slices on their slices (`coco-slice-norm`), send
 slices between pipeline stages (`coco-fuse-send`, then `coco-reorder` again for
 the receiver's new all_gather, repeated until no more send is fused: a
-pipeline of any depth in one run), fuse reduce_scatter + compute + all_gather (or send)
-into one kernel region (`coco-fuse`), overlap a matmul with the collectives that
-feed or consume it — not at all, chunk by chunk or one chunk per peer, as the
-estimate says is fastest (`coco-overlap{auto=true}`) — and drop what became
-dead (`coco-dce`). Each part can be switched off, e.g.
+pipeline of any depth in one run), decompose per peer each matmul whose
+all_gather / reduce_scatter the estimate says is best hidden that way
+(`coco-overlap{auto=true per_peer=true}`, before coco-fuse pairs a
+reduce_scatter with the next all_gather), fuse reduce_scatter + compute +
+all_gather (or send) into one kernel region and elementwise chains (`coco-fuse`),
+chunk the remaining matmuls with the collectives that consume them where the
+estimate says it pays (`coco-overlap{auto=true}`), and drop what became dead
+(`coco-dce`). Each part can be switched off, e.g.
 `coco-optimize{overlap=false chunks=2}`.
 
 Every part applies to all ops it matches and skips the others, so the pass
@@ -78,27 +81,39 @@ class Optimize(ModulePass):
             (self.slice_norm, SliceNorm()),
             # To the fixpoint, with coco-reorder after each round: see apply.
             (self.fuse_send, FuseSend()),
+            # Per peer takes the all_gather and reduce_scatter themselves,
+            # so it chooses before coco-fuse pairs them into all-reduces.
+            (self.overlap and self.overlap_mode != "chunks", self.per_peer_part()),
             (self.fuse, Fuse()),
-            (self.overlap, self.overlap_part()),
+            (self.overlap and self.overlap_mode != "per_peer", self.overlap_part()),
             (True, CocoDCE()),
         ]
         return [p for enabled, p in schedule if enabled]
 
-    def overlap_part(self) -> CocoPass:
+    def per_peer_part(self) -> CocoPass:
+        """Before coco-fuse: per peer where the estimate (`auto`) or the user
+        (`per_peer`) wants it."""
         from coconet_ir.passes.overlap import Overlap
 
-        match self.overlap_mode:
-            case "auto":
-                return Overlap(chunks=self.chunks, auto=True, world=self.world)
-            case "chunks":
-                return Overlap(chunks=self.chunks)
-            case "per_peer":
-                return Overlap(per_peer=True)
-            case other:
-                raise PassRefused(
-                    f"{self.name}: overlap_mode must be auto, chunks or per_peer, "
-                    f"got {other}"
-                )
+        self.check_overlap_mode()
+        auto = self.overlap_mode == "auto"
+        return Overlap(chunks=self.chunks, per_peer=True, auto=auto, world=self.world)
+
+    def overlap_part(self) -> CocoPass:
+        """After coco-fuse: chunks where the estimate (`auto`) or the user
+        (`chunks`) wants them."""
+        from coconet_ir.passes.overlap import Overlap
+
+        self.check_overlap_mode()
+        auto = self.overlap_mode == "auto"
+        return Overlap(chunks=self.chunks, auto=auto, world=self.world)
+
+    def check_overlap_mode(self) -> None:
+        if self.overlap_mode not in ("auto", "chunks", "per_peer"):
+            raise PassRefused(
+                f"{self.name}: overlap_mode must be auto, chunks or per_peer, "
+                f"got {self.overlap_mode}"
+            )
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         parts = self.parts()

@@ -490,6 +490,8 @@ class ChosenOverlapPattern(RewritePattern):
     chunks: int
     world: int
     label: str | None = None
+    only_per_peer: bool = False
+    """Apply the choice only where it is per peer (leave the others)."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, matmul: MatmulOp, rewriter: PatternRewriter) -> None:
@@ -502,7 +504,8 @@ class ChosenOverlapPattern(RewritePattern):
         if best is OverlapMode.PER_PEER and choice.per_peer is not None:
             make_per_peer(matmul, *choice.per_peer, rewriter)
         elif best is OverlapMode.CHUNKS and choice.chunked is not None:
-            make_overlap(matmul, *choice.chunked, self.chunks, rewriter)
+            if not self.only_per_peer:
+                make_overlap(matmul, *choice.chunked, self.chunks, rewriter)
 
 
 @dataclass(frozen=True)
@@ -524,7 +527,8 @@ class Overlap(CocoPass):
 
     auto: bool = False
     """For each matmul, the schedule the estimate says is fastest: none,
-    `chunks` chunks or per peer (what coco-optimize does)."""
+    `chunks` chunks or per peer (what coco-optimize does); with `per_peer`,
+    only the matmuls for which that is per peer are rewritten."""
 
     world: int | None = None
     """The world size `auto` estimates for (default: `coco.world_size`, else 8)."""
@@ -533,8 +537,8 @@ class Overlap(CocoPass):
         self.require_at_least("chunks", 1)
         self.require_at_least("dim", 0)
         self.require_at_least("world", 1)
-        if self.auto and (self.per_peer or self.dim is not None):
-            raise self.bad_option("auto chooses the mode and dim itself")
+        if self.auto and self.dim is not None:
+            raise self.bad_option("auto chooses the dim itself")
 
     def candidates(self, module: ModuleOp) -> Iterable[Operation]:
         return (op for op in function_body_ops(module) if isinstance(op, MatmulOp))
@@ -557,7 +561,8 @@ class Overlap(CocoPass):
     def rewrite(self, module: ModuleOp) -> None:
         if self.auto:
             world = self.estimated_world(module)
-            rewrite_once(module, ChosenOverlapPattern(self.chunks, world, self.op))
+            pattern = ChosenOverlapPattern(self.chunks, world, self.op, self.per_peer)
+            rewrite_once(module, pattern)
         elif self.per_peer:
             rewrite_once(module, PerPeerPattern(self.dim, self.op))
         else:

@@ -120,3 +120,14 @@ func.func @untouched(%w: !coco.tensor<32x16xf32, replicated>, %l: !coco.tensor<1
   %a = coco.matmul %l, %w {name = "alone"} : (!coco.tensor<16x32xf32, local>, !coco.tensor<32x16xf32, replicated>) -> !coco.tensor<16x16xf32, local>
   func.return %m, %s, %vg, %a : !coco.tensor<16x16xf32, sliced<0>>, !coco.tensor<16x16xf32, replicated>, !coco.tensor<16x32xf32, replicated>, !coco.tensor<16x16xf32, local>
 }
+
+// coco-fuse after per peer: the body's elementwise chain becomes one kernel
+// per step (what coco-optimize does).
+// RUN: coconet-opt %s -p 'coco-overlap{per_peer=true op=seq},coco-fuse' | filecheck %s --check-prefix=FUSED
+// FUSED-LABEL: func.func @seq_parallel
+// FUSED:         coco.per_peer
+// FUSED:           coco.matmul
+// FUSED-NEXT:      coco.fusion
+// FUSED-NEXT:      ^bb0
+// FUSED-NEXT:        coco.add
+// FUSED-NEXT:        coco.gelu

@@ -166,3 +166,47 @@ def test_a_bad_mode_is_refused() -> None:
         cc.CocoError, match="overlap_mode must be auto, chunks or per_peer"
     ):
         cc.Pipeline("coco-optimize{overlap_mode=fast}")(example("megatron"))
+
+
+def mlp_stack(layers: int, s: int, h: int, f: int, element: str) -> str:
+    """`layers` sequence-parallel MLP blocks, each block's reduce_scatter
+    feeding the next block's all_gather."""
+    x, g = T(f"{s}x{h}x{element}", "sliced<0>"), T(f"{s}x{h}x{element}")
+    w1, w2 = T(f"{h}x{f}x{element}", "sliced<1>"), T(f"{f}x{h}x{element}", "sliced<0>")
+    y, p = T(f"{s}x{f}x{element}", "sliced<1>"), T(f"{s}x{h}x{element}", "local")
+    args = ", ".join(
+        [f"%x0: {x}"] + [f"%a{i}: {w1}, %b{i}: {w2}" for i in range(layers)]
+    )
+    body = "\n".join(
+        f"  %g{i} = coco.all_gather %x{i} : {x} -> {g}\n"
+        f"  %h{i} = coco.matmul %g{i}, %a{i} : ({g}, {w1}) -> {y}\n"
+        f"  %e{i} = coco.gelu %h{i} : ({y}) -> {y}\n"
+        f"  %p{i} = coco.matmul %e{i}, %b{i} : ({y}, {w2}) -> {p}\n"
+        f"  %x{i + 1} = coco.reduce_scatter %p{i} reduction = sum dim = 0 : {p} -> {x}"
+        for i in range(layers)
+    )
+    return (
+        f"func.func @stack({args}) -> {x} {{\n{body}\n"
+        f"  func.return %x{layers} : {x}\n}}"
+    )
+
+
+def test_every_block_of_a_deep_stack_is_one_per_peer_region() -> None:
+    """48 blocks at GPT-3-like widths: per peer chooses before coco-fuse, so
+    a block's reduce_scatter and the next block's all_gather are not paired
+    into an all-reduce first; every block is one region."""
+    after = cc.Pipeline("coco-optimize")(
+        cc.parse(mlp_stack(48, 2048, 8192, 32768, "bf16"))
+    )
+    assert len(ops_of(after, coco.PerPeerOp)) == 48
+    assert not ops_of(after, coco.AllGatherOp) and not ops_of(
+        after, coco.ReduceScatterOp
+    )
+
+
+@pytest.mark.parametrize("world", [2, 4, 8])
+def test_a_stack_forced_per_peer_keeps_its_values(world: int) -> None:
+    program = mlp_stack(3, 16, 32, 64, "f32")
+    after = cc.Pipeline("coco-optimize{overlap_mode=per_peer}")(cc.parse(program))
+    assert len(ops_of(after, coco.PerPeerOp)) == 3
+    assert cc.equivalent(cc.parse(program), after, world).ok
