@@ -171,3 +171,11 @@ def test_a_deep_pipeline_sends_slices_at_every_hop(stages: int):
     for stage in range(stages - 1):
         slice_bytes = 32 * 64 * 4 // 4
         assert result.stats.bytes_to_other_stages(stage).tolist() == [slice_bytes] * 4
+
+
+@pytest.mark.parametrize("world", [2, 4, 8])
+def test_mlp_optimized_per_peer_matches_the_interpreter(world: int) -> None:
+    """coco-optimize forced per peer: the MLP block is one coco.per_peer
+    whose step body holds the fused bias + GELU kernel; the emulated CUDA
+    equals the interpreter and moves (N-1)/N of x and of the partial."""
+    check("sequence_parallel_mlp", world, "coco-optimize{overlap_mode=per_peer}")
