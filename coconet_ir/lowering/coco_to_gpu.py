@@ -1409,11 +1409,6 @@ class ConvertCocoToGpu(ModulePass):
                 step_of(op, world)
             except ChunkConflict as err:
                 return f"its body cannot run per peer on {world} ranks: {err}"
-            if -1 in op.output_dims.get_values():
-                return (
-                    "a summed output (a gathered contracted dim) has no lowering "
-                    "yet; coco-overlap{per_peer=true} builds it for the interpreter"
-                )
         if (
             isinstance(op.parent_op(), func.FuncOp)
             and any(isinstance(t, TensorType) for t in op.operand_types)

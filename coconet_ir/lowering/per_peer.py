@@ -41,6 +41,18 @@ Step 0 reads the rank's own block and computes its own partial: no
 communication. Events: stream 0 records at the start (streams 1 and 2 wait),
 the partials are handed from stream 0 to stream 2 and their double buffers
 back, and streams 1 and 2 record at the end (stream 0 waits).
+
+A **summed** output (`output_dims[j] = -1`: the gathered dim is the matmul's
+contracted one, each step's result a partial product of the whole output)
+takes no communication of results: each step's partial is added on stream 0
+where it is computed. A float `coco.matmul` is its gemm, writing in the compute
+type (f32 from f16/bf16 operands): into the output (an f32 accumulator for
+halves, rounded into it once at the end) with beta = 1 after step 0
+(`coco_gpu.gemm ... accumulate`); a **replicated** output instead into its
+chunk's slot of an `N x` buffer, the slots summed in chunk order at the end
+(one kernel, rounding once): its ranks must agree bit for bit, and each starts
+at its own chunk. Any other body value (an integer matmul) is computed into a
+partial buffer and added (or stored into its slot) by a kernel.
 """
 
 from __future__ import annotations
@@ -60,12 +72,15 @@ from coconet_ir.dialects import (
     coco,
     gpu,  # xDSL's gpu, in MLIR's syntax
 )
+from coconet_ir.dialects.coco import element_info
 from coconet_ir.dialects.coco_gpu import (
+    GemmOp,
     PeerCopyOp,
     PeersType,
     RecordEventOp,
     SignalOp,
     SymmetricBufferOp,
+    ViewOp,
     WaitEventOp,
     WaitSignalOp,
     set_stream,
@@ -268,8 +283,6 @@ def symmetric(
 
 
 def _element_bytes(t: Attribute) -> int:
-    from coconet_ir.dialects.coco import element_info
-
     return element_info(t).bytes
 
 
@@ -358,6 +371,52 @@ class Scattered:
 
 
 @dataclass
+class Summed:
+    """A summed output. Its steps' partials (in the compute type) add up
+    either as they come, in `accumulator` (the output itself unless the
+    element type is a half), or — a replicated float output, whose ranks must
+    agree bit for bit while each starts at its own chunk — each in its chunk's
+    slot of `slots`, summed in chunk order at the end. `gemm`: the float
+    matmul of the body computing the partial, lowered here as a gemm into its
+    sink (beta = 1 after step 0 when accumulating); else the body's value is
+    computed into `partial` and a kernel adds (or stores) it."""
+
+    index: int
+    output: SSAValue
+    element: Attribute
+    accumulator: SSAValue
+    """The output, or its f32 accumulator (unused with slots)."""
+    slots: SSAValue | None
+    gemm: coco.MatmulOp | None
+    partial: SSAValue | None
+
+    def sink(self, host: list[Operation], c: SSAValue) -> SSAValue:
+        """Where the partial of chunk `c` (a host index) goes: its slot, or
+        the accumulator."""
+        if self.slots is None:
+            return self.accumulator
+        t = self.slot_type
+        scale = host_index(math.prod(t.get_shape()), "slot_elements")
+        at = arith.MuliOp(c, scale)
+        at.result.name_hint = "slot_start"
+        view = ViewOp(self.slots, 0, t, at.result)
+        view.result.name_hint = "chunk_slot"
+        host += [scale, at, view]
+        return view.result
+
+    @property
+    def slot_type(self) -> MemRefType:
+        t = self.slots.type if self.slots is not None else None
+        assert isinstance(t, MemRefType)
+        return MemRefType(t.element_type, t.get_shape()[1:])
+
+    def writes_output(self, s: int) -> bool:
+        """Whether step `s`'s partial is the output's first value, computed in
+        place (no kernel)."""
+        return not s and self.slots is None and self.accumulator is self.output
+
+
+@dataclass
 class PerPeerLowering:
     """The host code of one `coco.per_peer` as it is emitted."""
 
@@ -401,6 +460,7 @@ def lower_per_peer(
     output_dims = list(op.output_dims.get_values())
     gathered = [i for i in range(len(op.inputs)) if op.gathered(i)]
     scattered_outputs = [j for j in range(len(op.outputs)) if op.scattered(j)]
+    summed_outputs = [j for j, dim in enumerate(output_dims) if dim == -1]
     families = len(gathered) + len(scattered_outputs)
 
     host: list[Operation] = []
@@ -452,6 +512,10 @@ def lower_per_peer(
                 accumulator,
             )
         )
+    summed = [
+        summed_output(lowering, host, yielded[j], j, outputs[j], body)
+        for j in summed_outputs
+    ]
     streams = [COMMUNICATION_STREAM] * bool(gathered) + [REDUCTION_STREAM] * bool(
         scattered
     )
@@ -511,7 +575,14 @@ def lower_per_peer(
                 continue
             target: SSAValue | None = None
             piece = next((p for p in scattered if p.index == j), None)
-            if piece is None:
+            total = next((p for p in summed if p.index == j), None)
+            if total is not None:
+                if total.gemm is None:
+                    assert total.partial is not None
+                    target = fresh_view(
+                        host, total.output if total.writes_output(s) else total.partial
+                    )
+            elif piece is None:
                 found_view = chunk_view(out, tensor_of(value), dim, c, world)
                 if found_view is not None:
                     more, view = found_view
@@ -524,6 +595,16 @@ def lower_per_peer(
             if target is not None:
                 views[value] = target
         for inner in body:
+            total = next((p for p in summed if p.gemm is inner), None)
+            if total is not None:
+                assert isinstance(inner, coco.MatmulOp)
+                more, (a, b) = lowering.buffers(
+                    [mapping[inner.lhs], mapping[inner.rhs]]
+                )
+                sink = total.sink(host, c)
+                running = s > 0 and total.slots is None
+                host += [*more, GemmOp(a, b, sink, accumulate=running)]
+                continue
             clone = inner.clone(mapping)
             for original, copied in zip(inner.walk(), clone.walk()):
                 if isinstance(original, coco.DropoutOp):
@@ -537,6 +618,11 @@ def lower_per_peer(
                 if old in views:
                     lowering.destinations[new] = views[old]
         for j, (value, out, dim) in enumerate(zip(yielded, outputs, output_dims)):
+            total = next((p for p in summed if p.index == j), None)
+            if total is not None:
+                if total.gemm is None:
+                    add_partial(emitter, total, mapping[value], views[value], s, c)
+                continue
             more, piece_buffer = lowering.buffer(mapping.get(value, value))
             host += more
             if value in views:
@@ -569,6 +655,20 @@ def lower_per_peer(
                 host += transfers.credit(transfer(family, s + 2), s + 2, COMPUTE_STREAM)
         if scattered:
             reduce_step(emitter, scattered, len(gathered), s, pushed)
+    for total in summed:
+        if total.slots is not None:
+            emitter.emit(sum_slots(emitter, total), COMPUTE_STREAM)
+        elif total.accumulator is not total.output:
+            emitter.emit(
+                map_buffers(
+                    lowering,
+                    f"{emitter.name}_round",
+                    [total.accumulator],
+                    total.output,
+                    lambda b, v, e=total.element: from_compute(b, v[0], e),
+                ),
+                COMPUTE_STREAM,
+            )
     for k, piece in enumerate(scattered):
         if piece.accumulator is not piece.output:
             emitter.emit(
@@ -587,11 +687,114 @@ def lower_per_peer(
     replace_with_buffers(rewriter, op, host, outputs)
 
 
+def sums_in_chunk_order(t: coco.TensorType) -> bool:
+    """Whether a summed output of type `t` is summed from per-chunk slots in
+    chunk order: a replicated float, whose ranks must agree bit for bit
+    (integers add exactly, in any order)."""
+    return element_info(t.element_type).is_float and t.layout.is_replicated
+
+
+def summed_output(
+    lowering: Lowering,
+    host: list[Operation],
+    value: SSAValue,
+    index: int,
+    output: SSAValue,
+    body: list[Operation],
+) -> Summed:
+    """The buffers of the summed output `index` (`value`: the body's partial
+    product), their allocations appended to `host`."""
+    world = lowering.world
+    t = buffer_type(tensor_of(value), world)
+    element, shape = t.element_type, t.get_shape()
+    wide = compute_type(element)
+    info = element_info(element)
+    accumulator, slots = output, None
+    if sums_in_chunk_order(tensor_of(value)):
+        alloc = memref.AllocOp.get(wide, shape=[world, *shape])
+        alloc.memref.name_hint = "slots"
+        host.append(alloc)
+        slots = alloc.memref
+    elif wide != element:
+        alloc = memref.AllocOp.get(wide, shape=shape)
+        alloc.memref.name_hint = "accumulator"
+        host.append(alloc)
+        accumulator = alloc.memref
+    producer = value.owner
+    if isinstance(producer, coco.MatmulOp) and producer in body and info.is_float:
+        return Summed(index, output, element, accumulator, slots, producer, None)
+    partial = memref.AllocOp.get(element, shape=shape)
+    partial.memref.name_hint = "partial"
+    host.append(partial)
+    return Summed(index, output, element, accumulator, slots, None, partial.memref)
+
+
+def add_partial(
+    emitter: PerPeerLowering,
+    total: Summed,
+    value: SSAValue,
+    target: SSAValue,
+    s: int,
+    c: SSAValue,
+) -> None:
+    """Stream 0: step `s`'s partial `value` (of chunk `c`, computed into
+    `target`) added into the accumulator, or stored into its slot (unless
+    it is the output's first value, computed there)."""
+    lowering = emitter.lowering
+    more, computed = lowering.buffer(value)
+    emitter.host += more
+    if computed is not target:
+        emitter.host.append(memref.CopyOp(computed, target))
+    if total.writes_output(s):
+        return
+    assert total.partial is not None
+    sink = total.sink(emitter.host, c)
+    adds = s > 0 and total.slots is None
+    inputs = [total.accumulator, total.partial] if adds else [total.partial]
+    emitter.emit(
+        map_buffers(
+            lowering,
+            f"{emitter.name}_{'accumulate' if adds else 'widen'}",
+            inputs,
+            sink,
+            lambda b, v: (
+                combine(b, "sum", v[0], to_compute(b, v[1]))
+                if len(v) == 2
+                else to_compute(b, v[0])
+            ),
+        ),
+        COMPUTE_STREAM,
+    )
+
+
+def sum_slots(emitter: PerPeerLowering, total: Summed) -> list[Operation]:
+    """The kernel summing a summed output's slots in chunk order, in the
+    compute type, into the output (rounded once)."""
+    assert total.slots is not None
+    t = total.slot_type
+    size = math.prod(t.get_shape())
+    host: list[Operation] = []
+    slots: list[SSAValue] = []
+    for c in range(emitter.world):
+        view = ViewOp(total.slots, c * size, t)
+        view.result.name_hint = f"chunk_slot{c}"
+        host.append(view)
+        slots.append(view.result)
+
+    def add(b: Builder, values: list[SSAValue]) -> SSAValue:
+        acc = values[0]
+        for value in values[1:]:
+            acc = combine(b, "sum", acc, value)
+        return from_compute(b, acc, total.element)
+
+    return host + map_buffers(
+        emitter.lowering, f"{emitter.name}_sum", slots, total.output, add
+    )
+
+
 def fresh_view(host: list[Operation], buffer: SSAValue) -> SSAValue:
     """A view of all of `buffer` of its own (a destination's uses are then
     only its producer's and the copy into it)."""
-    from coconet_ir.dialects.coco_gpu import ViewOp
-
     t = buffer.type
     assert isinstance(t, MemRefType)
     view = ViewOp(buffer, 0, t)

@@ -1302,11 +1302,15 @@ class CudaPrinter(BasePrinter):
         except UnsupportedType as err:
             raise CocoError(f"the CUDA target cannot print this: {err}", op) from None
         stream = self.on_stream(op)
-        beta = "1.0f" if op.accumulate is not None else "0.0f"
+        # f64 computes in f64 (alpha and beta doubles); the rest in f32.
+        f64 = types[2] == "CUDA_R_64F"
+        scalar, suffix = ("double", "") if f64 else ("float", "f")
+        compute = "CUBLAS_COMPUTE_64F" if f64 else "CUBLAS_COMPUTE_32F"
+        beta = f"{int(op.accumulate is not None)}.0{suffix}"
         alpha_name = self.scope.fresh("alpha", "alpha")
         beta_name = self.scope.fresh("beta", "beta")
         self.line(f"COCO_CHECK_CUBLAS(cublasSetStream(ctx->cublas, {stream}));")
-        self.line(f"const float {alpha_name} = 1.0f, {beta_name} = {beta};")
+        self.line(f"const {scalar} {alpha_name} = 1.0{suffix}, {beta_name} = {beta};")
         # Row-major C = A B is column-major C^T = B^T A^T: cuBLAS gets B first.
         ta, tb, tc = types
         head = (
@@ -1318,7 +1322,7 @@ class CudaPrinter(BasePrinter):
             m = math.prod(ashape[:-1])
             args = head.format(m=m, sa="", sb="", sc="")
             self.line(
-                f"COCO_CHECK_CUBLAS(cublasGemmEx({args}, CUBLAS_COMPUTE_32F, "
+                f"COCO_CHECK_CUBLAS(cublasGemmEx({args}, {compute}, "
                 "CUBLAS_GEMM_DEFAULT));"
             )
             return
@@ -1329,7 +1333,7 @@ class CudaPrinter(BasePrinter):
         args = head.format(m=m, sa=f", {m * k}LL", sb=f", {k * n}LL", sc=f", {m * n}LL")
         self.line(
             f"COCO_CHECK_CUBLAS(cublasGemmStridedBatchedEx({args}, {batch}, "
-            "CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));"
+            f"{compute}, CUBLAS_GEMM_DEFAULT));"
         )
 
     @print.register

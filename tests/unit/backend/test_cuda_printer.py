@@ -244,9 +244,20 @@ def test_printed_sgd_runs_in_the_emulation():
             np.testing.assert_allclose(w, expected, rtol=1e-5, atol=1e-6)
 
 
+CONTRACTED = """
+func.func @contracted(%x: !coco.tensor<16x64xf32, sliced<1>>, %w: !coco.tensor<64x32xf32, sliced<1>>, %a: !coco.tensor<16x64xf32, replicated>, %u: !coco.tensor<64x32xf32, sliced<0>>) -> (!coco.tensor<16x32xf32, sliced<1>>, !coco.tensor<16x32xf32, replicated>) {
+  %g = coco.all_gather %x : !coco.tensor<16x64xf32, sliced<1>> -> !coco.tensor<16x64xf32, replicated>
+  %c = coco.matmul %g, %w {name = "lhs_k"} : (!coco.tensor<16x64xf32, replicated>, !coco.tensor<64x32xf32, sliced<1>>) -> !coco.tensor<16x32xf32, sliced<1>>
+  %ug = coco.all_gather %u : !coco.tensor<64x32xf32, sliced<0>> -> !coco.tensor<64x32xf32, replicated>
+  %e = coco.matmul %a, %ug {name = "rhs_k"} : (!coco.tensor<16x64xf32, replicated>, !coco.tensor<64x32xf32, replicated>) -> !coco.tensor<16x32xf32, replicated>
+  func.return %c, %e : !coco.tensor<16x32xf32, sliced<1>>, !coco.tensor<16x32xf32, replicated>
+}
+"""  # noqa: E501
+
+
 def test_per_peer_programs_compile_with_nvcc(tmp_path: Path):
     """The per-peer lowering (peer copies, flag kernels, the f32
-    accumulation of halves) of the three per_peer programs and a shift, at
+    accumulation of halves, summed outputs) of the per_peer programs and a shift, at
     world 4: nvcc (sm_90 and sm_80) compiles them without a warning, no
     kernel spills."""
     nvcc_or_skip()
@@ -265,6 +276,16 @@ def test_per_peer_programs_compile_with_nvcc(tmp_path: Path):
                 "coco-overlap{per_peer=true},convert-coco-to-gpu{world=4}"
             )(module)
             sources[f"{name}_{element}"] = printed(lowered)
+    # Summed outputs (a gathered contracted dim): gemms accumulating with
+    # beta = 1 (sliced), per-chunk slots and their sum (replicated); f64
+    # computes in f64.
+    for element in ("f32", "bf16", "f16", "f64"):
+        module = cc.parse(CONTRACTED.replace("f32", element))
+        lowered = cc.Pipeline(
+            "coco-overlap{per_peer=true},convert-coco-to-gpu{world=4}"
+        )(module)
+        sources[f"contracted_{element}"] = printed(lowered)
+    assert "CUBLAS_COMPUTE_64F" in sources["contracted_f64"]
     assert all("coco::peer_copy(ctx" in s for s in sources.values())
     kernels = sum(s.count("__global__") for s in sources.values())
     reports = compile_all(sources, tmp_path)

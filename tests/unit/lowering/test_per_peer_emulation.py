@@ -7,7 +7,14 @@ in f16 and bf16 and at K = 4096; each rank sends exactly (N-1)/N of the
 gathered operand and of the partial, as the device IR predicts; three calls
 back to back are ThreadSanitizer-clean; the stream timeline shows step s+1's
 copy in flight before step s's gemm ends; and two injected bugs (a missing
-arrival wait, chunk r instead of (r + s) mod N) are caught."""
+arrival wait, chunk r instead of (r + s) mod N) are caught.
+
+Summed outputs (the gathered dim contracted, on the left or on the right;
+output dim -1), replicated (per-chunk slots summed in chunk order) or sliced
+(gemms accumulating into the output): equal to the interpreter on 2, 4 and 8
+ranks, in f16, bf16, f64 and i32 and at K = 4096, with exactly (N-1)/N of the
+gathered operand sent; overwriting instead of accumulating, and accumulating
+a replicated output in each rank's own order, are caught."""
 
 from __future__ import annotations
 
@@ -55,6 +62,22 @@ func.func @f(%a: !coco.tensor<32xKxELT, sliced<1>>, %b: !coco.tensor<Kx32xELT, s
 }
 """  # noqa: E501
 
+CONTRACTED_LHS = """
+func.func @f(%x: !coco.tensor<16xKxELT, sliced<1>>, %w: !coco.tensor<Kx32xELT, LAYOUT>) -> !coco.tensor<16x32xELT, LAYOUT> {
+  %g = coco.all_gather %x : !coco.tensor<16xKxELT, sliced<1>> -> !coco.tensor<16xKxELT, replicated>
+  %m = coco.matmul %g, %w {name = "mm"} : (!coco.tensor<16xKxELT, replicated>, !coco.tensor<Kx32xELT, LAYOUT>) -> !coco.tensor<16x32xELT, LAYOUT>
+  func.return %m : !coco.tensor<16x32xELT, LAYOUT>
+}
+"""  # noqa: E501
+
+CONTRACTED_RHS = """
+func.func @f(%a: !coco.tensor<16xKxELT, LAYOUT>, %u: !coco.tensor<Kx32xELT, sliced<0>>) -> !coco.tensor<16x32xELT, LAYOUT> {
+  %g = coco.all_gather %u : !coco.tensor<Kx32xELT, sliced<0>> -> !coco.tensor<Kx32xELT, replicated>
+  %m = coco.matmul %a, %g {name = "mm"} : (!coco.tensor<16xKxELT, LAYOUT>, !coco.tensor<Kx32xELT, replicated>) -> !coco.tensor<16x32xELT, LAYOUT>
+  func.return %m : !coco.tensor<16x32xELT, LAYOUT>
+}
+"""  # noqa: E501
+
 SHIFT = """
 func.func @f(%a: !coco.tensor<8x4xf32, LAYOUT>) -> !coco.tensor<8x4xf32, LAYOUT> {
   %s = coco.shift %a by = BY : !coco.tensor<8x4xf32, LAYOUT> -> !coco.tensor<8x4xf32, LAYOUT>
@@ -78,6 +101,21 @@ def matmul_rs(k=64, element="f32") -> str:
         MATMUL_RS.replace("xKx", f"x{k}x")
         .replace("Kx32", f"{k}x32")
         .replace("ELT", element)
+    )
+
+
+def contracted(side: str, layout: str, k=64, element="f32") -> str:
+    """all_gather -> matmul over the gathered (contracted) dim: `side` lhs
+    (x sliced<1> times w) or rhs (a times u sliced<0>); `layout`: the other
+    operand's and the result's, replicated or sliced (w's columns, a's rows)."""
+    text = CONTRACTED_LHS if side == "lhs" else CONTRACTED_RHS
+    if layout == "sliced":
+        layout = "sliced<1>" if side == "lhs" else "sliced<0>"
+    return (
+        text.replace("xKx", f"x{k}x")
+        .replace("Kx32", f"{k}x32")
+        .replace("ELT", element)
+        .replace("LAYOUT", layout)
     )
 
 
@@ -121,9 +159,12 @@ def nbytes(t: coco.TensorType) -> int:
 
 def assert_matches(run, element: str = "f32", k: int = 64) -> None:
     """The interpreter's tolerance for `element`, plus a sum of `k` terms."""
-    rtol = {"f32": 1e-5, "f16": 2e-2, "bf16": 4e-2}[element]
+    rtol = {"f32": 1e-5, "f16": 2e-2, "bf16": 4e-2, "f64": 1e-12, "i32": 0}[element]
     for expected, actual in zip(run.expected, run.actual, strict=True):
         for key, want in expected.items():
+            if not rtol:  # integers: exact
+                np.testing.assert_array_equal(actual[key], want)
+                continue
             got = actual[key].astype(np.float64)
             want = want.astype(np.float64)
             scale = float(np.abs(want).max()) or 1.0
@@ -265,3 +306,102 @@ def test_chunk_r_instead_of_r_plus_s_is_caught(monkeypatch: pytest.MonkeyPatch):
     run = emulate(module.clone(), 4, seeds=(0,))
     with pytest.raises(AssertionError):
         assert_matches(run)
+
+
+# ============================================================================
+# Summed outputs (a gathered contracted dim)
+# ============================================================================
+
+
+def summed_module(side: str, layout: str, k=64, element="f32") -> ModuleOp:
+    module = per_peer_module(contracted(side, layout, k, element))
+    (op,) = [o for o in module.walk() if isinstance(o, coco.PerPeerOp)]
+    assert list(op.output_dims.get_values()) == [-1]
+    return module
+
+
+@pytest.mark.parametrize("world", [2, 4, 8])
+@pytest.mark.parametrize("layout", ["replicated", "sliced"])
+@pytest.mark.parametrize("side", ["lhs", "rhs"])
+def test_summed_outputs_match_the_interpreter_with_the_bytes_of_the_gather(
+    side: str, layout: str, world: int
+):
+    """Equal to the interpreter (and, replicated, bit for bit on every rank:
+    `global_of`); each rank sends (N-1)/N of the gathered operand, nothing
+    else, as the device IR predicts."""
+    module = summed_module(side, layout)
+    run = emulate(module.clone(), world, seeds=(0,))
+    assert_matches(run)
+    assert_bytes(run, module, world)
+    assert sizes(module, world)[1] == 0
+    kernels = cuda_source(run.lowered)
+    if layout == "replicated":
+        assert "_sum_" in kernels
+    else:
+        assert "_sum_" not in kernels and kernels.count("&beta") == world
+
+
+@pytest.mark.parametrize("element", ["f16", "bf16"])
+@pytest.mark.parametrize("layout", ["replicated", "sliced"])
+@pytest.mark.parametrize("side", ["lhs", "rhs"])
+def test_summed_halves_accumulate_in_f32(side: str, layout: str, element: str):
+    """The gemms write f32 from the half blocks (an accumulator, or the
+    slots), rounded into the output once."""
+    module = summed_module(side, layout, element=element)
+    run = emulate(module.clone(), 4, seeds=(0,))
+    assert_matches(run, element)
+    assert_bytes(run, module, 4)
+    source = cuda_source(run.lowered)
+    assert "CUDA_R_32F" in source
+    assert ("_sum_" if layout == "replicated" else "_round_") in source
+
+
+@pytest.mark.parametrize("element", ["f64", "i32"])
+def test_summed_f64_and_integers(element: str):
+    """f64 gemms compute in f64; an integer matmul (a kernel) adds its
+    partials by a kernel, any order giving the same sum."""
+    for layout in ("replicated", "sliced"):
+        module = summed_module("lhs", layout, element=element)
+        run = emulate(module.clone(), 4, seeds=(0,))
+        assert_matches(run, element)
+        assert_bytes(run, module, 4)
+
+
+@pytest.mark.parametrize("layout", ["replicated", "sliced"])
+def test_summed_a_long_contracted_dim_k_4096(layout: str):
+    module = summed_module("lhs", layout, k=4096)
+    run = emulate(module.clone(), 4, seeds=(0,))
+    assert_matches(run, k=4096)
+    assert_bytes(run, module, 4)
+
+
+@pytest.mark.parametrize("layout", ["replicated", "sliced"])
+def test_summed_three_calls_back_to_back_are_thread_sanitizer_clean(layout: str):
+    module = summed_module("rhs", layout)
+    run = emulate(module.clone(), 4, seeds=(0, 1, 2), sanitize="thread")
+    assert_matches(run)
+
+
+def test_summed_overwriting_instead_of_accumulating_is_caught(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """Every step's gemm with beta = 0: the output holds the last step's
+    partial product only."""
+    right = per_peer.GemmOp
+    monkeypatch.setattr(per_peer, "GemmOp", lambda a, b, c, **_: right(a, b, c))
+    module = summed_module("lhs", "sliced")
+    run = emulate(module.clone(), 4, seeds=(0,))
+    assert "&beta" in cuda_source(run.lowered)
+    with pytest.raises(AssertionError):
+        assert_matches(run)
+
+
+def test_summed_replicated_in_each_ranks_order_is_caught(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """A replicated output accumulated as the chunks come (rank r from chunk
+    r on): right up to rounding, but the ranks disagree on 4 ranks."""
+    monkeypatch.setattr(per_peer, "sums_in_chunk_order", lambda t: False)
+    module = summed_module("rhs", "replicated")
+    with pytest.raises(cc.CocoError, match="ranks disagree"):
+        emulate(module.clone(), 4, seeds=(0, 1))

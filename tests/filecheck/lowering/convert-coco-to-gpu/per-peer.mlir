@@ -106,3 +106,82 @@ func.func @shift(%a: !coco.tensor<8x4xf32, sliced<0>>) -> !coco.tensor<8x4xf32, 
   %s = coco.shift %a by = 1 : !coco.tensor<8x4xf32, sliced<0>> -> !coco.tensor<8x4xf32, sliced<0>>
   func.return %s : !coco.tensor<8x4xf32, sliced<0>>
 }
+
+// A summed output (a gathered contracted dim, output dim -1): no result is
+// communicated. Each step's gemm (the rank's own K block at step 0, then the
+// received ones) adds its partial product into the output on stream 0: beta
+// = 0 at step 0, `accumulate` (beta = 1) after; w's rows of chunk c are a
+// view. The gathered x moves exactly as for the other forms.
+// CHECK-LABEL: func.func @summed(
+// CHECK-NOT:     memref.alloc
+// CHECK:         %ws_chunk = coco_gpu.view %w[%chunk_start + 0] : memref<16x4xf32> to memref<4x4xf32>
+// CHECK-NEXT:    coco_gpu.gemm %x, %ws_chunk, %result0 : memref<8x4xf32>, memref<4x4xf32>, memref<8x4xf32>
+// CHECK:         coco_gpu.peer_copy %x to rank + 3, %block1 {coco_gpu.stream = 1 : i64}
+// CHECK:         gpu.launch_func  @kernels::@summed_wait_0 {{.*}}args(%peers : !coco_gpu.peers, %slot_4 : index, %epoch : i64){{$}}
+// CHECK:         coco_gpu.gemm %block1, %ws_chunk_1, %result0 accumulate : memref<8x4xf32>, memref<4x4xf32>, memref<8x4xf32>
+// CHECK:         coco_gpu.peer_copy %x to rank + 2, %block0 {coco_gpu.stream = 1 : i64}
+// CHECK:         coco_gpu.gemm %block0, %ws_chunk_2, %result0 accumulate :
+// CHECK:         coco_gpu.peer_copy %x to rank + 1, %block1 {coco_gpu.stream = 1 : i64}
+// CHECK:         coco_gpu.gemm %block1, %ws_chunk_3, %result0 accumulate :
+// CHECK-NEXT:    %per_peer_done = coco_gpu.record_event {coco_gpu.stream = 1 : i64}
+// CHECK-NEXT:    coco_gpu.wait_event %per_peer_done{{$}}
+// CHECK-NEXT:    func.return
+func.func @summed(%x: !coco.tensor<8x16xf32, sliced<1>>, %w: !coco.tensor<16x16xf32, sliced<1>>) -> !coco.tensor<8x16xf32, sliced<1>> {
+  %c = coco.per_peer (%x, %w) dims = [1, 0] -> [-1] : (!coco.tensor<8x16xf32, sliced<1>>, !coco.tensor<16x16xf32, sliced<1>>) -> !coco.tensor<8x16xf32, sliced<1>> {
+  ^bb0(%xs: !coco.tensor<8x16xf32, replicated>, %ws: !coco.tensor<16x16xf32, sliced<1>>):
+    %m = coco.matmul %xs, %ws : (!coco.tensor<8x16xf32, replicated>, !coco.tensor<16x16xf32, sliced<1>>) -> !coco.tensor<8x16xf32, sliced<1>>
+    coco.yield %m : !coco.tensor<8x16xf32, sliced<1>>
+  }
+  func.return %c : !coco.tensor<8x16xf32, sliced<1>>
+}
+
+// In f16: the gemms write an f32 accumulator from the f16 blocks, rounded
+// into the output once at the end.
+// CHECK-LABEL: func.func @summed_half(
+// CHECK:         %accumulator = memref.alloc() : memref<8x4xf32>
+// CHECK:         coco_gpu.gemm %x, %ws_chunk, %accumulator : memref<8x4xf16>, memref<4x4xf16>, memref<8x4xf32>
+// CHECK:         coco_gpu.gemm %block1, %ws_chunk_1, %accumulator accumulate : memref<8x4xf16>, memref<4x4xf16>, memref<8x4xf32>
+// CHECK:         coco_gpu.gemm %block0, %ws_chunk_2, %accumulator accumulate :
+// CHECK:         coco_gpu.gemm %block1, %ws_chunk_3, %accumulator accumulate :
+// CHECK:         gpu.launch_func  @kernels::@summed_half_h_round_0 {{.*}}args(%n : index, %accumulator_flat : memref<32xf32>, %result0_flat : memref<32xf16>){{$}}
+// CHECK-NEXT:    %per_peer_done = coco_gpu.record_event {coco_gpu.stream = 1 : i64}
+func.func @summed_half(%x: !coco.tensor<8x16xf16, sliced<1>>, %w: !coco.tensor<16x16xf16, sliced<1>>) -> !coco.tensor<8x16xf16, sliced<1>> {
+  %c = coco.per_peer (%x, %w) dims = [1, 0] -> [-1] {name = "h"} : (!coco.tensor<8x16xf16, sliced<1>>, !coco.tensor<16x16xf16, sliced<1>>) -> !coco.tensor<8x16xf16, sliced<1>> {
+  ^bb0(%xs: !coco.tensor<8x16xf16, replicated>, %ws: !coco.tensor<16x16xf16, sliced<1>>):
+    %m = coco.matmul %xs, %ws : (!coco.tensor<8x16xf16, replicated>, !coco.tensor<16x16xf16, sliced<1>>) -> !coco.tensor<8x16xf16, sliced<1>>
+    coco.yield %m : !coco.tensor<8x16xf16, sliced<1>>
+  }
+  func.return %c : !coco.tensor<8x16xf16, sliced<1>>
+}
+
+// A replicated summed output (here the gathered operand on the right, a's
+// columns of chunk c copied out): every rank must hold the same bits, but
+// rank r adds its chunks from chunk r on. Each step's gemm writes chunk c's
+// slot (f32 for bf16), and one kernel sums the slots in chunk order 0..3,
+// rounding once.
+// CHECK-LABEL: func.func @summed_replicated(
+// CHECK:         %slots = memref.alloc() : memref<4x8x8xf32>
+// CHECK:         gpu.launch_func  @kernels::@summed_replicated_q_chunk_0 {{.*}}args(%n : index, %chunk_start : index, %a_flat : memref<128xbf16>, %as_chunk_flat : memref<32xbf16>){{$}}
+// CHECK:         %slot_start = arith.muli %rank, %slot_elements : index
+// CHECK-NEXT:    %chunk_slot = coco_gpu.view %slots[%slot_start + 0] : memref<4x8x8xf32> to memref<8x8xf32>
+// CHECK-NEXT:    coco_gpu.gemm %as_chunk, %u, %chunk_slot : memref<8x4xbf16>, memref<4x8xbf16>, memref<8x8xf32>
+// CHECK:         %slot_start_1 = arith.muli %chunk, %slot_elements_1 : index
+// CHECK-NEXT:    %chunk_slot_1 = coco_gpu.view %slots[%slot_start_1 + 0]
+// CHECK-NEXT:    coco_gpu.gemm %as_chunk_1, %block1, %chunk_slot_1 : memref<8x4xbf16>, memref<4x8xbf16>, memref<8x8xf32>
+// CHECK:         coco_gpu.gemm %as_chunk_2, %block0, %chunk_slot_2 :
+// CHECK:         coco_gpu.gemm %as_chunk_3, %block1, %chunk_slot_3 :
+// CHECK-NEXT:    %chunk_slot0 = coco_gpu.view %slots[0] : memref<4x8x8xf32> to memref<8x8xf32>
+// CHECK-NEXT:    %chunk_slot1 = coco_gpu.view %slots[64]
+// CHECK-NEXT:    %chunk_slot2 = coco_gpu.view %slots[128]
+// CHECK-NEXT:    %chunk_slot3 = coco_gpu.view %slots[192]
+// CHECK:         gpu.launch_func  @kernels::@summed_replicated_q_sum_0 {{.*}}args(%n_4 : index, %chunk_slot0_flat : memref<64xf32>, %chunk_slot1_flat : memref<64xf32>, %chunk_slot2_flat : memref<64xf32>, %chunk_slot3_flat : memref<64xf32>, %result0_flat : memref<64xbf16>){{$}}
+// CHECK-NEXT:    %per_peer_done = coco_gpu.record_event {coco_gpu.stream = 1 : i64}
+// CHECK:         memref.dealloc %slots
+func.func @summed_replicated(%a: !coco.tensor<8x16xbf16, replicated>, %u: !coco.tensor<16x8xbf16, sliced<0>>) -> !coco.tensor<8x8xbf16, replicated> {
+  %e = coco.per_peer (%u, %a) dims = [0, 1] -> [-1] {name = "q"} : (!coco.tensor<16x8xbf16, sliced<0>>, !coco.tensor<8x16xbf16, replicated>) -> !coco.tensor<8x8xbf16, replicated> {
+  ^bb0(%us: !coco.tensor<16x8xbf16, replicated>, %as: !coco.tensor<8x16xbf16, replicated>):
+    %m = coco.matmul %as, %us : (!coco.tensor<8x16xbf16, replicated>, !coco.tensor<16x8xbf16, replicated>) -> !coco.tensor<8x8xbf16, replicated>
+    coco.yield %m : !coco.tensor<8x8xbf16, replicated>
+  }
+  func.return %e : !coco.tensor<8x8xbf16, replicated>
+}
