@@ -21,7 +21,11 @@ PIPELINES = [
     "coco-split-all-reduce,coco-reorder,coco-fuse-send",
     "coco-split-all-reduce,coco-reorder,coco-fuse,coco-overlap{chunks=2}",
     "coco-overlap{chunks=2}",
+    "coco-overlap{per_peer=true}",
+    "coco-overlap{per_peer=true},coco-fuse,coco-split-all-reduce,coco-reorder,coco-dce,canonicalize,cse",
     "coco-optimize{chunks=2}",
+    "coco-optimize{overlap_mode=chunks}",
+    "coco-optimize{overlap_mode=per_peer}",
     "coco-split-all-reduce,canonicalize",
 ]
 
