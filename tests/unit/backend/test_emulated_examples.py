@@ -16,6 +16,7 @@ from strategies import Program, programs, scaled_examples
 import coconet_ir as cc
 from coconet_ir.analysis.channels import PipelineChannels
 from coconet_ir.analysis.device_traffic import device_traffic
+from coconet_ir.dialects.coco import PerPeerOp
 from coconet_ir.emulate import EmulationResult, compare_runs, emulate
 
 EXAMPLES = [
@@ -179,3 +180,55 @@ def test_mlp_optimized_per_peer_matches_the_interpreter(world: int) -> None:
     whose step body holds the fused bias + GELU kernel; the emulated CUDA
     equals the interpreter and moves (N-1)/N of x and of the partial."""
     check("sequence_parallel_mlp", world, "coco-optimize{overlap_mode=per_peer}")
+
+
+@pytest.mark.parametrize("element", ["f32", "bf16"])
+def test_a_stack_of_per_peer_blocks_matches_the_interpreter(element: str) -> None:
+    """Three MLP blocks, each one coco.per_peer after coco-optimize (forced
+    per peer): each region's scattered output is the next one's gathered
+    input; symmetric buffers, flags and events of three regions live in one
+    call. N = 4: equal to the interpreter, counts as predicted."""
+    blocks = []
+    x, g = (
+        f"!coco.tensor<16x32x{element}, sliced<0>>",
+        f"!coco.tensor<16x32x{element}, replicated>",
+    )
+    w1, w2 = (
+        f"!coco.tensor<32x64x{element}, sliced<1>>",
+        f"!coco.tensor<64x32x{element}, sliced<0>>",
+    )
+    h, p = (
+        f"!coco.tensor<16x64x{element}, sliced<1>>",
+        f"!coco.tensor<16x32x{element}, local>",
+    )
+    for i in range(3):
+        blocks.append(
+            f"  %g{i} = coco.all_gather %x{i} : {x} -> {g}\n"
+            f"  %h{i} = coco.matmul %g{i}, %a{i} : ({g}, {w1}) -> {h}\n"
+            f"  %e{i} = coco.gelu %h{i} : ({h}) -> {h}\n"
+            f"  %p{i} = coco.matmul %e{i}, %b{i} : ({h}, {w2}) -> {p}\n"
+            f"  %x{i + 1} = coco.reduce_scatter %p{i} reduction = sum dim = 0 : "
+            f"{p} -> {x}"
+        )
+    args = ", ".join([f"%x0: {x}"] + [f"%a{i}: {w1}, %b{i}: {w2}" for i in range(3)])
+    original = cc.parse(
+        f"func.func @stack({args}) -> {x} {{\n"
+        + "\n".join(blocks)
+        + f"\n  func.return %x3 : {x}\n}}"
+    )
+    passes = "coco-optimize{overlap_mode=per_peer}"
+    assert (
+        len(
+            [
+                op
+                for op in cc.Pipeline(passes)(original.clone()).walk()
+                if isinstance(op, PerPeerOp)
+            ]
+        )
+        == 3
+    )
+    reference = cc.interpret(original, 4, seed=4)
+    emulated = emulate(original, 4, passes=passes, seed=4)
+    verdict = compare_runs(reference, emulated, original)
+    assert verdict, verdict.first_difference
+    assert_counts_predicted(emulated)
