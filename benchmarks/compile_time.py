@@ -8,7 +8,14 @@ and after `coco-optimize`), prints the lowered module as CUDA C, and prints the
 time per op of the coco program. Everything must stay linear in program size:
 the microseconds per op should not grow with L.
 
-    python benchmarks/compile_time.py [--sizes 50 100 200 400] [--repeat 3] [--no-gc]
+`--program mlp` builds instead L sequence-parallel MLP blocks in a row
+(all_gather, fc1, GELU, fc2, reduce_scatter at GPT-3-like widths, bf16) and
+times the per-peer decomposition, coco-optimize's choice of overlap (every
+block becomes one coco.per_peer) and the lowering of the per-peer regions on
+8 ranks (each region unrolled into 8 steps).
+
+    python benchmarks/compile_time.py [--program sgd|mlp] [--sizes 50 100 200 400]
+        [--repeat 3] [--no-gc]
 """
 
 from __future__ import annotations
@@ -33,6 +40,14 @@ PASSES = (
 )
 LOWERED = "coco-optimize,convert-coco-to-gpu{world=4}"
 """The pipeline whose output the `-t cuda` row prints."""
+
+MLP_PASSES = (
+    "coco-overlap{per_peer=true}",
+    "coco-overlap{auto=true}",
+    "coco-optimize",
+    "coco-optimize,convert-coco-to-gpu{world=8}",
+)
+MLP_LOWERED = "coco-optimize,convert-coco-to-gpu{world=8}"
 
 T = "!coco.tensor<1024xf32, {}>"
 
@@ -59,6 +74,35 @@ def program(layers: int) -> str:
     return f"func.func @step({', '.join(args)}) {{\n  {lines}\n  func.return\n}}\n"
 
 
+def mlp_program(layers: int) -> str:
+    """`layers` sequence-parallel MLP blocks, each reduce_scatter feeding the
+    next all_gather (S = 2048, H = 8192, F = 32768, bf16)."""
+
+    def t(shape: str, layout: str) -> str:
+        return f"!coco.tensor<{shape}xbf16, {layout}>"
+
+    x, g = t("2048x8192", "sliced<0>"), t("2048x8192", "replicated")
+    w1, w2 = t("8192x32768", "sliced<1>"), t("32768x8192", "sliced<0>")
+    h, p = t("2048x32768", "sliced<1>"), t("2048x8192", "local")
+    args = [f"%x0: {x}"]
+    body: list[str] = []
+    for i in range(layers):
+        args += [f"%a{i}: {w1}", f"%b{i}: {w2}"]
+        body += [
+            f"%g{i} = coco.all_gather %x{i} : {x} -> {g}",
+            f"%h{i} = coco.matmul %g{i}, %a{i} : ({g}, {w1}) -> {h}",
+            f"%e{i} = coco.gelu %h{i} : ({h}) -> {h}",
+            f"%p{i} = coco.matmul %e{i}, %b{i} : ({h}, {w2}) -> {p}",
+            f"%x{i + 1} = coco.reduce_scatter %p{i} reduction = sum dim = 0 : "
+            f"{p} -> {x}",
+        ]
+    lines = "\n  ".join(body)
+    return (
+        f"func.func @stack({', '.join(args)}) -> {x} {{\n  {lines}\n"
+        f"  func.return %x{layers} : {x}\n}}\n"
+    )
+
+
 def seconds(action, repeat: int) -> float:
     """The best of `repeat` runs of `action()` (each on fresh input)."""
     best = float("inf")
@@ -72,6 +116,7 @@ def seconds(action, repeat: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--program", choices=["sgd", "mlp"], default="sgd")
     parser.add_argument("--sizes", type=int, nargs="+", default=[50, 100, 200, 400])
     parser.add_argument(
         "--repeat", type=int, default=3, help="runs per cell, the best is shown"
@@ -87,14 +132,19 @@ def main() -> None:
         gc.disable()
     print("| step | " + " | ".join(f"L={n} (µs/op)" for n in args.sizes) + " |")
     print("| --- |" + " --- |" * len(args.sizes))
-    texts = {n: program(n) for n in args.sizes}
+    build, passes, lowered_by = (
+        (mlp_program, MLP_PASSES, MLP_LOWERED)
+        if args.program == "mlp"
+        else (program, PASSES, LOWERED)
+    )
+    texts = {n: build(n) for n in args.sizes}
     ops = {n: sum(1 for _ in cc.parse(texts[n]).walk()) for n in args.sizes}
     row = [
         seconds(lambda n=n: lambda: cc.parse(texts[n]), args.repeat) / ops[n] * 1e6
         for n in args.sizes
     ]
     print("| parse + verify | " + " | ".join(f"{t:.0f}" for t in row) + " |")
-    for spec in PASSES:
+    for spec in passes:
         pipeline = cc.Pipeline(spec)
         row = []
         for n in args.sizes:
@@ -109,7 +159,7 @@ def main() -> None:
     for n in args.sizes:
 
         def emit(n: int = n):
-            lowered = cc.Pipeline(LOWERED)(cc.parse(texts[n]))
+            lowered = cc.Pipeline(lowered_by)(cc.parse(texts[n]))
             return lambda: print_cuda(lowered, io.StringIO())
 
         row.append(seconds(emit, args.repeat) / ops[n] * 1e6)

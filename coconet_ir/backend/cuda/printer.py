@@ -15,6 +15,7 @@ An op the printer does not know is a CocoError naming the op and its location.
 
 from __future__ import annotations
 
+import heapq
 import json
 import math
 import re
@@ -316,6 +317,43 @@ MAX_EVENTS = 64
 """`COCO_MAX_EVENTS` of coco_runtime.h: the events a context holds."""
 
 
+@dataclass
+class EventSlots:
+    """The context events one host function records into, reused: host code
+    is straight-line, and a stream's wait takes the record made before it
+    (CUDA's `cudaStreamWaitEvent`, as the emulation does), so once the last
+    wait on a recorded event has been issued its slot may be recorded again.
+    Slots are numbered from `base`; functions get disjoint ranges (stages of
+    a pipeline may run at once on one context)."""
+
+    base: int
+    free: list[int] = field(default_factory=list[int])
+    used: int = 0
+    """Slots handed out so far (the function's range is `base .. base+used`)."""
+    waits_left: dict[SSAValue, int] = field(default_factory=dict[SSAValue, int])
+    slot_of: dict[SSAValue, int] = field(default_factory=dict[SSAValue, int])
+
+    def record(self, event: SSAValue) -> int:
+        """The context index `event` is recorded into."""
+        if self.free:
+            slot = heapq.heappop(self.free)
+        else:
+            slot = self.used
+            self.used += 1
+        waits = sum(isinstance(u.operation, coco_gpu.WaitEventOp) for u in event.uses)
+        self.slot_of[event] = slot
+        self.waits_left[event] = waits
+        if waits == 0:
+            heapq.heappush(self.free, slot)
+        return self.base + slot
+
+    def waited(self, event: SSAValue) -> None:
+        """One wait on `event` issued; after its last, the slot is free."""
+        self.waits_left[event] -= 1
+        if self.waits_left[event] == 0:
+            heapq.heappush(self.free, self.slot_of[event])
+
+
 @dataclass(eq=False, repr=False)
 class CudaPrinter(BasePrinter):
     """Prints one device-level module as a `.cu` file."""
@@ -325,6 +363,9 @@ class CudaPrinter(BasePrinter):
     scope: Scope = field(default_factory=Scope)
     in_kernel: bool = False
     event_count: int = 0
+    """Context events the module uses (`coco_event_count()`)."""
+    events: EventSlots = field(default_factory=lambda: EventSlots(0))
+    """The current function's event slots."""
     stages: dict[str, int] = field(default_factory=dict[str, int])
     block_threads: dict[str, int] = field(default_factory=dict[str, int])
     """Kernel name → the block size every launch of it uses (when known)."""
@@ -1143,6 +1184,7 @@ class CudaPrinter(BasePrinter):
         name = op.sym_name.data
         self.scope = Scope()
         self.in_kernel = False
+        self.events = EventSlots(self.event_count)
         stage = self.stages.get(name, 0)
         self.line(f'extern "C" int coco_stage_of_{name}(void) {{ return {stage}; }}')
         params = ["coco_context *ctx"]
@@ -1152,6 +1194,7 @@ class CudaPrinter(BasePrinter):
             params.append(f"{self.ctype(arg.type, op)}{space}{pname}")
         self.line(f'extern "C" int coco_{name}({", ".join(params)}) ')
         self.print_body(op.body.block)
+        self.event_count = self.events.base + self.events.used
 
     @print.register
     def _(self, op: func.ReturnOp) -> None:
@@ -1339,8 +1382,8 @@ class CudaPrinter(BasePrinter):
     @print.register
     def _(self, op: coco_gpu.RecordEventOp) -> None:
         name = self.name_value(op.event, "event")
-        self.line(f"cudaEvent_t {name} = ctx->events[{self.event_count}];")
-        self.event_count += 1
+        index = self.events.record(op.event)
+        self.line(f"cudaEvent_t {name} = ctx->events[{index}];")
         self.line(f"COCO_CHECK_CUDA(cudaEventRecord({name}, {self.on_stream(op)}));")
 
     @print.register
@@ -1349,6 +1392,7 @@ class CudaPrinter(BasePrinter):
             f"COCO_CHECK_CUDA(cudaStreamWaitEvent({self.on_stream(op)}, "
             f"{self.text(op.event)}, 0));"
         )
+        self.events.waited(op.event)
 
     @print.register
     def _(self, op: coco_gpu.SymmetricBufferOp) -> None:

@@ -290,3 +290,45 @@ def test_per_peer_programs_compile_with_nvcc(tmp_path: Path):
     kernels = sum(s.count("__global__") for s in sources.values())
     reports = compile_all(sources, tmp_path)
     assert_no_spills(reports, kernels)
+
+
+def test_event_slots_are_reused_so_deep_programs_fit_the_context() -> None:
+    """48 sequence-parallel MLP blocks, each a per-peer region lowered for 8
+    ranks (hundreds of recorded events): a slot is recorded again once its
+    last wait is issued, so the module needs a handful of the context's 64."""
+    import io
+    import re
+
+    from coconet_ir.backend.cuda.printer import MAX_EVENTS, print_cuda
+
+    x = "!coco.tensor<64x256xbf16, sliced<0>>"
+    g, p = "!coco.tensor<64x256xbf16, replicated>", "!coco.tensor<64x256xbf16, local>"
+    w1, w2 = (
+        "!coco.tensor<256x512xbf16, sliced<1>>",
+        "!coco.tensor<512x256xbf16, sliced<0>>",
+    )
+    h = "!coco.tensor<64x512xbf16, sliced<1>>"
+    body, args = [], [f"%x0: {x}"]
+    for i in range(48):
+        args.append(f"%a{i}: {w1}, %b{i}: {w2}")
+        body += [
+            f"%g{i} = coco.all_gather %x{i} : {x} -> {g}",
+            f"%h{i} = coco.matmul %g{i}, %a{i} : ({g}, {w1}) -> {h}",
+            f"%p{i} = coco.matmul %h{i}, %b{i} : ({h}, {w2}) -> {p}",
+            f"%x{i + 1} = coco.reduce_scatter %p{i} reduction = sum dim = 0 : "
+            f"{p} -> {x}",
+        ]
+    text = (
+        f"func.func @stack({', '.join(args)}) -> {x} {{\n  "
+        + "\n  ".join(body)
+        + f"\n  func.return %x48 : {x}\n}}"
+    )
+    lowered = cc.Pipeline(
+        "coco-optimize{overlap_mode=per_peer},convert-coco-to-gpu{world=8}"
+    )(cc.parse(text))
+    records = sum(1 for op in lowered.walk() if op.name == "coco_gpu.record_event")
+    out = io.StringIO()
+    print_cuda(lowered, out)
+    (count,) = re.findall(r"coco_event_count\(void\) \{ return (\d+)", out.getvalue())
+    assert records > MAX_EVENTS
+    assert int(count) <= 8

@@ -37,6 +37,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -497,10 +498,25 @@ struct stream_state {
 struct CUstream_st : coco_emu::stream_state {};
 
 struct CUevent_st {
+  // Record #k of an event completes when the stream it was recorded on gets
+  // there; a wait issued after record #k waits for exactly that record (CUDA's
+  // semantics: re-recording an event does not move earlier waits). Records on
+  // different streams may complete out of order: `completed` is the prefix of
+  // records all complete, `later` the ones complete beyond it.
   struct state {
     std::mutex m;
     std::condition_variable cv;
     uint64_t completed = 0;
+    std::set<uint64_t> later;
+    void complete(uint64_t record) {
+      if (record <= completed) return;
+      later.insert(record);
+      while (!later.empty() && *later.begin() == completed + 1) {
+        completed += 1;
+        later.erase(later.begin());
+      }
+    }
+    bool done(uint64_t record) const { return record <= completed || later.count(record); }
   };
   std::shared_ptr<state> s = std::make_shared<state>();
   std::atomic<uint64_t> recorded{0};
@@ -1465,7 +1481,7 @@ inline cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   auto state = event->s;
   stream->enqueue([state, target] {
     std::lock_guard<std::mutex> lock(state->m);
-    if (state->completed < target) state->completed = target;
+    state->complete(target);
     state->cv.notify_all();
   });
   return cudaSuccess;
@@ -1480,7 +1496,7 @@ inline cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
   stream->enqueue([state, target] {
     coco_emu::current.name = "cudaStreamWaitEvent";
     std::unique_lock<std::mutex> lock(state->m);
-    coco_emu::wait_or_die(lock, state->cv, [&] { return state->completed >= target; }, [&] {
+    coco_emu::wait_or_die(lock, state->cv, [&] { return state->done(target); }, [&] {
       return "the event's record #" + std::to_string(target) + " never completed";
     });
   });
@@ -1490,7 +1506,7 @@ inline cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (!event) return coco_emu::set_error(cudaErrorInvalidResourceHandle);
   uint64_t target = event->recorded.load();
   std::unique_lock<std::mutex> lock(event->s->m);
-  event->s->cv.wait(lock, [&] { return event->s->completed >= target; });
+  event->s->cv.wait(lock, [&] { return event->s->done(target); });
   return cudaSuccess;
 }
 
