@@ -378,15 +378,18 @@ def step_of(op: PerPeerOp, world: int) -> tuple[PerPeerOp, ChunkDims]:
     """A copy of `op` whose body has the types of one step on `world` ranks
     (every chunked value cut into `world` chunks), with its chunk dims; raises
     ChunkConflict when the body cannot run per peer."""
-    problem = per_peer_dims(op).problem
-    if problem is not None:
-        raise ChunkConflict(problem)
     step = op.clone()
-    found = chunk_dims(step.block, step.input_dims.get_values())
-    for value, dim in list(found.dims.items()):
+    found = per_peer_dims(step)
+    if found.problem is not None:
+        raise ChunkConflict(found.problem)
+    dims: dict[SSAValue, int] = {}
+    for value, dim in found.dims.items():
         if dim >= 0:
             t = tensor_type(value)
             if t.dims[dim] % world:
                 raise ChunkConflict(f"{world} ranks do not divide dim {dim} of {t}")
-            Rewriter.replace_value_with_new_type(value, chunk_type(t, dim, world))
-    return step, chunk_dims(step.block, step.input_dims.get_values())
+            value = Rewriter.replace_value_with_new_type(
+                value, chunk_type(t, dim, world)
+            )
+        dims[value] = dim
+    return step, ChunkDims(dims)

@@ -38,7 +38,7 @@ from enum import Enum
 
 from xdsl.ir import Operation
 
-from coconet_ir.analysis.costs import Costs
+from coconet_ir.analysis.costs import Costs, per_rank_elements
 from coconet_ir.dialects import coco
 from coconet_ir.dialects.coco import ELEMENTWISE_OPS, element_info
 
@@ -133,10 +133,8 @@ class Work:
 
 def element_bytes(op: Operation, world: int) -> int:
     """The bytes of the result one rank computes for an elementwise op."""
-    costs = Costs(world)
-    costs.add_op(op)
     t = coco.tensor_type(op.results[0])
-    return costs.elementwise_elements * element_info(t.element_type).bytes
+    return per_rank_elements(t, world) * element_info(t.element_type).bytes
 
 
 def estimate(

@@ -15,6 +15,8 @@ body draws its mask at the element's index in the un-chunked tensor
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from xdsl.interpreter import (
     Interpreter,
@@ -26,6 +28,7 @@ from xdsl.interpreter import (
     impl_terminator,
     register_impls,
 )
+from xdsl.ir import SSAValue
 
 from coconet_ir.analysis.chunks import ChunkConflict, chunk_dims, step_of
 from coconet_ir.diagnostics import CocoError
@@ -76,6 +79,29 @@ def sum_chunks(result_type: TensorType, chunks: list[DistValue]) -> DistValue:
     return chunks[0].with_data(result_type, stored)
 
 
+def run_chunks(
+    interpreter: Interpreter,
+    region: coco.OverlapOp | coco.PerPeerOp,
+    chunks: int,
+    dims: dict[SSAValue, int],
+    args_of: Callable[[int], PythonValues],
+) -> list[PythonValues]:
+    """What `region`'s body yields for each chunk `c` of `chunks`, run on
+    `args_of(c)` while the stage context holds the chunk's frame (a dropout
+    keeps its global index)."""
+    frames = stage_context(interpreter).chunk_frames
+    per_chunk: list[PythonValues] = []
+    for c in range(chunks):
+        frames.append(ChunkFrame(chunks, c, dims))
+        try:
+            per_chunk.append(
+                interpreter.run_ssacfg_region(region.body, args_of(c), region.name)
+            )
+        finally:
+            frames.pop()
+    return per_chunk
+
+
 @register_impls
 class RegionFunctions(InterpreterFunctions):
     """Rules for `coco.fusion`, `coco.overlap` and `coco.yield`."""
@@ -93,20 +119,14 @@ class RegionFunctions(InterpreterFunctions):
         chunks = op.chunk_count
         input_dims = op.input_dims.get_values()
         dims = chunk_dims(op.block, input_dims).dims
-        frames = stage_context(interpreter).chunk_frames
-        per_chunk: list[PythonValues] = []
-        for c in range(chunks):
-            chunk_args = tuple(
+
+        def args_of(c: int) -> PythonValues:
+            return tuple(
                 chunk_of(value, dim, chunks, c)
                 for value, dim in zip(args, input_dims, strict=True)
             )
-            frames.append(ChunkFrame(chunks, c, dims))
-            try:
-                per_chunk.append(
-                    interpreter.run_ssacfg_region(op.body, chunk_args, "coco.overlap")
-                )
-            finally:
-                frames.pop()
+
+        per_chunk = run_chunks(interpreter, op, chunks, dims, args_of)
         return tuple(
             concatenate(
                 result.type,  # pyright: ignore[reportArgumentType]
@@ -127,24 +147,16 @@ class RegionFunctions(InterpreterFunctions):
             step, found = step_of(op, world)
         except ChunkConflict as err:
             raise CocoError(f"cannot run per peer: {err}", op) from None
-        frames = stage_context(interpreter).chunk_frames
-        per_chunk: list[PythonValues] = []
-        for c in range(world):
-            chunk_args = tuple(
+
+        def args_of(c: int) -> PythonValues:
+            return tuple(
                 peer_chunk(op, i, value, arg.type, c)  # pyright: ignore[reportArgumentType]
                 for i, (value, arg) in enumerate(
                     zip(args, step.block.args, strict=True)
                 )
             )
-            frames.append(ChunkFrame(world, c, found.dims))
-            try:
-                per_chunk.append(
-                    interpreter.run_ssacfg_region(
-                        step.body, chunk_args, "coco.per_peer"
-                    )
-                )
-            finally:
-                frames.pop()
+
+        per_chunk = run_chunks(interpreter, step, world, found.dims, args_of)
         outputs: list[DistValue] = []
         for j, (result, dim) in enumerate(
             zip(op.outputs, op.output_dims.get_values(), strict=True)

@@ -88,10 +88,13 @@ __all__ = [
     "COMMUNICATION_STREAM",
     "COMPUTE_STREAM",
     "OnItsStream",
+    "chunk_start",
     "chunk_streams",
     "chunk_view",
     "communicates",
+    "copy_chunk_out",
     "lower_overlap",
+    "on_stream",
     "runs_on_a_stream",
 ]
 
@@ -216,11 +219,69 @@ def chunk_view(
     size, t = math.prod(shape), buffer_type(chunk, world)
     if isinstance(c, int):
         return [], ViewOp(buffer, c * size, t)
+    host, start = chunk_start(c, size, "chunk_elements")
+    return host, ViewOp(buffer, 0, t, start)
+
+
+def chunk_start(
+    c: int | SSAValue, size: int, size_hint: str
+) -> tuple[list[Operation], SSAValue]:
+    """The host index `c * size`: a constant for a chunk known when lowering,
+    else computed from the host index `c` (a per-peer step's chunk)."""
+    if isinstance(c, int):
+        start = arith.ConstantOp(IntegerAttr(c * size, index))
+        start.result.name_hint = "chunk_start"
+        return [start], start.result
     scale = arith.ConstantOp(IntegerAttr(size, index))
-    scale.result.name_hint = "chunk_elements"
+    scale.result.name_hint = size_hint
     start = arith.MuliOp(c, scale)
     start.result.name_hint = "chunk_start"
-    return [scale, start], ViewOp(buffer, 0, t, start.result)
+    return [scale, start], start.result
+
+
+def on_stream(ops: Sequence[Operation], stream: int) -> list[Operation]:
+    """`ops`, those that enqueue work marked to run on `stream`."""
+    for op in ops:
+        if runs_on_a_stream(op):
+            set_stream(op, stream)
+    return list(ops)
+
+
+def copy_chunk_out(
+    lowering: Lowering,
+    name: str,
+    source: SSAValue,
+    whole: TensorType,
+    chunk: TensorType,
+    dim: int,
+    c: int | SSAValue,
+    hint: str,
+) -> tuple[list[Operation], memref.AllocOp]:
+    """A buffer of `chunk`'s type (named `hint`) and the host ops copying
+    chunk `c` along `dim` of `source` (a buffer of `whole`) into it: the
+    `<name>_chunk` kernel, for a chunk that is not contiguous (no view of it
+    exists)."""
+    world = lowering.world
+    piece = memref.AllocOp.get(chunk.element_type, shape=local_shape(chunk, world))
+    piece.memref.name_hint = hint
+    block = local_shape(chunk, world)[dim]
+    host, start = chunk_start(c, block, "chunk_size")
+    host += [
+        piece,
+        *copy_block(
+            lowering.kernels,
+            lowering.threads,
+            f"{name}_chunk",
+            source,
+            piece.memref,
+            local_shape(whole, world),
+            dim,
+            block,
+            start,
+            extract=True,
+        ),
+    ]
+    return host, piece
 
 
 def lower_overlap(
@@ -277,32 +338,11 @@ def lower_overlap(
                 host += [*more, view, cast]
                 mapping[arg] = cast.results[0]
                 continue
-            piece = memref.AllocOp.get(
-                tensor_of(arg).element_type, shape=local_shape(tensor_of(arg), world)
+            hint = f"{arg.name_hint or 'in'}_chunk"
+            copy, piece = copy_chunk_out(
+                lowering, name, source, tensor_of(value), tensor_of(arg), dim, c, hint
             )
-            piece.memref.name_hint = f"{arg.name_hint or 'in'}_chunk"
-            block = local_shape(tensor_of(arg), world)[dim]
-            start_at = arith.ConstantOp(IntegerAttr(c * block, index))
-            start_at.result.name_hint = "chunk_start"
-            copy = [
-                piece,
-                *copy_block(
-                    lowering.kernels,
-                    lowering.threads,
-                    f"{name}_chunk",
-                    source,
-                    piece.memref,
-                    local_shape(tensor_of(value), world),
-                    dim,
-                    block,
-                    start_at.result,
-                    extract=True,
-                ),
-            ]
-            for o in copy:
-                if runs_on_a_stream(o):
-                    set_stream(o, stream)
-            host += [*more, start_at, *copy]
+            host += [*more, *on_stream(copy, stream)]
             cast = as_tensor(piece.memref, arg.type)
             host.append(cast)
             mapping[arg] = cast.results[0]

@@ -83,7 +83,6 @@ from coconet_ir.dialects.coco_gpu import (
     ViewOp,
     WaitEventOp,
     WaitSignalOp,
-    set_stream,
     stream_of,
 )
 from coconet_ir.lowering.bufferize import as_tensor, buffer_type, local_shape
@@ -119,7 +118,8 @@ from coconet_ir.lowering.overlap import (
     COMMUNICATION_STREAM,
     COMPUTE_STREAM,
     chunk_view,
-    runs_on_a_stream,
+    copy_chunk_out,
+    on_stream,
 )
 
 index = IndexType()
@@ -131,14 +131,6 @@ FLAG_THREADS = 32
 """Threads of a flag kernel's one block (thread 0 signals or waits)."""
 
 __all__ = ["REDUCTION_STREAM", "Transfers", "lower_per_peer", "lower_shift"]
-
-
-def on_stream(ops: Sequence[Operation], stream: int) -> list[Operation]:
-    """`ops`, those that enqueue work marked to run on `stream`."""
-    for op in ops:
-        if runs_on_a_stream(op):
-            set_stream(op, stream)
-    return list(ops)
 
 
 def host_index(value: int, hint: str) -> arith.ConstantOp:
@@ -825,25 +817,11 @@ def chunk_input(
         cast = as_tensor(view.result, arg.type)
         host += [*ops, view, cast]
         return cast.results[0]
-    piece = memref.AllocOp.get(chunk.element_type, shape=local_shape(chunk, world))
-    piece.memref.name_hint = f"{arg.name_hint or 'in'}_chunk"
-    block = local_shape(chunk, world)[dim]
-    scale = host_index(block, "chunk_size")
-    at = arith.MuliOp(c, scale)
-    at.result.name_hint = "chunk_start"
-    host += [piece, scale, at]
-    host += copy_block(
-        lowering.kernels,
-        lowering.threads,
-        f"{name}_chunk",
-        source,
-        piece.memref,
-        local_shape(tensor_of(value), world),
-        dim,
-        block,
-        at.result,
-        extract=True,
+    hint = f"{arg.name_hint or 'in'}_chunk"
+    copy, piece = copy_chunk_out(
+        lowering, name, source, tensor_of(value), chunk, dim, c, hint
     )
+    host += copy
     cast = as_tensor(piece.memref, arg.type)
     host.append(cast)
     return cast.results[0]

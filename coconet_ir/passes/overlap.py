@@ -37,7 +37,7 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.rewriter import Rewriter
 
-from coconet_ir.analysis.chunks import PARTIAL, ChunkPlan, chunk_problem, plan_chunks
+from coconet_ir.analysis.chunks import PARTIAL, ChunkPlan, plan_chunks
 from coconet_ir.analysis.overlap_choice import (
     A100_NVLINK,
     Machine,
@@ -311,13 +311,15 @@ def per_peer_plan(
         candidates = [dim]
     outputs = boundary(ops).outputs
     cut_sliced = [g.operand for g in gathers] + [rs.result for rs in scatters]
+    # one chunk per rank: a known world size must divide every chunk dim
+    chunks = world_size(matmul) or 1
     reasons: list[str] = []
     for candidate in candidates:
-        plan = plan_chunks(ops, outputs, matmul, candidate, 1, cut_sliced)
+        plan = plan_chunks(ops, outputs, matmul, candidate, chunks, cut_sliced)
         if isinstance(plan, str):
             reasons.append(f"dim {candidate}: {plan}")
             continue
-        problem = per_peer_problem(plan, gathers, scatters, world_size(matmul))
+        problem = per_peer_problem(plan, gathers, scatters)
         if problem is None:
             return ops, plan
         reasons.append(f"dim {candidate}: {problem}")
@@ -325,14 +327,10 @@ def per_peer_plan(
 
 
 def per_peer_problem(
-    plan: ChunkPlan,
-    gathers: list[AllGatherOp],
-    scatters: list[ReduceScatterOp],
-    world: int | None,
+    plan: ChunkPlan, gathers: list[AllGatherOp], scatters: list[ReduceScatterOp]
 ) -> str | None:
     """Why `plan` is not one chunk per peer: a gathered operand must be cut
-    along its sliced dim, a reduce_scatter along its dim, and a known world
-    size must divide every chunk dim."""
+    along its sliced dim, a reduce_scatter along its dim."""
     for gather in gathers:
         t = tensor_type(gather.operand)
         if plan.dims[gather.operand] != t.layout.sliced_dim:
@@ -343,13 +341,6 @@ def per_peer_problem(
                 f"the reduce_scatter's dim {scatter.dim.value.data} is not the "
                 "chunk dim"
             )
-    if world is not None:
-        for value, d in plan.dims.items():
-            t = tensor_type(value)
-            if d >= 0 and not (t.layout.is_sliced and t.layout.sliced_dim == d):
-                problem = chunk_problem(t, d, world)
-                if problem is not None:
-                    return problem
     return None
 
 
