@@ -20,6 +20,12 @@ Preconditions (a targeted matmul that fails one is refused, with the reason):
 chunked along its sliced dim or its contracted dim; the region holds no send,
 recv, update or nested overlap; outlining it makes no cycle. `op=NAME` names
 the matmul (CoCoNet's `overlap(mm, fused, chunks=4)`).
+
+`per_peer=true` makes instead a `coco.per_peer` region, one chunk per rank
+along the gathered or scattered dim (`per_peer_region`, `per_peer_plan`);
+`auto=true` gives each matmul none, chunks or per peer by the estimate of
+`coconet_ir.analysis.overlap_choice` (`choose_overlap`), as coco-optimize
+does (docs/passes/coco-overlap.md, "Per peer" and "Choosing the overlap").
 """
 
 from __future__ import annotations
