@@ -1,0 +1,145 @@
+"""The cost model's formulas (docs/performance.md, "The cost model"): the
+time of one collective, matmul, memory-bound kernel or overlapped pipeline on
+a `Machine`. Sizes are bytes and FLOPs per rank; times are seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import ceil
+
+from coconet_ir.costmodel.machines import Machine
+
+
+def ring_latency(world: int, machine: Machine, steps: int) -> float:
+    """NCCL's latency of a ring collective of `steps` ring steps."""
+    return machine.collective_base_s + steps * machine.link(world).hop_s
+
+
+def link_bytes_per_s(world: int, machine: Machine) -> float:
+    """What a large transfer reaches over the ring's slowest link."""
+    return machine.link(world).bytes_per_s * machine.efficiency.link
+
+
+def all_reduce_s(nbytes: float, world: int, machine: Machine) -> float:
+    """Ring all-reduce of a tensor of `nbytes`: 2(N-1)/N · S/β + 2(N-1) hops."""
+    if world == 1:
+        return 0.0
+    moved = 2 * (world - 1) / world * nbytes
+    return moved / link_bytes_per_s(world, machine) + ring_latency(
+        world, machine, 2 * (world - 1)
+    )
+
+
+def gather_scatter_s(nbytes: float, world: int, machine: Machine) -> float:
+    """Ring reduce-scatter or all-gather of a tensor of `nbytes` (its full,
+    unsliced size): (N-1)/N · S/β + (N-1) hops."""
+    if world == 1:
+        return 0.0
+    moved = (world - 1) / world * nbytes
+    return moved / link_bytes_per_s(world, machine) + ring_latency(
+        world, machine, world - 1
+    )
+
+
+def broadcast_s(nbytes: float, world: int, machine: Machine) -> float:
+    """Pipelined ring broadcast: S/β + (N-1) hops."""
+    if world == 1:
+        return 0.0
+    return nbytes / link_bytes_per_s(world, machine) + ring_latency(
+        world, machine, world - 1
+    )
+
+
+def all_to_all_s(nbytes: float, world: int, machine: Machine) -> float:
+    """All-to-all of a rank's `nbytes`: (N-1)/N of it leaves, to every peer at
+    once, one hop."""
+    if world == 1:
+        return 0.0
+    moved = (world - 1) / world * nbytes
+    return moved / link_bytes_per_s(world, machine) + ring_latency(world, machine, 1)
+
+
+def peer_s(nbytes: float, world: int, machine: Machine) -> float:
+    """A point-to-point transfer (a send, a shift, a peer copy): S/β + a hop."""
+    return nbytes / link_bytes_per_s(world, machine) + machine.link(world).hop_s
+
+
+def memory_s(nbytes: float, machine: Machine) -> float:
+    """A memory-bound kernel reading and writing `nbytes` in all."""
+    return nbytes / (machine.hbm_bytes_per_s * machine.efficiency.hbm)
+
+
+@dataclass(frozen=True)
+class MatmulShape:
+    """`batch` independent products of an `mxk` and a `kxn` matrix."""
+
+    m: int
+    n: int
+    k: int
+    batch: int = 1
+    element_bytes: int = 4
+    element_type: str = "f32"
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.batch * self.m * self.n * self.k
+
+    @property
+    def bytes(self) -> int:
+        """Operands read once and the result written once."""
+        elements = self.m * self.k + self.k * self.n + self.m * self.n
+        return self.batch * elements * self.element_bytes
+
+
+def waves(
+    shape: MatmulShape, machine: Machine, sms: int | None = None
+) -> tuple[int, int]:
+    """The output tiles of a matmul and the waves they take on `sms` SMs."""
+    tile_m, tile_n = machine.tile
+    tiles = shape.batch * ceil(shape.m / tile_m) * ceil(shape.n / tile_n)
+    return tiles, ceil(tiles / (sms or machine.sm_count))
+
+
+def matmul_s(shape: MatmulShape, machine: Machine, sms: int | None = None) -> float:
+    """A roofline matmul with wave quantization: its FLOPs at the tuned peak,
+    stretched by the idle SMs of its last wave (`tiles / (waves · SMs)` of the
+    GPU works), or its operands' bytes at HBM speed, whichever is longer.
+    `sms` is how many SMs it may use (fewer while a collective kernel runs)."""
+    available = sms or machine.sm_count
+    tiles, wave_count = waves(shape, machine, available)
+    busy = tiles / (wave_count * machine.sm_count)
+    rate = machine.peak_flops(shape.element_type) * machine.efficiency.gemm
+    return max(shape.flops / (rate * busy), memory_s(shape.bytes, machine))
+
+
+def pipeline_s(compute: list[float], communication: list[float]) -> float:
+    """Steps whose compute runs in order on one stream and whose
+    communication runs in order on another, step `i`'s communication after
+    its compute: the classic two-stage pipeline (fill with the first compute,
+    drain with the last communication)."""
+    compute_done = communication_done = 0.0
+    for c, m in zip(compute, communication, strict=True):
+        compute_done += c
+        communication_done = max(communication_done, compute_done) + m
+    return max(compute_done, communication_done)
+
+
+def gathered_pipeline_s(compute: list[float], communication: list[float]) -> float:
+    """Steps whose compute needs the step's communication first (an
+    all_gather fed matmul): step 0 needs nothing (the rank's own block),
+    step `i`'s block arrives after `communication[i-1]` more."""
+    arrived = done = 0.0
+    for i, c in enumerate(compute):
+        if i:
+            arrived += communication[i - 1]
+        done = max(done, arrived) + c
+    return done
+
+
+def fused_overlap_s(compute: float, communication: float, machine: Machine) -> float:
+    """A matmul and its collective in one tile-granular kernel (FLUX's
+    kernels, the workgroup-granular fused operators): the longer of the two,
+    plus the part of the shorter that is not hidden."""
+    longer, shorter = max(compute, communication), min(compute, communication)
+    return longer + machine.efficiency.overlap_interference * shorter
