@@ -92,25 +92,28 @@ class MatmulShape:
         return self.batch * elements * self.element_bytes
 
 
-def waves(
-    shape: MatmulShape, machine: Machine, sms: int | None = None
-) -> tuple[int, int]:
+def waves(shape: MatmulShape, tile: tuple[int, int], sms: int) -> tuple[int, int]:
     """The output tiles of a matmul and the waves they take on `sms` SMs."""
-    tile_m, tile_n = machine.tile
+    tile_m, tile_n = tile
     tiles = shape.batch * ceil(shape.m / tile_m) * ceil(shape.n / tile_n)
-    return tiles, ceil(tiles / (sms or machine.sm_count))
+    return tiles, ceil(tiles / sms)
 
 
 def matmul_s(shape: MatmulShape, machine: Machine, sms: int | None = None) -> float:
     """A roofline matmul with wave quantization: its FLOPs at the tuned peak,
     stretched by the idle SMs of its last wave (`tiles / (waves · SMs)` of the
-    GPU works), or its operands' bytes at HBM speed, whichever is longer.
-    `sms` is how many SMs it may use (fewer while a collective kernel runs)."""
+    GPU works), with the best of the machine's tiles, or its operands' bytes
+    at HBM speed, whichever is longer. `sms` is how many SMs it may use
+    (fewer while a collective kernel runs)."""
     available = sms or machine.sm_count
-    tiles, wave_count = waves(shape, machine, available)
-    busy = tiles / (wave_count * machine.sm_count)
     rate = machine.peak_flops(shape.element_type) * machine.efficiency.gemm
-    return max(shape.flops / (rate * busy), memory_s(shape.bytes, machine))
+
+    def busy(tile_m: int, tile_n: int, relative: float) -> float:
+        tiles, wave_count = waves(shape, (tile_m, tile_n), available)
+        return relative * tiles / (wave_count * machine.sm_count)
+
+    best = max(busy(*tile) for tile in machine.tiles)
+    return max(shape.flops / (rate * best), memory_s(shape.bytes, machine))
 
 
 def pipeline_s(compute: list[float], communication: list[float]) -> float:

@@ -76,9 +76,16 @@ class Machine:
     """SMs an NCCL collective kernel occupies while it runs (one per channel;
     NCCL uses 16 channels over NVLink on 8-GPU H100/A100 nodes by default,
     NCCL_MIN_NCHANNELS/NCCL_MAX_NCHANNELS in NCCL's environment docs)."""
-    tile: tuple[int, int] = (128, 256)
-    """The output tile of a large matmul kernel (CUTLASS/cuBLAS sm80/sm90 bf16
-    kernels: 128x256 per threadblock), for wave quantization."""
+    tiles: tuple[tuple[int, int, float], ...] = (
+        (128, 256, 1.0),
+        (128, 128, 0.9),
+        (64, 128, 0.75),
+    )
+    """The output tiles a matmul library picks from, with the rate of each
+    relative to the largest: 128x256 is the CUTLASS/cuBLAS sm80/sm90 bf16
+    default; smaller tiles fill the SMs of small outputs but reuse less of
+    each load (the 0.9 and 0.75 are assumptions, not fitted). A matmul runs
+    with the tile that finishes first (wave quantization)."""
     efficiency: Efficiency = field(default_factory=Efficiency)
 
     @property

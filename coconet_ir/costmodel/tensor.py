@@ -20,8 +20,8 @@ previous stage of its step (`staged_pipeline`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from math import prod
 
 from xdsl.dialects.func import FuncOp
@@ -39,6 +39,7 @@ from coconet_ir.costmodel.machines import Machine
 from coconet_ir.costmodel.timeline import COMMUNICATION, COMPUTE, Interval, Prediction
 from coconet_ir.dialects import coco
 from coconet_ir.dialects.coco import ELEMENTWISE_OPS, element_info, label_of
+from coconet_ir.dialects.coco.layout import chunk_type
 
 TRANSFER_LAUNCHES = 4
 """Launches of one per-peer block transfer besides the copy: the receiver's
@@ -47,6 +48,9 @@ credit, the sender's wait and arrival signal, the receiver's arrival wait
 
 STREAMS = {COMPUTE: "compute", COMMUNICATION: "communication"}
 """The stream each kind of work runs on."""
+PARTIALS_STREAM = "partials"
+"""A per-peer region pushes partial sums on a stream of their own, so that
+the next block's copy need not wait behind them (docs/gpu.md)."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,8 @@ class Stage:
     kind: str
     seconds: float
     launches: int = 1
+    stream: str | None = None
+    """Where it runs, if not on its kind's stream."""
 
 
 def per_rank_dims(t: coco.TensorType, world: int) -> list[int]:
@@ -66,122 +72,147 @@ def per_rank_dims(t: coco.TensorType, world: int) -> list[int]:
     return dims
 
 
-def matmul_shape(op: coco.MatmulOp | coco.BatchMatmulOp, world: int) -> f.MatmulShape:
-    """The per-rank product a matmul computes."""
-    lhs, result = coco.tensor_type(op.lhs), coco.tensor_type(op.result)
-    k = lhs.dims[-1]
-    if lhs.layout == coco.LayoutAttr.sliced(lhs.rank - 1):
-        k //= world
-    dims = per_rank_dims(result, world)
-    batch = dims[0] if isinstance(op, coco.BatchMatmulOp) else 1
-    rows = dims[1:-1] if isinstance(op, coco.BatchMatmulOp) else dims[:-1]
-    info = element_info(lhs.element_type)
-    return f.MatmulShape(
-        m=prod(rows),
-        n=dims[-1],
-        k=k,
-        batch=batch,
-        element_bytes=info.bytes,
-        element_type=str(lhs.element_type),
-    )
-
-
-def value_bytes(values: Iterable[SSAValue], world: int) -> int:
-    """The bytes one rank holds of tensor values (its block when sliced)."""
-    return sum(
-        own_bytes(v.type, world) for v in values if isinstance(v.type, coco.TensorType)
-    )
-
-
 def describe(op: Operation) -> str:
     return label_of(op) or op.name.removeprefix("coco.")
 
 
-def collective_seconds(op: Operation, world: int, machine: Machine) -> float:
-    match op:
-        case coco.AllReduceOp():
-            return f.all_reduce_s(global_bytes(op.operand.type), world, machine)
-        case coco.ReduceScatterOp() | coco.AllGatherOp():
-            return f.gather_scatter_s(global_bytes(op.operand.type), world, machine)
-        case coco.BroadcastOp():
-            return f.broadcast_s(global_bytes(op.operand.type), world, machine)
-        case coco.AllToAllOp():
-            return f.all_to_all_s(
-                own_bytes(coco.tensor_type(op.operand), world), world, machine
-            )
-        case coco.ShiftOp():
-            t = coco.tensor_type(op.operand)
-            if op.offset % world == 0 or t.layout.is_replicated:
+@dataclass(frozen=True)
+class Coster:
+    """The stages of ops on `world` ranks of `machine`; with `chunk_dims`,
+    of one of `parts` chunks (a value with chunk dim `d` seen cut along `d`:
+    how coco-optimize prices a region before building it)."""
+
+    world: int
+    machine: Machine
+    chunk_dims: Mapping[SSAValue, int] = field(default_factory=dict[SSAValue, int])
+    parts: int = 1
+    sms: int | None = None
+    """The SMs a matmul may use (default: all)."""
+
+    def type_of(self, value: SSAValue) -> coco.TensorType:
+        t = coco.tensor_type(value)
+        return chunk_type(t, self.chunk_dims.get(value, -1), self.parts)
+
+    def global_bytes(self, value: SSAValue) -> int:
+        return global_bytes(self.type_of(value))
+
+    def own_bytes(self, value: SSAValue) -> int:
+        return own_bytes(self.type_of(value), self.world)
+
+    def value_bytes(self, values: Iterable[SSAValue]) -> int:
+        """The bytes one rank holds of tensor values (its block when sliced)."""
+        return sum(
+            self.own_bytes(v) for v in values if isinstance(v.type, coco.TensorType)
+        )
+
+    def matmul_shape(self, op: coco.MatmulOp | coco.BatchMatmulOp) -> f.MatmulShape:
+        """The per-rank product a matmul computes."""
+        lhs, result = self.type_of(op.lhs), self.type_of(op.result)
+        k = lhs.dims[-1]
+        if lhs.layout == coco.LayoutAttr.sliced(lhs.rank - 1):
+            k //= self.world
+        dims = per_rank_dims(result, self.world)
+        batch = dims[0] if isinstance(op, coco.BatchMatmulOp) else 1
+        rows = dims[1:-1] if isinstance(op, coco.BatchMatmulOp) else dims[:-1]
+        return f.MatmulShape(
+            m=prod(rows),
+            n=dims[-1],
+            k=k,
+            batch=batch,
+            element_bytes=element_info(lhs.element_type).bytes,
+            element_type=str(lhs.element_type),
+        )
+
+    def collective_seconds(self, op: Operation) -> float:
+        world, machine = self.world, self.machine
+        match op:
+            case coco.AllReduceOp():
+                return f.all_reduce_s(self.global_bytes(op.operand), world, machine)
+            case coco.ReduceScatterOp() | coco.AllGatherOp():
+                size = self.global_bytes(op.operand)
+                return f.gather_scatter_s(size, world, machine)
+            case coco.BroadcastOp():
+                return f.broadcast_s(self.global_bytes(op.operand), world, machine)
+            case coco.AllToAllOp():
+                return f.all_to_all_s(self.own_bytes(op.operand), world, machine)
+            case coco.ShiftOp():
+                t = self.type_of(op.operand)
+                if op.offset % world == 0 or t.layout.is_replicated:
+                    return 0.0
+                return f.peer_s(self.own_bytes(op.operand), world, machine)
+            case coco.SendOp():
+                return f.peer_s(self.own_bytes(op.operand), world, machine)
+            case _:
                 return 0.0
-            return f.peer_s(own_bytes(t, world), world, machine)
-        case coco.SendOp():
-            return f.peer_s(
-                own_bytes(coco.tensor_type(op.operand), world), world, machine
-            )
-        case _:
-            return 0.0
 
+    def stage(self, op: Operation) -> Stage | None:
+        """The kernel or collective an op runs as (a `coco.fusion`: one
+        kernel), or None for ops that run nothing of their own: constants,
+        updates in place, views, scalar arithmetic (the lowering folds it
+        into the kernels that use it), a recv (the send's side carries the
+        transfer)."""
+        label, machine = describe(op), self.machine
+        match op:
+            case coco.FusionOp():
+                return self.fusion_stage(op)
+            case coco.MatmulOp() | coco.BatchMatmulOp():
+                seconds = f.matmul_s(self.matmul_shape(op), machine, self.sms)
+                return Stage(label, COMPUTE, seconds)
+            case coco.EmbeddingOp():
+                # every pooled row is read once: L rows per result row
+                pooled = self.type_of(op.indices).dims[-1]
+                moved = self.own_bytes(op.result) * pooled + self.value_bytes(
+                    [op.indices, op.result]
+                )
+                return Stage(label, COMPUTE, f.memory_s(moved, machine))
+            case coco.ReduceOp() | coco.NormOp() | coco.ConvertOp():
+                moved = self.value_bytes([*op.operands, *op.results])
+                return Stage(label, COMPUTE, f.memory_s(moved, machine))
+            case _ if isinstance(op, ELEMENTWISE_OPS):
+                if coco.tensor_type(op.results[0]).rank == 0:
+                    return None  # scalar bookkeeping, folded into its users
+                moved = self.value_bytes([*op.operands, *op.results])
+                return Stage(label, COMPUTE, f.memory_s(moved, machine))
+            case coco.CollectiveOp() | coco.SendOp():
+                return Stage(label, COMMUNICATION, self.collective_seconds(op))
+            case _:
+                return None
 
-def op_stage(
-    op: Operation, world: int, machine: Machine, sms: int | None = None
-) -> Stage | None:
-    """The kernel or collective an op runs as (a `coco.fusion`: one kernel),
-    or None for ops that run nothing of their own: constants, updates in
-    place, views, scalar arithmetic (the lowering folds it into the kernels
-    that use it), a recv (the send's side carries the transfer)."""
-    label = describe(op)
-    match op:
-        case coco.FusionOp():
-            return fusion_stage(op, world, machine)
-        case coco.MatmulOp() | coco.BatchMatmulOp():
-            seconds = f.matmul_s(matmul_shape(op, world), machine, sms)
-            return Stage(label, COMPUTE, seconds)
-        case coco.EmbeddingOp():
-            # every pooled row is read once: L rows per result row
-            pooled = coco.tensor_type(op.indices).dims[-1]
-            rows = own_bytes(op.result.type, world) * pooled
-            moved = rows + value_bytes([op.indices, op.result], world)
-            return Stage(label, COMPUTE, f.memory_s(moved, machine))
-        case coco.ReduceOp() | coco.NormOp() | coco.ConvertOp():
-            moved = value_bytes([*op.operands, *op.results], world)
-            return Stage(label, COMPUTE, f.memory_s(moved, machine))
-        case _ if isinstance(op, ELEMENTWISE_OPS):
-            if coco.tensor_type(op.results[0]).rank == 0:
-                return None  # scalar bookkeeping, folded into its users' kernels
-            moved = value_bytes([*op.operands, *op.results], world)
-            return Stage(label, COMPUTE, f.memory_s(moved, machine))
-        case coco.CollectiveOp() | coco.SendOp():
-            return Stage(label, COMMUNICATION, collective_seconds(op, world, machine))
-        case _:
-            return None
+    def stages(self, ops: Iterable[Operation]) -> list[Stage]:
+        return [s for op in ops if (s := self.stage(op)) is not None]
 
+    def fusion_stage(self, op: coco.FusionOp) -> Stage:
+        """One kernel: one pass over the region's inputs and outputs (and any
+        matmul in it), or its communication if longer. Its collectives move
+        what NCCL's rings would, but by stores into peers' buffers and one
+        signal per collective: a hop of latency each, not a ring's
+        (docs/gpu.md §5)."""
+        world, machine = self.world, self.machine
+        body = list(op.block.ops)
+        matmuls = sum(
+            f.matmul_s(self.matmul_shape(inner), machine, self.sms)
+            for inner in body
+            if isinstance(inner, coco.MatmulOp | coco.BatchMatmulOp)
+        )
+        memory = f.memory_s(self.value_bytes([*op.inputs, *op.outputs]), machine)
+        moved = sum(self.sent(inner) for inner in body)
+        signals = sum(isinstance(inner, coco.CollectiveOp) for inner in body)
+        communication = (
+            moved / f.link_bytes_per_s(world, machine)
+            + signals * machine.link(world).hop_s
+            if moved
+            else 0.0
+        )
+        kind = COMMUNICATION if communication else COMPUTE
+        return Stage(describe(op), kind, max(matmuls + memory, communication))
 
-def body_stages(
-    ops: Iterable[Operation], world: int, machine: Machine, sms: int | None = None
-) -> list[Stage]:
-    return [s for op in ops if (s := op_stage(op, world, machine, sms)) is not None]
-
-
-def fusion_stage(op: coco.FusionOp, world: int, machine: Machine) -> Stage:
-    """One kernel: one pass over the region's inputs and outputs (and any
-    matmul in it), or its communication if longer. Its collectives move what
-    NCCL's rings would, but by stores into peers' buffers and one signal per
-    collective: a hop of latency each, not a ring's (docs/gpu.md §5)."""
-    matmuls = sum(
-        f.matmul_s(matmul_shape(inner, world), machine)
-        for inner in op.block.ops
-        if isinstance(inner, coco.MatmulOp | coco.BatchMatmulOp)
-    )
-    memory = f.memory_s(value_bytes([*op.inputs, *op.outputs], world), machine)
-    moved = sum(bytes_sent(inner, world) for inner in op.block.ops)
-    signals = sum(isinstance(inner, coco.CollectiveOp) for inner in op.block.ops)
-    communication = (
-        moved / f.link_bytes_per_s(world, machine) + signals * machine.link(world).hop_s
-        if moved
-        else 0.0
-    )
-    kind = COMMUNICATION if communication else COMPUTE
-    return Stage(describe(op), kind, max(matmuls + memory, communication))
+    def sent(self, op: Operation) -> int:
+        """What one rank sends for `op`, at this coster's chunk size."""
+        if not self.chunk_dims:
+            return bytes_sent(op, self.world)
+        whole = bytes_sent(op, self.world)
+        chunked = any(self.chunk_dims.get(v, -1) >= 0 for v in op.operands)
+        return whole // self.parts if chunked else whole
 
 
 def staged_pipeline(
@@ -196,13 +227,18 @@ def staged_pipeline(
         for stage in step:
             if stage.seconds <= 0:
                 continue
-            stream = STREAMS[stage.kind]
-            start = max(done, free[stream])
+            stream = stage.stream or STREAMS[stage.kind]
+            start = max(done, free.get(stream, 0.0))
             done = free[stream] = start + stage.seconds
             intervals.append(
                 Interval(stream, f"{label}[{i}] {stage.label}", stage.kind, start, done)
             )
     return max(free.values()), intervals
+
+
+def chunk_steps(stages: list[Stage], chunks: int) -> list[list[Stage]]:
+    """`chunks` steps of the same stages (one chunk's)."""
+    return [stages] * chunks
 
 
 def overlap_steps(
@@ -211,27 +247,22 @@ def overlap_steps(
     """K copies of the body (its types are one chunk's), the matmuls on the
     SMs that the chunks' collectives leave free."""
     sms = machine.sm_count - machine.comm_sms
-    step = body_stages(op.block.ops, world, machine, sms)
-    return [step] * op.chunk_count
+    stages = Coster(world, machine, sms=sms).stages(op.block.ops)
+    return chunk_steps(stages, op.chunk_count)
 
 
-def per_peer_steps(
-    op: coco.PerPeerOp, world: int, machine: Machine
+def per_peer_pipeline(
+    compute: list[Stage],
+    gathered: int,
+    scattered: int,
+    summed: int,
+    world: int,
+    machine: Machine,
 ) -> list[list[Stage]]:
-    """N steps: receive a peer's block (none at step 0: the rank's own), run
-    the body at one step's shapes on all SMs (the copies use the copy
-    engine), send the partial of a reduce-scattered output to its owner;
-    then sum the received partials."""
-    step_op, _ = step_of(op, world)
-    compute = body_stages(step_op.block.ops, world, machine)
-    gathered = sum(
-        global_bytes(v.type) // world for i, v in enumerate(op.inputs) if op.gathered(i)
-    )
-    scattered = sum(
-        global_bytes(v.type) // world
-        for j, v in enumerate(op.outputs)
-        if op.scattered(j)
-    )
+    """N steps: receive a peer's block of the `gathered` bytes (none at step
+    0: the rank's own), run one step's `compute` on all SMs (the copies use
+    the copy engine), send the partial of the `scattered` bytes to its
+    owner; then sum the `summed` bytes of partials, N of them."""
     steps: list[list[Stage]] = []
     for s in range(world):
         receive = f.peer_s(gathered, world, machine) if s and gathered else 0.0
@@ -241,19 +272,42 @@ def per_peer_steps(
             [
                 Stage("receive", COMMUNICATION, receive, transfers),
                 *compute,
-                Stage("send partial", COMMUNICATION, send, 0),
+                Stage("send partial", COMMUNICATION, send, 0, PARTIALS_STREAM),
             ]
         )
-    summed = [
-        own_bytes(v.type, world)
-        for j, v in enumerate(op.outputs)
-        if op.scattered(j) or op.output_dims.get_values()[j] == -1
-    ]
     if summed:
         steps.append(
-            [Stage("sum partials", COMPUTE, f.memory_s(world * sum(summed), machine))]
+            [Stage("sum partials", COMPUTE, f.memory_s(world * summed, machine))]
         )
     return steps
+
+
+def per_peer_steps(
+    op: coco.PerPeerOp, world: int, machine: Machine
+) -> list[list[Stage]]:
+    """A per-peer region's pipeline, its body at one step's shapes."""
+    step_op, _ = step_of(op, world)
+    outputs = op.output_dims.get_values()
+    return per_peer_pipeline(
+        Coster(world, machine).stages(step_op.block.ops),
+        gathered=sum(
+            global_bytes(v.type) // world
+            for i, v in enumerate(op.inputs)
+            if op.gathered(i)
+        ),
+        scattered=sum(
+            global_bytes(v.type) // world
+            for j, v in enumerate(op.outputs)
+            if op.scattered(j)
+        ),
+        summed=sum(
+            own_bytes(coco.tensor_type(v), world)
+            for j, v in enumerate(op.outputs)
+            if op.scattered(j) or outputs[j] == -1
+        ),
+        world=world,
+        machine=machine,
+    )
 
 
 @dataclass
@@ -287,7 +341,7 @@ class Schedule:
             )
             self.place_pipeline(op, steps)
             return
-        stage = op_stage(op, self.world, self.machine)
+        stage = Coster(self.world, self.machine).stage(op)
         if stage is None:
             end = self.operands_ready(op)
         else:

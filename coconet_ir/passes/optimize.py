@@ -10,12 +10,12 @@ replicated values the program slices on their slices (`coco-slice-norm`), send
 slices between pipeline stages (`coco-fuse-send`, then `coco-reorder` again for
 the receiver's new all_gather, repeated until no more send is fused: a
 pipeline of any depth in one run), decompose per peer each matmul whose
-all_gather / reduce_scatter the estimate says is best hidden that way
+all_gather / reduce_scatter the cost model predicts is best hidden that way
 (`coco-overlap{auto=true per_peer=true}`, before coco-fuse pairs a
 reduce_scatter with the next all_gather), fuse reduce_scatter + compute +
 all_gather (or send) into one kernel region and elementwise chains (`coco-fuse`),
 chunk the remaining matmuls with the collectives that consume them where the
-estimate says it pays (`coco-overlap{auto=true}`), and drop what became dead
+cost model predicts it pays (`coco-overlap{auto=true}`), and drop what became dead
 (`coco-dce`). Each part can be switched off, e.g.
 `coco-optimize{overlap=false chunks=2}`.
 
@@ -32,6 +32,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from coconet_ir.costmodel.machines import DEFAULT_MACHINE, PRESETS
 from coconet_ir.dialects.coco import SendOp, tensor_type
 from coconet_ir.passes.base import CocoPass, PassRefused
 
@@ -51,7 +52,7 @@ class Optimize(ModulePass):
     fuse: bool = True
     overlap: bool = True
     overlap_mode: str = "auto"
-    """How a matmul overlaps its collectives: `auto` (the estimate picks none,
+    """How a matmul overlaps its collectives: `auto` (the cost model picks none,
     chunks or per peer for each), `chunks` (always chunk where possible, as
     CoCoNet's default schedule) or `per_peer`."""
     chunks: int = 4
@@ -60,6 +61,9 @@ class Optimize(ModulePass):
     world: int | None = None
     """The world size the program will run on (default: `coco.world_size`;
     without either, splits must work on up to 8 ranks)."""
+
+    machine: str = DEFAULT_MACHINE
+    """The machine whose cost model chooses the overlaps (docs/performance.md)."""
 
     def parts(self) -> list[CocoPass]:
         from coconet_ir.passes.dce import CocoDCE
@@ -91,28 +95,41 @@ class Optimize(ModulePass):
         return [p for enabled, p in schedule if enabled]
 
     def per_peer_part(self) -> CocoPass:
-        """Before coco-fuse: per peer where the estimate (`auto`) or the user
+        """Before coco-fuse: per peer where the cost model (`auto`) or the user
         (`per_peer`) wants it."""
         from coconet_ir.passes.overlap import Overlap
 
         self.check_overlap_mode()
         auto = self.overlap_mode == "auto"
-        return Overlap(chunks=self.chunks, per_peer=True, auto=auto, world=self.world)
+        return Overlap(
+            chunks=self.chunks,
+            per_peer=True,
+            auto=auto,
+            world=self.world,
+            machine=self.machine,
+        )
 
     def overlap_part(self) -> CocoPass:
-        """After coco-fuse: chunks where the estimate (`auto`) or the user
+        """After coco-fuse: chunks where the cost model (`auto`) or the user
         (`chunks`) wants them."""
         from coconet_ir.passes.overlap import Overlap
 
         self.check_overlap_mode()
         auto = self.overlap_mode == "auto"
-        return Overlap(chunks=self.chunks, auto=auto, world=self.world)
+        return Overlap(
+            chunks=self.chunks, auto=auto, world=self.world, machine=self.machine
+        )
 
     def check_overlap_mode(self) -> None:
         if self.overlap_mode not in ("auto", "chunks", "per_peer"):
             raise PassRefused(
                 f"{self.name}: overlap_mode must be auto, chunks or per_peer, "
                 f"got {self.overlap_mode}"
+            )
+        if self.machine not in PRESETS:
+            raise PassRefused(
+                f"{self.name}: unknown machine '{self.machine}'; the presets are "
+                f"{', '.join(sorted(PRESETS))}"
             )
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:

@@ -23,9 +23,10 @@ the matmul (CoCoNet's `overlap(mm, fused, chunks=4)`).
 
 `per_peer=true` makes instead a `coco.per_peer` region, one chunk per rank
 along the gathered or scattered dim (`per_peer_region`, `per_peer_plan`);
-`auto=true` gives each matmul none, chunks or per peer by the estimate of
-`coconet_ir.analysis.overlap_choice` (`choose_overlap`), as coco-optimize
-does (docs/passes/coco-overlap.md, "Per peer" and "Choosing the overlap").
+`auto=true` gives each matmul none, chunks or per peer by the prediction of
+the cost model (`choose_overlap`, `coconet_ir.costmodel.overlap_choice`), as
+coco-optimize does (docs/passes/coco-overlap.md, "Per peer" and "Choosing the
+overlap").
 """
 
 from __future__ import annotations
@@ -44,12 +45,12 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import Rewriter
 
 from coconet_ir.analysis.chunks import PARTIAL, ChunkPlan, plan_chunks
-from coconet_ir.analysis.overlap_choice import (
-    A100_NVLINK,
-    Machine,
+from coconet_ir.costmodel.machines import DEFAULT_MACHINE, PRESETS, Machine, machine
+from coconet_ir.costmodel.overlap_choice import (
     OverlapMode,
-    Work,
-    estimate,
+    chunked_s,
+    per_peer_s,
+    unoverlapped_s,
 )
 from coconet_ir.diagnostics import location_of
 from coconet_ir.dialects.coco import (
@@ -415,13 +416,13 @@ def make_per_peer(
 
 
 # ============================================================================
-# Choosing: none, chunks or per peer, by the estimate
+# Choosing: none, chunks or per peer, by the cost model
 # ============================================================================
 
 
 @dataclass(frozen=True)
 class OverlapChoice:
-    """The estimated time of each schedule for a matmul's collectives, and the
+    """The predicted time of each schedule for a matmul's collectives, and the
     plans the chosen one is built from."""
 
     times: dict[OverlapMode, float]
@@ -435,46 +436,46 @@ class OverlapChoice:
 
 
 def choose_overlap(
-    matmul: MatmulOp, chunks: int, world: int, machine: Machine = A100_NVLINK
+    matmul: MatmulOp, chunks: int, world: int, on: Machine | None = None
 ) -> OverlapChoice | None:
-    """The schedules `matmul` can have and their estimates over the same ops
-    (docs/passes/coco-overlap.md, "Choosing"), or None when it has neither a
-    chunked nor a per-peer region. The per-peer region may hold a second
-    matmul (the MLP): its own chunked region counts for the chunked choice."""
+    """The schedules `matmul` can have and their predicted times over the
+    same ops on `world` ranks of machine `on` (default: the cost model's
+    default machine; docs/passes/coco-overlap.md, "Choosing"), or None when
+    it has neither a chunked nor a per-peer region. The per-peer region may
+    hold a second matmul (the MLP): its own chunked region counts for the
+    chunked choice."""
+    on = on or machine(DEFAULT_MACHINE)
     chunked = overlap_plan(matmul, chunks, None)
     per_peer = per_peer_plan(matmul, None)
     chunked = None if isinstance(chunked, str) else chunked
     per_peer = None if isinstance(per_peer, str) else per_peer
     if chunked is None and per_peer is None:
         return None
-    chunk_regions: list[list[Operation]] = []
+    chunk_regions: list[tuple[list[Operation], ChunkPlan]] = []
     matmuls = [matmul]
     if per_peer is not None:
         matmuls = [op for op in per_peer[0] if isinstance(op, MatmulOp)]
     for each in matmuls:
         plan = chunked if each is matmul else overlap_plan(each, chunks, None)
         if plan is not None and not isinstance(plan, str):
-            chunk_regions.append(plan[0])
-    # in block order, so that the estimate's sums are deterministic
-    in_chunks = [op for region in chunk_regions for op in region]
+            chunk_regions.append(plan)
+    # in block order, so that the prediction is deterministic
+    in_chunks = [op for region, _ in chunk_regions for op in region]
     in_per_peer = per_peer[0] if per_peer is not None else []
     group = list(dict.fromkeys(in_chunks + in_per_peer))
 
-    def time(ops: Sequence[Operation], mode: OverlapMode) -> float:
-        return estimate(Work.of(ops, world, machine), mode, world, chunks, machine)
-
     def rest(covered: Sequence[Operation]) -> float:
         done = set(covered)
-        return time([op for op in group if op not in done], OverlapMode.NONE)
+        return unoverlapped_s([op for op in group if op not in done], world, on)
 
     times = {OverlapMode.NONE: rest([])}
     if chunk_regions:
         times[OverlapMode.CHUNKS] = rest(in_chunks) + sum(
-            time(region, OverlapMode.CHUNKS) for region in chunk_regions
+            chunked_s(region, plan, chunks, world, on) for region, plan in chunk_regions
         )
     if per_peer is not None:
-        times[OverlapMode.PER_PEER] = rest(in_per_peer) + time(
-            in_per_peer, OverlapMode.PER_PEER
+        times[OverlapMode.PER_PEER] = rest(in_per_peer) + per_peer_s(
+            in_per_peer, per_peer[1], world, on
         )
     return OverlapChoice(times, chunked, per_peer)
 
@@ -482,10 +483,11 @@ def choose_overlap(
 @dataclass(frozen=True)
 class ChosenOverlapPattern(RewritePattern):
     """Give a matmul (labelled `label`, if given) the schedule `choose_overlap`
-    estimates fastest on `world` ranks."""
+    predicts fastest on `world` ranks."""
 
     chunks: int
     world: int
+    on: Machine
     label: str | None = None
     only_per_peer: bool = False
     """Apply the choice only where it is per peer (leave the others)."""
@@ -494,7 +496,7 @@ class ChosenOverlapPattern(RewritePattern):
     def match_and_rewrite(self, matmul: MatmulOp, rewriter: PatternRewriter) -> None:
         if not offered(matmul, self.label):
             return
-        choice = choose_overlap(matmul, self.chunks, self.world)
+        choice = choose_overlap(matmul, self.chunks, self.world, self.on)
         if choice is None:
             return
         best = choice.best
@@ -523,14 +525,22 @@ class Overlap(CocoPass):
     region (`chunks` is then the world size)."""
 
     auto: bool = False
-    """For each matmul, the schedule the estimate says is fastest: none,
+    """For each matmul, the schedule the cost model predicts fastest: none,
     `chunks` chunks or per peer (what coco-optimize does); with `per_peer`,
     only the matmuls for which that is per peer are rewritten."""
 
     world: int | None = None
-    """The world size `auto` estimates for (default: `coco.world_size`, else 8)."""
+    """The world size `auto` predicts for (default: `coco.world_size`, else 8)."""
+
+    machine: str = DEFAULT_MACHINE
+    """The cost model's machine `auto` predicts for (docs/performance.md)."""
 
     def check_options(self) -> None:
+        if self.machine not in PRESETS:
+            raise self.bad_option(
+                f"unknown machine '{self.machine}'; the presets are "
+                f"{', '.join(sorted(PRESETS))}"
+            )
         self.require_at_least("chunks", 1)
         self.require_at_least("dim", 0)
         self.require_at_least("world", 1)
@@ -543,7 +553,8 @@ class Overlap(CocoPass):
     def problem(self, op: Operation) -> str | None:
         assert isinstance(op, MatmulOp)
         if self.auto:
-            if choose_overlap(op, self.chunks, self.estimated_world(op)) is None:
+            world, on = self.estimated_world(op), machine(self.machine)
+            if choose_overlap(op, self.chunks, world, on) is None:
                 return "neither a chunked nor a per-peer region"
             return None
         if self.per_peer:
@@ -558,7 +569,10 @@ class Overlap(CocoPass):
     def rewrite(self, module: ModuleOp) -> None:
         if self.auto:
             world = self.estimated_world(module)
-            pattern = ChosenOverlapPattern(self.chunks, world, self.op, self.per_peer)
+            on = machine(self.machine)
+            pattern = ChosenOverlapPattern(
+                self.chunks, world, on, self.op, self.per_peer
+            )
             rewrite_once(module, pattern)
         elif self.per_peer:
             rewrite_once(module, PerPeerPattern(self.dim, self.op))

@@ -11,7 +11,7 @@
 
 // KIND:      {{^}}coconet-opt: error: pass 'coco-overlap': option 'chunks' expects an integer, got 'abc'{{$}}
 // NAME:      {{^}}coconet-opt: error: pass 'coco-fuse' has no option 'foo' (its options: op, reductions, ops){{$}}
-// CLOSE:     {{^}}coconet-opt: error: pass 'coco-overlap' has no option 'chunk' (did you mean 'chunks'? its options: op, chunks, dim, per_peer, auto, world){{$}}
+// CLOSE:     {{^}}coconet-opt: error: pass 'coco-overlap' has no option 'chunk' (did you mean 'chunks'? its options: op, chunks, dim, per_peer, auto, world, machine){{$}}
 // BOOL:      {{^}}coconet-opt: error: pass 'coco-optimize': option 'split' expects a boolean (true or false), got 'yes'{{$}}
 // NONE:      {{^}}coconet-opt: error: pass 'cse' has no option 'foo' (it takes none){{$}}
 // RUNNER:    {{^}}coconet-run: error: pass 'coco-overlap': option 'chunks' expects an integer, got 'abc'{{$}}

@@ -8,7 +8,11 @@ import pytest
 from helpers import T, example, load_example, ops_of
 
 import coconet_ir as cc
-from coconet_ir.analysis.overlap_choice import A100_NVLINK, OverlapMode, Work, estimate
+from coconet_ir.costmodel import formulas as f
+from coconet_ir.costmodel import machine
+from coconet_ir.costmodel.overlap_choice import OverlapMode, region_s
+from coconet_ir.costmodel.tensor import Stage, chunk_steps, per_peer_pipeline
+from coconet_ir.costmodel.timeline import COMMUNICATION, COMPUTE
 from coconet_ir.dialects import coco
 from coconet_ir.passes.overlap import choose_overlap
 
@@ -20,44 +24,24 @@ def the_matmul(module, label: str) -> coco.MatmulOp:
     return op
 
 
-def test_the_estimate_is_the_documented_formulas() -> None:
-    """1 ms of compute, 0.5 ms of communication, one collective, 3 launches
-    on 8 ranks: none adds them; 4 chunks pipeline them; per peer runs 8 steps
-    of 1/8 of the compute, each waiting for 1/7 of the bytes and one hop.
-    With 1 us of compute and no bytes, the launches bound the time."""
-    m = A100_NVLINK
-    work = Work(
-        compute_s=1e-3,
-        communication_s=5e-4,
-        collectives=1,
-        launches=3,
-        compute_launches=2,
-    )
-    latency = m.collective_base_s + 7 * m.hop_s
-    assert estimate(work, OverlapMode.NONE, 8, 4, m) == pytest.approx(
-        1e-3 + 5e-4 + latency
-    )
-    c, comm = 1e-3 / 4, 5e-4 / 4 + latency
-    assert estimate(work, OverlapMode.CHUNKS, 8, 4, m) == pytest.approx(
-        c + comm + 3 * max(c, comm)
-    )
-    c, comm = 1e-3 / 8, 5e-4 / 7 + m.hop_s
-    assert estimate(work, OverlapMode.PER_PEER, 8, 4, m) == pytest.approx(
-        c + 7 * max(c, comm)
-    )
-    tiny = Work(
-        compute_s=1e-6,
-        communication_s=0,
-        collectives=1,
-        launches=3,
-        compute_launches=2,
-    )
-    assert estimate(tiny, OverlapMode.PER_PEER, 8, 4, m) == pytest.approx(
-        (8 * 2 + 4 * 7) * m.launch_s
-    )
-    assert estimate(tiny, OverlapMode.CHUNKS, 8, 4, m) == pytest.approx(
-        max(1e-6 / 4 + latency + 3 * latency, 4 * 3 * m.launch_s)
-    )
+def test_the_pipelines_are_the_documented_formulas() -> None:
+    """1 ms of compute, 0.5 ms of communication: 4 chunks pipeline them as
+    `c + m + 3 max(c, m)`; per peer on 8 ranks runs 8 steps of 1/8 of the
+    compute, each after its block (1/7 of the bytes and a hop), the rank's
+    own block first: `c + 7 max(c, m)`. With 1 us of compute, the launches
+    bound the time."""
+    h100 = machine("h100x8")
+    c, m = 1e-3 / 4, 5e-4 / 4
+    chunk = [Stage("mm", COMPUTE, c), Stage("ar", COMMUNICATION, m)]
+    assert region_s(chunk_steps(chunk, 4), h100) == pytest.approx(c + m + 3 * max(c, m))
+    c = 1e-3 / 8
+    block = 5e-4 / 7 * f.link_bytes_per_s(8, h100)
+    steps = per_peer_pipeline([Stage("mm", COMPUTE, c)], round(block), 0, 0, 8, h100)
+    m = f.peer_s(round(block), 8, h100)
+    assert region_s(steps, h100) == pytest.approx(c + 7 * max(c, m))
+    tiny = per_peer_pipeline([Stage("mm", COMPUTE, 1e-6)], 1, 0, 0, 8, h100)
+    launches = 8 + 4 * 7
+    assert region_s(tiny, h100) == pytest.approx(launches * h100.launch_s)
 
 
 @pytest.mark.parametrize(
@@ -77,12 +61,12 @@ def test_toy_examples_are_launch_bound_and_not_overlapped(name: str) -> None:
 
 
 def test_the_mlp_at_gpt3_widths_is_one_per_peer_region() -> None:
-    """S = 2048, H = 12288, F = 49152, bf16, TP = 8: ~1 ms of matmul per
-    layer against ~0.15 ms of gather: per peer hides the communication and
-    is faster than none and than chunks (B = 1 leaves no dim to chunk but the
-    sequence, which is sliced)."""
+    """H = 12288, F = 49152, bf16, TP = 8, 4096 tokens: per peer hides the
+    gather and the scatter behind eight GEMMs a step that still fill the SMs
+    and is faster than none and than chunks (B = 1 leaves no dim to chunk but
+    the sequence, which is sliced)."""
     mlp = load_example("sequence_parallel_mlp")
-    module = mlp.build(mlp.MODEL)
+    module = mlp.build(dict(mlp.MODEL, S=4096))
     choice = choose_overlap(the_matmul(module, "fc1"), 4, 8)
     assert choice is not None and choice.best is OverlapMode.PER_PEER, choice.times
     after = cc.Pipeline("coco-optimize")(module)
@@ -91,6 +75,18 @@ def test_the_mlp_at_gpt3_widths_is_one_per_peer_region() -> None:
     inside = [op.name for op in region.block.ops]
     assert inside == ["coco.matmul", "coco.fusion", "coco.matmul", "coco.yield"]
     cc.verify(after)
+
+
+def test_at_2048_tokens_the_smaller_gemms_cost_what_overlap_hides() -> None:
+    """At 2048 tokens a step's GEMM has 256 rows: 96 tiles of 128x128 fill
+    one wave at 73%, so the eight steps take longer than the whole GEMM by
+    about what overlapping the collectives saves; the model calls it for
+    none, within a few percent of per peer."""
+    mlp = load_example("sequence_parallel_mlp")
+    choice = choose_overlap(the_matmul(mlp.build(mlp.MODEL), "fc1"), 4, 8)
+    assert choice is not None and choice.best is OverlapMode.NONE, choice.times
+    none, per_peer = choice.times[OverlapMode.NONE], choice.times[OverlapMode.PER_PEER]
+    assert per_peer / none == pytest.approx(1, abs=0.05)
 
 
 @pytest.mark.parametrize(
