@@ -177,6 +177,11 @@ class AutotuneReport:
     def refused(self) -> list[Candidate]:
         return [c for c in self.candidates if c.refused is not None]
 
+    def named(self, name: str) -> Candidate:
+        """The candidate called `name` (e.g. "as written")."""
+        (found,) = [c for c in self.candidates if c.name == name]
+        return found
+
     def table(self) -> str:
         """The report: one row per predicted candidate, then the refusals."""
         return "\n".join(report_lines(self)) + "\n"
