@@ -35,6 +35,7 @@ import time
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields, replace
+from math import floor, log10
 from typing import Any
 
 from xdsl.context import Context
@@ -237,7 +238,11 @@ def report_lines(report: AutotuneReport) -> list[str]:
 
 
 def micros(seconds: float) -> str:
-    return f"{seconds * 1e6:,.2f}"
+    """Microseconds to `TIE_DIGITS` significant digits (`14.46`, `1,075`):
+    the precision candidates are ranked at."""
+    us = tie_key(seconds)
+    decimals = max(0, TIE_DIGITS - 1 - floor(log10(us))) if us > 0 else 0
+    return f"{us:,.{decimals}f}"
 
 
 def speedup(baseline: Candidate, candidate: Candidate) -> str:
@@ -556,9 +561,10 @@ def ranked(candidates: Iterable[Candidate]) -> list[Candidate]:
 
 
 def tie_key(seconds: float) -> float:
-    """`seconds` to `TIE_DIGITS` significant digits: the model is not more
-    precise than that, so a candidate must beat an earlier one by more."""
-    return float(f"{seconds:.{TIE_DIGITS - 1}e}")
+    """`seconds` in microseconds to `TIE_DIGITS` significant digits: the
+    model is not more precise than that, so a candidate must beat an earlier
+    one by more."""
+    return float(f"{seconds * 1e6:.{TIE_DIGITS}g}")
 
 
 def check_request(
