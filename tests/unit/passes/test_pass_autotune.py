@@ -5,14 +5,13 @@ not fatal, an overlapped schedule at a model's sizes."""
 
 from __future__ import annotations
 
-import importlib.util
 import io
 from dataclasses import fields
 from functools import cache
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, example, ops_of
+from helpers import ROOT, example, load_example, ops_of
 from xdsl.dialects.builtin import ModuleOp
 
 import coconet_ir as cc
@@ -35,16 +34,6 @@ def predicted_time(module: ModuleOp) -> float:
 def tuned(name: str) -> AutotuneReport:
     """The example's report (one search per example and test process)."""
     return autotune(example(name), "h100x8")
-
-
-def load_example(name: str):
-    spec = importlib.util.spec_from_file_location(
-        name, ROOT / "examples" / f"{name}.py"
-    )
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
