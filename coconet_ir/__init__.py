@@ -8,6 +8,8 @@
   `cc.equivalent(a, b, world=N)` (from `coconet_ir.interpreter`);
 - `cc.Pipeline("coco-split-all-reduce,coco-reorder")` (from `coconet_ir.pipeline`)
   and `cc.Schedule(module)` (from `coconet_ir.schedule`);
+- `cc.autotune(module, machine="h100x8", world=None)`, the cost model's pick
+  among candidate schedules (from `coconet_ir.passes.autotune`);
 - the builder DSL: `cc.tensor`, `cc.function`, `cc.all_reduce`, `cc.matmul`, ...
   (from `coconet_ir.dsl`).
 
@@ -46,6 +48,7 @@ _HOMES = {
         "interpreter",
     ),
     "Pipeline": "pipeline",
+    "autotune": "passes.autotune",
     "Schedule": "schedule",
     "Handle": "schedule",
     "CocoWarning": "diagnostics",

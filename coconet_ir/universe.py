@@ -25,6 +25,7 @@ PASSES: dict[str, tuple[str, str]] = {
     "coco-fuse-collective": ("fuse_collective", "FuseCollective"),
     "coco-dce": ("dce", "CocoDCE"),
     "coco-optimize": ("optimize", "Optimize"),
+    "coco-autotune": ("autotune", "Autotune"),
 }
 """Pass name → (module in coconet_ir.passes, class)."""
 
