@@ -308,23 +308,38 @@ def full_chain(
 class Bucket:
     chains: list[Chain]
     grad_bytes: int
-    first_use: int
-    """The position of the first op outside the chains that reads a bucketed
-    all_reduce (an all_reduce-only bucket must be complete before it)."""
+    ready: int = -1
+    """All_reduces alone: the block position after which every gradient of
+    the bucket is defined (-1: at the block's start)."""
+    first_use: int = 1 << 62
+    """All_reduces alone: the position of the first op reading one of them;
+    the bucket's all_reduce must come before it."""
+
+
+def top_level_position(op: Operation, position: dict[Operation, int]) -> int | None:
+    """The block position of `op` or of its ancestor in the block."""
+    current: Operation | None = op
+    while current is not None and current not in position:
+        current = current.parent_op()
+    return None if current is None else position[current]
+
+
+def gradient_ready(chain: Chain, position: dict[Operation, int]) -> int:
+    """Where the all_reduce's operand is defined (-1: an argument)."""
+    owner = chain.reduce.operand.owner
+    if not isinstance(owner, Operation):
+        return -1
+    found = top_level_position(owner, position)
+    return -1 if found is None else found
 
 
 def first_use(chain: Chain, position: dict[Operation, int]) -> int:
     """Where (block position) the first consumer of the all_reduce stands."""
-    found = len(position)
+    found = 1 << 62
     for use in chain.reduce.result.uses:
-        user = use.operation
-        while user not in position:
-            parent = user.parent_op()
-            if parent is None:
-                break
-            user = parent
-        if user in position:
-            found = min(found, position[user])
+        at = top_level_position(use.operation, position)
+        if at is not None:
+            found = min(found, at)
     return found
 
 
@@ -333,12 +348,14 @@ def fill_buckets(
     limit: int,
     position: dict[Operation, int],
     world: int,
-) -> list[list[Chain]]:
+) -> list[Bucket]:
     """Greedy buckets in program order, one open bucket per kind of chain.
     Parameters whose dim 0 divides by `world` do not share a bucket with
-    others, so that coco-slice-state can keep a bucket's state sliced."""
+    others, so that coco-slice-state can keep a bucket's state sliced. An
+    all_reduce joins a bucket of all_reduces alone only if the bucket's
+    all_reduce can stand after every gradient and before every consumer."""
     open_buckets: dict[object, Bucket] = {}
-    done: list[list[Chain]] = []
+    done: list[Bucket] = []
     for chain in chains:
         grad = tensor_type(chain.reduce.operand)
         if chain.signature is not None:
@@ -352,23 +369,24 @@ def fill_buckets(
                 str(grad.layout),
             )
         size = global_bytes(grad)
-        here = position[chain.reduce]
+        ready = gradient_ready(chain, position)
+        used = first_use(chain, position)
         bucket = open_buckets.get(kind)
         fits = bucket is not None and bucket.grad_bytes + size <= limit
         if bucket is not None and chain.signature is None:
-            fits = fits and here < bucket.first_use
+            fits = fits and max(ready, bucket.ready) < min(used, bucket.first_use)
         if bucket is None or not fits:
             if bucket is not None:
-                done.append(bucket.chains)
-            bucket = Bucket([], 0, len(position))
+                done.append(bucket)
+            bucket = Bucket([], 0)
             open_buckets[kind] = bucket
         bucket.chains.append(chain)
         bucket.grad_bytes += size
-        if chain.signature is None:
-            bucket.first_use = min(bucket.first_use, first_use(chain, position))
-    done += [b.chains for b in open_buckets.values()]
-    done = [b for b in done if len(b) > 1]
-    done.sort(key=lambda b: position[b[0].reduce])
+        bucket.ready = max(bucket.ready, ready)
+        bucket.first_use = min(bucket.first_use, used)
+    done += list(open_buckets.values())
+    done = [b for b in done if len(b.chains) > 1]
+    done.sort(key=lambda b: position[b.chains[0].reduce])
     return done
 
 
@@ -387,11 +405,24 @@ def flat_type(t: TensorType, chains: Sequence[Chain]) -> TensorType:
 
 
 def rewrite_bucket(
-    chains: Sequence[Chain], label: str, position: dict[Operation, int]
+    bucket: Bucket, label: str, position: dict[Operation, int]
 ) -> None:
-    """Replace the chains of one bucket by their flat version."""
+    """Replace the chains of one bucket by their flat version: after the
+    bucket's last chain op, or, for all_reduces alone, right after the last
+    gradient is defined."""
+    chains = bucket.chains
     first = chains[0]
     last = max((c.last_op(position) for c in chains), key=position.__getitem__)
+    where = InsertPoint.after(last)
+    if first.signature is None:
+        block = first.reduce.parent_block()
+        assert block is not None
+        ops = list(position)
+        where = (
+            InsertPoint.at_start(block)
+            if bucket.ready < 0
+            else InsertPoint.after(ops[bucket.ready])
+        )
     rewriter = Rewriter()
     new_ops: list[Operation] = []
     flat: dict[SSAValue, SSAValue] = {}
@@ -413,9 +444,9 @@ def rewrite_bucket(
     if first.signature is None:
         pieces = SplitOp(reduce.result, [c.shape for c in chains])
         new_ops.append(pieces)
-        rewriter.insert_op(new_ops, InsertPoint.after(last))
+        rewriter.insert_op(new_ops, where)
         for chain, piece in zip(chains, pieces.pieces):
-            chain.reduce.result.replace_by(piece)
+            chain.reduce.result.replace_all_uses_with(piece)
             rewriter.erase_op(chain.reduce)
         return
     flat[first.reduce.result] = reduce.result
@@ -445,7 +476,7 @@ def rewrite_bucket(
                     operands=[old.param, piece], attributes=dict(old.attributes)
                 )
             )
-    rewriter.insert_op([*new_ops, *updates], InsertPoint.after(last))
+    rewriter.insert_op([*new_ops, *updates], where)
     for chain in chains:
         for update in chain.updates:
             rewriter.erase_op(update)

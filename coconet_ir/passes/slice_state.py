@@ -233,22 +233,22 @@ def slice_bucket(group: BucketGroup, rewriter: PatternRewriter) -> None:
         for p in group.concat.pieces
     ]
     concat = ConcatOp(params, label=label_of(group.concat))
-    rewriter.insert_op(concat, InsertPoint.before(group.concat))
+    rewriter.insert(concat, InsertPoint.before(group.concat))
     for use in list(group.concat.result.uses):
-        rewriter.replace_op(use.operation, [], [concat.result])
-    rewriter.erase_op(group.concat)
+        rewriter.replace(use.operation, [], [concat.result])
+    rewriter.erase(group.concat)
     block_value = group.gather.operand
     shapes = [tensor_type(p).dims for p in params]
     split = SplitOp(block_value, shapes, label=label_of(group.split))
-    rewriter.insert_op(split, InsertPoint.before(group.split))
+    rewriter.insert(split, InsertPoint.before(group.split))
     for update, param, piece in zip(group.updates, params, split.pieces):
         stored = UpdateOp.create(
             operands=[param, piece], attributes=dict(update.attributes)
         )
-        rewriter.replace_op(update, stored)
-    rewriter.erase_op(group.split)
+        rewriter.replace(update, stored)
+    rewriter.erase(group.split)
     if not group.gather.result.uses:
-        rewriter.erase_op(group.gather)
+        rewriter.erase(group.gather)
 
 
 @dataclass(frozen=True)
