@@ -121,8 +121,10 @@ def main() -> None:
     shapes = Shapes(**{k: getattr(args, k) for k in vars(BERT_LARGE)})
     start = time.perf_counter()
     module = build(shapes)
-    print(f"{len(parameters(shapes))} parameter tensors, built in "
-          f"{time.perf_counter() - start:.1f} s")
+    print(
+        f"{len(parameters(shapes))} parameter tensors, built in "
+        f"{time.perf_counter() - start:.1f} s"
+    )
     for pipeline in (
         "coco-optimize{bucket=false}",
         f"coco-optimize{{bucket_bytes={args.bucket_bytes}}}",

@@ -890,7 +890,10 @@ def bucket_copy(
 
     key = ("bucket", pack, rows, tuple(counts), flat_buffer.type)
     kernel = kernels.cached(key, build)
-    return [*host, *launch(kernels, kernel, total, [flat_buffer, *piece_buffers], threads)]
+    return [
+        *host,
+        *launch(kernels, kernel, total, [flat_buffer, *piece_buffers], threads),
+    ]
 
 
 # ============================================================================

@@ -271,7 +271,12 @@ def full_chain(
     if grad is None:
         return None
     signature: list[object] = [
-        ("all_reduce", str(reduce.reduction), grad, str(tensor_type(reduce.result).layout))
+        (
+            "all_reduce",
+            str(reduce.reduction),
+            grad,
+            str(tensor_type(reduce.result).layout),
+        )
     ]
     for index, op in enumerate(ops):
         operands = [ref(o) for o in op.operands]
@@ -404,9 +409,7 @@ def flat_type(t: TensorType, chains: Sequence[Chain]) -> TensorType:
     return t.with_shape([total])
 
 
-def rewrite_bucket(
-    bucket: Bucket, label: str, position: dict[Operation, int]
-) -> None:
+def rewrite_bucket(bucket: Bucket, label: str, position: dict[Operation, int]) -> None:
     """Replace the chains of one bucket by their flat version: after the
     bucket's last chain op, or, for all_reduces alone, right after the last
     gradient is defined."""
@@ -430,6 +433,8 @@ def rewrite_bucket(
 
     def concat(values: Sequence[SSAValue]) -> SSAValue:
         op = ConcatOp(values)
+        hint = values[0].name_hint
+        op.result.name_hint = f"{label}_{hint}" if hint else label
         new_ops.append(op)
         return op.result
 
@@ -440,9 +445,12 @@ def rewrite_bucket(
     reduce = AllReduceOp(
         flat[first.reduce.operand], first.reduce.reduction.data, label=label
     )
+    reduce.result.name_hint = label
     new_ops.append(reduce)
     if first.signature is None:
         pieces = SplitOp(reduce.result, [c.shape for c in chains])
+        for chain, piece in zip(chains, pieces.pieces):
+            piece.name_hint = chain.reduce.result.name_hint
         new_ops.append(pieces)
         rewriter.insert_op(new_ops, where)
         for chain, piece in zip(chains, pieces.pieces):
@@ -462,6 +470,7 @@ def rewrite_bucket(
         new_ops.append(rebuilt)
         for old, new in zip(op.results, rebuilt.results):
             flat[old] = new
+            new.name_hint = f"{old.name_hint}_{label}" if old.name_hint else None
     splits: dict[SSAValue, SplitOp] = {}
     updates: list[Operation] = []
     for index, update in enumerate(first.updates):
@@ -471,6 +480,7 @@ def rewrite_bucket(
             new_ops.append(splits[value])
         for chain, piece in zip(chains, splits[value].pieces):
             old = chain.updates[index]
+            piece.name_hint = piece.name_hint or old.value.name_hint
             updates.append(
                 UpdateOp.create(
                     operands=[old.param, piece], attributes=dict(old.attributes)
@@ -540,9 +550,7 @@ class Bucketing(CocoPass):
             chains = [c for c in chains if c.signature is not None]
         size, _ = bucket_world(function, self.world)
         buckets = fill_buckets(chains, self.bytes, position, size)
-        taken = {
-            label_of(op) for op in function.walk() if label_of(op) is not None
-        }
+        taken = {label_of(op) for op in function.walk() if label_of(op) is not None}
         number = 0
         for bucket in buckets:
             while f"bucket{number}" in taken:

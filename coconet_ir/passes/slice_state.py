@@ -184,9 +184,7 @@ def bucket_group(update: UpdateOp) -> BucketGroup | str:
     updates: list[UpdateOp] = []
     for p, piece in zip(params, split.pieces):
         found = [u.operation for u in piece.uses]
-        stores = [
-            u for u in found if isinstance(u, UpdateOp) and u.param is p
-        ]
+        stores = [u for u in found if isinstance(u, UpdateOp) and u.param is p]
         if len(found) != 1 or len(stores) != 1:
             return (
                 f"piece {piece.index} of the bucket's coco.split is not only "  # type: ignore[attr-defined]
@@ -221,7 +219,9 @@ def bucket_group(update: UpdateOp) -> BucketGroup | str:
 def bucket_value_is_read(group: BucketGroup) -> bool:
     """As `new_value_is_read`, for a bucket."""
     gathered = group.gather
-    return gathered.operand.uses.get_length() > 1 or gathered.result.uses.get_length() > 1
+    return (
+        gathered.operand.uses.get_length() > 1 or gathered.result.uses.get_length() > 1
+    )
 
 
 def slice_bucket(group: BucketGroup, rewriter: PatternRewriter) -> None:

@@ -1083,6 +1083,9 @@ def check_bucket_pieces(
     if problem is not None:
         raise LayoutError(f"the flat tensor {problem}")
     for i, piece in enumerate(pieces):
+        problem = bucket_layout_problem(piece)
+        if problem is not None:
+            raise LayoutError(f"{what} {i} {problem}")
         if piece.element_type != flat.element_type or piece.layout != flat.layout:
             raise LayoutError(
                 f"{what} {i} ({piece}) must have the element type and layout of "
@@ -1098,8 +1101,7 @@ def check_bucket_pieces(
     total = sum(math.prod(p.dims) for p in pieces)
     if flat.dims[0] != total:
         raise LayoutError(
-            f"the flat tensor has {flat.dims[0]} elements, but the {what}s have "
-            f"{total}"
+            f"the flat tensor has {flat.dims[0]} elements, but the {what}s have {total}"
         )
     world = world_size(op)
     if world is None or flat.layout.is_sliced:

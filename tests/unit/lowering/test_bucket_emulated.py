@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 import coconet_ir as cc
-from coconet_ir.analysis.device_traffic import device_traffic
 from coconet_ir.analysis.channels import PipelineChannels
+from coconet_ir.analysis.device_traffic import device_traffic
 from coconet_ir.emulate import compare_runs, emulate
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "passes"))
-from test_pass_bucket import SHAPES, adam_bert, step_program  # noqa: E402
+from test_pass_bucket import SHAPES, adam_bert, step_program
 
 
 def check(module, world: int, passes: str):
@@ -50,5 +50,7 @@ def test_adam_over_247_tensors_is_nine_launches() -> None:
     assert len(example.parameters(shapes)) == 247
     emulated = check(module, 4, "coco-optimize")
     assert emulated.stats is not None
-    launches = [op for op in emulated.lowered.device.walk() if op.name == "gpu.launch_func"]
+    launches = [
+        op for op in emulated.lowered.device.walk() if op.name == "gpu.launch_func"
+    ]
     assert len(launches) == 9

@@ -40,7 +40,10 @@ def step_program(kind: str | list[str], shapes: list[list[int]]) -> str:
         state = {"sgd": "w", "adam": "wmv", "lamb": "wmv"}[kinds[i]]
         args.append(f"%g{i}: {T(shape, 'local')}")
         args += [f"%{x}{i}: {T(shape, 'replicated')}" for x in state]
-    args += ["%lr: !coco.tensor<f32, replicated>", "%b1t: !coco.tensor<f32, replicated>"]
+    args += [
+        "%lr: !coco.tensor<f32, replicated>",
+        "%b1t: !coco.tensor<f32, replicated>",
+    ]
     scalar = "!coco.tensor<f32, replicated>"
     for i, shape in enumerate(shapes):
         kind = kinds[i]
@@ -176,7 +179,9 @@ def test_lamb_buckets_its_all_reduces_alone() -> None:
 
 def test_different_chains_get_different_buckets() -> None:
     """SGD and Adam parameters interleaved in one step: a bucket of each."""
-    before = cc.parse(step_program(["sgd", "adam", "sgd", "adam"], [[8], [24], [16], [32]]))
+    before = cc.parse(
+        step_program(["sgd", "adam", "sgd", "adam"], [[8], [24], [16], [32]])
+    )
     after = cc.Pipeline("coco-bucket")(before)
     assert bucket_sizes(after) == [2, 2]
     for world in (2, 4):
