@@ -15,6 +15,7 @@ from xdsl.universe import Universe
 from xdsl.utils.target import Target
 
 PASSES: dict[str, tuple[str, str]] = {
+    "coco-bucket": ("bucket", "Bucketing"),
     "coco-split-all-reduce": ("split_all_reduce", "SplitAllReduce"),
     "coco-reorder": ("reorder", "Reorder"),
     "coco-slice-state": ("slice_state", "SliceState"),

@@ -14,7 +14,9 @@ bytes (global size) on `N` ranks:
 | per_peer | (N-1)/N of each gathered input and reduce-scattered output |
 
 A shift of a replicated value, or by a multiple of N, sends nothing; a
-per-peer region moves what its all_gather and reduce_scatter moved.
+per-peer region moves what its all_gather and reduce_scatter moved. A bucket's
+`coco.concat` and `coco.split` send nothing either: each rank copies its own
+elements (`copied_elements`, its block of a sliced<0> bucket).
 
 Elementwise work counts the elements each rank computes (its block for sliced
 values). A `coco.per_peer` body has the global shapes, so counting it once
@@ -131,6 +133,9 @@ class Costs:
     scalar_elementwise: int = 0
     """Of those, the rank-0 ones (scalar bookkeeping such as `1 - beta`)."""
     matmul_flops: int = 0
+    copied_elements: int = 0
+    """Elements a rank copies into or out of buckets (`coco.concat`,
+    `coco.split`): local memory traffic, no communication."""
     collectives: dict[str, int] = field(default_factory=dict[str, int])
 
     def add_op(self, op: Operation, times: int = 1) -> None:
@@ -144,6 +149,9 @@ class Costs:
             self.elementwise_elements += times * per_rank_elements(result, self.world)
             if isinstance(result, coco.TensorType) and result.rank == 0:
                 self.scalar_elementwise += times
+        if isinstance(op, coco.ConcatOp | coco.SplitOp):
+            flat = op.result if isinstance(op, coco.ConcatOp) else op.flat
+            self.copied_elements += times * per_rank_elements(flat.type, self.world)
         if isinstance(op, coco.MatmulOp | coco.BatchMatmulOp):
             lhs = coco.tensor_type(op.lhs)
             contraction = lhs.dims[-1]

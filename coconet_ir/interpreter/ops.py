@@ -11,6 +11,7 @@ float computed in f64); the rules are the same.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -32,6 +33,7 @@ from coconet_ir.interpreter.values import (
     DistValue,
     compute_dtype,
     cut,
+    local_shape,
     rounded_constant,
     storage_dtype,
 )
@@ -239,6 +241,31 @@ def dropout_indices(
 # ============================================================================
 
 
+def check_bucket_piece(op: Operation, piece: TensorType, world: int) -> None:
+    """A piece of a bucket (`coco.concat`, `coco.split`) has one block per
+    rank: its element count (sliced<0>: its dim 0) divides by the world."""
+    count = math.prod(piece.dims)
+    size = piece.dims[0] if piece.layout.is_sliced else count
+    if size % world:
+        what = "dimension 0" if piece.layout.is_sliced else "element count"
+        raise CocoError(
+            f"{world} ranks do not divide the {what} ({size}) of {piece}: a "
+            "bucket holds one block of every piece per rank",
+            op,
+        )
+
+
+def rank_major_blocks(op: Operation, value: DistValue, world: int) -> np.ndarray:
+    """A bucket piece's per-rank data as `(ranks, [N,] run)`: a sliced<0>
+    rank's block flattened, or the replicated/local value's flattening cut
+    into `N` blocks."""
+    check_bucket_piece(op, value.type, world)
+    rows = value.data.shape[0]
+    if value.type.layout.is_sliced:
+        return value.data.reshape(rows, -1)
+    return value.data.reshape(rows, world, -1)
+
+
 def _elementwise_rule(kernel: Kernel) -> Callable[..., PythonValues]:
     """The implementation of an elementwise op computing `kernel`."""
 
@@ -417,6 +444,35 @@ class CocoFunctions(InterpreterFunctions):
         (operand,) = args
         blocks = cut(operand.data[0], op.dim.value.data, operand.world)
         return (finish(op, blocks, operand.world),)
+
+    @impl(coco.ConcatOp)
+    def run_concat(
+        self, interpreter: Interpreter, op: coco.ConcatOp, args: PythonValues
+    ) -> PythonValues:
+        world = args[0].world if args else stage_context(interpreter).world
+        blocks = [rank_major_blocks(op, value, world) for value in args]
+        flat = np.concatenate(blocks, axis=-1)
+        return (finish(op, flat.reshape(flat.shape[0], -1), world),)
+
+    @impl(coco.SplitOp)
+    def run_split(
+        self, interpreter: Interpreter, op: coco.SplitOp, args: PythonValues
+    ) -> PythonValues:
+        (flat,) = args
+        world = flat.world
+        sliced = flat.type.layout.is_sliced
+        blocks = flat.data.reshape(flat.data.shape[0], *([] if sliced else [world]), -1)
+        pieces: list[DistValue] = []
+        start = 0
+        for index, piece in enumerate(op.pieces):
+            t = result_type(op, index)
+            count = math.prod(t.dims)
+            check_bucket_piece(op, t, world)
+            run = blocks[..., start : start + count // world]
+            start += count // world
+            shape = local_shape(t, world)
+            pieces.append(finish(op, run.reshape(run.shape[0], *shape), world, index))
+        return tuple(pieces)
 
     @impl(coco.UpdateOp)
     def run_update(

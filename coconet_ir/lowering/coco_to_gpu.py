@@ -106,6 +106,7 @@ from coconet_ir.lowering.kernels import (
     Indexer,
     KernelModule,
     as_i64,
+    bucket_copy,
     copy_block,
     emit_elementwise,
     grid_stride_loop,
@@ -825,6 +826,66 @@ class LowerAllSlice(CocoLoweringPattern):
         replace_with_buffers(rewriter, op, host, [out])
 
 
+def bucket_rows(flat: TensorType, world: int) -> int:
+    """The rows of a bucket's buffer on one rank: one per rank of a
+    replicated or local bucket (its rank-major blocks), one for a rank's
+    block of a sliced one."""
+    return 1 if flat.layout.is_sliced else world
+
+
+@dataclass
+class LowerConcat(CocoLoweringPattern):
+    """`coco.concat` → one kernel copying every operand into its place in
+    the flat bucket."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: coco.ConcatOp, rewriter: PatternRewriter) -> None:
+        if not ready(op):
+            return
+        lowering = self.lowering
+        host, pieces = lowering.buffers(op.pieces)
+        more, out = lowering.result_buffer(op, op.result)
+        host += more
+        host += bucket_copy(
+            lowering.kernels,
+            lowering.threads,
+            lowering.kernel_name(op, "concat"),
+            out,
+            pieces,
+            bucket_rows(result_type(op), self.world),
+            pack=True,
+        )
+        replace_with_buffers(rewriter, op, host, [out])
+
+
+@dataclass
+class LowerSplit(CocoLoweringPattern):
+    """`coco.split` → one kernel copying every piece out of the flat bucket
+    (into an updated parameter's buffer when it may)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: coco.SplitOp, rewriter: PatternRewriter) -> None:
+        if not ready(op):
+            return
+        lowering = self.lowering
+        host, flat = lowering.buffer(op.flat)
+        outs: list[SSAValue] = []
+        for piece in op.pieces:
+            more, out = lowering.result_buffer(op, piece)
+            host += more
+            outs.append(out)
+        host += bucket_copy(
+            lowering.kernels,
+            lowering.threads,
+            lowering.kernel_name(op, "split"),
+            flat,
+            outs,
+            bucket_rows(tensor_of(op.flat), self.world),
+            pack=False,
+        )
+        replace_with_buffers(rewriter, op, host, outs)
+
+
 def scratch(t: TensorType, world: int) -> memref.AllocOp:
     """A flat scratch buffer of the size of a rank's buffer of `t`."""
     return memref.AllocOp.get(t.element_type, shape=[element_count(t, world)])
@@ -1226,6 +1287,8 @@ def patterns(lowering: Lowering) -> list[RewritePattern]:
         LowerReduce,
         LowerNorm,
         LowerAllSlice,
+        LowerConcat,
+        LowerSplit,
         LowerAllReduce,
         LowerReduceScatter,
         LowerAllGather,

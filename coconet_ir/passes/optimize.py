@@ -1,6 +1,9 @@
 """coco-optimize: CoCoNet's default schedule, as one pass.
 
-In order: fuse an embedding or a GEMV with the collective consuming it, and
+In order: concatenate parameters whose updates are the same elementwise
+chain into flat buckets (`coco-bucket{chains_only=true}`: one all_reduce and
+one update chain per bucket, so one fused kernel per bucket instead of one per
+parameter), fuse an embedding or a GEMV with the collective consuming it, and
 anything with the all_to_all consuming it, into one tile-granular region
 (`coco-fuse-collective{where_it_pays}`), split every all_reduce
 (`coco-split-all-reduce`), move the elementwise
@@ -43,6 +46,10 @@ class Optimize(ModulePass):
 
     name = "coco-optimize"
 
+    bucket: bool = True
+    """Bucket parameters with the same update chain (coco-bucket)."""
+    bucket_bytes: int = 25 * 1024 * 1024
+    """The bucket capacity, in bytes of gradients (DDP's default 25 MiB)."""
     fuse_collective: bool = True
     split: bool = True
     reorder: bool = True
@@ -66,6 +73,7 @@ class Optimize(ModulePass):
     """The machine whose cost model chooses the overlaps (docs/performance.md)."""
 
     def parts(self) -> list[CocoPass]:
+        from coconet_ir.passes.bucket import Bucketing
         from coconet_ir.passes.dce import CocoDCE
         from coconet_ir.passes.fuse import Fuse
         from coconet_ir.passes.fuse_collective import FuseCollective
@@ -76,6 +84,13 @@ class Optimize(ModulePass):
         from coconet_ir.passes.split_all_reduce import SplitAllReduce
 
         schedule: list[tuple[bool, CocoPass]] = [
+            # Buckets first: the rest of the schedule then treats a bucket
+            # as one parameter. Only whole chains: an all_reduce bucketed
+            # alone would keep its consumers off the slices.
+            (
+                self.bucket,
+                Bucketing(bytes=self.bucket_bytes, world=self.world, chains_only=True),
+            ),
             # First: the collective of an embedding or a GEMV is its own
             # producer's (docs/passes/coco-fuse-collective.md), not split.
             (self.fuse_collective, FuseCollective(where_it_pays=True)),

@@ -22,6 +22,21 @@ Preconditions, for `coco.update %p, %v` (checked when the pass is targeted with
 `coco.all_gather` of a value sliced along some dim `D`; every other use of `%p`
 is `coco.all_slice %p dim = D`.
 
+Bucketed state (`coco-bucket`) is sliced a bucket at a time. There the
+parameters reach the step as `coco.all_slice (coco.concat %m_0, %m_1, ...) dim
+= 0` and their new values as `coco.split (coco.all_gather %m1)`. As the
+concatenation is rank-major, rank `r`'s block of the bucket is the
+concatenation of the parameters' blocks `r` along dim 0: the parameters become
+`sliced<0>`, the all_slice becomes the concatenation of the slices, the split
+splits the slice `%m1`, each update stores its piece, and the all_gather goes.
+Preconditions: the concat's operands are parameters (replicated, dim 0
+divisible by the world size, or by 8 when unknown, used by nothing but this
+concat and their update), each concat operand's new value is the
+corresponding piece of one `coco.split` of a `coco.all_gather`, and the concat
+is only cut by `coco.all_slice dim = 0`. The choice between state and weights
+is the one below, for the bucket as a whole; an update named with `op=`
+slices its whole bucket.
+
 Without `op=`, the pass slices the optimizer state: the parameters meeting the
 preconditions whose new value the step also reads (Adam's `m1` feeds `mhat`),
 not those whose new value is only stored (the weights `w` of SGD and Adam, which
@@ -42,15 +57,21 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
     op_type_rewrite_pattern,
 )
+from xdsl.rewriter import InsertPoint
 
 from coconet_ir.dialects.coco import (
     AllGatherOp,
     AllSliceOp,
+    ConcatOp,
+    LayoutAttr,
+    SplitOp,
     UpdateOp,
     label_of,
     tensor_type,
+    world_size,
 )
 from coconet_ir.passes.base import CocoPass, rewrite_once
+from coconet_ir.passes.split_all_reduce import ASSUMED_WORLD
 
 
 def describe(value: SSAValue) -> str:
@@ -60,6 +81,9 @@ def describe(value: SSAValue) -> str:
 def state_problem(update: UpdateOp) -> str | None:
     """Why the parameter of `update` cannot stay sliced, or None."""
     param = update.param
+    if any(isinstance(use.operation, ConcatOp) for use in param.uses):
+        group = bucket_group(update)
+        return group if isinstance(group, str) else None
     layout = tensor_type(param).layout
     if not layout.is_replicated:
         return f"parameter {describe(param)} is {layout}, not replicated"
@@ -86,6 +110,11 @@ def state_problem(update: UpdateOp) -> str | None:
                 f"gathered along dim {dim}"
             )
     return None
+
+
+def is_bucketed(update: UpdateOp) -> bool:
+    """Whether `update`'s parameter reaches the step through a bucket."""
+    return any(isinstance(use.operation, ConcatOp) for use in update.param.uses)
 
 
 def new_value_is_read(update: UpdateOp) -> bool:
@@ -117,6 +146,112 @@ def slice_parameter(update: UpdateOp, rewriter: PatternRewriter) -> None:
 
 
 @dataclass(frozen=True)
+class BucketGroup:
+    """Parameters concatenated into one bucket, sliced together."""
+
+    concat: ConcatOp
+    split: SplitOp
+    gather: AllGatherOp
+    updates: list[UpdateOp]
+
+
+def bucket_group(update: UpdateOp) -> BucketGroup | str:
+    """The bucket whose parameters slice together with `update`'s, or why
+    they cannot stay sliced."""
+    param = update.param
+    concats = [u.operation for u in param.uses if isinstance(u.operation, ConcatOp)]
+    concat = concats[0]
+    assert isinstance(concat, ConcatOp)
+    split = update.value.owner
+    if not isinstance(split, SplitOp):
+        return (
+            f"parameter {describe(param)} is bucketed by a coco.concat, but its "
+            "new value is not a piece of a coco.split"
+        )
+    gather = split.flat.owner
+    if not isinstance(gather, AllGatherOp):
+        return (
+            "the bucket's new value is not produced by a coco.all_gather (run "
+            "coco-split-all-reduce and coco-reorder first)"
+        )
+    if tensor_type(gather.operand).layout != LayoutAttr.sliced(0):
+        return "the bucket's new value is not gathered along dim 0"
+    params = list(concat.pieces)
+    if len(params) != len(split.pieces) or len(set(params)) != len(params):
+        return "the bucket's coco.concat and coco.split do not match piece for piece"
+    world = world_size(concat)
+    size = ASSUMED_WORLD if world is None else world
+    updates: list[UpdateOp] = []
+    for p, piece in zip(params, split.pieces):
+        found = [u.operation for u in piece.uses]
+        stores = [u for u in found if isinstance(u, UpdateOp) and u.param is p]
+        if len(found) != 1 or len(stores) != 1:
+            return (
+                f"piece {piece.index} of the bucket's coco.split is not only "  # type: ignore[attr-defined]
+                f"the new value of {describe(p)}"
+            )
+        t = tensor_type(p)
+        if not t.layout.is_replicated:
+            return f"parameter {describe(p)} is {t.layout}, not replicated"
+        if t.dims[0] % size:
+            which = "every world size up to" if world is None else "the world size"
+            return (
+                f"dimension 0 of parameter {describe(p)} ({t.dims[0]}) is not "
+                f"divisible by {which} {size}"
+            )
+        others = [u.operation for u in p.uses if u.operation not in (concat, stores[0])]
+        if others:
+            return (
+                f"parameter {describe(p)} is used by '{others[0].name}', not only "
+                "through its bucket"
+            )
+        updates.append(stores[0])
+    for use in concat.result.uses:
+        cut = use.operation
+        if not isinstance(cut, AllSliceOp) or cut.dim.value.data != 0:
+            return (
+                f"the bucket of {describe(param)} is used by '{cut.name}', not "
+                "only through coco.all_slice dim = 0"
+            )
+    return BucketGroup(concat, split, gather, updates)
+
+
+def bucket_value_is_read(group: BucketGroup) -> bool:
+    """As `new_value_is_read`, for a bucket."""
+    gathered = group.gather
+    return (
+        gathered.operand.uses.get_length() > 1 or gathered.result.uses.get_length() > 1
+    )
+
+
+def slice_bucket(group: BucketGroup, rewriter: PatternRewriter) -> None:
+    """Make the parameters of a bucket sliced<0>: the bucket is the
+    concatenation of their slices, the split splits the sliced new value."""
+    sliced = LayoutAttr.sliced(0)
+    params = [
+        rewriter.replace_value_with_new_type(p, tensor_type(p).with_layout(sliced))
+        for p in group.concat.pieces
+    ]
+    concat = ConcatOp(params, label=label_of(group.concat))
+    rewriter.insert(concat, InsertPoint.before(group.concat))
+    for use in list(group.concat.result.uses):
+        rewriter.replace(use.operation, [], [concat.result])
+    rewriter.erase(group.concat)
+    block_value = group.gather.operand
+    shapes = [tensor_type(p).dims for p in params]
+    split = SplitOp(block_value, shapes, label=label_of(group.split))
+    rewriter.insert(split, InsertPoint.before(group.split))
+    for update, param, piece in zip(group.updates, params, split.pieces):
+        stored = UpdateOp.create(
+            operands=[param, piece], attributes=dict(update.attributes)
+        )
+        rewriter.replace(update, stored)
+    rewriter.erase(group.split)
+    if not group.gather.result.uses:
+        rewriter.erase(group.gather)
+
+
+@dataclass(frozen=True)
 class SliceStatePattern(RewritePattern):
     """Keep the parameters of a function's `coco.update`s sliced: optimizer
     state, weights too if `weights`, or the update labelled `label` whichever
@@ -129,16 +264,36 @@ class SliceStatePattern(RewritePattern):
     def match_and_rewrite(self, func: FuncOp, rewriter: PatternRewriter) -> None:
         if func.is_declaration:
             return
-        chosen = [
-            op
-            for op in func.body.block.ops
-            if isinstance(op, UpdateOp) and self.chosen(op)
-        ]
+        updates = [op for op in func.body.block.ops if isinstance(op, UpdateOp)]
+        bucketed = [u for u in updates if is_bucketed(u)]
+        chosen = [u for u in updates if u not in bucketed and self.chosen(u)]
+        groups = self.chosen_buckets(bucketed)
         for update in chosen:
             slice_parameter(update, rewriter)
-        if chosen:
+        for group in groups:
+            slice_bucket(group, rewriter)
+        if chosen or groups:
             func.update_function_type()
             rewriter.notify_op_modified(func)
+
+    def chosen_buckets(self, updates: list[UpdateOp]) -> list[BucketGroup]:
+        """The buckets to slice: those of a labelled update, or every
+        bucket of state (of weights too if `weights`)."""
+        groups: list[BucketGroup] = []
+        seen: set[SplitOp] = set()
+        for update in updates:
+            group = bucket_group(update)
+            if isinstance(group, str) or group.split in seen:
+                continue
+            members = group.updates
+            if self.label is not None:
+                if not any(label_of(u) == self.label for u in members):
+                    continue
+            elif not (self.weights or bucket_value_is_read(group)):
+                continue
+            seen.add(group.split)
+            groups.append(group)
+        return groups
 
     def chosen(self, update: UpdateOp) -> bool:
         if self.label is not None and label_of(update) != self.label:

@@ -102,9 +102,19 @@ def main(directory: Path) -> int:
         for name, call_stage, args, _ in calls:
             if call_stage != stage:
                 continue
-            status = entries[name](
-                ctypes.c_void_p(context), *(c_argument(a) for a in args[rank])
-            )
+            try:
+                status = entries[name](
+                    ctypes.c_void_p(context), *(c_argument(a) for a in args[rank])
+                )
+            except Exception as error:  # e.g. ctypes' limit of 1024 arguments
+                # An exception in a thread would only be printed: fail loudly.
+                print(
+                    f"coco-emu: error: cannot call {name} on rank {rank} of stage "
+                    f"{stage}: {error}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                os._exit(1)
             if status != 0:
                 # The other ranks may now wait forever for this one: stop here.
                 text = lib.coco_last_error(context).decode(errors="replace")

@@ -1061,6 +1061,145 @@ class AllSliceOp(InferredResultOp):
         return {"dim": self.dim.value.data}
 
 
+def bucket_layout_problem(t: TensorType) -> str | None:
+    """Why a value of type `t` cannot be a piece of a bucket (`coco.concat`,
+    `coco.split`), or None: replicated, local and sliced<0> values can."""
+    if t.layout.is_sliced and t.layout.sliced_dim != 0:
+        return (
+            f"must be replicated, local or sliced<0>, got {t.layout} (a rank's "
+            "block must be a contiguous run of the flattened tensor)"
+        )
+    return None
+
+
+def check_bucket_pieces(
+    op: Operation, flat: TensorType, pieces: Sequence[TensorType], what: str
+) -> None:
+    """The rules `coco.concat` and `coco.split` share, for the flat bucket
+    `flat` and its `pieces` (the concat's operands, the split's results)."""
+    if not pieces:
+        raise LayoutError(f"needs at least one {what}")
+    problem = bucket_layout_problem(flat)
+    if problem is not None:
+        raise LayoutError(f"the flat tensor {problem}")
+    for i, piece in enumerate(pieces):
+        problem = bucket_layout_problem(piece)
+        if problem is not None:
+            raise LayoutError(f"{what} {i} {problem}")
+        if piece.element_type != flat.element_type or piece.layout != flat.layout:
+            raise LayoutError(
+                f"{what} {i} ({piece}) must have the element type and layout of "
+                f"the flat tensor ({flat.element_type}, {flat.layout})"
+            )
+        if piece.rank == 0:
+            raise LayoutError(
+                f"{what} {i} ({piece}) is rank 0: a bucket's pieces are cut into "
+                "one block per rank"
+            )
+    if flat.rank != 1:
+        raise LayoutError(f"the flat tensor must be 1-D, got {flat}")
+    total = sum(math.prod(p.dims) for p in pieces)
+    if flat.dims[0] != total:
+        raise LayoutError(
+            f"the flat tensor has {flat.dims[0]} elements, but the {what}s have {total}"
+        )
+    world = world_size(op)
+    if world is None or flat.layout.is_sliced:
+        return
+    for i, piece in enumerate(pieces):
+        count = math.prod(piece.dims)
+        if count % world:
+            raise LayoutError(
+                f"{what} {i} ({piece}) has {count} elements, not divisible by the "
+                f"world size {world} (coco.world_size): a bucket holds one block "
+                "of every piece per rank"
+            )
+
+
+def bucket_type(pieces: Sequence[TensorType]) -> TensorType:
+    """The flat bucket of `pieces`: 1-D, their total element count, their
+    element type and layout (sliced<0> stays sliced<0>)."""
+    if not pieces:
+        raise LayoutError("needs at least one operand")
+    first = pieces[0]
+    total = sum(math.prod(p.dims) for p in pieces)
+    return TensorType([total], first.element_type, first.layout)
+
+
+@irdl_op_definition
+class ConcatOp(CocoOp):
+    """`coco.concat %a, %b, ... : (T1, T2, ...) -> !coco.tensor<SxE, L>`: the
+    flat bucket of its operands (gradient bucketing, as DDP and ZeRO flatten
+    parameters). The concatenation is rank-major: the bucket is `N` blocks,
+    block `r` holding every operand's block `r` (of its flattening cut into
+    `N`) in operand order. All operands share one element type and one layout
+    (replicated, local or sliced<0>), which the result keeps; on sliced<0>
+    operands each rank concatenates its own blocks. No communication."""
+
+    name = "coco.concat"
+
+    pieces = var_operand_def(TensorType)
+    result = result_def(TensorType)
+
+    traits = traits_def(Pure())
+    assembly_format = "$pieces attr-dict `:` functional-type($pieces, results)"
+
+    def __init__(
+        self, pieces: Sequence[SSAValue | Operation], *, label: str | None = None
+    ):
+        operands = [SSAValue.get(p) for p in pieces]
+        try:
+            result = bucket_type([as_tensor_type(v) for v in operands])
+        except LayoutError as err:
+            raise LayoutError(err.rule, self.name) from None
+        super().__init__(
+            operands=[operands],
+            result_types=[result],
+            attributes=label_attribute(label),
+        )
+
+    def verify_types(self) -> None:
+        pieces = [as_tensor_type(v) for v in self.pieces]
+        flat = as_tensor_type(self.result, "result")
+        check_bucket_pieces(self, flat, pieces, "operand")
+
+
+@irdl_op_definition
+class SplitOp(CocoOp):
+    """`%a, %b, ... = coco.split %flat : (!coco.tensor<SxE, L>) -> (T1, T2, ...)`:
+    the inverse of `coco.concat` — the pieces of a flat bucket, each with the
+    shape its result type says and the bucket's element type and layout.
+    Piece `i`'s block `r` is the run of the bucket's block `r` that follows the
+    blocks `r` of pieces `0..i-1`. No communication."""
+
+    name = "coco.split"
+
+    flat = operand_def(TensorType)
+    pieces = var_result_def(TensorType)
+
+    traits = traits_def(Pure())
+    assembly_format = "$flat attr-dict `:` functional-type($flat, $pieces)"
+
+    def __init__(
+        self,
+        flat: SSAValue | Operation,
+        shapes: Sequence[Sequence[int]],
+        *,
+        label: str | None = None,
+    ):
+        flat = SSAValue.get(flat)
+        t = as_tensor_type(flat)
+        super().__init__(
+            operands=[flat],
+            result_types=[[t.with_shape(list(shape)) for shape in shapes]],
+            attributes=label_attribute(label),
+        )
+
+    def verify_types(self) -> None:
+        pieces = [as_tensor_type(r, "result") for r in self.pieces]
+        check_bucket_pieces(self, as_tensor_type(self.flat), pieces, "result")
+
+
 @irdl_op_definition
 class UpdateOp(CocoOp):
     """`coco.update %param, %value : T`: at function exit the parameter's buffer

@@ -30,7 +30,7 @@ NAMES = [
     "sequence_parallel_mlp",
 ]
 
-PYTHON_ONLY = ["lamb_bert"]
+PYTHON_ONLY = ["lamb_bert", "adam_bert"]
 """Examples without a .mlir twin (built at a size no file should hold)."""
 
 Inputs = dict[str, np.ndarray]
