@@ -26,12 +26,12 @@ counts all its steps. These are the numbers the schedule is judged by
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from math import prod
 
 from xdsl.dialects.func import FuncOp
-from xdsl.ir import Attribute, Operation
+from xdsl.ir import Attribute, Operation, SSAValue
 
 from coconet_ir.dialects import coco
 from coconet_ir.dialects.coco import ELEMENTWISE_OPS, element_info
@@ -153,13 +153,7 @@ class Costs:
             flat = op.result if isinstance(op, coco.ConcatOp) else op.flat
             self.copied_elements += times * per_rank_elements(flat.type, self.world)
         if isinstance(op, coco.MatmulOp | coco.BatchMatmulOp):
-            lhs = coco.tensor_type(op.lhs)
-            contraction = lhs.dims[-1]
-            if lhs.layout == coco.LayoutAttr.sliced(lhs.rank - 1):
-                contraction //= self.world
-            self.matmul_flops += (
-                times * 2 * contraction * per_rank_elements(op.result.type, self.world)
-            )
+            self.matmul_flops += times * matmul_flops(op, self.world)
 
     def add_ops(self, ops: Iterable[Operation], times: int = 1) -> None:
         """Count ops and, recursively, the ops of their regions; the body of a
@@ -170,6 +164,50 @@ class Costs:
             for region in op.regions:
                 for block in region.blocks:
                     self.add_ops(block.ops, inner)
+
+
+TypeOf = Callable[[SSAValue], coco.TensorType]
+"""How a cost sees a value's type: as it is (`coco.tensor_type`), or as one
+chunk of it (the cost model pricing a region before building it)."""
+
+
+def matmul_flops(
+    op: coco.MatmulOp | coco.BatchMatmulOp,
+    world: int,
+    type_of: TypeOf = coco.tensor_type,
+) -> int:
+    """The FLOPs one rank's share of a matmul takes: 2 per multiply-add."""
+    lhs = type_of(op.lhs)
+    contraction = lhs.dims[-1]
+    if lhs.layout == coco.LayoutAttr.sliced(lhs.rank - 1):
+        contraction //= world
+    return 2 * contraction * per_rank_elements(type_of(op.result), world)
+
+
+def fusion_work(
+    fusion: coco.FusionOp, world: int, type_of: TypeOf = coco.tensor_type
+) -> tuple[int, int]:
+    """The FLOPs and the memory bytes of one rank's kernel for a fusion: its
+    matmuls' FLOPs; one read of each input and one write of each output,
+    but only the pooled rows of an embedding's tables (the lowering writes
+    these on a tile kernel's launch, `coco_gpu.work`; the cost model reads
+    them there and computes them here before lowering)."""
+    flops = sum(
+        matmul_flops(op, world, type_of)
+        for op in fusion.block.ops
+        if isinstance(op, coco.MatmulOp | coco.BatchMatmulOp)
+    )
+    pooled: dict[SSAValue, int] = {}
+    for op in fusion.block.ops:
+        if isinstance(op, coco.EmbeddingOp):
+            rows = own_bytes(type_of(op.result), world)
+            pooled[op.tables] = rows * type_of(op.indices).dims[-1]
+    read = sum(
+        pooled.get(arg, own_bytes(type_of(value), world))
+        for arg, value in zip(fusion.block.args, fusion.inputs)
+    )
+    written = sum(own_bytes(type_of(v), world) for v in fusion.outputs)
+    return flops, read + written
 
 
 def function_costs(func: FuncOp, world: int) -> Costs:

@@ -11,8 +11,9 @@ the same program at the same pace, so the `k`-th wait on a signal slot ends
 when this rank's own `k`-th signal to that slot does (its peer's, by
 symmetry). Durations:
 
-- a kernel: its buffers' bytes at HBM speed; a fused collective kernel
-  (`coco_gpu.peer_bytes`) the longer of that and its peer stores over the
+- a kernel: its buffers' bytes at HBM speed (a tile kernel's
+  `coco_gpu.work`: its FLOPs and bytes); a fused collective kernel
+  (`coco_gpu.peer_bytes`) that overlapped with its peer stores over the
   link, plus a hop per phase (each `coco_gpu.wait_signal` in it: a
   reduce-scatter, then an all-gather);
 - `coco_gpu.gemm`: the roofline matmul with wave quantization;
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 from math import prod
 
 from xdsl.dialects import gpu, scf
-from xdsl.dialects.builtin import IntegerAttr, MemRefType
+from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, MemRefType
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.traits import SymbolTable
@@ -44,7 +45,7 @@ from coconet_ir.costmodel.timeline import COMMUNICATION, COMPUTE, Interval, Pred
 from coconet_ir.diagnostics import CocoError
 from coconet_ir.dialects import coco_gpu
 from coconet_ir.dialects.coco import element_info
-from coconet_ir.dialects.coco_gpu import PEER_BYTES_ATTR
+from coconet_ir.dialects.coco_gpu import PEER_BYTES_ATTR, WORK_ATTR
 
 ISSUED = (
     gpu.LaunchFuncOp,
@@ -171,21 +172,38 @@ class StreamSimulation:
             case coco_gpu.PeerCopyOp():
                 return COMMUNICATION, f.peer_s(buffer_bytes(op.source), world, machine)
             case gpu.LaunchFuncOp():
-                memory = f.memory_s(memref_bytes(list(op.kernelOperands)), machine)
-                peer = op.attributes.get(PEER_BYTES_ATTR)
-                if not isinstance(peer, IntegerAttr):
-                    return COMPUTE, memory
-                stores = peer.value.data * (world - 1)
-                link = stores / f.link_bytes_per_s(world, machine)
-                kernel = kernel_of(op)
-                phases = sum(
-                    isinstance(inner, coco_gpu.WaitSignalOp)
-                    for inner in (kernel.walk() if kernel else ())
-                )
-                hops = max(phases, 1) * machine.link(world).hop_s
-                return COMMUNICATION, max(memory, link) + hops
+                return self.kernel_duration(op)
             case _:
                 return COMPUTE, 0.0
+
+    def kernel_duration(self, op: gpu.LaunchFuncOp) -> tuple[str, float]:
+        """A kernel: its buffers' bytes (or its `coco_gpu.work`) and, for a
+        fused collective kernel, the peer stores it overlaps with them."""
+        world, machine = self.world, self.machine
+        work = op.attributes.get(WORK_ATTR)
+        if isinstance(work, DenseArrayBase):
+            flops, moved = work.get_values()
+        else:
+            flops, moved = 0, memref_bytes(list(op.kernelOperands))
+        peer = op.attributes.get(PEER_BYTES_ATTR)
+        sent = peer.value.data * (world - 1) if isinstance(peer, IntegerAttr) else 0
+        kernel = kernel_of(op)
+        phases = sum(
+            isinstance(inner, coco_gpu.WaitSignalOp)
+            for inner in (kernel.walk() if kernel else ())
+        )
+        element = next(
+            (
+                str(v.type.element_type)
+                for v in op.kernelOperands
+                if isinstance(v.type, MemRefType)
+            ),
+            "f32",
+        )
+        seconds = f.fused_kernel_s(
+            int(flops), element, int(moved), sent, phases, world, machine
+        )
+        return (COMMUNICATION if sent else COMPUTE), seconds
 
     def ready_at(self, op: Operation) -> float | None:
         """When what `op` waits for has happened; None if not yet known."""

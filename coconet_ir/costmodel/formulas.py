@@ -140,6 +140,27 @@ def gathered_pipeline_s(compute: list[float], communication: list[float]) -> flo
     return done
 
 
+def fused_kernel_s(
+    flops: int,
+    element_type: str,
+    moved: int,
+    sent: int,
+    signals: int,
+    world: int,
+    machine: Machine,
+) -> float:
+    """One fused kernel: its `flops` at the tuned matmul rate or its `moved`
+    memory bytes at HBM speed, whichever is longer, overlapped with the `sent`
+    bytes it stores into peers (plus a hop per signal phase)."""
+    rate = machine.peak_flops(element_type) * machine.efficiency.gemm
+    compute = max(flops / rate, memory_s(moved, machine))
+    if not sent:
+        return compute
+    communication = sent / link_bytes_per_s(world, machine)
+    hops = max(signals, 1) * machine.link(world).hop_s
+    return fused_overlap_s(compute, communication, machine) + hops
+
+
 def fused_overlap_s(compute: float, communication: float, machine: Machine) -> float:
     """A matmul and its collective in one tile-granular kernel (FLUX's
     kernels, the workgroup-granular fused operators): the longer of the two,

@@ -31,9 +31,11 @@ from coconet_ir.analysis.chunks import step_of
 from coconet_ir.analysis.costs import (
     bytes_sent,
     function_costs,
+    fusion_work,
     global_bytes,
     own_bytes,
 )
+from coconet_ir.analysis.kernels import one_kernel
 from coconet_ir.costmodel import formulas as f
 from coconet_ir.costmodel.machines import Machine
 from coconet_ir.costmodel.timeline import COMMUNICATION, COMPUTE, Interval, Prediction
@@ -74,6 +76,15 @@ def per_rank_dims(t: coco.TensorType, world: int) -> list[int]:
 
 def describe(op: Operation) -> str:
     return label_of(op) or op.name.removeprefix("coco.")
+
+
+def signal_phases(op: Operation) -> int:
+    """The waits for peers a collective costs inside a fused kernel: one
+    (its data has arrived), three for an all_reduce (its buffer is free,
+    the reduce-scatter, the all-gather: the GEMV + all_reduce tile kernel)."""
+    if isinstance(op, coco.AllReduceOp):
+        return 3
+    return 1 if isinstance(op, coco.CollectiveOp) else 0
 
 
 @dataclass(frozen=True)
@@ -168,6 +179,9 @@ class Coster:
             case coco.ReduceOp() | coco.NormOp() | coco.ConvertOp():
                 moved = self.value_bytes([*op.operands, *op.results])
                 return Stage(label, COMPUTE, f.memory_s(moved, machine))
+            case coco.ConcatOp() | coco.SplitOp():  # a bucket's copy kernel
+                moved = self.value_bytes([*op.operands, *op.results])
+                return Stage(label, COMPUTE, f.memory_s(moved, machine))
             case _ if isinstance(op, ELEMENTWISE_OPS):
                 if coco.tensor_type(op.results[0]).rank == 0:
                     return None  # scalar bookkeeping, folded into its users
@@ -182,29 +196,32 @@ class Coster:
         return [s for op in ops if (s := self.stage(op)) is not None]
 
     def fusion_stage(self, op: coco.FusionOp) -> Stage:
-        """One kernel: one pass over the region's inputs and outputs (and any
-        matmul in it), or its communication if longer. Its collectives move
-        what NCCL's rings would, but by stores into peers' buffers and one
-        signal per collective: a hop of latency each, not a ring's
-        (docs/gpu.md §5)."""
-        world, machine = self.world, self.machine
+        """One kernel (`formulas.fused_kernel_s`), where the lowering has one
+        (`analysis.kernels.one_kernel`; else its ops one after another): its
+        matmuls' FLOPs and one pass over its inputs and outputs
+        (`analysis.costs.fusion_work`), overlapped with its collectives.
+        These move what NCCL's rings would, but by stores into peers' buffers
+        and signals: a hop of latency per wait (`signal_phases`), not a
+        ring's (docs/gpu.md §5)."""
         body = list(op.block.ops)
-        matmuls = sum(
-            f.matmul_s(self.matmul_shape(inner), machine, self.sms)
-            for inner in body
-            if isinstance(inner, coco.MatmulOp | coco.BatchMatmulOp)
+        if not one_kernel(op, self.world):
+            # lowered op by op (NCCL calls and kernels, one after another)
+            inner = self.stages(body)
+            return Stage(
+                describe(op),
+                COMMUNICATION,
+                sum(stage.seconds for stage in inner),
+                sum(stage.launches for stage in inner),
+            )
+        flops, moved = fusion_work(op, self.world, self.type_of)
+        element = str(coco.tensor_type(op.inputs[0]).element_type)
+        sent = sum(self.sent(inner) for inner in body)
+        signals = sum(signal_phases(inner) for inner in body)
+        seconds = f.fused_kernel_s(
+            flops, element, moved, sent, signals, self.world, self.machine
         )
-        memory = f.memory_s(self.value_bytes([*op.inputs, *op.outputs]), machine)
-        moved = sum(self.sent(inner) for inner in body)
-        signals = sum(isinstance(inner, coco.CollectiveOp) for inner in body)
-        communication = (
-            moved / f.link_bytes_per_s(world, machine)
-            + signals * machine.link(world).hop_s
-            if moved
-            else 0.0
-        )
-        kind = COMMUNICATION if communication else COMPUTE
-        return Stage(describe(op), kind, max(matmuls + memory, communication))
+        kind = COMMUNICATION if sent else COMPUTE
+        return Stage(describe(op), kind, seconds)
 
     def sent(self, op: Operation) -> int:
         """What one rank sends for `op`, at this coster's chunk size."""

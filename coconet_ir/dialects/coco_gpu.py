@@ -65,6 +65,12 @@ PEER_BYTES_ATTR = "coco_gpu.peer_bytes"
 stores into each other rank per launch (what `analysis.device_traffic` counts;
 the emulator measures the same)."""
 
+WORK_ATTR = "coco_gpu.work"
+"""On the `gpu.launch_func` of a tile kernel: `array<i64: FLOPS, BYTES>`, the
+FLOPs and memory bytes one rank's launch does (`analysis.costs.fusion_work`),
+which the cost model cannot read off the kernel's buffers (an embedding reads
+only the rows it pools)."""
+
 COOPERATIVE_ATTR = "coco_gpu.cooperative"
 """On a `gpu.launch_func`: launch the kernel cooperatively (all its blocks
 resident at once, `cudaLaunchAttributeCooperative`), as a kernel whose blocks
@@ -607,6 +613,7 @@ __all__ = [
     "ENTRY_ATTR",
     "PEER_BYTES_ATTR",
     "STREAM_ATTR",
+    "WORK_ATTR",
     "CocoGpu",
     "CountPeerBytesOp",
     "EventType",

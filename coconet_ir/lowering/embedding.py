@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from xdsl.builder import Builder
 from xdsl.dialects import arith, cf, scf
+from xdsl.dialects.builtin import DenseArrayBase, i64
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.rewriter import InsertPoint
 
@@ -25,9 +26,10 @@ from coconet_ir.dialects.coco import (
     LayoutAttr,
     TensorType,
     as_tensor_type,
+    element_info,
     label_of,
 )
-from coconet_ir.dialects.coco_gpu import RankOp
+from coconet_ir.dialects.coco_gpu import WORK_ATTR, RankOp
 from coconet_ir.lowering.bufferize import local_shape
 from coconet_ir.lowering.kernels import (
     Indexer,
@@ -221,4 +223,11 @@ def embedding_kernel(
     value = emit_pooled(loop, lookup, tables_arg, indices_arg, rank_arg, t, bag, d)
     store(loop, value, out_arg, [i])
     count = shape[0] * shape[1] * shape[2]
-    return [*host, *launch(kernels, kernel, count, args, threads)]
+    ops = launch(kernels, kernel, count, args, threads)
+    # the rows it pools, not the whole tables (for the cost model)
+    element = element_info(lookup.result.element_type).bytes
+    pooled = lookup.indices.dims[-1]
+    read = count * pooled * element + count // shape[2] * pooled * 4
+    work = DenseArrayBase.from_list(i64, [0, read + count * element])
+    ops[-1].attributes[WORK_ATTR] = work
+    return [*host, *ops]

@@ -49,11 +49,13 @@ from typing import Protocol
 
 from xdsl.builder import Builder
 from xdsl.dialects import arith, scf
-from xdsl.dialects.builtin import IntegerAttr, MemRefType, i64
+from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, MemRefType, i64
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import InsertPoint
 
+from coconet_ir.analysis.costs import fusion_work
+from coconet_ir.analysis.kernels import tile_kernel_problem
 from coconet_ir.dialects import gpu  # xDSL's gpu, in MLIR's syntax
 from coconet_ir.dialects.coco import (
     AllReduceOp,
@@ -68,6 +70,7 @@ from coconet_ir.dialects.coco import (
 )
 from coconet_ir.dialects.coco_gpu import (
     PEER_BYTES_ATTR,
+    WORK_ATTR,
     CountPeerBytesOp,
     GridBlocksOp,
     PeersType,
@@ -101,7 +104,6 @@ from coconet_ir.lowering.kernels import (
     store,
     to_compute,
 )
-from coconet_ir.passes.fuse_collective import tile_kernel_problem
 
 
 def frame(b: Builder) -> tuple[SSAValue, SSAValue, SSAValue, SSAValue, SSAValue]:
@@ -937,7 +939,10 @@ def lower_tiles(
     more, out_flat = collapse(out)
     host.extend([*ops, *more])
     operands.append(out_flat)
-    host += tile_launch(lowering, func, plan.computed, operands, plan.peer_bytes())
+    launch = tile_launch(lowering, func, plan.computed, operands, plan.peer_bytes())
+    work = fusion_work(fusion, lowering.world)
+    launch[-1].attributes[WORK_ATTR] = DenseArrayBase.from_list(i64, work)
+    host += launch
     replace_with_buffers(rewriter, fusion, host, [out])
 
 

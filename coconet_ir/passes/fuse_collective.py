@@ -41,7 +41,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from math import prod
 
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
@@ -52,29 +51,23 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 
+from coconet_ir.analysis.kernels import tile_kernel_problem
 from coconet_ir.dialects.coco import (
     AllReduceOp,
     AllToAllOp,
     BatchMatmulOp,
     EmbeddingOp,
     FusionOp,
-    LayoutAttr,
     MatmulOp,
     ReduceScatterOp,
-    is_float,
     label_attribute,
     label_of,
-    tensor_type,
 )
 from coconet_ir.passes.base import CocoPass, function_body_ops, rewrite_once
 from coconet_ir.passes.regions import Boundary, outline
 
 PRODUCERS = (EmbeddingOp, MatmulOp, BatchMatmulOp)
 COLLECTIVES = (AllToAllOp, AllReduceOp, ReduceScatterOp)
-
-GEMV_ROWS = 16
-"""A matmul with at most this many rows (the product of its result's dims
-but the last) is a GEMV: decode-time batch sizes."""
 
 
 def consumer(op: Operation) -> Operation | str:
@@ -94,61 +87,6 @@ def consumer(op: Operation) -> Operation | str:
     if user.parent_block() is not op.parent_block():
         return f"its user '{user.name}' is in another block"
     return user
-
-
-def rows(matmul: MatmulOp | BatchMatmulOp) -> int:
-    """The rows of the matmul's result (every dim but the last)."""
-    return prod(tensor_type(matmul.result).dims[:-1])
-
-
-def tile_kernel_problem(op: Operation, collective: Operation) -> str | None:
-    """Why `convert-coco-to-gpu` has no tile-granular kernel for `op` and
-    the collective consuming it, or None when it has one: the paper's three
-    operators in the layouts their kernels take (docs/gpu.md, 5b). The
-    lowering's plans check this, then what depends on the world size."""
-    result = tensor_type(op.results[0])
-    moved = tensor_type(collective.results[0])
-    if isinstance(op, EmbeddingOp):
-        if (
-            isinstance(collective, AllToAllOp)
-            and tensor_type(op.tables).layout == LayoutAttr.sliced(0)
-            and result.layout == LayoutAttr.sliced(0)
-            and moved.layout == LayoutAttr.sliced(1)
-        ):
-            return None
-        return (
-            "an embedding has a tile kernel for sliced<0> tables and its "
-            "all_to_all to dim 1 only"
-        )
-    if not is_float(result.element_type):
-        return f"an integer {op.name} has no tile kernel"
-    if isinstance(collective, AllToAllOp):
-        if result.layout == LayoutAttr.sliced(0) and 0 < moved.layout.sliced_dim < (
-            result.rank - 1
-        ):
-            return None
-        return (
-            "a GEMM + all_to_all has a tile kernel for a sliced<0> result moved "
-            "to a dim other than 0 and the last"
-        )
-    if isinstance(op, MatmulOp) and rows(op) > GEMV_ROWS:
-        return (
-            f"a matmul of {rows(op)} rows is no GEMV (at most {GEMV_ROWS}): "
-            "coco-overlap overlaps it with its collective"
-        )
-    if (
-        isinstance(op, MatmulOp)
-        and isinstance(collective, AllReduceOp)
-        and collective.reduction.data == "sum"
-    ):
-        lhs, rhs = tensor_type(op.lhs), tensor_type(op.rhs)
-        if (
-            lhs.layout == LayoutAttr.sliced(lhs.rank - 1)
-            and rhs.layout == LayoutAttr.sliced(0)
-        ):
-            return None
-        return "a GEMV + all_reduce has a tile kernel for a row-parallel matmul"
-    return f"a {op.name} and its {collective.name} have no tile kernel"
 
 
 def pays_off(op: Operation, collective: Operation) -> bool:

@@ -42,7 +42,7 @@
 // CHECK:      func.func @moe(
 // CHECK-NOT:    coco_gpu.nccl
 // CHECK:        %recv = coco_gpu.symmetric_buffer offset = 0 : memref<1536xf32>
-// CHECK:        gpu.launch_func @kernels::@moe_experts_fused_0 {{.*}} {coco_gpu.peer_bytes = 1536 : i64}
+// CHECK:        gpu.launch_func @kernels::@moe_experts_fused_0 {{.*}} {coco_gpu.peer_bytes = 1536 : i64, coco_gpu.work = array<i64: 98304, 20480>}
 // CHECK-NOT:    coco_gpu.nccl
 // CHECK-NOT:    gpu.launch_func
 

@@ -27,7 +27,7 @@
 // CHECK:            memref.load %recv[
 // CHECK:      func.func @dlrm(
 // CHECK:        %recv = coco_gpu.symmetric_buffer offset = 0 : memref<128xf32>
-// CHECK:        gpu.launch_func  @kernels::@dlrm_emb_fused_0 {{.*}} {coco_gpu.peer_bytes = 128 : i64}
+// CHECK:        gpu.launch_func  @kernels::@dlrm_emb_fused_0 {{.*}} {coco_gpu.peer_bytes = 128 : i64, coco_gpu.work = array<i64: 0, 2240>}
 // CHECK-NOT:    gpu.launch_func
 // CHECK-NOT:    coco_gpu.nccl
 

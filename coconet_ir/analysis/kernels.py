@@ -1,0 +1,104 @@
+"""Which coco regions `convert-coco-to-gpu` lowers as one kernel: the
+tile-granular kernels of docs/gpu.md 5b (`tile_kernel_problem`, which
+coco-fuse-collective's `where_it_pays` rule and the lowering's plans check),
+the fused collective kernel of docs/gpu.md §5 (`FusedPlan`), an elementwise
+chain. The cost model prices a `coco.fusion` by it (`one_kernel`)."""
+
+from __future__ import annotations
+
+from math import prod
+
+from xdsl.ir import Operation
+
+from coconet_ir.analysis.fused_plan import FusedPlan
+from coconet_ir.dialects.coco import (
+    AllReduceOp,
+    AllToAllOp,
+    BatchMatmulOp,
+    CollectiveOp,
+    EmbeddingOp,
+    FusionOp,
+    LayoutAttr,
+    MatmulOp,
+    ReduceScatterOp,
+    is_float,
+    tensor_type,
+)
+
+GEMV_ROWS = 16
+"""A matmul with at most this many rows (the product of its result's dims
+but the last) is a GEMV: decode-time batch sizes."""
+
+
+def rows(matmul: MatmulOp | BatchMatmulOp) -> int:
+    """The rows of the matmul's result (every dim but the last)."""
+    return prod(tensor_type(matmul.result).dims[:-1])
+
+
+def tile_kernel_problem(op: Operation, collective: Operation) -> str | None:
+    """Why `convert-coco-to-gpu` has no tile-granular kernel for `op` and
+    the collective consuming it, or None when it has one: the paper's three
+    operators in the layouts their kernels take (docs/gpu.md, 5b). The
+    lowering's plans check this, then what depends on the world size."""
+    result = tensor_type(op.results[0])
+    moved = tensor_type(collective.results[0])
+    if isinstance(op, EmbeddingOp):
+        if (
+            isinstance(collective, AllToAllOp)
+            and tensor_type(op.tables).layout == LayoutAttr.sliced(0)
+            and result.layout == LayoutAttr.sliced(0)
+            and moved.layout == LayoutAttr.sliced(1)
+        ):
+            return None
+        return (
+            "an embedding has a tile kernel for sliced<0> tables and its "
+            "all_to_all to dim 1 only"
+        )
+    if not is_float(result.element_type):
+        return f"an integer {op.name} has no tile kernel"
+    if isinstance(collective, AllToAllOp):
+        if result.layout == LayoutAttr.sliced(0) and 0 < moved.layout.sliced_dim < (
+            result.rank - 1
+        ):
+            return None
+        return (
+            "a GEMM + all_to_all has a tile kernel for a sliced<0> result moved "
+            "to a dim other than 0 and the last"
+        )
+    if isinstance(op, MatmulOp) and rows(op) > GEMV_ROWS:
+        return (
+            f"a matmul of {rows(op)} rows is no GEMV (at most {GEMV_ROWS}): "
+            "coco-overlap overlaps it with its collective"
+        )
+    if (
+        isinstance(op, MatmulOp)
+        and isinstance(collective, AllReduceOp)
+        and collective.reduction.data == "sum"
+    ):
+        lhs, rhs = tensor_type(op.lhs), tensor_type(op.rhs)
+        if lhs.layout == LayoutAttr.sliced(
+            lhs.rank - 1
+        ) and rhs.layout == LayoutAttr.sliced(0):
+            return None
+        return "a GEMV + all_reduce has a tile kernel for a row-parallel matmul"
+    return f"a {op.name} and its {collective.name} have no tile kernel"
+
+
+def one_kernel(fusion: FusionOp, world: int) -> bool:
+    """Whether the lowering runs `fusion` as one kernel on `world` ranks: an
+    elementwise region always; with reduce_scatters, when the fused
+    collective kernel plans it; with another collective, when a tile kernel
+    takes its producer and it. Otherwise the body is lowered op by op."""
+    body = list(fusion.block.ops)
+    collectives = [op for op in body if isinstance(op, CollectiveOp)]
+    if not collectives:
+        return True
+    if any(isinstance(op, ReduceScatterOp) for op in collectives):
+        return isinstance(FusedPlan.of(fusion, world), FusedPlan)
+    for collective in collectives:
+        producer = collective.operands[0].owner
+        if not isinstance(producer, Operation) or producer not in body:
+            return False
+        if tile_kernel_problem(producer, collective) is not None:
+            return False
+    return True
