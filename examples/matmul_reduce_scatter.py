@@ -18,9 +18,13 @@ import coconet_ir as cc
 TEST = dict(M=32, K=64, N=32, element=cc.f32)
 """Small enough to interpret and emulate on 2, 4 and 8 ranks."""
 
-MODEL = dict(M=4096, K=12288, N=49152, element=cc.bf16)
+MODEL = dict(M=4096, K=49152, N=12288, element=cc.bf16)
 """FLUX's (Chang et al. 2024) GEMM + reduce-scatter case at TP=8, bf16
-(`--model`): to lower and inspect; coco-optimize decomposes it per peer."""
+(`--model`): the MLP's second, row-parallel GEMM, contracting the 49152-wide
+hidden dim sliced over the ranks into 4096 x 12288 partial sums (the same
+FLOPs and reduce-scattered bytes as the all-gather + GEMM case,
+sequence_parallel.py). To lower and inspect; coco-optimize decomposes it per
+peer."""
 
 
 def layer(M, K, N, element):

@@ -125,9 +125,10 @@ def collective_seconds(op: Operation, world: int, machine: Machine) -> float:
 def op_stage(
     op: Operation, world: int, machine: Machine, sms: int | None = None
 ) -> Stage | None:
-    """The kernel or collective a non-region op runs as, or None for ops that
-    run nothing (constants, updates in place, views, a recv: the send's
-    side carries the transfer)."""
+    """The kernel or collective an op runs as (a `coco.fusion`: one kernel),
+    or None for ops that run nothing of their own: constants, updates in
+    place, views, scalar arithmetic (the lowering folds it into the kernels
+    that use it), a recv (the send's side carries the transfer)."""
     label = describe(op)
     match op:
         case coco.FusionOp():
@@ -145,6 +146,8 @@ def op_stage(
             moved = value_bytes([*op.operands, *op.results], world)
             return Stage(label, COMPUTE, f.memory_s(moved, machine))
         case _ if isinstance(op, ELEMENTWISE_OPS):
+            if coco.tensor_type(op.results[0]).rank == 0:
+                return None  # scalar bookkeeping, folded into its users' kernels
             moved = value_bytes([*op.operands, *op.results], world)
             return Stage(label, COMPUTE, f.memory_s(moved, machine))
         case coco.CollectiveOp() | coco.SendOp():

@@ -5,8 +5,11 @@ tools fail. Tests import them as `from helpers import ...` (tests/unit is on
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
+import sys
 from pathlib import Path
+from types import ModuleType
 
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
@@ -18,6 +21,19 @@ ROOT = Path(__file__).resolve().parents[2]
 """The checkout: examples/, docs/, benchmarks/."""
 
 EXAMPLES_DIR = ROOT / "examples"
+
+
+def load_example(name: str) -> ModuleType:
+    """Import `examples/NAME.py` (its TEST and MODEL sizes, its `build`) from
+    its path."""
+    spec = importlib.util.spec_from_file_location(
+        f"coconet_example_{name}", EXAMPLES_DIR / f"{name}.py"
+    )
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = example  # dataclasses look their module up
+    spec.loader.exec_module(example)
+    return example
 
 
 # ---------------------------------------------------------------------------

@@ -4,25 +4,13 @@ bound), and programs at a model's sizes overlapped per peer or in chunks."""
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
-from helpers import ROOT, T, example, ops_of
+from helpers import T, example, load_example, ops_of
 
 import coconet_ir as cc
 from coconet_ir.analysis.overlap_choice import A100_NVLINK, OverlapMode, Work, estimate
 from coconet_ir.dialects import coco
 from coconet_ir.passes.overlap import choose_overlap
-
-
-def load_example(name: str):
-    spec = importlib.util.spec_from_file_location(
-        name, ROOT / "examples" / f"{name}.py"
-    )
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def the_matmul(module, label: str) -> coco.MatmulOp:
