@@ -168,13 +168,15 @@ WORKLOADS: tuple[Workload, ...] = (
     ),
     Workload(
         "ag-matmul",
-        "all_gather -> matmul at FLUX's shape, M=4096 K=12288 N=49152 bf16, TP=8",
+        "all_gather -> matmul at FLUX's shape: 4096x12288 gathered, times a "
+        "12288x49152 weight sliced by columns, bf16, TP=8",
         at_model_size("sequence_parallel"),
         lambda: OVERLAP_SCHEDULES,
     ),
     Workload(
         "matmul-rs",
-        "matmul -> reduce_scatter at FLUX's shape, M=4096 K=12288 N=49152 bf16, TP=8",
+        "matmul -> reduce_scatter at FLUX's shape: 4096x49152 times 49152x12288, "
+        "the contracted dim sliced, bf16, TP=8",
         at_model_size("matmul_reduce_scatter"),
         lambda: OVERLAP_SCHEDULES,
     ),
@@ -569,7 +571,7 @@ def measure(row: Row, warmup: int = 5, iters: int = 20) -> float:
         library,
         WORLD,
         calls,
-        num_stages=len(calls),
+        num_stages=max(stages.values(), default=0) + 1,
         symmetric_bytes=lowered.symmetric_bytes,
         signal_slots=max(lowered.signal_slots, 1),
         warmup=warmup,

@@ -68,7 +68,8 @@ def test_the_table_has_the_baseline_each_schedule_and_the_bound(quick_run) -> No
     ]
     baseline = next(line for line in lines if line.startswith("baseline"))
     assert " 1.00x " in baseline
-    assert "fastest: coco-optimize{overlap_mode=per_peer}" in stdout
+    (fastest,) = [line for line in lines if line.startswith("fastest: ")]
+    assert any(fastest.startswith(f"fastest: {row} (") for row in rows[2:6])
 
 
 def test_the_autotuned_row_or_a_note_why_it_is_missing(quick_run) -> None:
@@ -99,16 +100,24 @@ def test_a_timeline_picture_per_workload(quick_run) -> None:
 
 
 @pytest.mark.parametrize("name", QUICK)
-def test_no_row_is_faster_than_the_bound_nor_the_baseline_below_a_bound(
-    name: str,
-) -> None:
+def test_no_row_beats_the_bound(name: str) -> None:
+    """Every row takes at least its own max(compute, communication), hence
+    at least the table's bound (the least of them)."""
     result = run_workload(BY_NAME[name], machine("h100x8"))
     assert len(result.rows) >= 3
     assert all(
         p.world == WORLD for row in result.rows for p in row.predictions.values()
     )
     for row in result.rows:
-        assert row.time_s >= result.bound_s
+        assert row.time_s >= row.bound_s >= result.bound_s, row.label
+
+
+def test_the_baseline_is_above_every_schedules_bound_when_no_work_is_added() -> None:
+    """A schedule that only fuses and overlaps does no more work than the
+    baseline: its bound is below the baseline's time. (Not so for a chunked
+    matmul, which gives NCCL's SMs away: docs/performance.md.)"""
+    result = run_workload(BY_NAME["gemv-allreduce"], machine("h100x8"))
+    for row in result.rows:
         assert result.baseline.time_s >= row.bound_s, row.label
 
 
