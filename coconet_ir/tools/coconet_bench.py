@@ -412,15 +412,17 @@ def aligned(lines: list[list[str]], left: Sequence[int] = (0,)) -> list[str]:
     ]
 
 
-def markdown(lines: list[list[str]]) -> list[str]:
+def markdown(lines: list[list[str]], left: Sequence[int] = (0,)) -> list[str]:
+    """A markdown table: text (`left`) aligned left, numbers right."""
     header, *body = lines
+    rule = ["---" if i in left else "---:" for i in range(len(header))]
     return [
-        "| " + " | ".join(header) + " |",
-        "| " + " | ".join(["---"] + ["---:"] * (len(header) - 1)) + " |",
-        *(
-            "| " + " | ".join(cell.replace("|", "\\|") for cell in line) + " |"
-            for line in body
-        ),
+        "| " + " | ".join(line) + " |"
+        for line in (
+            header,
+            rule,
+            *([c.replace("|", "\\|") for c in line] for line in body),
+        )
     ]
 
 
@@ -467,7 +469,8 @@ def calibration_lines(as_markdown: bool) -> list[str]:
         "The cost model against published measurements "
         f"(largest held-out error {max(held_out):.1%}):"
     )
-    body = markdown(lines) if as_markdown else aligned(lines, left=(0, 4, 5))
+    text = (0, 4, 5)
+    body = markdown(lines, text) if as_markdown else aligned(lines, text)
     return [title, "", *body, ""]
 
 
