@@ -675,7 +675,9 @@ def bench(args: argparse.Namespace) -> int:
             path = write_png(result, directory, args.backend)
             lines.insert(-1, f"{'- ' if args.markdown else ''}timeline: {path}")
         print("\n".join(lines), flush=True)
-    print(f"{len(workloads)} workloads in {time.perf_counter() - start:.1f} s")
+    count = len(workloads)
+    plural = "" if count == 1 else "s"
+    print(f"{count} workload{plural} in {time.perf_counter() - start:.1f} s")
     return EXIT_OK
 
 
