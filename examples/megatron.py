@@ -40,6 +40,10 @@ def layer(B, S, H, element):
     return megatron
 
 
+megatron = layer(**TEST)
+"""The layer at TEST sizes (`cc.Schedule(megatron)`, docs/python-api.md)."""
+
+
 def build(sizes: dict = TEST) -> ModuleOp:
     """The Megatron row-parallel layer module."""
     return cc.module(layer(**sizes))

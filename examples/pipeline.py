@@ -48,6 +48,10 @@ def stages(B, S, H, element):
     return stage1, stage2
 
 
+stage1, stage2 = stages(**TEST)
+"""The stages at TEST sizes (`cc.Schedule(stage1, stage2)`)."""
+
+
 def build(sizes: dict = TEST) -> ModuleOp:
     """The two-stage pipeline module."""
     return cc.module(*stages(**sizes))
