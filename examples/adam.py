@@ -23,6 +23,25 @@ Param = cc.tensor([N], cc.f32, cc.replicated)
 Scalar = cc.tensor([], cc.f32, cc.replicated)
 
 
+def adam_update(g, w, m, v, lr, b1t, b2t, grad_name: str = "grad_sum") -> None:
+    """Adam for one tensor: its gradient's all_reduce is named `grad_name`.
+    examples/lamb_bert.py applies it to every tensor of BERT-large
+    (`build(BERT_LARGE, update=...)`; coconet-bench's `adam-bert`)."""
+    one = cc.constant(1.0)
+    b1 = cc.constant(0.9)
+    b2 = cc.constant(0.999)
+    eps = cc.constant(1e-8)
+    s = cc.all_reduce(g, "sum", name=grad_name)
+    m1 = b1 * m + (one - b1) * s
+    v1 = b2 * v + (one - b2) * s * s
+    mhat = m1 / (one - b1t)
+    vhat = v1 / (one - b2t)
+    w1 = w - lr * mhat / (cc.sqrt(vhat) + eps)
+    cc.update(w, w1)
+    cc.update(m, m1)
+    cc.update(v, v1)
+
+
 @cc.function
 def adam(
     g: cc.tensor([N], cc.f32, cc.local),
@@ -33,19 +52,7 @@ def adam(
     b1t: Scalar,
     b2t: Scalar,
 ):
-    one = cc.constant(1.0)
-    b1 = cc.constant(0.9)
-    b2 = cc.constant(0.999)
-    eps = cc.constant(1e-8)
-    s = cc.all_reduce(g, "sum", name="grad_sum")
-    m1 = b1 * m + (one - b1) * s
-    v1 = b2 * v + (one - b2) * s * s
-    mhat = m1 / (one - b1t)
-    vhat = v1 / (one - b2t)
-    w1 = w - lr * mhat / (cc.sqrt(vhat) + eps)
-    cc.update(w, w1)
-    cc.update(m, m1)
-    cc.update(v, v1)
+    adam_update(g, w, m, v, lr, b1t, b2t)
 
 
 def build() -> ModuleOp:

@@ -47,6 +47,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from math import prod
 
@@ -111,34 +112,42 @@ def lamb_update(p: str, g, w, m, v, lr, b1t, b2t) -> None:
     cc.update(v, v1, name=f"{p}_v")
 
 
-def build(shapes: Shapes = BERT_LARGE) -> ModuleOp:
+def build(
+    shapes: Shapes = BERT_LARGE,
+    update: Callable[..., None] = lamb_update,
+    name: str = "lamb_bert",
+) -> ModuleOp:
     """The module of one LAMB step over every parameter of BERT at `shapes`:
-    `@lamb_bert(g_0, w_0, m_0, v_0, g_1, ..., lr, b1t, b2t)`."""
+    `@lamb_bert(g_0, w_0, m_0, v_0, g_1, ..., lr, b1t, b2t)`. Another
+    optimizer's `update(p, g, w, m, v, lr, b1t, b2t)` for one tensor named
+    `p` makes its step over the same tensors, in a function called `name`
+    (coconet-bench builds Adam over BERT-large so, with examples/adam.py's
+    `adam_update`)."""
     tensors = parameters(shapes)
     scalar = cc.tensor([], cc.f32, cc.replicated)
     signature = []
-    for name, shape in tensors:
+    for tensor, shape in tensors:
         signature += [
-            (f"g_{name}", cc.tensor(shape, cc.f32, cc.local)),
-            (f"w_{name}", cc.tensor(shape, cc.f32, cc.replicated)),
-            (f"m_{name}", cc.tensor(shape, cc.f32, cc.replicated)),
-            (f"v_{name}", cc.tensor(shape, cc.f32, cc.replicated)),
+            (f"g_{tensor}", cc.tensor(shape, cc.f32, cc.local)),
+            (f"w_{tensor}", cc.tensor(shape, cc.f32, cc.replicated)),
+            (f"m_{tensor}", cc.tensor(shape, cc.f32, cc.replicated)),
+            (f"v_{tensor}", cc.tensor(shape, cc.f32, cc.replicated)),
         ]
     signature += [("lr", scalar), ("b1t", scalar), ("b2t", scalar)]
 
     def lamb_bert(*args):
         *state, lr, b1t, b2t = args
-        for i, (name, _) in enumerate(tensors):
+        for i, (tensor, _) in enumerate(tensors):
             g, w, m, v = state[4 * i : 4 * i + 4]
-            lamb_update(name, g, w, m, v, lr, b1t, b2t)
+            update(tensor, g, w, m, v, lr, b1t, b2t)
 
     lamb_bert.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [
-            inspect.Parameter(name, inspect.Parameter.POSITIONAL_ONLY, annotation=t)
-            for name, t in signature
+            inspect.Parameter(arg, inspect.Parameter.POSITIONAL_ONLY, annotation=t)
+            for arg, t in signature
         ]
     )
-    return cc.module(cc.function(lamb_bert))
+    return cc.module(cc.function(lamb_bert, name=name))
 
 
 def main() -> None:

@@ -6,34 +6,51 @@ The input `x` [B, S, H] is sliced along H and the weight `w` [H, H] along its
 rows, so each rank's matmul gives a partial sum (local) that the all_reduce
 adds up; `bias` [H] and the residual `r` [B, S, H] are replicated.
 
-Run: `python examples/megatron.py` prints the IR; `coconet-run
-examples/megatron.mlir --world 4` interprets it.
+Run: `python examples/megatron.py` prints the IR (`--model`: at the paper's
+size); `coconet-run examples/megatron.mlir --world 4` interprets it.
 """
+
+import argparse
 
 from xdsl.dialects.builtin import ModuleOp
 
 import coconet_ir as cc
 
-B, S, H = 4, 8, 64
+TEST = dict(B=4, S=8, H=64, element=cc.f32)
+"""Small enough to interpret and emulate on 2, 4 and 8 ranks."""
+
+MODEL = dict(B=8, S=2048, H=12288, element=cc.bf16)
+"""CoCoNet's evaluation of the layer (B = 8, S = 2048, H = 12288: GPT-3
+175B's hidden size) at TP = 8, bf16 (`--model`): to lower and inspect."""
 
 
-@cc.function
-def megatron(
-    x: cc.tensor([B, S, H], cc.f32, cc.sliced(2)),
-    w: cc.tensor([H, H], cc.f32, cc.sliced(0)),
-    bias: cc.tensor([H], cc.f32, cc.replicated),
-    r: cc.tensor([B, S, H], cc.f32, cc.replicated),
-):
-    layer = cc.matmul(x, w, name="layer")
-    total = cc.all_reduce(layer, "sum", name="sum")
-    dropped = cc.dropout(total + bias, 0.1, seed=7, name="dropout")
-    return cc.add(dropped, r, name="out")
+def layer(B, S, H, element):
+    @cc.function
+    def megatron(
+        x: cc.tensor([B, S, H], element, cc.sliced(2)),
+        w: cc.tensor([H, H], element, cc.sliced(0)),
+        bias: cc.tensor([H], element, cc.replicated),
+        r: cc.tensor([B, S, H], element, cc.replicated),
+    ):
+        product = cc.matmul(x, w, name="layer")
+        total = cc.all_reduce(product, "sum", name="sum")
+        dropped = cc.dropout(total + bias, 0.1, seed=7, name="dropout")
+        return cc.add(dropped, r, name="out")
+
+    return megatron
 
 
-def build() -> ModuleOp:
+megatron = layer(**TEST)
+"""The layer at TEST sizes (`cc.Schedule(megatron)`, docs/python-api.md)."""
+
+
+def build(sizes: dict = TEST) -> ModuleOp:
     """The Megatron row-parallel layer module."""
-    return cc.module(megatron)
+    return cc.module(layer(**sizes))
 
 
 if __name__ == "__main__":
-    print(cc.to_text(build()), end="")
+    parser = argparse.ArgumentParser(description="print the example's module")
+    parser.add_argument("--model", action="store_true", help="at MODEL sizes")
+    sizes = MODEL if parser.parse_args().model else TEST
+    print(cc.to_text(build(sizes)), end="")

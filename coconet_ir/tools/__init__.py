@@ -1,1 +1,1 @@
-"""Command-line tools: coconet-opt and coconet-run."""
+"""Command-line tools: coconet-opt, coconet-run and coconet-bench."""
