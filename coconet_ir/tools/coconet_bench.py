@@ -305,15 +305,13 @@ def add_row(
     rows.append(Row(kind, [label], module, text, predict(module, machine, WORLD)))
 
 
-def autotuned(module: ModuleOp, machine: Machine) -> tuple[str, ModuleOp] | None:
+def autotuned(module: ModuleOp, machine: Machine) -> tuple[str, ModuleOp]:
     """The schedule the autotuner predicts fastest (`coco-autotune`'s
-    `autotune`: its report's best candidate), or None while coconet-ir has no
-    autotuner (issue 12 builds it: `coconet_ir.passes.autotune`)."""
-    if importlib.util.find_spec("coconet_ir.passes.autotune") is None:
-        return None
-    from coconet_ir.passes.autotune import autotune  # type: ignore[import-not-found]
+    `autotune`: its report's best candidate)."""
+    from coconet_ir.passes.autotune import autotune
 
     best = autotune(module, machine=machine, world=WORLD).best
+    assert best.module is not None  # the best is never a refused candidate
     return f"autotuned: {best.pipeline or 'the program as written'}", best.module
 
 
@@ -330,14 +328,8 @@ def run_workload(workload: Workload, machine: Machine) -> Result:
     for schedule in workload.schedules():
         add_row(rows, "schedule", schedule, Pipeline(schedule)(module), machine)
     notes: list[str] = []
-    tuned = autotuned(module, machine)
-    if tuned is None:
-        notes.append(
-            "autotuned: unavailable (coconet_ir.passes.autotune is not in this "
-            "build of coconet-ir yet)"
-        )
-    else:
-        add_row(rows, "autotuned", tuned[0], tuned[1], machine)
+    label, tuned = autotuned(module, machine)
+    add_row(rows, "autotuned", label, tuned, machine)
     return Result(workload, machine, rows, notes, time.perf_counter() - start)
 
 
