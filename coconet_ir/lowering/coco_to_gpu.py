@@ -1240,7 +1240,7 @@ def patterns(lowering: Lowering) -> list[RewritePattern]:
         LowerUpdate,
         LowerReturn,
     ]
-    return [OnItsStream(kind(lowering)) for kind in kinds]
+    return [kind(lowering) for kind in kinds]
 
 
 def bufferize_function(lowering: Lowering, function: func.FuncOp) -> None:
@@ -1436,7 +1436,9 @@ class ConvertCocoToGpu(ModulePass):
         for function in functions:
             bufferize_function(lowering, function)
         PatternRewriteWalker(
-            GreedyRewritePatternApplier(patterns(lowering)),  # type: ignore[arg-type]
+            # One OnItsStream around them all: an op's stream is looked up once
+            # per visit, not once per pattern tried.
+            OnItsStream(GreedyRewritePatternApplier(patterns(lowering))),  # type: ignore[arg-type]
             apply_recursively=True,
         ).rewrite_module(op)
         left = next(remaining_coco(op), None)
