@@ -255,11 +255,6 @@ class Lowering:
             return True
         top = function.body.block
         here = top_level(producer, top)
-        later: set[Operation] = set()
-        following = here.next_op
-        while following is not None:
-            later.add(following)
-            following = following.next_op
         uses = list(buffer.uses)
         for use in list(buffer.uses):
             if isinstance(use.operation, UnrealizedConversionCastOp):
@@ -273,7 +268,7 @@ class Lowering:
             if isinstance(reader, memref.CopyOp) and use.index == 1:
                 continue  # a copy into the buffer does not read it
             where = top_level(reader, top)
-            if where in later or (where is here and not reads_in_place):
+            if follows(where, here) or (where is here and not reads_in_place):
                 return False
         return True
 
@@ -511,6 +506,21 @@ def enclosing(op: Operation) -> func.FuncOp | None:
     while parent is not None and not isinstance(parent, func.FuncOp):
         parent = parent.parent_op()
     return parent
+
+
+def follows(op: Operation, here: Operation) -> bool:
+    """Whether `op` comes after `here` in their block. It steps from `here`
+    both ways at once, so it costs the distance between them, not the length
+    of the block (a function of many parameters asks it for each one)."""
+    forward, backward = here.next_op, here.prev_op
+    while forward is not None or backward is not None:
+        if forward is op:
+            return True
+        if backward is op:
+            return False
+        forward = None if forward is None else forward.next_op
+        backward = None if backward is None else backward.prev_op
+    return False
 
 
 def top_level(op: Operation, block: Block) -> Operation:
