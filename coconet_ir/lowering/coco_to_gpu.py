@@ -256,11 +256,6 @@ class Lowering:
             return True
         top = function.body.block
         here = top_level(producer, top)
-        later: set[Operation] = set()
-        following = here.next_op
-        while following is not None:
-            later.add(following)
-            following = following.next_op
         uses = list(buffer.uses)
         for use in list(buffer.uses):
             if isinstance(use.operation, UnrealizedConversionCastOp):
@@ -274,7 +269,7 @@ class Lowering:
             if isinstance(reader, memref.CopyOp) and use.index == 1:
                 continue  # a copy into the buffer does not read it
             where = top_level(reader, top)
-            if where in later or (where is here and not reads_in_place):
+            if follows(where, here) or (where is here and not reads_in_place):
                 return False
         return True
 
@@ -512,6 +507,21 @@ def enclosing(op: Operation) -> func.FuncOp | None:
     while parent is not None and not isinstance(parent, func.FuncOp):
         parent = parent.parent_op()
     return parent
+
+
+def follows(op: Operation, here: Operation) -> bool:
+    """Whether `op` comes after `here` in their block. It steps from `here`
+    both ways at once, so it costs the distance between them, not the length
+    of the block (a function of many parameters asks it for each one)."""
+    forward, backward = here.next_op, here.prev_op
+    while forward is not None or backward is not None:
+        if forward is op:
+            return True
+        if backward is op:
+            return False
+        forward = None if forward is None else forward.next_op
+        backward = None if backward is None else backward.prev_op
+    return False
 
 
 def top_level(op: Operation, block: Block) -> Operation:
@@ -1303,7 +1313,7 @@ def patterns(lowering: Lowering) -> list[RewritePattern]:
         LowerUpdate,
         LowerReturn,
     ]
-    return [OnItsStream(kind(lowering)) for kind in kinds]
+    return [kind(lowering) for kind in kinds]
 
 
 def bufferize_function(lowering: Lowering, function: func.FuncOp) -> None:
@@ -1499,7 +1509,9 @@ class ConvertCocoToGpu(ModulePass):
         for function in functions:
             bufferize_function(lowering, function)
         PatternRewriteWalker(
-            GreedyRewritePatternApplier(patterns(lowering)),  # type: ignore[arg-type]
+            # One OnItsStream around them all: an op's stream is looked up once
+            # per visit, not once per pattern tried.
+            OnItsStream(GreedyRewritePatternApplier(patterns(lowering))),  # type: ignore[arg-type]
             apply_recursively=True,
         ).rewrite_module(op)
         left = next(remaining_coco(op), None)

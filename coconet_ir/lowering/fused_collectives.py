@@ -348,7 +348,8 @@ class FusedKernel:
     # ---------------------------------------------------------------- build
 
     def build(self, kernels: KernelModule, name: str) -> gpu.FuncOp:
-        func, b = kernels.kernel(name, self.kernel_arguments)
+        # Its signal slots are its own: no other kernel is built the same.
+        func, b = kernels.kernel(name, self.kernel_arguments, distinct=True)
         self.func = func
         n = Ints(b)
         self.tid = b.insert(gpu.ThreadIdOp(X)).result

@@ -19,7 +19,7 @@ The pieces other lowerings reuse:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
 from xdsl.builder import Builder
@@ -90,9 +90,11 @@ class KernelModule:
     module: gpu.ModuleOp
     names: set[str] = field(default_factory=set[str])
     bases: dict[str, str] = field(default_factory=dict[str, str])
+    """Each kernel's name → the name it was asked for (without `_<n>`)."""
     counts: dict[str, int] = field(default_factory=dict[str, int])
     """The next number to try for each name."""
-    """Each kernel's name → the name it was asked for (without `_<n>`)."""
+    distinct: set[str] = field(default_factory=set[str])
+    """Kernels no other kernel can be a copy of (`kernel(distinct=True)`)."""
     cache: dict[object, gpu.FuncOp] = field(default_factory=dict[object, gpu.FuncOp])
 
     @staticmethod
@@ -121,11 +123,8 @@ class KernelModule:
         name and built identically (e.g. an op cloned into every chunk of an
         overlap), and drop the copies."""
         from collections import Counter
-        from io import StringIO
 
-        from xdsl.printer import Printer
-
-        first: dict[tuple[str, str], str] = {}
+        first: dict[tuple[str, Attribute, Hashable], str] = {}
         replaced: dict[str, str] = {}
         kernels = [k for k in self.module.body.block.ops if isinstance(k, gpu.FuncOp)]
         asked = Counter(
@@ -133,13 +132,12 @@ class KernelModule:
         )
         for kernel in kernels:
             name = kernel.sym_name.data
-            if asked[self.bases.get(name, name)] == 1:
+            if asked[self.bases.get(name, name)] == 1 or name in self.distinct:
                 continue  # the only kernel asked for under its name: no copy
-            text = StringIO()
-            Printer(stream=text).print_region(kernel.body)
             key = (
                 self.bases.get(name, name),
-                f"{kernel.function_type}{text.getvalue()}",
+                kernel.function_type,
+                printed_form(kernel.body),
             )
             if key in first:
                 replaced[name] = first[key]
@@ -154,6 +152,7 @@ class KernelModule:
         for name in replaced:
             self.names.discard(name)
             self.bases.pop(name, None)
+        self.distinct.clear()
         self.cache = {k: v for k, v in self.cache.items() if v.parent is not None}
 
     def renumber(self, launches: Sequence[gpu.LaunchFuncOp]) -> None:
@@ -165,12 +164,13 @@ class KernelModule:
             for k in self.module.body.block.ops
             if isinstance(k, gpu.FuncOp)
         }
-        order: list[str] = []
+        order: dict[str, None] = {}  # a dict: first launches, in order
         for call in launches:
             name = call.kernel.nested_references.data[-1].data
-            if name in kernels and name not in order:
-                order.append(name)
-        order += [n for n in kernels if n not in order]
+            if name in kernels:
+                order.setdefault(name)
+        for name in kernels:
+            order.setdefault(name)
         counts: dict[str, int] = {}
         renamed: dict[str, str] = {}
         for name in order:
@@ -191,16 +191,20 @@ class KernelModule:
         self.bases = {renamed[n]: self.bases.get(n, n) for n in order}
 
     def kernel(
-        self, name: str, args: Sequence[tuple[str, Attribute]]
+        self, name: str, args: Sequence[tuple[str, Attribute]], distinct: bool = False
     ) -> tuple[gpu.FuncOp, Builder]:
         """A new `gpu.func @NAME_n(args) kernel` (args are (name hint, type)),
-        and a builder at its body, before its `gpu.return`."""
+        and a builder at its body, before its `gpu.return`. `distinct`: no
+        other kernel can be built the same (e.g. it owns signal slots no other
+        kernel uses), so `deduplicate` need not compare it with the others."""
         types = [t for _, t in args]
         body = Block(arg_types=types)
         for arg, (hint, _) in zip(body.args, args):
             arg.name_hint = hint
         body.add_op(gpu.ReturnOp([]))
         func = gpu.FuncOp(self.unique(name), (types, []), Region(body), kernel=True)
+        if distinct:
+            self.distinct.add(func.sym_name.data)
         func.attributes[GPU_KERNEL_ATTR] = UnitAttr()
         self.module.body.block.add_op(func)
         return func, Builder(InsertPoint.before(body.last_op))  # type: ignore[arg-type]
@@ -213,6 +217,42 @@ class KernelModule:
 
     def symbol_of(self, kernel: gpu.FuncOp) -> SymbolRefAttr:
         return SymbolRefAttr(self.symbol, [StringAttr(kernel.sym_name.data)])
+
+
+def printed_form(region: Region) -> Hashable:
+    """What printing `region` shows, as a value to compare and hash (much
+    cheaper than printing it): every op's name, operands (numbered in order of
+    definition), attributes, properties, result types and value names, and
+    the blocks and regions it holds: regions whose printed forms are equal
+    print the same text."""
+    numbers: dict[SSAValue | Block, int] = {}
+
+    def number(item: SSAValue | Block) -> int:
+        return numbers.setdefault(item, len(numbers))
+
+    def values(items: Sequence[SSAValue]) -> tuple[Hashable, ...]:
+        return tuple((number(v), v.type, v.name_hint) for v in items)
+
+    def of_region(region: Region) -> tuple[Hashable, ...]:
+        for block in region.blocks:
+            number(block)
+        return tuple(
+            (values(block.args), tuple(of_op(op) for op in block.ops))
+            for block in region.blocks
+        )
+
+    def of_op(op: Operation) -> Hashable:
+        return (
+            op.name,
+            tuple(number(v) for v in op.operands),
+            tuple(op.attributes.items()),
+            tuple(op.properties.items()),
+            tuple(number(b) for b in op.successors),
+            tuple(of_region(r) for r in op.regions),
+            values(op.results),
+        )
+
+    return of_region(region)
 
 
 def grid_stride_loop(b: Builder, n: SSAValue) -> tuple[Builder, SSAValue]:
