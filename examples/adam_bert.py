@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import inspect
 import sys
 import time
 from pathlib import Path
@@ -43,66 +42,35 @@ from xdsl.dialects.builtin import ModuleOp
 import coconet_ir as cc
 
 
-def _lamb_bert() -> ModuleType:
-    """`lamb_bert.py`, for BERT's parameter list (loaded by path, as an
-    example imports another)."""
-    name = "coconet_example_lamb_bert"
-    if name not in sys.modules:
-        path = Path(__file__).with_name("lamb_bert.py")
-        spec = importlib.util.spec_from_file_location(name, path)
+def _example(name: str) -> ModuleType:
+    """`examples/NAME.py` (loaded by path, as an example imports another)."""
+    module_name = f"coconet_example_{name}"
+    if module_name not in sys.modules:
+        path = Path(__file__).with_name(f"{name}.py")
+        spec = importlib.util.spec_from_file_location(module_name, path)
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
+        sys.modules[module_name] = module
         spec.loader.exec_module(module)
-    return sys.modules[name]
+    return sys.modules[module_name]
 
 
-Shapes = _lamb_bert().Shapes
-BERT_LARGE = _lamb_bert().BERT_LARGE
-parameters = _lamb_bert().parameters
+Shapes = _example("lamb_bert").Shapes
+BERT_LARGE = _example("lamb_bert").BERT_LARGE
+parameters = _example("lamb_bert").parameters
 
 
 def adam_update(p: str, g, w, m, v, lr, b1t, b2t) -> None:
-    """Adam for one tensor named `p` (`adam.py`'s step)."""
-    one, b1, b2 = cc.constant(1.0), cc.constant(0.9), cc.constant(0.999)
-    eps = cc.constant(1e-8)
-    s = cc.all_reduce(g, "sum", name=f"{p}_grad")
-    m1 = b1 * m + (one - b1) * s
-    v1 = b2 * v + (one - b2) * s * s
-    step = lr * (m1 / (one - b1t)) / (cc.sqrt(v1 / (one - b2t)) + eps)
-    cc.update(w, w - step)
-    cc.update(m, m1)
-    cc.update(v, v1)
+    """Adam for one tensor named `p`: `adam.py`'s step, its all_reduce named
+    `p_grad`."""
+    _example("adam").adam_update(g, w, m, v, lr, b1t, b2t, grad_name=f"{p}_grad")
 
 
 def build(shapes: Shapes = BERT_LARGE) -> ModuleOp:
     """The module of one Adam step over every parameter of BERT at `shapes`:
-    `@adam_bert(g_0, w_0, m_0, v_0, g_1, ..., lr, b1t, b2t)`."""
-    tensors = parameters(shapes)
-    scalar = cc.tensor([], cc.f32, cc.replicated)
-    signature = []
-    for name, shape in tensors:
-        signature += [
-            (f"g_{name}", cc.tensor(shape, cc.f32, cc.local)),
-            (f"w_{name}", cc.tensor(shape, cc.f32, cc.replicated)),
-            (f"m_{name}", cc.tensor(shape, cc.f32, cc.replicated)),
-            (f"v_{name}", cc.tensor(shape, cc.f32, cc.replicated)),
-        ]
-    signature += [("lr", scalar), ("b1t", scalar), ("b2t", scalar)]
-
-    def adam_bert(*args):
-        *state, lr, b1t, b2t = args
-        for i, (name, _) in enumerate(tensors):
-            g, w, m, v = state[4 * i : 4 * i + 4]
-            adam_update(name, g, w, m, v, lr, b1t, b2t)
-
-    adam_bert.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [
-            inspect.Parameter(name, inspect.Parameter.POSITIONAL_ONLY, annotation=t)
-            for name, t in signature
-        ]
-    )
-    return cc.module(cc.function(adam_bert))
+    `@adam_bert(g_0, w_0, m_0, v_0, g_1, ..., lr, b1t, b2t)` (`lamb_bert.py`'s
+    step with Adam's update)."""
+    return _example("lamb_bert").build(shapes, update=adam_update, name="adam_bert")
 
 
 def launches(module: ModuleOp, pipeline: str, world: int) -> int:

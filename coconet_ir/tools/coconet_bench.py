@@ -124,13 +124,8 @@ def lamb_bert() -> ModuleOp:
 
 
 def adam_bert() -> ModuleOp:
-    """examples/adam.py's update for every tensor of BERT-large."""
-    bert, adam = load_example("lamb_bert"), load_example("adam")
-
-    def update(p, g, w, m, v, lr, b1t, b2t) -> None:
-        adam.adam_update(g, w, m, v, lr, b1t, b2t, grad_name=f"{p}_grad")
-
-    return bert.build(bert.BERT_LARGE, update=update, name="adam_bert")
+    """examples/adam_bert.py: adam.py's update for every tensor of BERT-large."""
+    return load_example("adam_bert").build()
 
 
 def lamb_schedules() -> tuple[str, ...]:
