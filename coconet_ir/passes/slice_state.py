@@ -280,10 +280,17 @@ class SliceStatePattern(RewritePattern):
         """The buckets to slice: those of a labelled update, or every
         bucket of state (of weights too if `weights`)."""
         groups: list[BucketGroup] = []
-        seen: set[SplitOp] = set()
+        examined: set[Operation] = set()
         for update in updates:
+            # a bucket is examined once, from its first update: its verdict
+            # is the same from every member (and examining it walks them all)
+            owner = update.value.owner
+            if isinstance(owner, SplitOp):
+                if owner in examined:
+                    continue
+                examined.add(owner)
             group = bucket_group(update)
-            if isinstance(group, str) or group.split in seen:
+            if isinstance(group, str):
                 continue
             members = group.updates
             if self.label is not None:
@@ -291,7 +298,6 @@ class SliceStatePattern(RewritePattern):
                     continue
             elif not (self.weights or bucket_value_is_read(group)):
                 continue
-            seen.add(group.split)
             groups.append(group)
         return groups
 
