@@ -11,7 +11,7 @@ import sys
 from math import prod
 
 import pytest
-from helpers import EXAMPLES_DIR
+from helpers import EXAMPLES_DIR, ops_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -287,3 +287,22 @@ def test_adam_over_bert_lowers_to_a_handful_of_kernels() -> None:
     assert len(launches) == 9
     verdict = cc.equivalent(before, bucketed, 4)
     assert verdict, verdict.first_difference
+
+
+def test_slice_state_examines_a_bucket_once(monkeypatch) -> None:
+    """coco-slice-state decides a bucket from its first parameter: a bucket
+    of 64 parameters is examined once, not 64 times (each examination walks
+    every parameter: 64 would make coco-optimize quadratic in the model)."""
+    from coconet_ir.passes import slice_state
+
+    calls = []
+    examine = slice_state.bucket_group
+    monkeypatch.setattr(
+        slice_state,
+        "bucket_group",
+        lambda update: calls.append(update) or examine(update),
+    )
+    program = cc.parse(step_program("adam", [[8]] * 64))
+    after = cc.Pipeline("coco-optimize{world=4}")(program)
+    assert len(ops_of(after, coco.ConcatOp)) >= 1
+    assert len(calls) == len(ops_of(after, coco.SplitOp))
