@@ -82,29 +82,58 @@ def kernel_of(launch: gpu.LaunchFuncOp) -> gpu.FuncOp | None:
     return target if isinstance(target, gpu.FuncOp) else None
 
 
-def flag_kind(launch: gpu.LaunchFuncOp) -> str | None:
+@dataclass(frozen=True)
+class KernelFacts:
+    """What the stream simulation reads off a kernel's body, once per
+    kernel (a kernel is launched many times)."""
+
+    flag: str | None
     """`signal` or `wait` for the one-thread flag kernels of per-peer
-    transfers (no peer bytes, one signal or wait op), else None."""
-    if PEER_BYTES_ATTR in launch.attributes:
-        return None
+    transfers (one kind of signal op in them), else None."""
+    phases: int
+    """Its `coco_gpu.wait_signal` ops: a fused kernel's signal phases."""
+    slot: int | None
+    """The position of its `slot` argument, if it has one."""
+
+    @staticmethod
+    def of(kernel: gpu.FuncOp) -> KernelFacts:
+        waits = signals = 0
+        for op in kernel.walk():
+            waits += isinstance(op, coco_gpu.WaitSignalOp)
+            signals += isinstance(op, coco_gpu.SignalOp)
+        flag = None
+        if bool(waits) != bool(signals):
+            flag = "wait" if waits else "signal"
+        names = [arg.name_hint for arg in kernel.body.block.args]
+        slot = names.index("slot") if "slot" in names else None
+        return KernelFacts(flag, waits, slot)
+
+
+NO_FACTS = KernelFacts(None, 0, None)
+"""A launch whose kernel is not in the module."""
+
+
+def launch_facts(launch: gpu.LaunchFuncOp) -> KernelFacts:
     kernel = kernel_of(launch)
-    if kernel is None:
-        return None
-    kinds = {
-        "signal" if isinstance(op, coco_gpu.SignalOp) else "wait"
-        for op in kernel.walk()
-        if isinstance(op, coco_gpu.SignalOp | coco_gpu.WaitSignalOp)
-    }
-    return kinds.pop() if len(kinds) == 1 else None
+    return NO_FACTS if kernel is None else KernelFacts.of(kernel)
 
 
-def slot_of(launch: gpu.LaunchFuncOp) -> object:
+def flag_of(launch: gpu.LaunchFuncOp, facts: KernelFacts) -> str | None:
+    """A launch's flag kind: its kernel's, unless it is a fused collective
+    kernel (which has peer bytes, and signals inside)."""
+    return None if PEER_BYTES_ATTR in launch.attributes else facts.flag
+
+
+def flag_kind(launch: gpu.LaunchFuncOp) -> str | None:
+    """`signal` or `wait` for the launch of a per-peer flag kernel."""
+    return flag_of(launch, launch_facts(launch))
+
+
+def slot_of(launch: gpu.LaunchFuncOp, facts: KernelFacts) -> object:
     """The signal slot a flag kernel sets or waits on (its `slot` argument:
     the constant, or the value itself when not constant)."""
-    kernel = kernel_of(launch)
-    assert kernel is not None
-    names = [arg.name_hint for arg in kernel.body.block.args]
-    value = launch.kernelOperands[names.index("slot")]
+    assert facts.slot is not None
+    value = launch.kernelOperands[facts.slot]
     constant = constant_index(value)
     return constant if constant is not None else value
 
@@ -144,6 +173,19 @@ class StreamSimulation:
         default_factory=dict[object, list[float]]
     )
     waits: Counter[object] = field(default_factory=Counter[object])
+    kernels: dict[str, KernelFacts] = field(default_factory=dict[str, KernelFacts])
+    """What each kernel's body says, by symbol, read once."""
+
+    def facts(self, launch: gpu.LaunchFuncOp) -> KernelFacts:
+        name = launch.kernel.string_value()
+        if name not in self.kernels:
+            self.kernels[name] = launch_facts(launch)
+        return self.kernels[name]
+
+    def flag(self, op: Operation) -> str | None:
+        if not isinstance(op, gpu.LaunchFuncOp):
+            return None
+        return flag_of(op, self.facts(op))
 
     def duration(self, op: Operation) -> tuple[str, float]:
         """What kind of work `op` is and how long it takes."""
@@ -187,11 +229,7 @@ class StreamSimulation:
             flops, moved = 0, memref_bytes(list(op.kernelOperands))
         peer = op.attributes.get(PEER_BYTES_ATTR)
         sent = peer.value.data * (world - 1) if isinstance(peer, IntegerAttr) else 0
-        kernel = kernel_of(op)
-        phases = sum(
-            isinstance(inner, coco_gpu.WaitSignalOp)
-            for inner in (kernel.walk() if kernel else ())
-        )
+        phases = self.facts(op).phases
         element = next(
             (
                 str(v.type.element_type)
@@ -210,9 +248,10 @@ class StreamSimulation:
         match op:
             case coco_gpu.WaitEventOp():
                 return self.events.get(op.event)
-            case gpu.LaunchFuncOp() if flag_kind(op) == "wait":
-                sent = self.signals.get(slot_of(op), [])
-                index = self.waits[slot_of(op)]
+            case gpu.LaunchFuncOp() if self.flag(op) == "wait":
+                slot = slot_of(op, self.facts(op))
+                sent = self.signals.get(slot, [])
+                index = self.waits[slot]
                 return sent[index] if index < len(sent) else None
             case _:
                 return 0.0
@@ -231,12 +270,14 @@ class StreamSimulation:
             return True
         kind, seconds = self.duration(op)
         end = self.free[stream] = start + seconds
-        if isinstance(op, gpu.LaunchFuncOp):
-            flag = flag_kind(op)
+        flag = self.flag(op)
+        if flag is not None:
+            assert isinstance(op, gpu.LaunchFuncOp)
+            slot = slot_of(op, self.facts(op))
             if flag == "signal":
-                self.signals.setdefault(slot_of(op), []).append(end)
-            elif flag == "wait":
-                self.waits[slot_of(op)] += 1
+                self.signals.setdefault(slot, []).append(end)
+            else:
+                self.waits[slot] += 1
         if seconds > 0:
             label = (
                 op.kernel.string_value().rsplit(".", 1)[-1]
