@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from xdsl.builder import Builder
@@ -114,6 +114,7 @@ from coconet_ir.lowering.kernels import (
     launch,
     linear,
     matmul_kernel,
+    printed_form,
     rank_major,
     reduce_kernel,
 )
@@ -415,11 +416,18 @@ class Lowering:
             [Builder, Callable[[int], SSAValue], ElementContext], list[SSAValue]
         ],
         needs_rank: bool = False,
+        dropouts: Sequence[coco.DropoutOp] = (),
+        form: Hashable | None = None,
     ) -> list[Operation]:
         """Host ops launching a grid-stride kernel over the elements of
         `domain`: input `k` (a buffer and its coco type) is loaded when `body`
         asks for it (`load(k)`, at the element its broadcast reads), `body`
-        computes the outputs' scalars, stored at each output's element."""
+        computes the outputs' scalars, stored at each output's element.
+
+        The seeds of `dropouts` (the body's) are i64 kernel arguments, so
+        that `form` — what `body` computes, seeds left out (`printed_form`) —
+        names the kernel: a kernel already built for the same form and types
+        is launched again rather than built anew (every layer of a model)."""
         needs_rank = needs_rank or any(
             self.needs_rank(t, domain) for _, t in (*inputs, *outputs)
         )
@@ -432,33 +440,59 @@ class Lowering:
             host.append(rank_op)
             args.append(rank_op.result)
             arg_specs.append(("rank", index))
+        for dropout in dropouts:
+            seed = arith.ConstantOp(IntegerAttr(dropout.seed.value.data, i64))
+            seed.result.name_hint = "seed"
+            host.append(seed)
+            args.append(seed.result)
+            arg_specs.append(("seed", i64))
         for k, (buffer, _) in enumerate((*inputs, *outputs)):
             ops, flat = collapse(buffer)
             host += ops
             args.append(flat)
             hint = buffer.name_hint or ("in" if k < len(inputs) else "out")
             arg_specs.append((hint, flat.type))
-        kernel, b = self.kernels.kernel(name, arg_specs)
-        kernel_args = list(kernel.body.block.args)
-        rank = kernel_args[1] if needs_rank else None
-        buffers = kernel_args[2 if needs_rank else 1 :]
-        loop, i = grid_stride_loop(b, kernel_args[0])
-        indexer = Indexer(loop, i, local_shape(domain, self.world))
-        loaded: dict[int, SSAValue] = {}
 
-        def load(k: int) -> SSAValue:
-            if k not in loaded:
-                at = self.element_index(loop, indexer, inputs[k][1], domain, rank)
-                loaded[k] = loop.insert(
-                    memref.LoadOp.get(buffers[k], [] if at is None else [at])
-                ).res
-            return loaded[k]
+        def build() -> gpu.FuncOp:
+            kernel, b = self.kernels.kernel(name, arg_specs)
+            kernel_args = list(kernel.body.block.args)
+            rank = kernel_args[1] if needs_rank else None
+            seeds = kernel_args[1 + needs_rank :][: len(dropouts)]
+            buffers = kernel_args[1 + needs_rank + len(dropouts) :]
+            loop, i = grid_stride_loop(b, kernel_args[0])
+            indexer = Indexer(loop, i, local_shape(domain, self.world))
+            loaded: dict[int, SSAValue] = {}
 
-        context = ElementContext(self, loop, indexer, domain, rank)
-        results = body(loop, load, context)
-        for (_, t), result, buffer in zip(outputs, results, buffers[len(inputs) :]):
-            at = self.element_index(loop, indexer, t, domain, rank)
-            loop.insert(memref.StoreOp.get(result, buffer, [] if at is None else [at]))
+            def load(k: int) -> SSAValue:
+                if k not in loaded:
+                    at = self.element_index(loop, indexer, inputs[k][1], domain, rank)
+                    loaded[k] = loop.insert(
+                        memref.LoadOp.get(buffers[k], [] if at is None else [at])
+                    ).res
+                return loaded[k]
+
+            context = ElementContext(
+                self, loop, indexer, domain, rank, dict(zip(dropouts, seeds))
+            )
+            results = body(loop, load, context)
+            for (_, t), result, buffer in zip(outputs, results, buffers[len(inputs) :]):
+                at = self.element_index(loop, indexer, t, domain, rank)
+                loop.insert(
+                    memref.StoreOp.get(result, buffer, [] if at is None else [at])
+                )
+            return kernel
+
+        if form is None:
+            kernel = build()
+        else:
+            key = (
+                name,
+                form,
+                domain,
+                tuple(t for _, t in arg_specs),
+                tuple(t for _, t in (*inputs, *outputs)),
+            )
+            kernel = self.kernels.cached(key, build)
         host += launch(
             self.kernels, kernel, element_count(domain, self.world), args, self.threads
         )
@@ -474,11 +508,18 @@ class ElementContext:
     indexer: Indexer
     domain: TensorType
     rank: SSAValue | None
+    seeds: dict[coco.DropoutOp, SSAValue] = field(
+        default_factory=dict[coco.DropoutOp, SSAValue]
+    )
+    """The kernel's seed argument of each of the body's dropouts."""
 
     def global_index(self, value: TensorType, chunk: ChunkAt | None = None) -> SSAValue:
         return self.lowering.global_index(
             self.b, self.indexer, value, self.domain, self.rank, chunk
         )
+
+    def seed(self, op: coco.DropoutOp) -> SSAValue:
+        return self.seeds[op]
 
 
 def chunk_of(op: Operation) -> ChunkAt | None:
@@ -603,7 +644,11 @@ class LowerElementwise(CocoLoweringPattern):
             scalars = [load(k) for k in range(len(inputs))]
             return [
                 emit_elementwise(
-                    b, op, scalars, lambda: where.global_index(result, chunk)
+                    b,
+                    op,
+                    scalars,
+                    lambda: where.global_index(result, chunk),
+                    where.seed,
                 )
             ]
 
@@ -614,6 +659,8 @@ class LowerElementwise(CocoLoweringPattern):
             [(out, result)],
             body,
             needs_rank=needs_rank_for_dropout(op),
+            dropouts=[op] if isinstance(op, coco.DropoutOp) else [],
+            form=printed_form(op, names=False, seeds=False),
         )
         replace_with_buffers(rewriter, op, host, [out])
 
@@ -1182,7 +1229,11 @@ def lower_fused_elementwise(
                     t = tensor_of(value)
                     chunk = chunk_of(inner)
                     found = emit_elementwise(
-                        b, inner, operands, lambda: where.global_index(t, chunk)
+                        b,
+                        inner,
+                        operands,
+                        lambda: where.global_index(t, chunk),
+                        where.seed,
                     )
             scalars[value] = found
             return found
@@ -1197,6 +1248,8 @@ def lower_fused_elementwise(
         outputs,
         body,
         needs_rank=needs_rank,
+        dropouts=[o for o in body_ops if isinstance(o, coco.DropoutOp)],
+        form=printed_form(op.body, names=False, seeds=False),
     )
     replace_with_buffers(rewriter, op, host, [out for out, _ in outputs])
 

@@ -219,19 +219,29 @@ class KernelModule:
         return SymbolRefAttr(self.symbol, [StringAttr(kernel.sym_name.data)])
 
 
-def printed_form(region: Region) -> Hashable:
-    """What printing `region` shows, as a value to compare and hash (much
+def printed_form(
+    region: Region | Operation, names: bool = True, seeds: bool = True
+) -> Hashable:
+    """What printing `region` (or an op) shows, as a value to compare and hash (much
     cheaper than printing it): every op's name, operands (numbered in order of
     definition), attributes, properties, result types and value names, and
     the blocks and regions it holds: regions whose printed forms are equal
-    print the same text."""
+    print the same text. Without `names`, value names are left out; without
+    `seeds`, dropouts' seeds (what a map kernel takes as arguments)."""
     numbers: dict[SSAValue | Block, int] = {}
 
     def number(item: SSAValue | Block) -> int:
         return numbers.setdefault(item, len(numbers))
 
     def values(items: Sequence[SSAValue]) -> tuple[Hashable, ...]:
+        if not names:
+            return tuple((number(v), v.type) for v in items)
         return tuple((number(v), v.type, v.name_hint) for v in items)
+
+    def properties(op: Operation) -> tuple[Hashable, ...]:
+        if seeds or not isinstance(op, coco.DropoutOp):
+            return tuple(op.properties.items())
+        return tuple(item for item in op.properties.items() if item[0] != "seed")
 
     def of_region(region: Region) -> tuple[Hashable, ...]:
         for block in region.blocks:
@@ -246,12 +256,14 @@ def printed_form(region: Region) -> Hashable:
             op.name,
             tuple(number(v) for v in op.operands),
             tuple(op.attributes.items()),
-            tuple(op.properties.items()),
+            properties(op),
             tuple(number(b) for b in op.successors),
             tuple(of_region(r) for r in op.regions),
             values(op.results),
         )
 
+    if isinstance(region, Operation):
+        return of_op(region)
     return of_region(region)
 
 
@@ -572,13 +584,15 @@ def emit_elementwise(
     op: Operation,
     operands: Sequence[SSAValue],
     global_index: Callable[[], SSAValue] | None = None,
+    seed: Callable[[coco.DropoutOp], SSAValue] | None = None,
 ) -> SSAValue:
     """The scalar code of the elementwise coco op `op` on scalars of its
     operands' element types; returns a scalar of its result's element type.
 
     Halves are computed in f32 and rounded once, after the op (as the
     interpreter); i32 wraps and divides truncating. `global_index` gives the
-    element's global linear index (an i64), which dropout needs."""
+    element's global linear index (an i64), which dropout needs; `seed` a
+    dropout's seed as a value (a kernel argument), else it is folded."""
     result = op.results[0].type
     assert isinstance(result, coco.TensorType)
     element_type = result.element_type
@@ -594,7 +608,8 @@ def emit_elementwise(
     values = [to_compute(b, v) for v in operands]
     if isinstance(op, coco.DropoutOp):
         assert global_index is not None, "dropout needs the element's global index"
-        value = emit_dropout(b, op, values[0], element_type, global_index())
+        at = global_index()
+        value = emit_dropout(b, op, values[0], element_type, at, seed and seed(op))
     elif element_info(element_type).is_float:
         value = _float_op(b, op, values)
     else:
@@ -719,10 +734,14 @@ def emit_dropout(
     x: SSAValue,
     element_type: Attribute,
     global_index: SSAValue,
+    seed: SSAValue | None = None,
 ) -> SSAValue:
-    """`keep ? x / (1 - p) : 0` (computed `x` in, computed value out)."""
+    """`keep ? x / (1 - p) : 0` (computed `x` in, computed value out); `seed`
+    the op's seed as an i64 value, else its constant is folded in."""
     p = op.probability
-    keep = dropout_keep(b, op.seed.value.data, p, global_index)
+    keep = dropout_keep(
+        b, op.seed.value.data if seed is None else seed, p, global_index
+    )
     t = x.type
     kept = b.insert(arith.SelectOp(keep, x, constant(b, 0.0, t))).result
     scale = constant(b, dropout_scale(p, element_type), t)

@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from xdsl.builder import Builder
 from xdsl.dialects import arith, memref
@@ -170,6 +170,11 @@ class Transfers:
     peers: SSAValue
     epoch: SSAValue
     slot_base: int
+    peer_of: dict[int, SSAValue] = field(default_factory=dict[int, SSAValue])
+    """`(rank + k) mod N` by `k`, computed at its first use (the host code of
+    the op's transfers is straight-line, in the order they are asked for)."""
+    flag_sizes: tuple[SSAValue, SSAValue] | None = None
+    """The flag launches' `1` and block size, made at the first launch."""
 
     @staticmethod
     def slots(count: int) -> int:
@@ -199,7 +204,7 @@ class Transfers:
 
     def signal(self, shift: int, slot: int, stream: int) -> list[Operation]:
         """Slot `slot` of rank `r + shift`'s pad := the epoch."""
-        host, peer = rank_plus(self.rank, shift, self.lowering.world, "peer")
+        host, peer = self.peer(shift)
         at = host_index(slot, "slot")
         kernel = self.kernel("signal", [("peer", index), ("slot", index)])
         return [*host, at, *self.launch(kernel, [peer, at.result], stream)]
@@ -209,6 +214,16 @@ class Transfers:
         at = host_index(slot, "slot")
         kernel = self.kernel("wait", [("slot", index)])
         return [at, *self.launch(kernel, [at.result], stream)]
+
+    def peer(self, shift: int) -> tuple[list[Operation], SSAValue]:
+        """Rank `r + shift` and the host ops computing it (none after the
+        first time)."""
+        k = shift % self.lowering.world
+        if k in self.peer_of:
+            return [], self.peer_of[k]
+        host, peer = rank_plus(self.rank, k, self.lowering.world, "peer")
+        self.peer_of[k] = peer
+        return host, peer
 
     def kernel(self, kind: str, specs: list[tuple[str, Attribute]]) -> gpu.FuncOp:
         """`<function>_signal` / `<function>_wait`: thread 0 of the one block
@@ -233,14 +248,18 @@ class Transfers:
     def launch(
         self, kernel: gpu.FuncOp, operands: list[SSAValue], stream: int
     ) -> list[Operation]:
-        one, threads = host_index(1, "c1"), host_index(FLAG_THREADS, "flag_threads")
+        sizes: list[Operation] = []
+        if self.flag_sizes is None:
+            sizes = [host_index(1, "c1"), host_index(FLAG_THREADS, "flag_threads")]
+            self.flag_sizes = (sizes[0].results[0], sizes[1].results[0])
+        one, threads = self.flag_sizes
         call = gpu.LaunchFuncOp(
             self.lowering.kernels.symbol_of(kernel),
             [one, one, one],
             [threads, one, one],
             kernelOperands=[self.peers, *operands, self.epoch],
         )
-        return on_stream([one, threads, call], stream)
+        return on_stream([*sizes, call], stream)
 
 
 def transfers_of(

@@ -302,13 +302,19 @@ class Scope:
     """The names of one C function."""
 
     used: set[str] = field(default_factory=set[str])
+    tried: dict[str, int] = field(default_factory=dict[str, int])
+    """Each base name → the last suffix tried for it (so that a name used
+    thousands of times costs no more than once)."""
 
     def fresh(self, hint: str | None, fallback: str) -> str:
         base = sanitize(hint, fallback)
-        name, n = base, 0
+        name, n = base, self.tried.get(base, 0)
+        if n:
+            name = f"{base}_{n}"
         while name in self.used:
             n += 1
             name = f"{base}_{n}"
+        self.tried[base] = n
         self.used.add(name)
         return name
 

@@ -12,6 +12,9 @@ from helpers import example, pipeline_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import Program, programs, scaled_examples
+from xdsl.dialects.arith import ConstantOp
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.gpu import FuncOp as GpuFuncOp
 
 import coconet_ir as cc
 from coconet_ir.analysis.channels import PipelineChannels
@@ -53,7 +56,12 @@ def assert_counts_predicted(result: EmulationResult) -> None:
 
 
 def check(name: str, world: int, passes: str) -> EmulationResult:
-    original = example(name)
+    return check_module(example(name), world, passes, name)
+
+
+def check_module(
+    original: ModuleOp, world: int, passes: str, name: str = "module"
+) -> EmulationResult:
     reference = cc.interpret(original, world, seed=world)
     emulated = emulate(original, world, passes=passes, seed=world)
     verdict = compare_runs(reference, emulated, original)
@@ -232,3 +240,47 @@ def test_a_stack_of_per_peer_blocks_matches_the_interpreter(element: str) -> Non
     verdict = compare_runs(reference, emulated, original)
     assert verdict, verdict.first_difference
     assert_counts_predicted(emulated)
+
+
+def test_layers_differing_only_in_seeds_share_one_kernel() -> None:
+    """Three Megatron-like layers (all_reduce → + bias → dropout → +
+    residual, dropout seeds 5, 6, 7): the fused elementwise kernel takes the
+    seed as an argument, so one kernel serves the three layers; each launch
+    passes its own seed (the emulated masks equal the interpreter's)."""
+    t = "!coco.tensor<8x16xf32, replicated>"
+    body, x = [], "%x0"
+    for layer in range(3):
+        body += [
+            f"%s{layer} = coco.all_reduce %p{layer} reduction = sum : "
+            f"!coco.tensor<8x16xf32, local> -> {t}",
+            f"%y{layer} = coco.add %s{layer}, %b{layer} : ({t}, "
+            f"!coco.tensor<16xf32, replicated>) -> {t}",
+            f"%d{layer} = coco.dropout %y{layer} p = 0.25 seed = {5 + layer} : "
+            f"({t}) -> {t}",
+            f"%x{layer + 1} = coco.add %d{layer}, {x} : ({t}, {t}) -> {t}",
+        ]
+        x = f"%x{layer + 1}"
+    args = ", ".join(
+        [f"%x0: {t}"]
+        + [f"%p{k}: !coco.tensor<8x16xf32, local>" for k in range(3)]
+        + [f"%b{k}: !coco.tensor<16xf32, replicated>" for k in range(3)]
+    )
+    module = cc.parse(
+        f"func.func @layers({args}) -> {t} {{\n  "
+        + "\n  ".join(body)
+        + f"\n  func.return {x} : {t}\n}}"
+    )
+    result = check_module(module, 4, "coco-fuse")
+    assert result.lowered is not None
+    kernels = [
+        k.sym_name.data
+        for k in result.lowered.device.walk()
+        if isinstance(k, GpuFuncOp) and "fusion" in k.sym_name.data
+    ]
+    assert kernels == ["layers_fusion_0"]
+    seeds = sorted(
+        o.value.value.data
+        for o in result.lowered.device.walk()
+        if isinstance(o, ConstantOp) and o.result.name_hint == "seed"
+    )
+    assert seeds == [5, 6, 7]

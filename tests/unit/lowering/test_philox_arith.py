@@ -43,6 +43,8 @@ def evaluate(block: Block, result: SSAValue, inputs: dict[SSAValue, int]) -> int
             product = get(op.lhs) * get(op.rhs)
             values[out[0]] = product & mask
             values[out[1]] = product >> width(out[0])
+        elif isinstance(op, arith.AddiOp):
+            values[out[0]] = (get(op.lhs) + get(op.rhs)) & mask
         elif isinstance(op, arith.CmpiOp):
             assert op.predicate.value.data == 9  # uge
             values[out[0]] = int(get(op.lhs) >= get(op.rhs))
@@ -60,6 +62,22 @@ def test_mask_matches_the_interpreter(seed: int, p: float):
     expected = dropout_uniform(seed, np.array(indices)) >= p
     got = [bool(evaluate(block, keep, {block.args[0]: i})) for i in indices]
     assert got == list(expected)
+
+
+@pytest.mark.parametrize("seed", [0, 7, 2**40 + 3, 2**63 - 1])
+def test_mask_with_the_seed_as_a_value_matches_the_interpreter(seed: int):
+    """A map kernel takes the seed as an i64 argument: the key schedule is
+    computed (`arith.addi`, wrapping) rather than folded, with the same mask."""
+    block = Block(arg_types=[i64, i64])
+    index, seed_value = block.args
+    keep = dropout_keep(Builder(InsertPoint.at_end(block)), seed_value, 0.3, index)
+    indices = [0, 1, 2, 255, 1023, 2**32 + 5]
+    expected = dropout_uniform(seed, np.array(indices)) >= 0.3
+    got = [
+        bool(evaluate(block, keep, {index: i, seed_value: seed})) for i in indices
+    ]
+    assert got == list(expected)
+    assert any(isinstance(op, arith.AddiOp) for op in block.ops)
 
 
 def test_threshold_is_exact():

@@ -56,13 +56,23 @@
 // CHECK:      gpu.func @activations_gelu_0(
 // CHECK:          %13 = math.tanh %12 : f32
 
-// The dropout of a sliced<0> value: global index = i + rank * 4.
-// CHECK:      gpu.func @activations_dropout_0(%n: index, %rank: index, %g: memref<4xf32>, %result0: memref<4xf32>) kernel {
+// The dropout of a sliced<0> value: global index = i + rank * 4. The seed is
+// a kernel argument (one kernel for dropouts differing only in their seed):
+// Philox's key words are its halves, bumped by (W0, W1) = (0x9E3779B9,
+// 0xBB67AE85) each round.
+// CHECK:      gpu.func @activations_dropout_0(%n: index, %rank: index, %seed: i64, %g: memref<4xf32>, %result0: memref<4xf32>) kernel {
 // CHECK:          %6 = arith.constant 4 : index
 // CHECK-NEXT:     %7 = arith.muli %rank, %6 : index
 // CHECK-NEXT:     %8 = arith.addi %i, %7 : index
 // CHECK-NEXT:     %9 = arith.index_cast %8 : index to i64
-// CHECK-COUNT-20: arith.mului_extended
+// CHECK:          %[[K0:.*]] = arith.trunci %seed : i64 to i32
+// CHECK-NEXT:     %[[HIGH:.*]] = arith.shrui %seed, %{{.*}} : i64
+// CHECK-NEXT:     %[[K1:.*]] = arith.trunci %[[HIGH]] : i64 to i32
+// CHECK:          %[[W0:.*]] = arith.constant -1640531527 : i32
+// CHECK-NEXT:     %{{.*}} = arith.addi %[[K0]], %[[W0]] : i32
+// CHECK:          %[[W1:.*]] = arith.constant -1150833019 : i32
+// CHECK-NEXT:     %{{.*}} = arith.addi %[[K1]], %[[W1]] : i32
+// CHECK-COUNT-16: arith.mului_extended
 // CHECK:          arith.shrui %{{.*}}, %{{.*}} : i32
 // keep = (out0 >> 8) >= ceil(0.25 * 2^24)
 // CHECK-NEXT:     %[[T:.*]] = arith.constant 4194304 : i32
@@ -87,6 +97,11 @@
 // CHECK-NEXT:    %blocks = coco_gpu.grid_blocks %n, %threads
 // CHECK-NEXT:    %c1 = arith.constant 1 : index
 // CHECK-NEXT:    gpu.launch_func  @kernels::@broadcast_add_0 blocks in (%blocks, %c1, %c1) threads in (%threads, %c1, %c1)  args(%n : {{[^,]*}}, %rank : {{[^,]*}}, %a_flat : {{[^,]*}}, %b : {{[^,]*}}, %x_flat : {{[^,]*}})
+
+// The host passes the dropout's seed.
+// CHECK-LABEL: func.func @activations(
+// CHECK:         %seed = arith.constant 7 : i64
+// CHECK:         gpu.launch_func  @kernels::@activations_dropout_0 {{.*}} args(%n_1 : index, %rank : index, %seed : i64, %g : memref<4xf32>, %result0 : memref<4xf32>)
 
 module attributes {coco.world_size = 2 : i64} {
   func.func @broadcast(%a: !coco.tensor<4x8xf32, sliced<1>>, %b: !coco.tensor<8xf32, replicated>, %s: !coco.tensor<f32, replicated>) -> !coco.tensor<4x8xf32, sliced<1>> {

@@ -31,7 +31,7 @@
 // CHECK-NEXT:    %chunk_start_1 = arith.muli %chunk, %chunk_elements_1 : index
 // CHECK-NEXT:    %g_1 = coco_gpu.view %result0[%chunk_start_1 + 0]
 // CHECK-NEXT:    coco_gpu.gemm %block1, %w, %g_1 :
-// CHECK:         gpu.launch_func  @kernels::@gather_signal_0 {{.*}}args(%peers : !coco_gpu.peers, %peer_3 : index, %slot_5 : index, %epoch : i64){{$}}
+// CHECK:         gpu.launch_func  @kernels::@gather_signal_0 {{.*}}args(%peers : !coco_gpu.peers, %peer_2 : index, %slot_5 : index, %epoch : i64){{$}}
 // CHECK:         coco_gpu.peer_copy %x to rank + 2, %block0 {coco_gpu.stream = 1 : i64}
 // CHECK:         coco_gpu.gemm %block0, %w, %g_2 :
 // CHECK:         coco_gpu.peer_copy %x to rank + 1, %block1 {coco_gpu.stream = 1 : i64}

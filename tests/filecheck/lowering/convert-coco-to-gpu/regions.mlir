@@ -5,7 +5,7 @@
 // a coco.overlap runs chunk by chunk on two streams; both keep dropout's
 // global index.
 
-// CHECK:      gpu.func @chain_chain_0(%n: index, %rank: index, %x: memref<16xf16>, %b: memref<8xf16>, %w: memref<16xf16>, %result0: memref<16xf16>, %w_1: memref<16xf16>) kernel {
+// CHECK:      gpu.func @chain_chain_0(%n: index, %rank: index, %seed: i64, %x: memref<16xf16>, %b: memref<8xf16>, %w: memref<16xf16>, %result0: memref<16xf16>, %w_1: memref<16xf16>) kernel {
 // CHECK:        scf.for %i = %start to %n step %step {
 // CHECK-NEXT:     %5 = memref.load %x[%i] : memref<16xf16>
 // CHECK-NEXT:     %6 = arith.constant 8 : index
@@ -37,7 +37,7 @@
 // Inside chunk 1 of 2 along dim 0 of the [4, 8] product, the dropout's global
 // row is i / 8 + 2.
 // CHECK:      gpu.func @overlap_dropout_0(
-// CHECK:      gpu.func @overlap_dropout_1(%n: index, %p: memref<16xf32>, %d: memref<16xf32>) kernel {
+// CHECK:      gpu.func @overlap_dropout_1(%n: index, %seed: i64, %p: memref<16xf32>, %d: memref<16xf32>) kernel {
 // CHECK:          %5 = memref.load %p[%i] : memref<16xf32>
 // CHECK-NEXT:     %6 = arith.constant 8 : index
 // CHECK-NEXT:     %7 = arith.divui %i, %6 : index
@@ -48,7 +48,7 @@
 // its second into %w in place (it reads %w at the index it writes).
 // CHECK-LABEL: func.func @chain(%x: memref<2x8xf16>, %b: memref<8xf16>, %w: memref<2x8xf16>, %result0: memref<2x8xf16>)
 // CHECK-NEXT:    %rank = coco_gpu.rank
-// CHECK:         gpu.launch_func  @kernels::@chain_chain_0 blocks in {{.*}}  args({{(.*, )?}}%n : {{[^,]*}}, %rank : {{[^,]*}}, %x_flat : {{[^,]*}}, %b : {{[^,]*}}, %w_flat : {{[^,]*}}, %result0_flat : {{[^,]*}}, %w_flat_1 : {{[^,]*}})
+// CHECK:         gpu.launch_func  @kernels::@chain_chain_0 blocks in {{.*}}  args({{(.*, )?}}%n : {{[^,]*}}, %rank : {{[^,]*}}, %seed : i64, %x_flat : {{[^,]*}}, %b : {{[^,]*}}, %w_flat : {{[^,]*}}, %result0_flat : {{[^,]*}}, %w_flat_1 : {{[^,]*}})
 // CHECK-NEXT:    func.return
 
 // The fused all-reduce is ONE kernel (lowering/fused_collectives.py, tested
@@ -89,7 +89,7 @@
 // A replicated dropout inside a sliced fusion: the bias element i % 4 + rank * 4
 // has global index i % 4 + rank * 4 too.
 // CHECK-LABEL: func.func @replicated_dropout(
-// CHECK:         gpu.launch_func  @kernels::@replicated_dropout_fusion_0 blocks in {{.*}}  args({{(.*, )?}}%n : {{[^,]*}}, %rank : {{[^,]*}}, %x_flat : {{[^,]*}}, %b : {{[^,]*}}, %result0_flat : {{[^,]*}})
+// CHECK:         gpu.launch_func  @kernels::@replicated_dropout_fusion_0 blocks in {{.*}}  args({{(.*, )?}}%n : {{[^,]*}}, %rank : {{[^,]*}}, %seed : i64, %x_flat : {{[^,]*}}, %b : {{[^,]*}}, %result0_flat : {{[^,]*}})
 
 
 module attributes {coco.world_size = 2 : i64} {
