@@ -89,6 +89,7 @@ from coconet_ir.dialects.coco_gpu import (
     NcclReduceScatterOp,
     NcclSendOp,
     RankOp,
+    stream_of,
 )
 from coconet_ir.ir import declared_world_size
 from coconet_ir.lowering.absorb import absorb_producers
@@ -103,6 +104,7 @@ from coconet_ir.lowering.bufferize import (
 )
 from coconet_ir.lowering.embedding import EmbeddingLookup, embedding_kernel
 from coconet_ir.lowering.kernels import (
+    BucketCopy,
     Indexer,
     KernelModule,
     as_i64,
@@ -890,57 +892,109 @@ def bucket_rows(flat: TensorType, world: int) -> int:
     return 1 if flat.layout.is_sliced else world
 
 
+MAX_COPY_ARGS = 256
+"""The most buffers one bucket-copy launch takes (2 KB of pointers, half of
+CUDA's 4 KB parameter limit before 12.1; the emulator passes a launch's
+arguments in a `std::tuple`, which g++ compiles in minutes at 500)."""
+
+
+def bucket_run(op: coco.ConcatOp | coco.SplitOp) -> list[Operation]:
+    """`op` and the `coco.concat`s (or `coco.split`s) right after it whose
+    operands are lowered: the buckets `coco-bucket` made together (one
+    optimizer bucket's gradients, weights and moments), copied by one
+    launch of at most MAX_COPY_ARGS buffers (`op` alone may pass more)."""
+    run: list[Operation] = [op]
+    buffers = len(op.operands) + len(op.results)
+    after = op.next_op
+    while (
+        isinstance(after, type(op))
+        and ready(after)
+        and stream_of(after) == stream_of(op)
+        and buffers + len(after.operands) + len(after.results) <= MAX_COPY_ARGS
+    ):
+        run.append(after)
+        buffers += len(after.operands) + len(after.results)
+        after = after.next_op
+    return run
+
+
 @dataclass
 class LowerConcat(CocoLoweringPattern):
     """`coco.concat` → one kernel copying every operand into its place in
-    the flat bucket."""
+    the flat bucket; the concats right after it go in the same launch."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: coco.ConcatOp, rewriter: PatternRewriter) -> None:
         if not ready(op):
             return
         lowering = self.lowering
-        host, pieces = lowering.buffers(op.pieces)
-        more, out = lowering.result_buffer(op, op.result)
-        host += more
+        host: list[Operation] = []
+        buckets: list[BucketCopy] = []
+        run = [o for o in bucket_run(op) if isinstance(o, coco.ConcatOp)]
+        for concat in run:
+            more, pieces = lowering.buffers(concat.pieces)
+            host += more
+            more, out = lowering.result_buffer(concat, concat.result)
+            host += more
+            buckets.append(
+                BucketCopy(out, pieces, bucket_rows(result_type(concat), self.world))
+            )
         host += bucket_copy(
             lowering.kernels,
             lowering.threads,
             lowering.kernel_name(op, "concat"),
-            out,
-            pieces,
-            bucket_rows(result_type(op), self.world),
+            buckets,
             pack=True,
         )
-        replace_with_buffers(rewriter, op, host, [out])
+        replace_run(rewriter, run, host, [[b.flat] for b in buckets])
 
 
 @dataclass
 class LowerSplit(CocoLoweringPattern):
     """`coco.split` → one kernel copying every piece out of the flat bucket
-    (into an updated parameter's buffer when it may)."""
+    (into an updated parameter's buffer when it may); the splits right after
+    it go in the same launch."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: coco.SplitOp, rewriter: PatternRewriter) -> None:
         if not ready(op):
             return
         lowering = self.lowering
-        host, flat = lowering.buffer(op.flat)
-        outs: list[SSAValue] = []
-        for piece in op.pieces:
-            more, out = lowering.result_buffer(op, piece)
+        host: list[Operation] = []
+        buckets: list[BucketCopy] = []
+        run = [o for o in bucket_run(op) if isinstance(o, coco.SplitOp)]
+        for split in run:
+            more, flat = lowering.buffer(split.flat)
             host += more
-            outs.append(out)
+            outs: list[SSAValue] = []
+            for piece in split.pieces:
+                more, out = lowering.result_buffer(split, piece)
+                host += more
+                outs.append(out)
+            buckets.append(
+                BucketCopy(flat, outs, bucket_rows(tensor_of(split.flat), self.world))
+            )
         host += bucket_copy(
             lowering.kernels,
             lowering.threads,
             lowering.kernel_name(op, "split"),
-            flat,
-            outs,
-            bucket_rows(tensor_of(op.flat), self.world),
+            buckets,
             pack=False,
         )
-        replace_with_buffers(rewriter, op, host, outs)
+        replace_run(rewriter, run, host, [list(b.pieces) for b in buckets])
+
+
+def replace_run(
+    rewriter: PatternRewriter,
+    run: Sequence[Operation],
+    host: list[Operation],
+    results: Sequence[Sequence[SSAValue]],
+) -> None:
+    """Replace the ops of `run` (consecutive) by the host ops, placed where
+    the first is, and each op's results by (casts of) its buffers."""
+    for op, buffers in reversed(list(zip(run[1:], results[1:]))):
+        replace_with_buffers(rewriter, op, [], list(buffers))
+    replace_with_buffers(rewriter, run[0], host, list(results[0]))
 
 
 def scratch(t: TensorType, world: int) -> memref.AllocOp:

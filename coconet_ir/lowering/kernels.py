@@ -903,56 +903,81 @@ def rank_major(
     )
 
 
+@dataclass(frozen=True)
+class BucketCopy:
+    """One bucket's copy: its flat buffer, its pieces and the rows of the
+    flat buffer on one rank (`bucket_copy`)."""
+
+    flat: SSAValue
+    pieces: Sequence[SSAValue]
+    rows: int
+
+
 def bucket_copy(
     kernels: KernelModule,
     threads: int,
     name: str,
-    flat: SSAValue,
-    pieces: Sequence[SSAValue],
-    rows: int,
+    buckets: Sequence[BucketCopy],
     *,
     pack: bool,
 ) -> list[Operation]:
-    """One launch copying every piece of a bucket into the flat buffer
-    (`pack`, `coco.concat`) or out of it (`coco.split`). The flat buffer is
-    `rows` rows (the world size for a replicated or local bucket, 1 for a
-    rank's block of a sliced one), row `r` holding every piece's row `r` in
-    order: element `i` of a piece of `c` elements per row starting at column
-    `o` is element `(i / c) * row + o + i % c` of the flat buffer. The kernel
-    runs one grid-stride loop per piece."""
-    host, buffers = flat_args([flat, *pieces])
-    flat_buffer, piece_buffers = buffers[0], buffers[1:]
-    counts = [element_count_of(memref_type(p)) for p in piece_buffers]
-    total = element_count_of(memref_type(flat_buffer))
-    row = total // rows
-    starts = [sum(counts[:k]) // rows for k in range(len(counts))]
+    """One launch copying every piece of each bucket into its flat buffer
+    (`pack`, `coco.concat`) or out of it (`coco.split`); one launch for all
+    the buckets given (the gradients', weights' and moments' buckets of one
+    optimizer bucket). A flat buffer is `rows` rows (the world size for a
+    replicated or local bucket, 1 for a rank's block of a sliced one), row
+    `r` holding every piece's row `r` in order: element `i` of a piece of `c`
+    elements per row starting at column `o` is element `(i / c) * row + o +
+    i % c` of the flat buffer. The kernel runs one grid-stride loop per
+    piece."""
+    host: list[Operation] = []
+    layouts: list[tuple[int, tuple[int, ...], Attribute]] = []
+    args: list[SSAValue] = []
+    totals: list[int] = []
+    for bucket in buckets:
+        more, buffers = flat_args([bucket.flat, *bucket.pieces])
+        host += more
+        args += buffers
+        counts = tuple(element_count_of(memref_type(p)) for p in buffers[1:])
+        layouts.append((bucket.rows, counts, buffers[0].type))
+        totals.append(element_count_of(memref_type(buffers[0])))
 
     def build() -> gpu.FuncOp:
-        specs: list[tuple[str, Attribute]] = [("n", index), ("flat", flat_buffer.type)]
-        specs += [(f"piece{k}", p.type) for k, p in enumerate(piece_buffers)]
+        hints: list[str] = []
+        for g, (_, counts, _) in enumerate(layouts):
+            suffix = f"_{g}" if len(layouts) > 1 else ""
+            hints += [
+                f"flat{suffix}",
+                *(f"piece{k}{suffix}" for k in range(len(counts))),
+            ]
+        specs = [("n", index), *((h, a.type) for h, a in zip(hints, args))]
         kernel, b = kernels.kernel(name, specs)
-        args = kernel.body.block.args
-        for k, (count, start) in enumerate(zip(counts, starts)):
-            loop, i = grid_stride_loop(b, index_constant(b, count))
-            position = i
-            if rows > 1:
-                digits = Indexer(loop, i, (rows, count // rows))
-                position = linear(loop, [digits.digit(0), digits.digit(1)], (rows, row))
-            offset = index_constant(loop, start)
-            at = loop.insert(arith.AddiOp(position, offset)).result
-            source, dest, frm, to = (
-                (args[2 + k], args[1], i, at) if pack else (args[1], args[2 + k], at, i)
-            )
-            value = loop.insert(memref.LoadOp.get(source, [frm])).res
-            loop.insert(memref.StoreOp.get(value, dest, [to]))
+        params = list(kernel.body.block.args[1:])
+        for (rows, counts, _), total in zip(layouts, totals):
+            flat, pieces = params[0], params[1 : 1 + len(counts)]
+            params = params[1 + len(counts) :]
+            row = total // rows
+            starts = [sum(counts[:k]) // rows for k in range(len(counts))]
+            for piece, count, start in zip(pieces, counts, starts):
+                loop, i = grid_stride_loop(b, index_constant(b, count))
+                position = i
+                if rows > 1:
+                    digits = Indexer(loop, i, (rows, count // rows))
+                    position = linear(
+                        loop, [digits.digit(0), digits.digit(1)], (rows, row)
+                    )
+                offset = index_constant(loop, start)
+                at = loop.insert(arith.AddiOp(position, offset)).result
+                source, dest, frm, to = (
+                    (piece, flat, i, at) if pack else (flat, piece, at, i)
+                )
+                value = loop.insert(memref.LoadOp.get(source, [frm])).res
+                loop.insert(memref.StoreOp.get(value, dest, [to]))
         return kernel
 
-    key = ("bucket", pack, rows, tuple(counts), flat_buffer.type)
+    key = ("bucket", pack, tuple(layouts))
     kernel = kernels.cached(key, build)
-    return [
-        *host,
-        *launch(kernels, kernel, total, [flat_buffer, *piece_buffers], threads),
-    ]
+    return [*host, *launch(kernels, kernel, max(totals), args, threads)]
 
 
 # ============================================================================

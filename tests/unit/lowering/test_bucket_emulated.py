@@ -54,3 +54,19 @@ def test_adam_over_247_tensors_is_nine_launches() -> None:
         op for op in emulated.lowered.device.walk() if op.name == "gpu.launch_func"
     ]
     assert len(launches) == 9
+
+
+def test_a_bucket_of_adam_is_three_launches() -> None:
+    """coco-optimize's Adam over six tensors, one bucket: the gradients',
+    weights' and moments' concats are ONE launch (consecutive, together at
+    most 256 buffers), the fused reduce-scatter + Adam + all-gather one, the
+    weights' and moments' splits back one. Emulated = interpreter."""
+    module = cc.parse(step_program("adam", SHAPES))
+    emulated = check(module, 4, "coco-optimize")
+    assert emulated.lowered is not None
+    launches = [
+        op.kernel.nested_references.data[-1].data
+        for op in emulated.lowered.device.walk()
+        if op.name == "gpu.launch_func"
+    ]
+    assert launches == ["step_concat_0", "step_bucket0_rs_fused_0", "step_split_0"]
