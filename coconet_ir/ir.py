@@ -40,6 +40,7 @@ from coconet_ir.diagnostics import (
     location_of,
     value_name,
 )
+from coconet_ir.universe import MLIR_SYNTAX_DIALECTS
 
 __all__ = [
     "CocoError",
@@ -59,7 +60,8 @@ __all__ = [
 def make_context(allow_unregistered: bool = False) -> Context:
     """A context that knows builtin, func, arith and coco, and (loaded when
     first used) the device level's gpu, memref, scf, math, vector and
-    coco_gpu."""
+    coco_gpu, and the tensor, linalg and shard programs `coco-import-shard`
+    reads (gpu, linalg and shard with MLIR 22's syntax and ops)."""
     from xdsl.dialects import get_all_dialects
     from xdsl.dialects.arith import Arith
     from xdsl.dialects.builtin import Builtin
@@ -71,17 +73,12 @@ def make_context(allow_unregistered: bool = False) -> Context:
     for dialect in (Builtin, Func, Arith, Coco):
         ctx.load_dialect(dialect)
     upstream = get_all_dialects()
-    for name in ("memref", "scf", "math", "vector", "cf"):
+    for name in ("memref", "scf", "math", "vector", "cf", "tensor"):
         ctx.register_dialect(name, upstream[name])
-    ctx.register_dialect("gpu", _gpu)
+    for name, dialect in MLIR_SYNTAX_DIALECTS.items():
+        ctx.register_dialect(name, dialect)
     ctx.register_dialect("coco_gpu", _coco_gpu)
     return ctx
-
-
-def _gpu() -> Dialect:
-    from coconet_ir.dialects.gpu import GPU  # xDSL's, with MLIR's syntax
-
-    return GPU
 
 
 def _coco_gpu() -> Dialect:
