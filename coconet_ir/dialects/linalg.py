@@ -31,6 +31,7 @@ from xdsl.dialects.builtin import (
     IntegerType,
 )
 from xdsl.dialects.linalg.abstract_ops import ElementwiseOperation
+from xdsl.dialects.linalg.ops import YieldOp
 from xdsl.dialects.utils import EnumAttribute
 from xdsl.ir import Attribute, BlockArgument, Dialect, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineMap
@@ -171,7 +172,7 @@ def elementwise_body(
 
     @Builder.implicit_region(arg_types)
     def body(args: tuple[BlockArgument, ...]) -> None:
-        linalg.YieldOp(build(args[: ARITY[kind]]))
+        YieldOp(build(args[: ARITY[kind]]))
 
     return body
 

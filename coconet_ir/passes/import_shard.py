@@ -41,7 +41,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
-from xdsl.dialects import arith, func, linalg, tensor
+from xdsl.dialects import arith, func, tensor
 from xdsl.dialects import shard as xdsl_shard
 from xdsl.dialects.builtin import (
     DenseIntOrFPElementsAttr,
@@ -52,6 +52,8 @@ from xdsl.dialects.builtin import (
     TensorType,
     i64,
 )
+from xdsl.dialects.linalg import abstract_ops, attrs
+from xdsl.dialects.linalg import ops as linalg
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineMap
 from xdsl.passes import ModulePass
@@ -361,7 +363,7 @@ class FunctionImporter:
                     )
                 self.check_identity_maps(op)
                 self.import_elementwise(op, ELEMENTWISE_KINDS[kind], op.inputs)
-            case linalg.LinalgStructuredOperation() if op.name in NAMED_OPS:
+            case abstract_ops.LinalgStructuredOperation() if op.name in NAMED_OPS:
                 self.import_elementwise(op, NAMED_OPS[op.name], op.inputs)
             case _ if op.name in SCALAR_OPS and self.on_tensors(op):
                 self.import_elementwise(op, SCALAR_OPS[op.name], op.operands)
@@ -459,7 +461,7 @@ class FunctionImporter:
         if len(op.outputs) != 1 or rank < 0:
             raise ImportRefused(op, "only a generic with one tensor result")
         self.check_identity_maps(op)
-        if any(it.data != linalg.IteratorType.PARALLEL for it in op.iterator_types):
+        if any(it.data != attrs.IteratorType.PARALLEL for it in op.iterator_types):
             raise ImportRefused(op, "only a generic whose loops are all parallel")
         body = list(op.body.block.ops)
         if len(body) != 2 or body[0].name not in SCALAR_OPS:
@@ -607,7 +609,7 @@ class FunctionImporter:
             raise ImportRefused(self.source, problem)
         return coco.TensorType(shape, of.element_type, layout)
 
-    def check_identity_maps(self, op: linalg.LinalgStructuredOperation) -> None:
+    def check_identity_maps(self, op: abstract_ops.LinalgStructuredOperation) -> None:
         maps = [m.data for m in op.get_indexing_maps().data]
         rank = len(_mlir_tensor_type(op.results[0]).get_shape())
         if any(m != AffineMap.identity(rank) for m in maps):
