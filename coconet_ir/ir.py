@@ -40,7 +40,6 @@ from coconet_ir.diagnostics import (
     location_of,
     value_name,
 )
-from coconet_ir.universe import MLIR_SYNTAX_DIALECTS
 
 __all__ = [
     "CocoError",
@@ -75,10 +74,32 @@ def make_context(allow_unregistered: bool = False) -> Context:
     upstream = get_all_dialects()
     for name in ("memref", "scf", "math", "vector", "cf", "tensor"):
         ctx.register_dialect(name, upstream[name])
-    for name, dialect in MLIR_SYNTAX_DIALECTS.items():
-        ctx.register_dialect(name, dialect)
+    ctx.register_dialect("gpu", _gpu)
+    ctx.register_dialect("linalg", _linalg)
+    ctx.register_dialect("shard", _shard)
     ctx.register_dialect("coco_gpu", _coco_gpu)
     return ctx
+
+
+# xDSL's gpu, linalg and shard with MLIR 22's syntax and missing ops, as
+# coconet-opt loads them (universe.MLIR_SYNTAX_DIALECTS; `ir` may not import
+# the universe).
+def _gpu() -> Dialect:
+    from coconet_ir.dialects.gpu import GPU
+
+    return GPU
+
+
+def _linalg() -> Dialect:
+    from coconet_ir.dialects.linalg import Linalg
+
+    return Linalg
+
+
+def _shard() -> Dialect:
+    from coconet_ir.dialects.shard import Shard
+
+    return Shard
 
 
 def _coco_gpu() -> Dialect:
