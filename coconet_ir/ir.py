@@ -59,7 +59,8 @@ __all__ = [
 def make_context(allow_unregistered: bool = False) -> Context:
     """A context that knows builtin, func, arith and coco, and (loaded when
     first used) the device level's gpu, memref, scf, math, vector and
-    coco_gpu."""
+    coco_gpu, and the tensor, linalg and shard programs `coco-import-shard`
+    reads (gpu, linalg and shard with MLIR 22's syntax and ops)."""
     from xdsl.dialects import get_all_dialects
     from xdsl.dialects.arith import Arith
     from xdsl.dialects.builtin import Builtin
@@ -71,17 +72,34 @@ def make_context(allow_unregistered: bool = False) -> Context:
     for dialect in (Builtin, Func, Arith, Coco):
         ctx.load_dialect(dialect)
     upstream = get_all_dialects()
-    for name in ("memref", "scf", "math", "vector", "cf"):
+    for name in ("memref", "scf", "math", "vector", "cf", "tensor"):
         ctx.register_dialect(name, upstream[name])
     ctx.register_dialect("gpu", _gpu)
+    ctx.register_dialect("linalg", _linalg)
+    ctx.register_dialect("shard", _shard)
     ctx.register_dialect("coco_gpu", _coco_gpu)
     return ctx
 
 
+# xDSL's gpu, linalg and shard with MLIR 22's syntax and missing ops, as
+# coconet-opt loads them (universe.MLIR_SYNTAX_DIALECTS; `ir` may not import
+# the universe).
 def _gpu() -> Dialect:
-    from coconet_ir.dialects.gpu import GPU  # xDSL's, with MLIR's syntax
+    from coconet_ir.dialects.gpu import GPU
 
     return GPU
+
+
+def _linalg() -> Dialect:
+    from coconet_ir.dialects.linalg import Linalg
+
+    return Linalg
+
+
+def _shard() -> Dialect:
+    from coconet_ir.dialects.shard import Shard
+
+    return Shard
 
 
 def _coco_gpu() -> Dialect:

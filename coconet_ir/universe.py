@@ -27,6 +27,7 @@ PASSES: dict[str, tuple[str, str]] = {
     "coco-dce": ("dce", "CocoDCE"),
     "coco-optimize": ("optimize", "Optimize"),
     "coco-autotune": ("autotune", "Autotune"),
+    "coco-import-shard": ("import_shard", "ImportShard"),
 }
 """Pass name → (module in coconet_ir.passes, class)."""
 
@@ -55,6 +56,31 @@ def get_mlir_gpu() -> Dialect:
     from coconet_ir.dialects.gpu import GPU
 
     return GPU
+
+
+def get_mlir_linalg() -> Dialect:
+    """xDSL's `linalg` dialect with MLIR 22's elementwise ops
+    (coconet_ir.dialects.linalg); loaded in place of xDSL's, as `gpu` is."""
+    from coconet_ir.dialects.linalg import Linalg
+
+    return Linalg
+
+
+def get_mlir_shard() -> Dialect:
+    """xDSL's `shard` dialect with MLIR 22's collectives and process queries
+    (coconet_ir.dialects.shard); loaded in place of xDSL's, as `gpu` is."""
+    from coconet_ir.dialects.shard import Shard
+
+    return Shard
+
+
+MLIR_SYNTAX_DIALECTS: dict[str, Callable[[], Dialect]] = {
+    "gpu": get_mlir_gpu,
+    "linalg": get_mlir_linalg,
+    "shard": get_mlir_shard,
+}
+"""xDSL dialects that coconet-opt and `ir.make_context` replace by ours, with
+MLIR 22's syntax or the ops MLIR has and xDSL lacks."""
 
 
 def get_all_dialects() -> dict[str, Callable[[], Dialect]]:

@@ -30,7 +30,11 @@ import coconet_ir.ir as ir
 from coconet_ir import __version__
 from coconet_ir.pipeline import build_pipeline
 from coconet_ir.tools.errors import run_guarded
-from coconet_ir.universe import get_all_dialects, get_all_passes, get_mlir_gpu
+from coconet_ir.universe import (
+    MLIR_SYNTAX_DIALECTS,
+    get_all_dialects,
+    get_all_passes,
+)
 
 GC_THRESHOLD = (100_000, 50, 100)
 """Python's cyclic garbage collector's thresholds while coconet-opt runs: a
@@ -127,10 +131,11 @@ class CocoNetOptMain(xDSLOptMain):
     def register_all_dialects(self):
         # The xdsl.universe entry point already brings coco when the package is
         # installed; coco is added here too when running from a source tree.
-        # `gpu` is xDSL's with MLIR's syntax (coconet_ir.dialects.gpu).
+        # `gpu`, `linalg` and `shard` are xDSL's with MLIR's syntax and ops
+        # (coconet_ir.dialects.gpu, .linalg, .shard).
         dialects = dict(Universe.get_multiverse().all_dialects)
         dialects.update(get_all_dialects())
-        dialects["gpu"] = get_mlir_gpu
+        dialects.update(MLIR_SYNTAX_DIALECTS)
         for name, factory in dialects.items():
             self.ctx.register_dialect(name, factory)
 

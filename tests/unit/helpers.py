@@ -6,6 +6,7 @@ tools fail. Tests import them as `from helpers import ...` (tests/unit is on
 from __future__ import annotations
 
 import importlib.util
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -60,6 +61,14 @@ def assert_equivalent(name: str, pipeline: str) -> ModuleOp:
 def T(spec: str, layout: str = "replicated") -> str:
     """`!coco.tensor<SPEC, LAYOUT>`, for writing test programs."""
     return f"!coco.tensor<{spec}, {layout}>"
+
+
+def mlir_opt() -> str | None:
+    """Real MLIR 22's mlir-opt (as tests/filecheck/lit.cfg.py finds it), or
+    None where it is not installed."""
+    found = shutil.which("mlir-opt-22") or shutil.which("mlir-opt")
+    default = Path("/usr/lib/llvm-22/bin/mlir-opt")
+    return found or (str(default) if default.exists() else None)
 
 
 # ---------------------------------------------------------------------------
