@@ -133,7 +133,14 @@ class Grouping:
 
     `reach[op]` holds the groups `op` depends on or belongs to; `via[op]` the
     groups it depends on through some op outside them. An op may join group G
-    only when G is not in its `via`: that is the cycle check."""
+    only when G is not in its `via`: that is the cycle check.
+
+    Only OPEN groups — some member's result still has a user not visited yet —
+    are kept in these sets: an op can join only a group one of its operands
+    comes from, so a closed group is never asked about again, and the sets
+    (transitive, one entry per group) stay the size of the open frontier,
+    not of everything before: a chain of L layers is linear in L, not
+    quadratic."""
 
     joins: Joins
     seeds: Callable[[Operation], bool]
@@ -144,6 +151,8 @@ class Grouping:
     via: dict[Operation, set[int]] = field(default_factory=dict[Operation, set[int]])
     group_via: dict[int, set[int]] = field(default_factory=dict[int, set[int]])
     problems: dict[int, str] = field(default_factory=dict[int, str])
+    open_uses: dict[int, int] = field(default_factory=dict[int, int])
+    """Group root → uses of its members' results by ops not visited yet."""
 
     def find(self, g: int) -> int:
         while self.parent[g] != g:
@@ -152,13 +161,22 @@ class Grouping:
         return g
 
     def norm(self, groups: Iterable[int]) -> set[int]:
-        return {self.find(g) for g in groups}
+        """The roots of `groups` that are still open."""
+        return {r for g in groups if self.open_uses[r := self.find(g)]}
 
     def group(self, op: Operation) -> int | None:
         g = self.group_of.get(op)
         return None if g is None else self.find(g)
 
     def visit(self, op: Operation) -> None:
+        self.place(op)
+        for value in op.operands:
+            g = self.group_of.get(value.owner)  # type: ignore[arg-type]
+            if g is not None:
+                self.open_uses[self.find(g)] -= 1
+
+    def place(self, op: Operation) -> None:
+        """Put `op` in a group (joining, merging or seeding) or outside."""
         producers = [v.owner for v in op.operands if isinstance(v.owner, Operation)]
         reach = self.norm(g for p in producers for g in self.reach.get(p, ()))
         linked = {
@@ -225,6 +243,7 @@ class Grouping:
     def new_group(self) -> int:
         self.parent.append(len(self.parent))
         self.group_via[len(self.parent) - 1] = set()
+        self.open_uses[len(self.parent) - 1] = 0
         return len(self.parent) - 1
 
     def merge(self, linked: set[int]) -> int:
@@ -232,12 +251,14 @@ class Grouping:
         for g in others:
             self.parent[g] = root
             self.group_via[root] |= self.group_via[g]
+            self.open_uses[root] += self.open_uses.pop(g)
             if g in self.problems:
                 self.problems.setdefault(root, self.problems[g])
         return root
 
     def add(self, op: Operation, g: int, reach: set[int], via: set[int]) -> None:
         self.group_of[op] = g
+        self.open_uses[g] += sum(r.uses.get_length() for r in op.results)
         self.reach[op] = reach | {g}
         self.via[op] = via - {g}
         self.group_via[g] |= self.via[op]
