@@ -36,7 +36,7 @@ import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from math import floor, log10
-from typing import Any
+from typing import Any, cast
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
@@ -53,7 +53,7 @@ from coconet_ir.costmodel import (
 )
 from coconet_ir.diagnostics import CocoError, CocoWarning
 from coconet_ir.dialects.coco import AllReduceOp, MatmulOp, tensor_type, world_size
-from coconet_ir.passes.base import CocoPass, move_contents
+from coconet_ir.passes.base import CocoPass, Rewrite, move_contents
 from coconet_ir.passes.dce import CocoDCE
 from coconet_ir.passes.fuse import Fuse
 from coconet_ir.passes.fuse_send import FuseSend
@@ -420,21 +420,122 @@ def pair_plans(world: int | None, changed: set[str]) -> list[Plan]:
 # ============================================================================
 
 
-def run_plan(
-    plan: Plan, module: ModuleOp, ctx: Context
-) -> tuple[ModuleOp | None, str | None]:
+@dataclass(frozen=True)
+class Step:
+    """One step of a candidate: a `Rewrite` (a part of coco-optimize, or a
+    pass that rewrites all it applies to, its warning ignored), or a pass
+    applied as a pipeline applies it, its warning a refusal when `strict` (a
+    pass whose options the search chose). Steps are values: candidates whose
+    steps begin alike share those steps' result."""
+
+    action: Rewrite | ModulePass
+    strict: bool = False
+
+    def run(self, module: ModuleOp, ctx: Context) -> None:
+        with warnings.catch_warnings():
+            action = "error" if self.strict else "ignore"
+            warnings.simplefilter(action, CocoWarning)
+            if isinstance(self.action, Rewrite):
+                self.action(module)
+            else:
+                self.action.apply(ctx, module)
+
+
+def plan_steps(plan: Plan) -> list[Step]:
+    """The steps of `plan`'s passes: coco-optimize's parts (its options
+    checked now: a refusal before any part runs), each pass that rewrites
+    all it applies to as its `Rewrite` unless its options were chosen
+    (`Plan.varied`), and any other pass as it is."""
+    steps: list[Step] = []
+    for position, each in enumerate(plan.passes):
+        strict = position in plan.varied
+        if isinstance(each, Optimize) and not strict:
+            steps += [Step(part) for part in each.steps()]
+        elif isinstance(each, CocoPass) and each.rewrites_all() and not strict:
+            steps.append(Step(Rewrite(each)))
+        else:
+            steps.append(Step(each, strict))
+    return steps
+
+
+Outcome = tuple[ModuleOp | None, str | None]
+"""A plan's module, verified, or why a pass refused (then no module)."""
+
+
+@dataclass
+class Prefix:
+    """A node of the trie of plans' steps: the plans whose steps end here,
+    by their index, and the steps that follow in others."""
+
+    ends: list[int] = field(default_factory=list[int])
+    then: dict[Step, Prefix] = field(default_factory=dict[Step, "Prefix"])
+
+    def plans(self) -> Iterable[int]:
+        """Every plan through this node."""
+        yield from self.ends
+        for child in self.then.values():
+            yield from child.plans()
+
+
+def run_plans(
+    plans: Sequence[Plan],
+    module: ModuleOp,
+    ctx: Context,
+    done: Any = None,
+) -> list[Outcome]:
+    """Each plan's passes on a copy of `module`, verified, or why a pass
+    refused; a prefix of steps that plans share runs once, on one copy that
+    is cloned where they part (`done(n)`: n more plans have their outcome)."""
+    outcomes: list[Outcome | None] = [None] * len(plans)
+
+    def settle(indices: Iterable[int], outcome: Outcome) -> None:
+        indices = list(indices)
+        for index in indices:
+            outcomes[index] = outcome
+        if done is not None:
+            done(len(indices))
+
+    root = Prefix()
+    for index, plan in enumerate(plans):
+        try:
+            steps = plan_steps(plan)
+        except CocoError as err:
+            settle([index], (None, str(err)))
+            continue
+        node = root
+        for step in steps:
+            node = node.then.setdefault(step, Prefix())
+        node.ends.append(index)
+
+    def run(node: Prefix, state: ModuleOp) -> None:
+        branches = list(node.then.items())
+        if node.ends:
+            settle(node.ends, verified(state.clone() if branches else state))
+        for number, (step, child) in enumerate(branches):
+            branch = state if number == len(branches) - 1 else state.clone()
+            try:
+                step.run(branch, ctx)
+            except (CocoError, CocoWarning) as err:
+                settle(child.plans(), (None, str(err)))
+                continue
+            run(child, branch)
+
+    run(root, module.clone())
+    assert all(outcome is not None for outcome in outcomes)
+    return cast(list[Outcome], outcomes)
+
+
+def run_plan(plan: Plan, module: ModuleOp, ctx: Context) -> Outcome:
     """`plan`'s passes on a copy of `module`, verified; or why a pass refused."""
-    result = module.clone()
+    return run_plans([plan], module, ctx)[0]
+
+
+def verified(module: ModuleOp) -> Outcome:
     try:
-        for position, each in enumerate(plan.passes):
-            with warnings.catch_warnings():
-                action = "error" if position in plan.varied else "ignore"
-                warnings.simplefilter(action, CocoWarning)
-                each.apply(ctx, result)
-        ir.verify(result)
-    except (CocoError, CocoWarning) as err:
+        ir.verify(module)
+    except CocoError as err:
         return None, str(err)
-    return result, None
+    return module, None
 
 
 class Search:
@@ -463,19 +564,22 @@ class Search:
             room = max(0, min(room, self.max_candidates - len(self.tried)))
         self.left_out += len(plans) - room
         self.grow_bar(room)
-        return [self.try_one(plan) for plan in plans[:room]]
+        outcomes = run_plans(plans[:room], self.module, self.ctx, self.advance)
+        return [self.add(plan, outcome) for plan, outcome in zip(plans, outcomes)]
 
-    def try_one(self, plan: Plan) -> Candidate:
+    def add(self, plan: Plan, outcome: Outcome) -> Candidate:
         candidate = Candidate(len(self.tried) + 1, plan.name, plan.pipeline)
         self.tried.append(candidate)
-        result, refused = run_plan(plan, self.module, self.ctx)
+        result, refused = outcome
         if result is None:
             candidate.refused = refused
         else:
             self.predict(candidate, result)
-        if self.bar is not None:
-            self.bar.update(1)
         return candidate
+
+    def advance(self, plans: int) -> None:
+        if self.bar is not None:
+            self.bar.update(plans)
 
     def predict(self, candidate: Candidate, result: ModuleOp) -> None:
         text = ir.to_text(result)
