@@ -33,6 +33,7 @@ from __future__ import annotations
 import sys
 import time
 import warnings
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from math import floor, log10
@@ -40,6 +41,7 @@ from typing import Any, cast
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Block, SSAValue
 from xdsl.passes import ModulePass
 
 from coconet_ir import ir
@@ -468,13 +470,57 @@ class Prefix:
     by their index, and the steps that follow in others."""
 
     ends: list[int] = field(default_factory=list[int])
-    then: dict[Step, Prefix] = field(default_factory=dict[Step, "Prefix"])
+    then: OrderedDict[Step, Prefix] = field(default_factory=OrderedDict[Step, "Prefix"])
 
     def plans(self) -> Iterable[int]:
         """Every plan through this node."""
         yield from self.ends
         for child in self.then.values():
             yield from child.plans()
+
+    def merge(self, other: Prefix) -> None:
+        """Take on `other`'s plans (its steps changed nothing)."""
+        self.ends += other.ends
+        for step, child in other.then.items():
+            if step in self.then:
+                self.then[step].merge(child)
+            else:
+                self.then[step] = child
+
+
+Fingerprint = tuple[object, ...]
+
+
+def fingerprint(module: ModuleOp) -> Fingerprint:
+    """What a pass reads of a module and what it prints as: every op's name,
+    operands, results (types and names), attributes, properties, location,
+    successors and blocks with their arguments, in order, values numbered as
+    first seen. Attributes, types and locations (immutable) count by
+    identity: a copy shares them, so a step that changes nothing leaves the
+    fingerprint of its copy unchanged, and equal fingerprints print the same
+    while those objects live (not the converse). A tenth of printing's time."""
+    number: dict[SSAValue | Block, int] = {}
+    parts: list[object] = []
+    for op in module.walk():
+        parts.append(op.name)
+        parts += [number.setdefault(v, len(number)) for v in op.operands]
+        for r in op.results:
+            parts += (number.setdefault(r, len(number)), id(r.type), r.name_hint)
+        for key, value in (*op.attributes.items(), *op.properties.items()):
+            parts += (key, id(value))
+        parts += (id(op.location), len(op.successors), len(op.regions))
+        parts += [number.setdefault(b, len(number)) for b in op.successors]
+        for region in op.regions:
+            parts.append(len(region.blocks))
+            for block in region.blocks:
+                parts += (number.setdefault(block, len(number)), len(block.args))
+                for a in block.args:
+                    parts += (
+                        number.setdefault(a, len(number)),
+                        id(a.type),
+                        a.name_hint,
+                    )
+    return tuple(parts)
 
 
 def run_plans(
@@ -507,18 +553,37 @@ def run_plans(
             node = node.then.setdefault(step, Prefix())
         node.ends.append(index)
 
-    def run(node: Prefix, state: ModuleOp) -> None:
-        branches = list(node.then.items())
-        if node.ends:
-            settle(node.ends, verified(state.clone() if branches else state))
-        for number, (step, child) in enumerate(branches):
-            branch = state if number == len(branches) - 1 else state.clone()
+    printed: dict[Fingerprint, tuple[ModuleOp, Outcome]] = {}
+    """Each module a plan ended with (kept: its fingerprint's objects live)."""
+
+    def run(node: Prefix, state: ModuleOp, seen: Fingerprint | None = None) -> None:
+        """The plans through `node`, from `state` (the module after its steps,
+        `seen` its fingerprint if known): each step on a copy but the last,
+        which takes `state` itself; a step that changes nothing here passes
+        its plans on to `node`."""
+        while node.then:
+            step, child = node.then.popitem(last=False)
+            last = not node.then and not node.ends
+            branch = state if last else state.clone()
             try:
                 step.run(branch, ctx)
             except (CocoError, CocoWarning) as err:
                 settle(child.plans(), (None, str(err)))
                 continue
-            run(child, branch)
+            if last:
+                run(child, branch)
+                continue
+            seen = seen or fingerprint(state)
+            after = fingerprint(branch)
+            if after == seen:
+                node.merge(child)
+            else:
+                run(child, branch, after)
+        if node.ends:
+            seen = seen or fingerprint(state)
+            if seen not in printed:
+                printed[seen] = (state, verified(state))
+            settle(node.ends, printed[seen][1])
 
     run(root, module.clone())
     assert all(outcome is not None for outcome in outcomes)
@@ -555,6 +620,8 @@ class Search:
         self.ctx = ir.make_context()
         self.tried: list[Candidate] = []
         self.by_text: dict[str, Candidate] = {}
+        self.by_module: dict[int, Candidate] = {}
+        """Candidates by the identity of their module (kept alive by them)."""
         self.left_out = 0
         self.bar: Any = None
 
@@ -582,9 +649,15 @@ class Search:
             self.bar.update(plans)
 
     def predict(self, candidate: Candidate, result: ModuleOp) -> None:
-        text = ir.to_text(result)
-        earlier = self.by_text.get(text)
+        """Predict `result`, unless an earlier candidate's module prints the
+        same (or is the same: plans that `run_plans` found alike)."""
+        earlier = self.by_module.get(id(result))
+        text = ""
+        if earlier is None:
+            text = ir.to_text(result)
+            earlier = self.by_text.get(text)
         if earlier is not None:
+            self.by_module[id(result)] = earlier
             candidate.same_as = earlier.same_as or earlier.number
             candidate.module, candidate.prediction = earlier.module, earlier.prediction
             return
@@ -593,6 +666,7 @@ class Search:
             predict(result, self.machine, self.world)
         )
         self.by_text[text] = candidate
+        self.by_module[id(result)] = candidate
 
     def grow_bar(self, count: int) -> None:
         """A progress bar on a terminal, once the search is long."""
