@@ -17,6 +17,20 @@ EXAMPLES = ("pipeline", "megatron", "adam")
 """Candidates refused and predicted, overlaps, sends, buckets."""
 
 
+@pytest.fixture
+def runs(monkeypatch) -> Counter[Step]:
+    """How many times each step runs (patched into `Step.run`)."""
+    counts: Counter[Step] = Counter()
+    run = Step.run
+
+    def counted(step: Step, module, ctx) -> None:
+        counts[step] += 1
+        run(step, module, ctx)
+
+    monkeypatch.setattr(Step, "run", counted)
+    return counts
+
+
 def plans_of(name: str) -> list[Plan]:
     module = example(name)
     return [
@@ -47,21 +61,13 @@ def test_shared_steps_give_what_each_plan_gives_alone(name: str):
     assert cc.to_text(module) == before
 
 
-def test_each_distinct_prefix_runs_once(monkeypatch):
+def test_each_distinct_prefix_runs_once(runs: Counter[Step]):
     """On Adam every candidate is predicted (no refusal cuts a branch): at
     most one step run per distinct prefix of steps (fewer where a step that
     changes nothing joins two), far fewer than the plans' steps."""
     plans = plans_of("adam")
     steps = [plan_steps(plan) for plan in plans]
     prefixes = {tuple(s[:k]) for s in steps for k in range(1, len(s) + 1)}
-    runs: Counter[Step] = Counter()
-    run = Step.run
-
-    def counted(step: Step, module, ctx) -> None:
-        runs[step] += 1
-        run(step, module, ctx)
-
-    monkeypatch.setattr(Step, "run", counted)
     outcomes = run_plans(plans, example("adam"), cc.make_context())
     assert all(m is not None for m, _ in outcomes)
     assert runs.total() <= len(prefixes)
@@ -96,21 +102,13 @@ def test_a_fingerprint_sees_what_prints():
     assert tuning.fingerprint(optimized) != tuning.fingerprint(module)
 
 
-def test_a_step_that_changes_nothing_hands_its_plans_on(monkeypatch):
+def test_a_step_that_changes_nothing_hands_its_plans_on(runs: Counter[Step]):
     """On SGD coco-fuse-collective rewrites nothing (no embedding, no GEMV):
     coco-optimize with and without it is one module, made once."""
     plans = [
         tuning.optimize_plan(None),
         tuning.optimize_plan(None, fuse_collective=False),
     ]
-    runs: Counter[Step] = Counter()
-    run = Step.run
-
-    def counted(step: Step, module, ctx) -> None:
-        runs[step] += 1
-        run(step, module, ctx)
-
-    monkeypatch.setattr(Step, "run", counted)
     (default, _), (without, _) = run_plans(plans, example("sgd"), cc.make_context())
     assert default is without
     assert runs.total() == len(plan_steps(plans[0]))
