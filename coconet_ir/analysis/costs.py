@@ -36,6 +36,10 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from coconet_ir.dialects import coco
 from coconet_ir.dialects.coco import ELEMENTWISE_OPS, element_info
 
+TypeOf = Callable[[SSAValue], coco.TensorType]
+"""How a cost sees a value's type: as it is (`coco.tensor_type`), or as one
+chunk of it (the cost model pricing a region before building it)."""
+
 
 def global_bytes(t: Attribute) -> int:
     assert isinstance(t, coco.TensorType)
@@ -49,28 +53,74 @@ def per_rank_elements(t: Attribute, world: int) -> int:
     return n // world if t.layout.is_sliced else n
 
 
+@dataclass(frozen=True)
+class Transfer:
+    """How NCCL moves one kind of collective, or a point-to-point copy, of a
+    buffer of `S` bytes on `N` ranks (the module docstring's table)."""
+
+    sent: Callable[[float, int], float]
+    """The bytes one rank sends, given `S` and `N`."""
+    ring_steps: Callable[[int], int] | None
+    """The ring steps of latency it takes on `N` ranks; None for a
+    point-to-point transfer (one hop, no ring's base latency)."""
+
+
+def ring_share(nbytes: float, world: int) -> float:
+    """(N-1)/N of a buffer: what a ring's rank passes on of it."""
+    return (world - 1) / world * nbytes
+
+
+TRANSFERS: dict[str, Transfer] = {
+    "all_reduce": Transfer(lambda s, n: 2 * (n - 1) / n * s, lambda n: 2 * (n - 1)),
+    "reduce_scatter": Transfer(ring_share, lambda n: n - 1),
+    "all_gather": Transfer(ring_share, lambda n: n - 1),
+    "broadcast": Transfer(lambda s, n: s if n > 1 else 0, lambda n: n - 1),
+    "all_to_all": Transfer(ring_share, lambda n: 1),
+    "send": Transfer(lambda s, n: s, None),
+}
+"""Every transfer by kind; `S` is the buffer the NCCL call takes: the global
+tensor for all_reduce, reduce_scatter, all_gather and broadcast, a rank's
+block for all_to_all, what the rank sends for send (and a shift, a peer
+copy). The one definition `bytes_sent`, the device-level traffic and the
+cost model's `formulas.transfer_s` read."""
+
+
+def transfer(
+    op: Operation, world: int, type_of: TypeOf = coco.tensor_type
+) -> tuple[str, int] | None:
+    """The kind of `TRANSFERS` a coco op makes and its buffer's bytes; None
+    for an op that moves nothing (compute, a shift of a replicated value or
+    by a multiple of N). `type_of` sees the operand (whole, or one chunk)."""
+    match op:
+        case (
+            coco.AllReduceOp()
+            | coco.ReduceScatterOp()
+            | coco.AllGatherOp()
+            | coco.BroadcastOp()
+        ):
+            return op.name.removeprefix("coco."), global_bytes(type_of(op.operand))
+        case coco.AllToAllOp():
+            return "all_to_all", own_bytes(type_of(op.operand), world)
+        case coco.SendOp():
+            return "send", own_bytes(type_of(op.operand), world)
+        case coco.ShiftOp():
+            t = type_of(op.operand)
+            if op.offset % world == 0 or t.layout.is_replicated:
+                return None
+            return "send", own_bytes(t, world)
+        case _:
+            return None
+
+
 def bytes_sent(op: Operation, world: int) -> int:
     """Bytes one rank sends to other ranks for `op` (0 for compute ops)."""
-    fraction = (world - 1) / world
-    match op:
-        case coco.AllReduceOp():
-            return round(2 * fraction * global_bytes(op.operand.type))
-        case coco.ReduceScatterOp() | coco.AllGatherOp():
-            return round(fraction * global_bytes(op.operand.type))
-        case coco.BroadcastOp():
-            return global_bytes(op.operand.type) if world > 1 else 0
-        case coco.AllToAllOp():
-            return round(fraction * global_bytes(op.operand.type) / world)
-        case coco.SendOp():
-            return own_bytes(coco.tensor_type(op.operand), world)
-        case coco.ShiftOp():
-            t = coco.tensor_type(op.operand)
-            moves = op.offset % world and not t.layout.is_replicated
-            return own_bytes(t, world) if moves else 0
-        case coco.PerPeerOp():
-            return round(fraction * per_peer_bytes(op))
-        case _:
-            return 0
+    if isinstance(op, coco.PerPeerOp):
+        return round(ring_share(per_peer_bytes(op), world))
+    moved = transfer(op, world)
+    if moved is None:
+        return 0
+    kind, nbytes = moved
+    return round(TRANSFERS[kind].sent(nbytes, world))
 
 
 def own_bytes(t: coco.TensorType, world: int) -> int:
@@ -78,9 +128,9 @@ def own_bytes(t: coco.TensorType, world: int) -> int:
     return global_bytes(t) // world if t.layout.is_sliced else global_bytes(t)
 
 
-def per_peer_bytes(op: coco.PerPeerOp) -> int:
-    """The global bytes a per-peer region exchanges block by block: its
-    gathered inputs and its reduce-scattered outputs (each rank moves
+def per_peer_exchange(op: coco.PerPeerOp) -> tuple[int, int]:
+    """The global bytes a per-peer region exchanges block by block: of its
+    gathered inputs, and of its reduce-scattered outputs (each rank moves
     (N-1)/N of them, as the all_gather and reduce_scatter did)."""
     gathered = sum(
         global_bytes(v.type) for i, v in enumerate(op.inputs) if op.gathered(i)
@@ -88,7 +138,12 @@ def per_peer_bytes(op: coco.PerPeerOp) -> int:
     scattered = sum(
         global_bytes(v.type) for j, v in enumerate(op.outputs) if op.scattered(j)
     )
-    return gathered + scattered
+    return gathered, scattered
+
+
+def per_peer_bytes(op: coco.PerPeerOp) -> int:
+    """All the global bytes a per-peer region exchanges (`per_peer_exchange`)."""
+    return sum(per_peer_exchange(op))
 
 
 def message_bytes(op: Operation, world: int) -> int:
@@ -164,11 +219,6 @@ class Costs:
             for region in op.regions:
                 for block in region.blocks:
                     self.add_ops(block.ops, inner)
-
-
-TypeOf = Callable[[SSAValue], coco.TensorType]
-"""How a cost sees a value's type: as it is (`coco.tensor_type`), or as one
-chunk of it (the cost model pricing a region before building it)."""
 
 
 def matmul_flops(

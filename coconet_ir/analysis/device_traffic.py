@@ -36,6 +36,7 @@ from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Block, Operation, SSAValue
 
+from coconet_ir.analysis.costs import TRANSFERS
 from coconet_ir.diagnostics import CocoError
 from coconet_ir.dialects import coco_gpu
 from coconet_ir.dialects.coco import element_info
@@ -47,6 +48,28 @@ def buffer_bytes(value: SSAValue) -> int:
     t = value.type
     assert isinstance(t, MemRefType)
     return prod(t.get_shape()) * element_info(t.element_type).bytes
+
+
+def device_transfer(op: Operation) -> tuple[str, int] | None:
+    """The kind of `analysis.costs.TRANSFERS` an NCCL call or peer copy makes
+    and the bytes of the buffer it takes; None for other ops."""
+    match op:
+        case coco_gpu.NcclAllReduceOp():
+            return "all_reduce", buffer_bytes(op.input)
+        case coco_gpu.NcclReduceScatterOp():
+            return "reduce_scatter", buffer_bytes(op.input)
+        case coco_gpu.NcclAllGatherOp():
+            return "all_gather", buffer_bytes(op.output)
+        case coco_gpu.NcclBroadcastOp():
+            return "broadcast", buffer_bytes(op.input)
+        case coco_gpu.NcclAllToAllOp():
+            return "all_to_all", buffer_bytes(op.input)
+        case coco_gpu.NcclSendOp():
+            return "send", buffer_bytes(op.input)
+        case coco_gpu.PeerCopyOp():
+            return "send", buffer_bytes(op.source)
+        case _:
+            return None
 
 
 @dataclass
@@ -86,7 +109,6 @@ class Traffic:
 
     def add_op(self, op: Operation, times: int) -> None:
         n, stream = self.world, coco_gpu.stream_of(op)
-        fraction = (n - 1) / n
         match op:
             case gpu.LaunchFuncOp():
                 self.launches[stream] += times
@@ -101,14 +123,15 @@ class Traffic:
                     matrix[r, (r + op.shift) % n] += times * size
                 self.library_calls["peer_copy"] += times
                 return
-            case coco_gpu.NcclAllReduceOp():
-                size = round(2 * fraction * buffer_bytes(op.input))
-                self.ring(stream, [times * size] * n)
-            case coco_gpu.NcclReduceScatterOp():
-                size = round(fraction * buffer_bytes(op.input))
-                self.ring(stream, [times * size] * n)
-            case coco_gpu.NcclAllGatherOp():
-                size = round(fraction * buffer_bytes(op.output))
+            case (
+                coco_gpu.NcclAllReduceOp()
+                | coco_gpu.NcclReduceScatterOp()
+                | coco_gpu.NcclAllGatherOp()
+            ):
+                moved = device_transfer(op)
+                assert moved is not None
+                kind, nbytes = moved
+                size = round(TRANSFERS[kind].sent(nbytes, n))
                 self.ring(stream, [times * size] * n)
             case coco_gpu.NcclBroadcastOp():
                 size = buffer_bytes(op.input)

@@ -37,6 +37,7 @@ from coconet_ir.analysis.device_traffic import (
     Traffic,
     buffer_bytes,
     constant_index,
+    device_transfer,
     trip_count,
 )
 from coconet_ir.costmodel import formulas as f
@@ -190,29 +191,13 @@ class StreamSimulation:
     def duration(self, op: Operation) -> tuple[str, float]:
         """What kind of work `op` is and how long it takes."""
         world, machine = self.world, self.machine
+        moved = device_transfer(op)
+        if moved is not None:
+            kind, nbytes = moved
+            return COMMUNICATION, f.transfer_s(kind, nbytes, world, machine)
         match op:
             case coco_gpu.GemmOp():
                 return COMPUTE, f.matmul_s(gemm_shape(op), machine)
-            case coco_gpu.NcclAllReduceOp():
-                return COMMUNICATION, f.all_reduce_s(
-                    buffer_bytes(op.input), world, machine
-                )
-            case coco_gpu.NcclReduceScatterOp():
-                size = buffer_bytes(op.input)
-                return COMMUNICATION, f.gather_scatter_s(size, world, machine)
-            case coco_gpu.NcclAllGatherOp():
-                size = buffer_bytes(op.output)
-                return COMMUNICATION, f.gather_scatter_s(size, world, machine)
-            case coco_gpu.NcclBroadcastOp():
-                size = buffer_bytes(op.input)
-                return COMMUNICATION, f.broadcast_s(size, world, machine)
-            case coco_gpu.NcclAllToAllOp():
-                size = buffer_bytes(op.input)
-                return COMMUNICATION, f.all_to_all_s(size, world, machine)
-            case coco_gpu.NcclSendOp():
-                return COMMUNICATION, f.peer_s(buffer_bytes(op.input), world, machine)
-            case coco_gpu.PeerCopyOp():
-                return COMMUNICATION, f.peer_s(buffer_bytes(op.source), world, machine)
             case gpu.LaunchFuncOp():
                 return self.kernel_duration(op)
             case _:

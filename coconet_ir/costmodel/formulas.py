@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import ceil
 
+from coconet_ir.analysis.costs import TRANSFERS
 from coconet_ir.costmodel.machines import Machine
 
 
@@ -21,48 +22,33 @@ def link_bytes_per_s(world: int, machine: Machine) -> float:
     return machine.link(world).bytes_per_s * machine.efficiency.link
 
 
+def transfer_s(kind: str, nbytes: float, world: int, machine: Machine) -> float:
+    """A transfer of `analysis.costs.TRANSFERS` of a buffer of `nbytes`: a
+    ring's bytes sent per rank / β + its steps of latency (nothing on one
+    rank), or a point-to-point one's S/β + a hop."""
+    moves = TRANSFERS[kind]
+    if moves.ring_steps is not None and world == 1:
+        return 0.0
+    seconds = moves.sent(nbytes, world) / link_bytes_per_s(world, machine)
+    if moves.ring_steps is None:
+        return seconds + machine.link(world).hop_s
+    return seconds + ring_latency(world, machine, moves.ring_steps(world))
+
+
 def all_reduce_s(nbytes: float, world: int, machine: Machine) -> float:
     """Ring all-reduce of a tensor of `nbytes`: 2(N-1)/N · S/β + 2(N-1) hops."""
-    if world == 1:
-        return 0.0
-    moved = 2 * (world - 1) / world * nbytes
-    return moved / link_bytes_per_s(world, machine) + ring_latency(
-        world, machine, 2 * (world - 1)
-    )
+    return transfer_s("all_reduce", nbytes, world, machine)
 
 
 def gather_scatter_s(nbytes: float, world: int, machine: Machine) -> float:
     """Ring reduce-scatter or all-gather of a tensor of `nbytes` (its full,
     unsliced size): (N-1)/N · S/β + (N-1) hops."""
-    if world == 1:
-        return 0.0
-    moved = (world - 1) / world * nbytes
-    return moved / link_bytes_per_s(world, machine) + ring_latency(
-        world, machine, world - 1
-    )
-
-
-def broadcast_s(nbytes: float, world: int, machine: Machine) -> float:
-    """Pipelined ring broadcast: S/β + (N-1) hops."""
-    if world == 1:
-        return 0.0
-    return nbytes / link_bytes_per_s(world, machine) + ring_latency(
-        world, machine, world - 1
-    )
-
-
-def all_to_all_s(nbytes: float, world: int, machine: Machine) -> float:
-    """All-to-all of a rank's `nbytes`: (N-1)/N of it leaves, to every peer at
-    once, one hop."""
-    if world == 1:
-        return 0.0
-    moved = (world - 1) / world * nbytes
-    return moved / link_bytes_per_s(world, machine) + ring_latency(world, machine, 1)
+    return transfer_s("all_gather", nbytes, world, machine)
 
 
 def peer_s(nbytes: float, world: int, machine: Machine) -> float:
     """A point-to-point transfer (a send, a shift, a peer copy): S/β + a hop."""
-    return nbytes / link_bytes_per_s(world, machine) + machine.link(world).hop_s
+    return transfer_s("send", nbytes, world, machine)
 
 
 def memory_s(nbytes: float, machine: Machine) -> float:

@@ -9,7 +9,7 @@ held-out check from a fit.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from coconet_ir.diagnostics import CocoError
 
@@ -113,73 +113,71 @@ NET_HOP_S = 9.6e-6
 # (H100 architecture whitepaper).
 _HOPPER_FLOPS = {"f16": 989e12, "bf16": 989e12, "f32": 67e12, "f64": 67e12}
 
+
+def single_node(
+    name: str,
+    description: str,
+    *,
+    sm_count: int = 132,
+    dense_flops: Mapping[str, float] = _HOPPER_FLOPS,
+    hbm_bytes_per_s: float = 3.35e12,
+    nvlink_bytes_per_s: float = 450e9,
+) -> Machine:
+    """One node of 8 GPUs on NVSwitch; by default H100 SXM5s (the datasheet
+    above: 132 SMs, 3.35 TB/s, 900 GB/s NVLink both ways)."""
+    return Machine(
+        name=name,
+        description=description,
+        gpus_per_node=8,
+        nodes=1,
+        sm_count=sm_count,
+        dense_flops=dense_flops,
+        hbm_bytes_per_s=hbm_bytes_per_s,
+        nvlink=Link(nvlink_bytes_per_s, NVLINK_HOP_S),
+        network=None,
+    )
+
+
+H100X8 = single_node("h100x8", "8x H100 SXM5 80GB, NVSwitch (one DGX/HGX H100 node)")
+
 PRESETS: dict[str, Machine] = {
     m.name: m
     for m in (
-        Machine(
-            name="h100x8",
-            description="8x H100 SXM5 80GB, NVSwitch (one DGX/HGX H100 node)",
-            gpus_per_node=8,
-            nodes=1,
-            sm_count=132,
-            dense_flops=_HOPPER_FLOPS,
-            hbm_bytes_per_s=3.35e12,
-            nvlink=Link(450e9, NVLINK_HOP_S),
-            network=None,
-        ),
-        Machine(
-            # NVIDIA H200 datasheet: the H100's compute, 4.8 TB/s HBM3e,
-            # NVLink 900 GB/s; 132 SMs.
-            name="h200x8",
-            description="8x H200 SXM 141GB, NVSwitch (one HGX H200 node)",
-            gpus_per_node=8,
-            nodes=1,
-            sm_count=132,
-            dense_flops=_HOPPER_FLOPS,
+        H100X8,
+        # NVIDIA H200 datasheet: the H100's compute, 4.8 TB/s HBM3e,
+        # NVLink 900 GB/s; 132 SMs.
+        single_node(
+            "h200x8",
+            "8x H200 SXM 141GB, NVSwitch (one HGX H200 node)",
             hbm_bytes_per_s=4.8e12,
-            nvlink=Link(450e9, NVLINK_HOP_S),
-            network=None,
         ),
-        Machine(
-            # NVIDIA A100 datasheet (SXM4 80GB): 312 TFLOP/s dense BF16/FP16,
-            # 19.5 TFLOP/s FP32 and FP64 tensor, 2,039 GB/s HBM2e, NVLink
-            # 600 GB/s per GPU; 108 SMs (A100 whitepaper).
-            name="a100x8",
-            description="8x A100 SXM4 80GB, NVSwitch (one DGX A100 node)",
-            gpus_per_node=8,
-            nodes=1,
+        # NVIDIA A100 datasheet (SXM4 80GB): 312 TFLOP/s dense BF16/FP16,
+        # 19.5 TFLOP/s FP32 and FP64 tensor, 2,039 GB/s HBM2e, NVLink
+        # 600 GB/s per GPU; 108 SMs (A100 whitepaper).
+        single_node(
+            "a100x8",
+            "8x A100 SXM4 80GB, NVSwitch (one DGX A100 node)",
             sm_count=108,
             dense_flops={"f16": 312e12, "bf16": 312e12, "f32": 19.5e12, "f64": 19.5e12},
             hbm_bytes_per_s=2.039e12,
-            nvlink=Link(300e9, NVLINK_HOP_S),
-            network=None,
+            nvlink_bytes_per_s=300e9,
         ),
-        Machine(
-            # The H100's SXM5 die with NVLink cut to 400 GB/s per GPU (200 GB/s
-            # one way): the machine of FLUX's measurements (calibration).
-            name="h800x8",
-            description="8x H800 SXM5 80GB, NVSwitch, 400 GB/s NVLink",
-            gpus_per_node=8,
-            nodes=1,
-            sm_count=132,
-            dense_flops=_HOPPER_FLOPS,
-            hbm_bytes_per_s=3.35e12,
-            nvlink=Link(200e9, NVLINK_HOP_S),
-            network=None,
+        # The H100's SXM5 die with NVLink cut to 400 GB/s per GPU (200 GB/s
+        # one way): the machine of FLUX's measurements (calibration).
+        single_node(
+            "h800x8",
+            "8x H800 SXM5 80GB, NVSwitch, 400 GB/s NVLink",
+            nvlink_bytes_per_s=200e9,
         ),
-        Machine(
-            # Two H100 nodes, one 400 Gb/s ConnectX-7 InfiniBand NIC per GPU
-            # (DGX H100 user guide: 8 x 400 Gb/s compute ports): 50 GB/s one
-            # way per GPU. A ring over both nodes crosses the network, whose
-            # per-GPU bandwidth bounds it (no NVLS/SHARP, no tree).
+        # Two H100 nodes, one 400 Gb/s ConnectX-7 InfiniBand NIC per GPU
+        # (DGX H100 user guide: 8 x 400 Gb/s compute ports): 50 GB/s one
+        # way per GPU. A ring over both nodes crosses the network, whose
+        # per-GPU bandwidth bounds it (no NVLS/SHARP, no tree).
+        replace(
+            H100X8,
             name="h100x16-ib",
             description="2 nodes x 8 H100 SXM5, 400 Gb/s InfiniBand per GPU",
-            gpus_per_node=8,
             nodes=2,
-            sm_count=132,
-            dense_flops=_HOPPER_FLOPS,
-            hbm_bytes_per_s=3.35e12,
-            nvlink=Link(450e9, NVLINK_HOP_S),
             network=Link(50e9, NET_HOP_S),
         ),
     )

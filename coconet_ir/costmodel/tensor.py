@@ -32,8 +32,9 @@ from coconet_ir.analysis.costs import (
     bytes_sent,
     function_costs,
     fusion_work,
-    global_bytes,
     own_bytes,
+    per_peer_exchange,
+    transfer,
 )
 from coconet_ir.analysis.kernels import one_kernel
 from coconet_ir.costmodel import formulas as f
@@ -104,9 +105,6 @@ class Coster:
         t = coco.tensor_type(value)
         return chunk_type(t, self.chunk_dims.get(value, -1), self.parts)
 
-    def global_bytes(self, value: SSAValue) -> int:
-        return global_bytes(self.type_of(value))
-
     def own_bytes(self, value: SSAValue) -> int:
         return own_bytes(self.type_of(value), self.world)
 
@@ -135,26 +133,13 @@ class Coster:
         )
 
     def collective_seconds(self, op: Operation) -> float:
-        world, machine = self.world, self.machine
-        match op:
-            case coco.AllReduceOp():
-                return f.all_reduce_s(self.global_bytes(op.operand), world, machine)
-            case coco.ReduceScatterOp() | coco.AllGatherOp():
-                size = self.global_bytes(op.operand)
-                return f.gather_scatter_s(size, world, machine)
-            case coco.BroadcastOp():
-                return f.broadcast_s(self.global_bytes(op.operand), world, machine)
-            case coco.AllToAllOp():
-                return f.all_to_all_s(self.own_bytes(op.operand), world, machine)
-            case coco.ShiftOp():
-                t = self.type_of(op.operand)
-                if op.offset % world == 0 or t.layout.is_replicated:
-                    return 0.0
-                return f.peer_s(self.own_bytes(op.operand), world, machine)
-            case coco.SendOp():
-                return f.peer_s(self.own_bytes(op.operand), world, machine)
-            case _:
-                return 0.0
+        """The time of a collective, send or shift (`analysis.costs.transfer`)
+        at this coster's chunk size."""
+        moved = transfer(op, self.world, self.type_of)
+        if moved is None:
+            return 0.0
+        kind, nbytes = moved
+        return f.transfer_s(kind, nbytes, self.world, self.machine)
 
     def stage(self, op: Operation) -> Stage | None:
         """The kernel or collective an op runs as (a `coco.fusion`: one
@@ -305,18 +290,11 @@ def per_peer_steps(
     """A per-peer region's pipeline, its body at one step's shapes."""
     step_op, _ = step_of(op, world)
     outputs = op.output_dims.get_values()
+    gathered, scattered = per_peer_exchange(op)
     return per_peer_pipeline(
         Coster(world, machine).stages(step_op.block.ops),
-        gathered=sum(
-            global_bytes(v.type) // world
-            for i, v in enumerate(op.inputs)
-            if op.gathered(i)
-        ),
-        scattered=sum(
-            global_bytes(v.type) // world
-            for j, v in enumerate(op.outputs)
-            if op.scattered(j)
-        ),
+        gathered=gathered // world,
+        scattered=scattered // world,
         summed=sum(
             own_bytes(coco.tensor_type(v), world)
             for j, v in enumerate(op.outputs)

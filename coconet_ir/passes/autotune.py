@@ -33,13 +33,15 @@ from __future__ import annotations
 import sys
 import time
 import warnings
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from math import floor, log10
-from typing import Any
+from typing import Any, cast
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Block, SSAValue
 from xdsl.passes import ModulePass
 
 from coconet_ir import ir
@@ -53,7 +55,7 @@ from coconet_ir.costmodel import (
 )
 from coconet_ir.diagnostics import CocoError, CocoWarning
 from coconet_ir.dialects.coco import AllReduceOp, MatmulOp, tensor_type, world_size
-from coconet_ir.passes.base import CocoPass, move_contents
+from coconet_ir.passes.base import CocoPass, Rewrite, move_contents
 from coconet_ir.passes.dce import CocoDCE
 from coconet_ir.passes.fuse import Fuse
 from coconet_ir.passes.fuse_send import FuseSend
@@ -420,21 +422,185 @@ def pair_plans(world: int | None, changed: set[str]) -> list[Plan]:
 # ============================================================================
 
 
-def run_plan(
-    plan: Plan, module: ModuleOp, ctx: Context
-) -> tuple[ModuleOp | None, str | None]:
+@dataclass(frozen=True)
+class Step:
+    """One step of a candidate: a `Rewrite` (a part of coco-optimize, or a
+    pass that rewrites all it applies to, its warning ignored), or a pass
+    applied as a pipeline applies it, its warning a refusal when `strict` (a
+    pass whose options the search chose). Steps are values: candidates whose
+    steps begin alike share those steps' result."""
+
+    action: Rewrite | ModulePass
+    strict: bool = False
+
+    def run(self, module: ModuleOp, ctx: Context) -> None:
+        with warnings.catch_warnings():
+            action = "error" if self.strict else "ignore"
+            warnings.simplefilter(action, CocoWarning)
+            if isinstance(self.action, Rewrite):
+                self.action(module)
+            else:
+                self.action.apply(ctx, module)
+
+
+def plan_steps(plan: Plan) -> list[Step]:
+    """The steps of `plan`'s passes: coco-optimize's parts (its options
+    checked now: a refusal before any part runs), each pass that rewrites
+    all it applies to as its `Rewrite` unless its options were chosen
+    (`Plan.varied`), and any other pass as it is."""
+    steps: list[Step] = []
+    for position, each in enumerate(plan.passes):
+        strict = position in plan.varied
+        if isinstance(each, Optimize) and not strict:
+            steps += [Step(part) for part in each.steps()]
+        elif isinstance(each, CocoPass) and each.rewrites_all() and not strict:
+            steps.append(Step(Rewrite(each)))
+        else:
+            steps.append(Step(each, strict))
+    return steps
+
+
+Outcome = tuple[ModuleOp | None, str | None]
+"""A plan's module, verified, or why a pass refused (then no module)."""
+
+
+@dataclass
+class Prefix:
+    """A node of the trie of plans' steps: the plans whose steps end here,
+    by their index, and the steps that follow in others."""
+
+    ends: list[int] = field(default_factory=list[int])
+    then: OrderedDict[Step, Prefix] = field(default_factory=OrderedDict[Step, "Prefix"])
+
+    def plans(self) -> Iterable[int]:
+        """Every plan through this node."""
+        yield from self.ends
+        for child in self.then.values():
+            yield from child.plans()
+
+    def merge(self, other: Prefix) -> None:
+        """Take on `other`'s plans (its steps changed nothing)."""
+        self.ends += other.ends
+        for step, child in other.then.items():
+            if step in self.then:
+                self.then[step].merge(child)
+            else:
+                self.then[step] = child
+
+
+Fingerprint = tuple[object, ...]
+
+
+def fingerprint(module: ModuleOp) -> Fingerprint:
+    """What a pass reads of a module and what it prints as: every op's name,
+    operands, results (types and names), attributes, properties, location,
+    successors and blocks with their arguments, in order, values numbered as
+    first seen. Attributes, types and locations (immutable) count by
+    identity: a copy shares them, so a step that changes nothing leaves the
+    fingerprint of its copy unchanged, and equal fingerprints print the same
+    while those objects live (not the converse). A tenth of printing's time."""
+    number: dict[SSAValue | Block, int] = {}
+    parts: list[object] = []
+    for op in module.walk():
+        parts.append(op.name)
+        parts += [number.setdefault(v, len(number)) for v in op.operands]
+        for r in op.results:
+            parts += (number.setdefault(r, len(number)), id(r.type), r.name_hint)
+        for key, value in (*op.attributes.items(), *op.properties.items()):
+            parts += (key, id(value))
+        parts += (id(op.location), len(op.successors), len(op.regions))
+        parts += [number.setdefault(b, len(number)) for b in op.successors]
+        for region in op.regions:
+            parts.append(len(region.blocks))
+            for block in region.blocks:
+                parts += (number.setdefault(block, len(number)), len(block.args))
+                for a in block.args:
+                    parts += (
+                        number.setdefault(a, len(number)),
+                        id(a.type),
+                        a.name_hint,
+                    )
+    return tuple(parts)
+
+
+def run_plans(
+    plans: Sequence[Plan],
+    module: ModuleOp,
+    ctx: Context,
+    done: Any = None,
+) -> list[Outcome]:
+    """Each plan's passes on a copy of `module`, verified, or why a pass
+    refused; a prefix of steps that plans share runs once, on one copy that
+    is cloned where they part (`done(n)`: n more plans have their outcome)."""
+    outcomes: list[Outcome | None] = [None] * len(plans)
+
+    def settle(indices: Iterable[int], outcome: Outcome) -> None:
+        indices = list(indices)
+        for index in indices:
+            outcomes[index] = outcome
+        if done is not None:
+            done(len(indices))
+
+    root = Prefix()
+    for index, plan in enumerate(plans):
+        try:
+            steps = plan_steps(plan)
+        except CocoError as err:
+            settle([index], (None, str(err)))
+            continue
+        node = root
+        for step in steps:
+            node = node.then.setdefault(step, Prefix())
+        node.ends.append(index)
+
+    printed: dict[Fingerprint, tuple[ModuleOp, Outcome]] = {}
+    """Each module a plan ended with (kept: its fingerprint's objects live)."""
+
+    def run(node: Prefix, state: ModuleOp, seen: Fingerprint | None = None) -> None:
+        """The plans through `node`, from `state` (the module after its steps,
+        `seen` its fingerprint if known): each step on a copy but the last,
+        which takes `state` itself; a step that changes nothing here passes
+        its plans on to `node`."""
+        while node.then:
+            step, child = node.then.popitem(last=False)
+            last = not node.then and not node.ends
+            branch = state if last else state.clone()
+            try:
+                step.run(branch, ctx)
+            except (CocoError, CocoWarning) as err:
+                settle(child.plans(), (None, str(err)))
+                continue
+            if last:
+                run(child, branch)
+                continue
+            seen = seen or fingerprint(state)
+            after = fingerprint(branch)
+            if after == seen:
+                node.merge(child)
+            else:
+                run(child, branch, after)
+        if node.ends:
+            seen = seen or fingerprint(state)
+            if seen not in printed:
+                printed[seen] = (state, verified(state))
+            settle(node.ends, printed[seen][1])
+
+    run(root, module.clone())
+    assert all(outcome is not None for outcome in outcomes)
+    return cast(list[Outcome], outcomes)
+
+
+def run_plan(plan: Plan, module: ModuleOp, ctx: Context) -> Outcome:
     """`plan`'s passes on a copy of `module`, verified; or why a pass refused."""
-    result = module.clone()
+    return run_plans([plan], module, ctx)[0]
+
+
+def verified(module: ModuleOp) -> Outcome:
     try:
-        for position, each in enumerate(plan.passes):
-            with warnings.catch_warnings():
-                action = "error" if position in plan.varied else "ignore"
-                warnings.simplefilter(action, CocoWarning)
-                each.apply(ctx, result)
-        ir.verify(result)
-    except (CocoError, CocoWarning) as err:
+        ir.verify(module)
+    except CocoError as err:
         return None, str(err)
-    return result, None
+    return module, None
 
 
 class Search:
@@ -454,6 +620,8 @@ class Search:
         self.ctx = ir.make_context()
         self.tried: list[Candidate] = []
         self.by_text: dict[str, Candidate] = {}
+        self.by_module: dict[int, Candidate] = {}
+        """Candidates by the identity of their module (kept alive by them)."""
         self.left_out = 0
         self.bar: Any = None
 
@@ -463,24 +631,33 @@ class Search:
             room = max(0, min(room, self.max_candidates - len(self.tried)))
         self.left_out += len(plans) - room
         self.grow_bar(room)
-        return [self.try_one(plan) for plan in plans[:room]]
+        outcomes = run_plans(plans[:room], self.module, self.ctx, self.advance)
+        return [self.add(plan, outcome) for plan, outcome in zip(plans, outcomes)]
 
-    def try_one(self, plan: Plan) -> Candidate:
+    def add(self, plan: Plan, outcome: Outcome) -> Candidate:
         candidate = Candidate(len(self.tried) + 1, plan.name, plan.pipeline)
         self.tried.append(candidate)
-        result, refused = run_plan(plan, self.module, self.ctx)
+        result, refused = outcome
         if result is None:
             candidate.refused = refused
         else:
             self.predict(candidate, result)
-        if self.bar is not None:
-            self.bar.update(1)
         return candidate
 
+    def advance(self, plans: int) -> None:
+        if self.bar is not None:
+            self.bar.update(plans)
+
     def predict(self, candidate: Candidate, result: ModuleOp) -> None:
-        text = ir.to_text(result)
-        earlier = self.by_text.get(text)
+        """Predict `result`, unless an earlier candidate's module prints the
+        same (or is the same: plans that `run_plans` found alike)."""
+        earlier = self.by_module.get(id(result))
+        text = ""
+        if earlier is None:
+            text = ir.to_text(result)
+            earlier = self.by_text.get(text)
         if earlier is not None:
+            self.by_module[id(result)] = earlier
             candidate.same_as = earlier.same_as or earlier.number
             candidate.module, candidate.prediction = earlier.module, earlier.prediction
             return
@@ -489,6 +666,7 @@ class Search:
             predict(result, self.machine, self.world)
         )
         self.by_text[text] = candidate
+        self.by_module[id(result)] = candidate
 
     def grow_bar(self, count: int) -> None:
         """A progress bar on a terminal, once the search is long."""

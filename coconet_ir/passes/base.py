@@ -97,6 +97,11 @@ class CocoPass(ModulePass, ABC):
 
     # -- the driver ----------------------------------------------------------
 
+    def rewrites_all(self) -> bool:
+        """Whether `apply` is `check_options`, a warning at most and
+        `rewrite`: the pass names no op to transform (`op=`)."""
+        return self.op is None
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         self.check_options()
         if self.op is not None:
@@ -147,6 +152,20 @@ class CocoPass(ModulePass, ABC):
         options = " ".join(self.changed_options())
         reason = self.problem(candidates[0])
         warn(f"{self.name} transforms no op with {options}: {reason}", candidates[0])
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """A pass's rewrite of every op it applies to, its options checked: a
+    part of coco-optimize, or a pass that `rewrites_all` applied with its
+    warning ignored. Steps are values (equal steps rewrite an equal module
+    alike), so the autotuner runs a prefix its candidates share once."""
+
+    part: CocoPass
+
+    def __call__(self, module: ModuleOp) -> None:
+        self.part.check_options()
+        self.part.rewrite(module)
 
 
 def function_body_ops(module: ModuleOp) -> Iterator[Operation]:

@@ -525,6 +525,9 @@ class Fuse(CocoPass):
     """A schedule's explicit stage list: fuse the ops labelled these, what
     lies between them and what only they read, into ONE region."""
 
+    def rewrites_all(self) -> bool:
+        return not self.ops and super().rewrites_all()
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if not self.ops:
             super().apply(ctx, op)

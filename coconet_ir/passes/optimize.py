@@ -37,7 +37,7 @@ from xdsl.passes import ModulePass
 
 from coconet_ir.costmodel.machines import DEFAULT_MACHINE, PRESETS
 from coconet_ir.dialects.coco import SendOp, tensor_type
-from coconet_ir.passes.base import CocoPass, PassRefused
+from coconet_ir.passes.base import CocoPass, PassRefused, Rewrite
 
 
 @dataclass(frozen=True)
@@ -148,27 +148,42 @@ class Optimize(ModulePass):
             )
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for step in self.steps():
+            step(op)
+
+    def steps(self) -> list[Rewrite]:
+        """The parts as the rewrites that run in order: each rewrites what it
+        applies to (no targeting, and no warning about the options
+        coco-optimize gives it). Every part's options are checked first, so
+        a refused option changes nothing."""
+        from coconet_ir.passes.fuse_send import FuseSend
+
         parts = self.parts()
         for part in parts:
             part.check_options()
-        for part in parts:
-            # Each part rewrites what it applies to: no targeting, and no
-            # warning about the options coco-optimize gives it.
-            if part.name == "coco-fuse-send":
-                self.fuse_sends(op, part)
-            else:
-                part.rewrite(op)
+        return [
+            FuseSends(part, self.reorder)
+            if isinstance(part, FuseSend)
+            else Rewrite(part)
+            for part in parts
+        ]
 
-    def fuse_sends(self, module: ModuleOp, fuse_send: CocoPass) -> None:
-        """coco-fuse-send, then coco-reorder (the receiver's new all_gather
-        lets its elementwise consumers move onto slices, so the next stage's
-        send may now send a slice too), until no more send is fused: one
-        round per hop of a pipeline of any depth."""
+
+@dataclass(frozen=True)
+class FuseSends(Rewrite):
+    """coco-fuse-send, then coco-reorder when `reorder` (the receiver's new
+    all_gather lets its elementwise consumers move onto slices, so the next
+    stage's send may now send a slice too), until no more send is fused: one
+    round per hop of a pipeline of any depth."""
+
+    reorder: bool = True
+
+    def __call__(self, module: ModuleOp) -> None:
         from coconet_ir.passes.reorder import Reorder
 
         fused = fused_sends(module)
         while True:
-            fuse_send.rewrite(module)
+            self.part.rewrite(module)
             if self.reorder:
                 Reorder().rewrite(module)
             now = fused_sends(module)

@@ -486,6 +486,9 @@ class Reorder(CocoPass):
     """A schedule's explicit list: the all_gather and the computations that
     move onto its slices (CoCoNet's `reorder(ag, {...})`); nothing else moves."""
 
+    def rewrites_all(self) -> bool:
+        return not self.ops and super().rewrites_all()
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if not self.ops:
             super().apply(ctx, op)
