@@ -5,11 +5,12 @@ ones."""
 from __future__ import annotations
 
 import pytest
-from helpers import EXAMPLES_DIR, assert_equivalent, example
+from helpers import EXAMPLES_DIR, assert_equivalent, example, the_function
 from xdsl.dialects.builtin import ModuleOp
 
 import coconet_ir as cc
 from coconet_ir.dialects import coco
+from coconet_ir.passes.fuse import chain_groups, collective_groups
 
 NAMES = sorted(p.stem for p in EXAMPLES_DIR.glob("*.mlir"))
 SPLIT_DIM = {"megatron": "{dim=1}", "pipeline": "{dim=1}"}
@@ -136,3 +137,35 @@ def test_without_reductions_lamb_has_two_fusions() -> None:
     )
     assert len(fusions(module)) == 2
     assert sum(isinstance(op, coco.AllReduceOp) for op in outside_fusions(module)) == 2
+
+
+def test_grouping_keeps_only_open_groups_on_a_deep_stack() -> None:
+    """coco-fuse's cycle check keeps, per op, the groups it reaches; on 100
+    Megatron layers in a row (the residual stream reaches every earlier
+    layer) only groups some later op can still join are kept, so the sets
+    stay a few groups and the pass is linear in the depth."""
+    layers = []
+    t = "!coco.tensor<4x8xf32, replicated>"
+    x = "%x0"
+    for k in range(100):
+        layers += [
+            f"%s{k} = coco.all_reduce %p{k} reduction = sum : "
+            f"!coco.tensor<4x8xf32, local> -> {t}",
+            f"%d{k} = coco.dropout %s{k} p = 0.1 seed = {k} : ({t}) -> {t}",
+            f"%x{k + 1} = coco.add %d{k}, {x} : ({t}, {t}) -> {t}",
+        ]
+        x = f"%x{k + 1}"
+    args = ", ".join(
+        [f"%x0: {t}"] + [f"%p{k}: !coco.tensor<4x8xf32, local>" for k in range(100)]
+    )
+    module = cc.Pipeline("coco-split-all-reduce")(
+        cc.parse(
+            f"func.func @stack({args}) -> {t} {{\n  "
+            + "\n  ".join(layers)
+            + f"\n  func.return {x} : {t}\n}}"
+        )
+    )
+    block = the_function(module).body.block
+    for grouping in (collective_groups(block), chain_groups(block)):
+        assert len(grouping.group_of) >= 100
+        assert max(len(s) for s in grouping.reach.values()) <= 4
