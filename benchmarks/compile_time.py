@@ -61,7 +61,6 @@ from xdsl.dialects.builtin import ModuleOp
 import coconet_ir as cc
 import coconet_ir.ir as ir
 from coconet_ir.backend.cuda.printer import print_cuda
-from coconet_ir.passes.base import CocoPass
 from coconet_ir.passes.optimize import Optimize
 from coconet_ir.tools.coconet_opt import CocoNetOptMain
 
@@ -249,14 +248,6 @@ def coconet_opt_process(argv: list[str]) -> None:
     subprocess.run(["coconet-opt", *argv], check=True)
 
 
-def run_part(optimize: Optimize, part: CocoPass, module: ModuleOp) -> None:
-    """One part of coco-optimize, as coco-optimize runs it."""
-    if part.name == "coco-fuse-send":
-        optimize.fuse_sends(module, part)
-    else:
-        part.rewrite(module)
-
-
 def rows_for(
     kind: Kind, path: Path, out: Path, repeat: int, headline: bool, cli: bool
 ) -> dict[str, float]:
@@ -277,14 +268,14 @@ def rows_for(
         ctx = ir.make_context()
         optimize = Optimize()
         module = cc.parse(text)
-        for part in optimize.parts():
+        for step in optimize.steps():
 
-            def on_copy(part=part, state=module) -> Callable[[], object]:
+            def on_copy(step=step, state=module) -> Callable[[], object]:
                 copy = state.clone()
-                return lambda: run_part(optimize, part, copy)
+                return lambda: step(copy)
 
-            measure(f"  `{part.name}`", on_copy)
-            run_part(optimize, part, module)
+            measure(f"  `{step.part.name}`", on_copy)
+            step(module)
         lower = cc.Pipeline(f"convert-coco-to-gpu{{world={kind.world}}}").passes[0]
 
         def then_verify(pass_, module: ModuleOp) -> Callable[[], object]:
