@@ -901,27 +901,50 @@ arguments in a `std::tuple`, which g++ compiles in minutes at 500)."""
 def bucket_run(op: coco.ConcatOp | coco.SplitOp) -> list[Operation]:
     """`op` and the `coco.concat`s (or `coco.split`s) right after it whose
     operands are lowered: the buckets `coco-bucket` made together (one
-    optimizer bucket's gradients, weights and moments), copied by one
-    launch of at most MAX_COPY_ARGS buffers (`op` alone may pass more)."""
+    optimizer bucket's gradients, weights and moments), copied together."""
     run: list[Operation] = [op]
-    buffers = len(op.operands) + len(op.results)
     after = op.next_op
     while (
         isinstance(after, type(op))
         and ready(after)
         and stream_of(after) == stream_of(op)
-        and buffers + len(after.operands) + len(after.results) <= MAX_COPY_ARGS
     ):
         run.append(after)
-        buffers += len(after.operands) + len(after.results)
         after = after.next_op
     return run
+
+
+def copy_launches(
+    lowering: Lowering, op: Operation, buckets: Sequence[BucketCopy], pack: bool
+) -> list[Operation]:
+    """The host ops copying `buckets`: launches of at most MAX_COPY_ARGS
+    buffers each, a bucket of more pieces split across launches."""
+    launches: list[list[BucketCopy]] = [[]]
+    used = 0
+    for part in (p for b in buckets for p in b.parts(MAX_COPY_ARGS)):
+        size = 1 + len(part.pieces)
+        if launches[-1] and used + size > MAX_COPY_ARGS:
+            launches.append([])
+            used = 0
+        launches[-1].append(part)
+        used += size
+    host: list[Operation] = []
+    for parts in launches:
+        host += bucket_copy(
+            lowering.kernels,
+            lowering.threads,
+            lowering.kernel_name(op, "concat" if pack else "split"),
+            parts,
+            pack=pack,
+        )
+    return host
 
 
 @dataclass
 class LowerConcat(CocoLoweringPattern):
     """`coco.concat` → one kernel copying every operand into its place in
-    the flat bucket; the concats right after it go in the same launch."""
+    the flat bucket; the concats right after it go in the same launch (at
+    most MAX_COPY_ARGS buffers a launch)."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: coco.ConcatOp, rewriter: PatternRewriter) -> None:
@@ -939,13 +962,7 @@ class LowerConcat(CocoLoweringPattern):
             buckets.append(
                 BucketCopy(out, pieces, bucket_rows(result_type(concat), self.world))
             )
-        host += bucket_copy(
-            lowering.kernels,
-            lowering.threads,
-            lowering.kernel_name(op, "concat"),
-            buckets,
-            pack=True,
-        )
+        host += copy_launches(lowering, op, buckets, pack=True)
         replace_run(rewriter, run, host, [[b.flat] for b in buckets])
 
 
@@ -953,7 +970,7 @@ class LowerConcat(CocoLoweringPattern):
 class LowerSplit(CocoLoweringPattern):
     """`coco.split` → one kernel copying every piece out of the flat bucket
     (into an updated parameter's buffer when it may); the splits right after
-    it go in the same launch."""
+    it go in the same launch (at most MAX_COPY_ARGS buffers a launch)."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: coco.SplitOp, rewriter: PatternRewriter) -> None:
@@ -974,13 +991,7 @@ class LowerSplit(CocoLoweringPattern):
             buckets.append(
                 BucketCopy(flat, outs, bucket_rows(tensor_of(split.flat), self.world))
             )
-        host += bucket_copy(
-            lowering.kernels,
-            lowering.threads,
-            lowering.kernel_name(op, "split"),
-            buckets,
-            pack=False,
-        )
+        host += copy_launches(lowering, op, buckets, pack=False)
         replace_run(rewriter, run, host, [list(b.pieces) for b in buckets])
 
 

@@ -21,12 +21,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 from xdsl.builder import Builder
 from xdsl.dialects import arith, memref, scf, vector
 from xdsl.dialects import math as mathd
 from xdsl.dialects.builtin import (
     AnyFloat,
+    DenseArrayBase,
     FloatAttr,
     IndexType,
     IntegerAttr,
@@ -47,7 +49,7 @@ from xdsl.rewriter import InsertPoint
 from coconet_ir.diagnostics import CocoError
 from coconet_ir.dialects import coco, gpu  # xDSL's gpu, in MLIR's syntax
 from coconet_ir.dialects.coco import element_info
-from coconet_ir.dialects.coco_gpu import GridBlocksOp
+from coconet_ir.dialects.coco_gpu import WORK_ATTR, GridBlocksOp
 from coconet_ir.lowering.philox import dropout_keep
 
 __all__ = [
@@ -905,12 +907,26 @@ def rank_major(
 
 @dataclass(frozen=True)
 class BucketCopy:
-    """One bucket's copy: its flat buffer, its pieces and the rows of the
-    flat buffer on one rank (`bucket_copy`)."""
+    """One bucket's copy (or a run of its pieces): its flat buffer, the
+    pieces, the rows of the flat buffer on one rank and the column of each
+    row where the first piece given starts (`bucket_copy`)."""
 
     flat: SSAValue
     pieces: Sequence[SSAValue]
     rows: int
+    column: int = 0
+
+    def parts(self, most: int) -> list[BucketCopy]:
+        """This copy as copies of at most `most` buffers each (the flat
+        buffer and `most - 1` pieces), each starting at its own column."""
+        step = max(1, most - 1)
+        found: list[BucketCopy] = []
+        column = self.column
+        for first in range(0, len(self.pieces), step):
+            pieces = self.pieces[first : first + step]
+            found.append(BucketCopy(self.flat, pieces, self.rows, column))
+            column += sum(element_count_of(memref_type(p)) for p in pieces) // self.rows
+        return found
 
 
 def bucket_copy(
@@ -931,7 +947,7 @@ def bucket_copy(
     i % c` of the flat buffer. The kernel runs one grid-stride loop per
     piece."""
     host: list[Operation] = []
-    layouts: list[tuple[int, tuple[int, ...], Attribute]] = []
+    layouts: list[tuple[int, int, tuple[int, ...], Attribute]] = []
     args: list[SSAValue] = []
     totals: list[int] = []
     for bucket in buckets:
@@ -939,12 +955,12 @@ def bucket_copy(
         host += more
         args += buffers
         counts = tuple(element_count_of(memref_type(p)) for p in buffers[1:])
-        layouts.append((bucket.rows, counts, buffers[0].type))
+        layouts.append((bucket.rows, bucket.column, counts, buffers[0].type))
         totals.append(element_count_of(memref_type(buffers[0])))
 
     def build() -> gpu.FuncOp:
         hints: list[str] = []
-        for g, (_, counts, _) in enumerate(layouts):
+        for g, (_, _, counts, _) in enumerate(layouts):
             suffix = f"_{g}" if len(layouts) > 1 else ""
             hints += [
                 f"flat{suffix}",
@@ -953,11 +969,11 @@ def bucket_copy(
         specs = [("n", index), *((h, a.type) for h, a in zip(hints, args))]
         kernel, b = kernels.kernel(name, specs)
         params = list(kernel.body.block.args[1:])
-        for (rows, counts, _), total in zip(layouts, totals):
+        for (rows, column, counts, _), total in zip(layouts, totals):
             flat, pieces = params[0], params[1 : 1 + len(counts)]
             params = params[1 + len(counts) :]
             row = total // rows
-            starts = [sum(counts[:k]) // rows for k in range(len(counts))]
+            starts = [column + c // rows for c in accumulate(counts, initial=0)]
             for piece, count, start in zip(pieces, counts, starts):
                 loop, i = grid_stride_loop(b, index_constant(b, count))
                 position = i
@@ -977,7 +993,16 @@ def bucket_copy(
 
     key = ("bucket", pack, tuple(layouts))
     kernel = kernels.cached(key, build)
-    return [*host, *launch(kernels, kernel, max(totals), args, threads)]
+    call = launch(kernels, kernel, max(totals), args, threads)
+    # What it moves: its pieces, read and written (not the whole flat
+    # buffers it is passed, of which it may copy a part).
+    moved = 2 * sum(
+        element_count_of(memref_type(p)) * element_info(memref_element(p.type)).bytes
+        for b in buckets
+        for p in b.pieces
+    )
+    call[-1].attributes[WORK_ATTR] = DenseArrayBase.from_list(i64, [0, moved])
+    return [*host, *call]
 
 
 # ============================================================================

@@ -70,3 +70,21 @@ def test_a_bucket_of_adam_is_three_launches() -> None:
         if op.name == "gpu.launch_func"
     ]
     assert launches == ["step_concat_0", "step_bucket0_rs_fused_0", "step_split_0"]
+
+
+def test_a_bucket_of_300_tensors_is_copied_in_launches_of_256_buffers() -> None:
+    """SGD over 300 tensors, one bucket: each concat (301 buffers) and each
+    split is copied by launches of at most 256 buffers (MAX_COPY_ARGS), the
+    later ones starting at the column the earlier ones ended. Emulated =
+    interpreter on 4 ranks."""
+    module = cc.parse(step_program("sgd", [[8]] * 300))
+    emulated = check(module, 4, "coco-optimize")
+    assert emulated.lowered is not None
+    copies = [
+        op
+        for op in emulated.lowered.device.walk()
+        if op.name == "gpu.launch_func"
+        and "_rs_fused" not in op.kernel.nested_references.data[-1].data
+    ]
+    assert len(copies) == 6
+    assert max(len(op.operands) for op in copies) <= 256 + 7

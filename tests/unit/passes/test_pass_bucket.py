@@ -283,8 +283,10 @@ def test_adam_over_bert_lowers_to_a_handful_of_kernels() -> None:
     assert len(ops_named(bucketed, "coco.fusion")) == 2
     lowered = cc.Pipeline("convert-coco-to-gpu{world=4}")(bucketed)
     launches = ops_named(lowered, "gpu.launch_func")
-    # the bucket: 4 concats, 1 fused kernel, 3 splits; the token types: 1
-    assert len(launches) == 9
+    # the bucket: 4 concats and 3 splits of 390 pieces, each two launches
+    # of at most 256 buffers, 1 fused kernel; the token types: 1
+    assert len(launches) == 16
+    assert sum("_rs_fused" in str(op.kernel) for op in launches) == 2
     verdict = cc.equivalent(before, bucketed, 4)
     assert verdict, verdict.first_difference
 
