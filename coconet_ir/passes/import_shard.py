@@ -656,6 +656,22 @@ def _value_text(value: SSAValue) -> str:
     return f"%{value.name_hint}" if value.name_hint else "a value"
 
 
+def is_coco_already(module: ModuleOp) -> bool:
+    """No `shard.grid` and no builtin tensor anywhere: a coco program (or an
+    imported one), which the import leaves as it is."""
+    for op in module.walk():
+        if isinstance(op, xdsl_shard.GridOp):
+            return False
+        for value in (*op.operands, *op.results):
+            if isinstance(value.type, TensorType):
+                return False
+        for region in op.regions:
+            for block in region.blocks:
+                if any(isinstance(a.type, TensorType) for a in block.args):
+                    return False
+    return True
+
+
 @dataclass(frozen=True)
 class ImportShard(ModulePass):
     """Import a program sharded by MLIR's shard dialect (one-axis grid,
@@ -665,6 +681,8 @@ class ImportShard(ModulePass):
     name = PASS_NAME
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if is_coco_already(op):
+            return  # nothing to import (the pass is idempotent)
         try:
             imported = ShardImporter(op).run()
         except ImportRefused as refused:

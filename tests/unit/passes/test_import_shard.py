@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import mlir_opt, write
+from helpers import EXAMPLES_DIR, mlir_opt, write
 
 import coconet_ir as cc
 from coconet_ir.backend.cuda.printer import emit_cuda
@@ -505,3 +505,12 @@ def test_shard_and_linalg_ops_round_trip_with_mlir_opt():
     printed = cc.to_text(cc.parse(partitioned))
     again = subprocess.run([MLIR_OPT], input=printed, capture_output=True, text=True)
     assert again.returncode == 0, again.stderr
+
+
+def test_a_coco_program_is_left_as_it_is() -> None:
+    """No shard.grid and no builtin tensor: nothing to import (running the
+    import on its own output, or on any coco program, changes nothing)."""
+    module = cc.parse_file(str(EXAMPLES_DIR / "megatron.mlir"))
+    before = cc.to_text(module)
+    after = cc.Pipeline("coco-import-shard")(module)
+    assert cc.to_text(after) == before
