@@ -997,9 +997,8 @@ def bucket_copy(
     # What it moves: its pieces, read and written (not the whole flat
     # buffers it is passed, of which it may copy a part).
     moved = 2 * sum(
-        element_count_of(memref_type(p)) * element_info(memref_element(p.type)).bytes
-        for b in buckets
-        for p in b.pieces
+        sum(counts) * element_info(memref_element(flat_type)).bytes
+        for _, _, counts, flat_type in layouts
     )
     call[-1].attributes[WORK_ATTR] = DenseArrayBase.from_list(i64, [0, moved])
     return [*host, *call]

@@ -156,14 +156,9 @@ class OnItsStream(RewritePattern):
     inner: RewritePattern
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        dialect = op.dialect_name()
-        if dialect not in ("coco", "func"):
-            # The conversion rewrites coco ops and func.return only; the host
-            # and device ops it creates are not offered to every pattern.
-            return
         stream = stream_of(op)
         block = op.parent_block()
-        if not stream or dialect != "coco" or block is None:
+        if not stream or op.dialect_name() != "coco" or block is None:
             self.inner.match_and_rewrite(op, rewriter)
             return
         before, after = op.prev_op, op.next_op
