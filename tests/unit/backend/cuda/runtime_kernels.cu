@@ -347,9 +347,32 @@ extern "C" int coco_bad_launch(coco_context *ctx, float *y) {
   return 0;
 }
 
-// a data race on purpose (two streams, no event): ThreadSanitizer must see it
+// a data race on purpose (two streams, no event): ThreadSanitizer must see it.
+// The two bumps first meet on a relaxed counter, so that both kernels run at
+// once. Without that, the emulation's own locks could order them: when stream
+// 1's worker took its task late (a loaded machine), it took it under stream
+// 1's mutex after the host, in coco_emu_synchronize, had waited for stream 0
+// (so had seen the first bump, joined by that worker) and then released
+// stream 1's mutex to wait for it. ThreadSanitizer then saw the first bump
+// happen before the second and reported nothing. Relaxed atomics are no
+// happens-before edge for it: the two plain `*counter += 1` stay unordered.
+// (On a GPU the meeting needs both kernels resident; nvcc only compiles this.)
+__device__ uint64_t racy_arrivals;  // a call's pair waits for the next even count
+
 __global__ void bump(int *counter) {
-  if (threadIdx.x == 0) *counter += 1;
+  if (threadIdx.x == 0) {
+    cuda::atomic_ref<uint64_t, cuda::thread_scope_system> arrivals(racy_arrivals);
+    const uint64_t both = (arrivals.fetch_add(1, cuda::std::memory_order_relaxed) | 1) + 1;
+#ifdef __CUDACC__
+    while (arrivals.load(cuda::std::memory_order_relaxed) < both) {
+    }
+#else
+    coco_emu::poller poll(&racy_arrivals, both);  // yields; the watchdog ends a lone bump
+    uint64_t seen;
+    while ((seen = arrivals.load(cuda::std::memory_order_relaxed)) < both) poll.pause(seen);
+#endif
+    *counter += 1;
+  }
 }
 
 extern "C" int coco_racy(coco_context *ctx, int *counter) {
