@@ -24,15 +24,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from enum import auto
+from functools import cache
 
 from xdsl.dialects import gpu
 from xdsl.dialects.builtin import (
+    DenseArrayBase,
     FunctionType,
     IndexType,
     IntegerAttr,
     MemRefType,
     SymbolRefAttr,
     UnitAttr,
+    i32,
     i64,
 )
 from xdsl.dialects.utils import EnumAttribute
@@ -275,11 +278,41 @@ class FuncOp(gpu.FuncOp):
         return op
 
 
+SEGMENTS = "operandSegmentSizes"
+
+
+@cache
+def launch_segments(args: int) -> DenseArrayBase:
+    """`gpu.launch_func`'s operand segment sizes for 3 grid and 3 block sizes
+    and `args` kernel arguments: async dependencies, grid x/y/z, block x/y/z,
+    cluster x/y/z, dynamic shared memory, kernel operands, async object."""
+    return DenseArrayBase.from_list(i32, [0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, args, 0])
+
+
 class LaunchFuncOp(gpu.LaunchFuncOp):
     """`gpu.launch_func @module::@kernel blocks in (...) threads in (...)
     [dynamic_shared_memory_size %s] [args(%a : T, ...)]`."""
 
     name = "gpu.launch_func"
+
+    @classmethod
+    def of(
+        cls,
+        kernel: SymbolRefAttr,
+        grid: Sequence[SSAValue],
+        block: Sequence[SSAValue],
+        args: Sequence[SSAValue],
+    ) -> LaunchFuncOp:
+        """The synchronous launch of `kernel` on `grid` x `block` with
+        `args` (no clusters, dynamic shared memory or dependencies), built
+        directly: a model's lowering makes thousands, and the generic
+        constructor (IRDL's grouping of the operands, a new segment-size
+        array each time) cost six times as much."""
+        assert len(grid) == 3 and len(block) == 3
+        return cls.create(
+            operands=[*grid, *block, *args],
+            properties={"kernel": kernel, SEGMENTS: launch_segments(len(args))},
+        )
 
     def print(self, printer: Printer) -> None:
         if self.asyncToken is not None:

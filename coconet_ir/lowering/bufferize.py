@@ -16,13 +16,9 @@ import math
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import (
-    ArrayAttr,
-    IntegerAttr,
     MemRefType,
     UnrealizedConversionCastOp,
-    i64,
 )
-from xdsl.dialects.memref import CollapseShapeOp
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from coconet_ir.dialects.coco import TensorType
@@ -31,7 +27,6 @@ __all__ = [
     "as_tensor",
     "buffer_of",
     "buffer_type",
-    "collapse",
     "element_count",
     "fold_casts",
     "local_shape",
@@ -84,27 +79,6 @@ def buffer_of(value: SSAValue, world: int) -> tuple[list[Operation], SSAValue]:
 def as_tensor(buffer: SSAValue, t: Attribute) -> UnrealizedConversionCastOp:
     """The cast that lets coco ops still to be lowered read `buffer` as `t`."""
     return UnrealizedConversionCastOp.get([buffer], [t])
-
-
-def collapse(buffer: SSAValue) -> tuple[list[Operation], SSAValue]:
-    """`buffer` as the flat 1-D buffer kernels take (`memref.collapse_shape`
-    of a buffer of rank >= 2; rank 0 and 1 buffers are passed as they are)."""
-    t = buffer.type
-    assert isinstance(t, MemRefType)
-    shape = t.get_shape()
-    if len(shape) <= 1:
-        return [], buffer
-    flat = MemRefType(t.element_type, [math.prod(shape)])
-    reassociation = ArrayAttr(
-        [ArrayAttr([IntegerAttr(d, i64) for d in range(len(shape))])]
-    )
-    op = CollapseShapeOp.build(
-        operands=[buffer],
-        result_types=[flat],
-        properties={"reassociation": reassociation},
-    )
-    op.results[0].name_hint = f"{buffer.name_hint}_flat" if buffer.name_hint else "flat"
-    return [op], op.results[0]
 
 
 def fold_casts(ops: Sequence[Operation]) -> None:

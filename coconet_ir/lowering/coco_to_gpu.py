@@ -88,7 +88,6 @@ from coconet_ir.dialects.coco_gpu import (
     NcclRecvOp,
     NcclReduceScatterOp,
     NcclSendOp,
-    RankOp,
     stream_of,
 )
 from coconet_ir.ir import declared_world_size
@@ -97,12 +96,12 @@ from coconet_ir.lowering.bufferize import (
     as_tensor,
     buffer_of,
     buffer_type,
-    collapse,
     element_count,
     fold_casts,
     local_shape,
 )
 from coconet_ir.lowering.embedding import EmbeddingLookup, embedding_kernel
+from coconet_ir.lowering.host import HostValues
 from coconet_ir.lowering.kernels import (
     BucketCopy,
     Indexer,
@@ -111,6 +110,7 @@ from coconet_ir.lowering.kernels import (
     bucket_copy,
     copy_block,
     emit_elementwise,
+    flat_args,
     grid_stride_loop,
     index_constant,
     launch,
@@ -209,6 +209,19 @@ class Lowering:
     )
     """The (value, parameter) buffer copies the updates of each function
     still need (emitted together by `finish_updates`)."""
+    hosts: dict[func.FuncOp, HostValues] = field(
+        default_factory=dict[func.FuncOp, HostValues]
+    )
+
+    def host(self, op: Operation) -> HostValues:
+        """The shared host values (constants, the rank, grids, flat views) of
+        the function `op` is in."""
+        function = enclosing(op)
+        assert function is not None
+        found = self.hosts.get(function)
+        if found is None:
+            found = self.hosts[function] = HostValues(function.body.block, self.world)
+        return found
 
     # -- buffers -------------------------------------------------------------
 
@@ -410,6 +423,7 @@ class Lowering:
 
     def map_kernel(
         self,
+        host: HostValues,
         name: str,
         domain: TensorType,
         inputs: Sequence[tuple[SSAValue, TensorType]],
@@ -433,25 +447,18 @@ class Lowering:
         needs_rank = needs_rank or any(
             self.needs_rank(t, domain) for _, t in (*inputs, *outputs)
         )
-        host: list[Operation] = []
         args: list[SSAValue] = []
         arg_specs: list[tuple[str, Attribute]] = [("n", index)]
         if needs_rank:
-            rank_op = RankOp()
-            rank_op.result.name_hint = "rank"
-            host.append(rank_op)
-            args.append(rank_op.result)
+            args.append(host.rank())
             arg_specs.append(("rank", index))
         for dropout in dropouts:
-            seed = arith.ConstantOp(IntegerAttr(dropout.seed.value.data, i64))
-            seed.result.name_hint = "seed"
-            host.append(seed)
-            args.append(seed.result)
+            args.append(host.integer(dropout.seed.value.data, i64))
             arg_specs.append(("seed", i64))
-        for k, (buffer, _) in enumerate((*inputs, *outputs)):
-            ops, flat = collapse(buffer)
-            host += ops
-            args.append(flat)
+        buffers = [buffer for buffer, _ in (*inputs, *outputs)]
+        views, flats = flat_args(host, buffers)
+        args += flats
+        for k, (buffer, flat) in enumerate(zip(buffers, flats)):
             hint = buffer.name_hint or ("in" if k < len(inputs) else "out")
             arg_specs.append((hint, flat.type))
 
@@ -495,10 +502,8 @@ class Lowering:
                 tuple(t for _, t in (*inputs, *outputs)),
             )
             kernel = self.kernels.cached(key, build)
-        host += launch(
-            self.kernels, kernel, element_count(domain, self.world), args, self.threads
-        )
-        return host
+        count = element_count(domain, self.world)
+        return [*views, *launch(host, self.kernels, kernel, count, args, self.threads)]
 
 
 @dataclass
@@ -655,6 +660,7 @@ class LowerElementwise(CocoLoweringPattern):
             ]
 
         host += lowering.map_kernel(
+            lowering.host(op),
             lowering.kernel_name(op),
             result,
             inputs,  # type: ignore[arg-type]
@@ -763,7 +769,9 @@ class LowerMatmul(CocoLoweringPattern):
             host.append(GemmOp(a, b, out))
         else:
             name = lowering.kernel_name(op)
-            host += matmul_kernel(lowering.kernels, lowering.threads, name, a, b, out)
+            host += matmul_kernel(
+                lowering.host(op), lowering.kernels, lowering.threads, name, a, b, out
+            )
         replace_with_buffers(rewriter, op, host, [out])
 
 
@@ -783,6 +791,7 @@ class LowerEmbedding(CocoLoweringPattern):
         more, out = lowering.result_buffer(op, op.result)
         host += more
         host += embedding_kernel(
+            lowering.host(op),
             lowering.kernels,
             lowering.threads,
             lowering.kernel_name(op),
@@ -809,6 +818,7 @@ def lower_reduction(
     norm = dims is None
     host += more
     host += reduce_kernel(
+        lowering.host(op),
         lowering.kernels,
         lowering.threads,
         lowering.kernel_name(op),
@@ -844,17 +854,6 @@ class LowerNorm(CocoLoweringPattern):
             lower_reduction(self.lowering, rewriter, op, None, "sum")
 
 
-def rank_offset(block: int) -> tuple[list[Operation], SSAValue]:
-    """Host ops computing `rank * block` (where this rank's block starts)."""
-    rank = RankOp()
-    rank.result.name_hint = "rank"
-    size = arith.ConstantOp(IntegerAttr(block, index))
-    size.result.name_hint = "block"
-    start = arith.MuliOp(rank, size)
-    start.result.name_hint = "offset"
-    return [rank, size, start], start.result
-
-
 @dataclass
 class LowerAllSlice(CocoLoweringPattern):
     """`coco.all_slice %a dim = D` → a kernel copying block `rank` along D."""
@@ -868,9 +867,11 @@ class LowerAllSlice(CocoLoweringPattern):
         host, source = lowering.buffer(op.operand)
         more, out = lowering.result_buffer(op, op.result)
         block = local_shape(result_type(op), self.world)[dim]
-        offset_ops, offset = rank_offset(block)
-        host += [*more, *offset_ops]
+        values = lowering.host(op)
+        offset = values.times(values.rank(), block, "offset")
+        host += more
         host += copy_block(
+            lowering.host(op),
             lowering.kernels,
             lowering.threads,
             lowering.kernel_name(op),
@@ -931,6 +932,7 @@ def copy_launches(
     host: list[Operation] = []
     for parts in launches:
         host += bucket_copy(
+            lowering.host(op),
             lowering.kernels,
             lowering.threads,
             lowering.kernel_name(op, "concat" if pack else "split"),
@@ -1052,6 +1054,7 @@ class LowerReduceScatter(CocoLoweringPattern):
             packed.memref.name_hint = "packed"
             host.append(packed)
             host += rank_major(
+                lowering.host(op),
                 lowering.kernels,
                 lowering.threads,
                 lowering.kernel_name(op, "pack"),
@@ -1092,6 +1095,7 @@ class LowerAllGather(CocoLoweringPattern):
         gathered.memref.name_hint = "gathered"
         host += [gathered, NcclAllGatherOp(source, gathered.memref)]
         host += rank_major(
+            lowering.host(op),
             lowering.kernels,
             lowering.threads,
             lowering.kernel_name(op, "unpack"),
@@ -1149,6 +1153,7 @@ class LowerAllToAll(CocoLoweringPattern):
             packed.memref.name_hint = "packed"
             host.append(packed)
             host += rank_major(
+                lowering.host(op),
                 lowering.kernels,
                 lowering.threads,
                 lowering.kernel_name(op, "pack"),
@@ -1169,6 +1174,7 @@ class LowerAllToAll(CocoLoweringPattern):
         received.memref.name_hint = "received"
         host += [received, NcclAllToAllOp(source, received.memref)]
         host += rank_major(
+            lowering.host(op),
             lowering.kernels,
             lowering.threads,
             lowering.kernel_name(op, "unpack"),
@@ -1307,6 +1313,7 @@ def lower_fused_elementwise(
 
     inputs = [(buf, tensor_of(a)) for buf, a in zip(buffers, used)]
     host += lowering.map_kernel(
+        lowering.host(op),
         lowering.kernel_name(op, "fusion"),
         domain,
         inputs,
@@ -1404,6 +1411,20 @@ class LowerPerPeer(CocoLoweringPattern):
         from coconet_ir.lowering.per_peer import lower_per_peer
 
         lower_per_peer(self.lowering, op, rewriter)
+
+
+@dataclass
+class ConvertedOps(RewritePattern):
+    """Tries `inner` only on the ops the conversion's patterns convert (coco
+    ops and `func.return`): the walker also visits every host op the lowering
+    creates, tens for each coco op, and trying the patterns on each of them
+    was a tenth of the conversion's time."""
+
+    inner: RewritePattern
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if op.dialect_name() == "coco" or isinstance(op, func.ReturnOp):
+            self.inner.match_and_rewrite(op, rewriter)
 
 
 def patterns(lowering: Lowering) -> list[RewritePattern]:
@@ -1643,13 +1664,16 @@ class ConvertCocoToGpu(ModulePass):
             bufferize_function(lowering, function)
         PatternRewriteWalker(
             # One OnItsStream around them all: an op's stream is looked up once
-            # per visit, not once per pattern tried.
-            OnItsStream(GreedyRewritePatternApplier(patterns(lowering))),  # type: ignore[arg-type]
+            # per visit, not once per pattern tried; and only for the ops the
+            # patterns convert (2.47 -> 2.23 s for 167 Megatron layers).
+            ConvertedOps(OnItsStream(GreedyRewritePatternApplier(patterns(lowering)))),  # type: ignore[arg-type]
             apply_recursively=True,
         ).rewrite_module(op)
         left = next(remaining_coco(op), None)
         if left is not None:
             raise CocoError(f"{self.name} has no lowering for this op", left)
+        for host in lowering.hosts.values():
+            host.drop_unused()
         for function in functions:
             fold_casts(list(function.walk()))
             finish_updates(function, lowering.updates.get(function, []))

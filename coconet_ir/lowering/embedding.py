@@ -29,8 +29,9 @@ from coconet_ir.dialects.coco import (
     element_info,
     label_of,
 )
-from coconet_ir.dialects.coco_gpu import WORK_ATTR, RankOp
+from coconet_ir.dialects.coco_gpu import WORK_ATTR
 from coconet_ir.lowering.bufferize import local_shape
+from coconet_ir.lowering.host import HostValues
 from coconet_ir.lowering.kernels import (
     Indexer,
     KernelModule,
@@ -187,6 +188,7 @@ def emit_pooled(
 
 
 def embedding_kernel(
+    host: HostValues,
     kernels: KernelModule,
     threads: int,
     name: str,
@@ -197,15 +199,14 @@ def embedding_kernel(
 ) -> list[Operation]:
     """Host ops launching the op-by-op lookup: a thread per element of this
     rank's result block."""
-    host, (tables_flat, indices_flat, out_flat) = flat_args([tables, indices, out])
+    views, (tables_flat, indices_flat, out_flat) = flat_args(
+        host, [tables, indices, out]
+    )
     specs: list[tuple[str, object]] = [("n", index)]
     args: list[SSAValue] = []
     if lookup.needs_rank:
-        rank = RankOp()
-        rank.result.name_hint = "rank"
-        host.append(rank)
         specs.append(("rank", index))
-        args.append(rank.result)
+        args.append(host.rank())
     specs += [
         ("tables", tables_flat.type),
         ("indices", indices_flat.type),
@@ -223,11 +224,11 @@ def embedding_kernel(
     value = emit_pooled(loop, lookup, tables_arg, indices_arg, rank_arg, t, bag, d)
     store(loop, value, out_arg, [i])
     count = shape[0] * shape[1] * shape[2]
-    ops = launch(kernels, kernel, count, args, threads)
+    ops = launch(host, kernels, kernel, count, args, threads)
     # the rows it pools, not the whole tables (for the cost model)
     element = element_info(lookup.result.element_type).bytes
     pooled = lookup.indices.dims[-1]
     read = count * pooled * element + count // shape[2] * pooled * 4
     work = DenseArrayBase.from_list(i64, [0, read + count * element])
     ops[-1].attributes[WORK_ATTR] = work
-    return [*host, *ops]
+    return [*views, *ops]

@@ -82,15 +82,13 @@ from coconet_ir.dialects.coco_gpu import (
     GridBlocksOp,
     NcclSendOp,
     NextEpochOp,
-    PeersOp,
     PeersType,
     PeerViewOp,
-    RankOp,
     SignalOp,
     SymmetricBufferOp,
     WaitSignalOp,
 )
-from coconet_ir.lowering.bufferize import collapse, local_shape, lowered_buffer
+from coconet_ir.lowering.bufferize import local_shape, lowered_buffer
 from coconet_ir.lowering.coco_to_gpu import (
     Lowering,
     chunk_of,
@@ -1090,13 +1088,13 @@ class SymmetricAllocator:
         attributes[SIGNAL_SLOTS_ATTR] = IntegerAttr(self.signal_slots, i64)
 
 
-def peer_context() -> tuple[RankOp, PeersOp, NextEpochOp]:
-    """The host ops every launch of a kernel that talks to its peers needs:
-    this rank, the peers' addresses, the launch's epoch."""
-    rank, peers, epoch = RankOp(), PeersOp(), NextEpochOp()
-    rank.result.name_hint, epoch.result.name_hint = "rank", "epoch"
-    peers.result.name_hint = "peers"
-    return rank, peers, epoch
+def next_epoch() -> NextEpochOp:
+    """`coco_gpu.next_epoch` (`%epoch`): the launch's epoch, which every
+    kernel that talks to its peers takes with the rank and the peers' table
+    (`HostValues.rank`, `HostValues.peers`)."""
+    epoch = NextEpochOp()
+    epoch.result.name_hint = "epoch"
+    return epoch
 
 
 def module_of(op: Operation) -> ModuleOp | None:
@@ -1162,12 +1160,13 @@ class FusedCollectiveLowering:
         name = lowering.kernel_name(fusion, "fused")
         func = kernel.build(lowering.kernels, name)
 
-        rank, peers, epoch = peer_context()
-        host: list[Operation] = [rank, peers, epoch]
+        values = lowering.host(fusion)
+        epoch = next_epoch()
+        host: list[Operation] = [epoch]
         args: dict[object, SSAValue] = {
-            "rank": rank.result,
+            "rank": values.rank(),
             "epoch": epoch.result,
-            "peers": peers.result,
+            "peers": values.peers(),
         }
         inputs = dict(zip(fusion.block.args, fusion.inputs))
 
@@ -1204,7 +1203,7 @@ class FusedCollectiveLowering:
 
         def flat(value: SSAValue) -> SSAValue:
             ops, buffer = lowering.buffer(value)
-            more, collapsed = collapse(buffer)
+            more, collapsed = values.flat(buffer)
             host.extend([*ops, *more])
             return collapsed
 
@@ -1223,7 +1222,7 @@ class FusedCollectiveLowering:
             args[("read", arg)] = flat(inputs[arg])
 
         def collapsed(value: SSAValue) -> SSAValue:
-            ops, buffer = collapse(output(value))
+            ops, buffer = values.flat(output(value))
             host.extend(ops)
             return buffer
 
@@ -1233,24 +1232,27 @@ class FusedCollectiveLowering:
             args[("slice", value)] = collapsed(value)
 
         threads = lowering.threads
-        count = arith.ConstantOp(IntegerAttr(plan.max_blocks * threads, index))
-        per_block = arith.ConstantOp(IntegerAttr(threads, index))
+        items = plan.max_blocks * threads
         cooperative = plan.stage_count > 1
         symbol = lowering.kernels.symbol_of(func)
-        blocks = GridBlocksOp(count, per_block, symbol if cooperative else None)
-        one = arith.ConstantOp(IntegerAttr(1, index))
-        count.result.name_hint, per_block.result.name_hint = "items", "threads"
-        blocks.result.name_hint, one.result.name_hint = "blocks", "c1"
-        launch = gpu.LaunchFuncOp(
+        per_block, one = values.index(threads), values.index(1)
+        if cooperative:
+            resident = GridBlocksOp(values.index(items), per_block, symbol)
+            resident.result.name_hint = "blocks"
+            host.append(resident)
+            blocks = resident.result
+        else:
+            blocks = values.grid_blocks(items, threads)
+        launch = gpu.LaunchFuncOp.of(
             symbol,
             [blocks, one, one],
             [per_block, one, one],
-            kernelOperands=[args[key] for key in kernel.layout.positions],
+            [args[key] for key in kernel.layout.positions],
         )
         launch.attributes[PEER_BYTES_ATTR] = IntegerAttr(plan.peer_bytes(), i64)
         if cooperative:
             launch.attributes[COOPERATIVE_ATTR] = UnitAttr()
-        host += [count, per_block, blocks, one, launch]
+        host.append(launch)
         for send in plan.sends:
             host.append(
                 NcclSendOp(

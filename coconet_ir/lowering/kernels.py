@@ -8,8 +8,9 @@ The pieces other lowerings reuse:
   module's `gpu.module` and returns it with a builder at its body;
 - `grid_stride_loop(b, n)` opens the loop `for i = bid*bdim+tid; i < n; i +=
   gdim*bdim` and returns the body's builder and `i`;
-- `launch(kernel, n, args, threads)` is the host side: `coco_gpu.grid_blocks`
-  and `gpu.launch_func` with `n` as the kernel's first argument;
+- `launch(host, kernels, kernel, n, args, threads)` is the host side:
+  `gpu.launch_func` with `n` as the kernel's first argument, on the grid
+  `coco_gpu.grid_blocks` gives (the function's shared `HostValues`);
 - `Indexer` turns a flat element index of a shape into the multi-index (the
   digits are computed once, on demand), and `linear` puts one back together;
 - `emit_elementwise(b, op, operands, global_index)` is the scalar code of one
@@ -49,7 +50,8 @@ from xdsl.rewriter import InsertPoint
 from coconet_ir.diagnostics import CocoError
 from coconet_ir.dialects import coco, gpu  # xDSL's gpu, in MLIR's syntax
 from coconet_ir.dialects.coco import element_info
-from coconet_ir.dialects.coco_gpu import WORK_ATTR, GridBlocksOp
+from coconet_ir.dialects.coco_gpu import WORK_ATTR
+from coconet_ir.lowering.host import HostValues
 from coconet_ir.lowering.philox import dropout_keep
 
 __all__ = [
@@ -401,6 +403,7 @@ def from_lanes(b: Builder, values: Sequence[SSAValue]) -> SSAValue:
 
 
 def launch(
+    host: HostValues,
     kernels: KernelModule,
     kernel: gpu.FuncOp,
     count: int,
@@ -409,30 +412,20 @@ def launch(
     *,
     block_per_item: bool = False,
 ) -> list[Operation]:
-    """The host ops launching the grid-stride `kernel` over `count` items:
-    `grid_blocks`, then `gpu.launch_func` with `%n` and `args` as arguments.
+    """The host op launching the grid-stride `kernel` over `count` items:
+    `gpu.launch_func` with `%n` and `args` as arguments, on the grid
+    `coco_gpu.grid_blocks` gives (both from the function's `host` values).
     With `block_per_item`, the kernel strides over the items by blocks (a
     block-stride loop), and the grid has a block for each, capped likewise."""
-    n = arith.ConstantOp(IntegerAttr(count, index))
-    t = arith.ConstantOp(IntegerAttr(threads, index))
-    if block_per_item:
-        threads_per_item = arith.ConstantOp(IntegerAttr(count * threads, index))
-        blocks = GridBlocksOp(threads_per_item, t)
-        pre: list[Operation] = [threads_per_item]
-    else:
-        blocks = GridBlocksOp(n, t)
-        pre = []
-    one = arith.ConstantOp(IntegerAttr(1, index))
-    n.result.name_hint, t.result.name_hint = "n", "threads"
-    one.result.name_hint = "c1"
-    blocks.result.name_hint = "blocks"
-    call = gpu.LaunchFuncOp(
+    blocks = host.grid_blocks(count * threads if block_per_item else count, threads)
+    one, t = host.index(1), host.index(threads)
+    call = gpu.LaunchFuncOp.of(
         kernels.symbol_of(kernel),
         [blocks, one, one],
         [t, one, one],
-        kernelOperands=[n, *args],
+        [host.index(count), *args],
     )
-    return [n, t, *pre, blocks, one, call]
+    return [call]
 
 
 # ============================================================================
@@ -778,20 +771,24 @@ Remap = Callable[[Builder, SSAValue, Sequence[SSAValue]], tuple[SSAValue, SSAVal
 arguments, the flat indices it copies from and to."""
 
 
-def flat_args(buffers: Sequence[SSAValue]) -> tuple[list[Operation], list[SSAValue]]:
-    """The buffers as kernels take them (collapsed to 1-D)."""
-    from coconet_ir.lowering.bufferize import collapse
-
+def flat_args(
+    host: HostValues, buffers: Sequence[SSAValue]
+) -> tuple[list[Operation], list[SSAValue]]:
+    """The buffers as kernels take them (collapsed to 1-D, `HostValues.flat`)
+    and the views to insert before the launch."""
     ops: list[Operation] = []
     found: list[SSAValue] = []
+    made: dict[SSAValue, SSAValue] = {}
     for buffer in buffers:
-        more, flat = collapse(buffer)
-        ops += more
-        found.append(flat)
+        if buffer not in made:
+            more, made[buffer] = host.flat(buffer)
+            ops += more
+        found.append(made[buffer])
     return ops, found
 
 
 def copy_kernel(
+    host: HostValues,
     kernels: KernelModule,
     threads: int,
     name: str,
@@ -805,7 +802,7 @@ def copy_kernel(
     """Host ops launching a grid-stride copy of `count` elements from `source`
     to `dest` (`dest[to] = source[from]` with `(from, to) = remap(i, extra)`);
     the kernel is built once per `key`."""
-    host, (src, dst) = flat_args([source, dest])
+    views, (src, dst) = flat_args(host, [source, dest])
 
     def build() -> gpu.FuncOp:
         specs = [("n", index), *((h, v.type) for h, v in extra)]
@@ -821,8 +818,10 @@ def copy_kernel(
 
     kernel = kernels.cached((key, src.type, dst.type), build)
     return [
-        *host,
-        *launch(kernels, kernel, count, [v for _, v in extra] + [src, dst], threads),
+        *views,
+        *launch(
+            host, kernels, kernel, count, [v for _, v in extra] + [src, dst], threads
+        ),
     ]
 
 
@@ -832,6 +831,7 @@ def block_split(shape: Sequence[int], dim: int) -> tuple[int, int, int]:
 
 
 def copy_block(
+    host: HostValues,
     kernels: KernelModule,
     threads: int,
     name: str,
@@ -859,6 +859,7 @@ def copy_block(
 
     key = ("block", extract, pre, size, post, block)
     return copy_kernel(
+        host,
         kernels,
         threads,
         name,
@@ -872,6 +873,7 @@ def copy_block(
 
 
 def rank_major(
+    host: HostValues,
     kernels: KernelModule,
     threads: int,
     name: str,
@@ -901,7 +903,7 @@ def rank_major(
 
     key = ("rank_major", pack, pre, size, post, world)
     return copy_kernel(
-        kernels, threads, name, key, pre * size * post, source, dest, [], remap
+        host, kernels, threads, name, key, pre * size * post, source, dest, [], remap
     )
 
 
@@ -930,6 +932,7 @@ class BucketCopy:
 
 
 def bucket_copy(
+    host: HostValues,
     kernels: KernelModule,
     threads: int,
     name: str,
@@ -946,13 +949,13 @@ def bucket_copy(
     elements per row starting at column `o` is element `(i / c) * row + o +
     i % c` of the flat buffer. The kernel runs one grid-stride loop per
     piece."""
-    host: list[Operation] = []
+    views: list[Operation] = []
     layouts: list[tuple[int, int, tuple[int, ...], Attribute]] = []
     args: list[SSAValue] = []
     totals: list[int] = []
     for bucket in buckets:
-        more, buffers = flat_args([bucket.flat, *bucket.pieces])
-        host += more
+        more, buffers = flat_args(host, [bucket.flat, *bucket.pieces])
+        views += more
         args += buffers
         counts = tuple(element_count_of(memref_type(p)) for p in buffers[1:])
         layouts.append((bucket.rows, bucket.column, counts, buffers[0].type))
@@ -993,7 +996,7 @@ def bucket_copy(
 
     key = ("bucket", pack, tuple(layouts))
     kernel = kernels.cached(key, build)
-    call = launch(kernels, kernel, max(totals), args, threads)
+    call = launch(host, kernels, kernel, max(totals), args, threads)
     # What it moves: its pieces, read and written (not the whole flat
     # buffers it is passed, of which it may copy a part).
     moved = 2 * sum(
@@ -1001,7 +1004,7 @@ def bucket_copy(
         for _, _, counts, flat_type in layouts
     )
     call[-1].attributes[WORK_ATTR] = DenseArrayBase.from_list(i64, [0, moved])
-    return [*host, *call]
+    return [*views, *call]
 
 
 # ============================================================================
@@ -1010,6 +1013,7 @@ def bucket_copy(
 
 
 def reduce_kernel(
+    host: HostValues,
     kernels: KernelModule,
     threads: int,
     name: str,
@@ -1035,7 +1039,7 @@ def reduce_kernel(
     count = math.prod(reduced_shape)
     by_block = count >= threads
     trailing = list(dims) == list(range(len(kept), len(shape)))
-    host, (src, dst) = flat_args([source, dest])
+    views, (src, dst) = flat_args(host, [source, dest])
     element_type = memref_element(src.type)
     ctype = compute_type(element_type)
     kernel, b = kernels.kernel(
@@ -1096,12 +1100,15 @@ def reduce_kernel(
         finish(loop, o, accumulate(loop, o, zero, one))
     outputs = max(1, math.prod(kept_shape))
     return [
-        *host,
-        *launch(kernels, kernel, outputs, [src, dst], threads, block_per_item=by_block),
+        *views,
+        *launch(
+            host, kernels, kernel, outputs, [src, dst], threads, block_per_item=by_block
+        ),
     ]
 
 
 def matmul_kernel(
+    host: HostValues,
     kernels: KernelModule,
     threads: int,
     name: str,
@@ -1116,7 +1123,7 @@ def matmul_kernel(
     do. (Floats go to cuBLAS: `coco_gpu.gemm`.)"""
     *groups, k, cols = memref_shape(b.type)
     rows = element_count_of(memref_type(a)) // max(1, k)  # over all groups
-    host, (a_flat, b_flat, c_flat) = flat_args([a, b, c])
+    views, (a_flat, b_flat, c_flat) = flat_args(host, [a, b, c])
     kernel, body = kernels.kernel(
         name,
         [("n", index), ("a", a_flat.type), ("b", b_flat.type), ("c", c_flat.type)],
@@ -1158,8 +1165,8 @@ def matmul_kernel(
     ).results[0]
     store(loop, total, c_arg, [i])
     return [
-        *host,
-        *launch(kernels, kernel, rows * cols, [a_flat, b_flat, c_flat], threads),
+        *views,
+        *launch(host, kernels, kernel, rows * cols, [a_flat, b_flat, c_flat], threads),
     ]
 
 

@@ -50,8 +50,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from xdsl.dialects import arith, gpu, memref
-from xdsl.dialects.builtin import IndexType, IntegerAttr
+from xdsl.dialects import gpu, memref
+from xdsl.dialects.builtin import IndexType
 from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
@@ -71,6 +71,7 @@ from coconet_ir.dialects.coco_gpu import (
     stream_of,
 )
 from coconet_ir.lowering.bufferize import as_tensor, buffer_type, local_shape
+from coconet_ir.lowering.host import HostValues
 from coconet_ir.lowering.kernels import copy_block, memref_shape
 
 if TYPE_CHECKING:
@@ -208,35 +209,33 @@ class Chunk:
 
 
 def chunk_view(
-    buffer: SSAValue, chunk: TensorType, dim: int, c: int | SSAValue, world: int
-) -> tuple[list[Operation], ViewOp] | None:
+    values: HostValues,
+    buffer: SSAValue,
+    chunk: TensorType,
+    dim: int,
+    c: int | SSAValue,
+    world: int,
+) -> ViewOp | None:
     """Chunk `c` of `buffer` as a `coco_gpu.view` when it is contiguous (every
-    dim before the chunk dim is 1 in the chunk), with the host ops computing
-    its start when `c` is a host index (a per-peer step's chunk); else None."""
+    dim before the chunk dim is 1 in the chunk), at a start computed on the
+    host (`chunk_start`) when `c` is a host index (a per-peer step's chunk);
+    else None."""
     shape = local_shape(chunk, world)
     if math.prod(shape[:dim]) != 1:
         return None
     size, t = math.prod(shape), buffer_type(chunk, world)
     if isinstance(c, int):
-        return [], ViewOp(buffer, c * size, t)
-    host, start = chunk_start(c, size, "chunk_elements")
-    return host, ViewOp(buffer, 0, t, start)
+        return ViewOp(buffer, c * size, t)
+    return ViewOp(buffer, 0, t, chunk_start(values, c, size))
 
 
-def chunk_start(
-    c: int | SSAValue, size: int, size_hint: str
-) -> tuple[list[Operation], SSAValue]:
+def chunk_start(values: HostValues, c: int | SSAValue, size: int) -> SSAValue:
     """The host index `c * size`: a constant for a chunk known when lowering,
-    else computed from the host index `c` (a per-peer step's chunk)."""
+    else computed once from the host index `c` (a per-peer step's chunk,
+    `(rank + s) mod N`)."""
     if isinstance(c, int):
-        start = arith.ConstantOp(IntegerAttr(c * size, index))
-        start.result.name_hint = "chunk_start"
-        return [start], start.result
-    scale = arith.ConstantOp(IntegerAttr(size, index))
-    scale.result.name_hint = size_hint
-    start = arith.MuliOp(c, scale)
-    start.result.name_hint = "chunk_start"
-    return [scale, start], start.result
+        return values.index(c * size)
+    return values.times(c, size, "chunk_start")
 
 
 def on_stream(ops: Sequence[Operation], stream: int) -> list[Operation]:
@@ -249,6 +248,7 @@ def on_stream(ops: Sequence[Operation], stream: int) -> list[Operation]:
 
 def copy_chunk_out(
     lowering: Lowering,
+    values: HostValues,
     name: str,
     source: SSAValue,
     whole: TensorType,
@@ -265,10 +265,11 @@ def copy_chunk_out(
     piece = memref.AllocOp.get(chunk.element_type, shape=local_shape(chunk, world))
     piece.memref.name_hint = hint
     block = local_shape(chunk, world)[dim]
-    host, start = chunk_start(c, block, "chunk_size")
-    host += [
+    start = chunk_start(values, c, block)
+    host = [
         piece,
         *copy_block(
+            values,
             lowering.kernels,
             lowering.threads,
             f"{name}_chunk",
@@ -320,6 +321,7 @@ def lower_overlap(
         start.event.name_hint = "overlap_start"
         host += [start, WaitEventOp(start.event, COMMUNICATION_STREAM)]
     name = lowering.kernel_name(op, "overlap")
+    values = lowering.host(op)
 
     for c in range(chunks):
         chunk = Chunk(host, readers=readers)
@@ -330,9 +332,8 @@ def lower_overlap(
                 continue
             stream = min(readers.get(arg, {COMPUTE_STREAM}))
             more, source = lowering.buffer(value)
-            found = chunk_view(source, tensor_of(arg), dim, c, world)
-            if found is not None:
-                view = found[1]
+            view = chunk_view(values, source, tensor_of(arg), dim, c, world)
+            if view is not None:
                 view.result.name_hint = f"{arg.name_hint or 'in'}_chunk"
                 cast = as_tensor(view.result, arg.type)
                 host += [*more, view, cast]
@@ -340,7 +341,15 @@ def lower_overlap(
                 continue
             hint = f"{arg.name_hint or 'in'}_chunk"
             copy, piece = copy_chunk_out(
-                lowering, name, source, tensor_of(value), tensor_of(arg), dim, c, hint
+                lowering,
+                values,
+                name,
+                source,
+                tensor_of(value),
+                tensor_of(arg),
+                dim,
+                c,
+                hint,
             )
             host += [*more, *on_stream(copy, stream)]
             cast = as_tensor(piece.memref, arg.type)
@@ -349,9 +358,8 @@ def lower_overlap(
             chunk.produced(cast.results[0], arg, stream)
         views: dict[SSAValue, SSAValue] = {}
         for value, out, dim in zip(op.yield_op.arguments, outputs, output_dims):
-            found = chunk_view(out, tensor_of(value), dim, c, world)
-            if found is not None and value.owner in streams:
-                view = found[1]
+            view = chunk_view(values, out, tensor_of(value), dim, c, world)
+            if view is not None and value.owner in streams:
                 view.result.name_hint = f"{out.name_hint or 'out'}_chunk"
                 host.append(view)
                 views[value] = view.result
@@ -386,9 +394,8 @@ def lower_overlap(
                 host += [*more, copy]
                 continue
             block = local_shape(tensor_of(value), world)[dim]
-            start_at = arith.ConstantOp(IntegerAttr(c * block, index))
-            start_at.result.name_hint = "chunk_start"
             copy = copy_block(
+                values,
                 lowering.kernels,
                 lowering.threads,
                 f"{name}_unchunk",
@@ -397,13 +404,13 @@ def lower_overlap(
                 memref_shape(out.type),
                 dim,
                 block,
-                start_at.result,
+                values.index(c * block),
                 extract=False,
             )
             for o in copy:
                 if runs_on_a_stream(o):
                     set_stream(o, stream)
-            host += [*more, start_at, *copy]
+            host += [*more, *copy]
     if two_streams:
         done = RecordEventOp(COMMUNICATION_STREAM)
         done.event.name_hint = "overlap_done"

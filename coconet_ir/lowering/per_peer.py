@@ -59,13 +59,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from xdsl.builder import Builder
 from xdsl.dialects import arith, memref
 from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
+from xdsl.rewriter import InsertPoint
 
 from coconet_ir.analysis.chunks import step_of
 from coconet_ir.dialects import (
@@ -98,8 +99,9 @@ from coconet_ir.lowering.fused_collectives import (
     SymmetricAllocator,
     if_then,
     module_of,
-    peer_context,
+    next_epoch,
 )
+from coconet_ir.lowering.host import HostValues
 from coconet_ir.lowering.kernels import (
     X,
     combine,
@@ -117,6 +119,7 @@ from coconet_ir.lowering.kernels import (
 from coconet_ir.lowering.overlap import (
     COMMUNICATION_STREAM,
     COMPUTE_STREAM,
+    chunk_start,
     chunk_view,
     copy_chunk_out,
     on_stream,
@@ -133,24 +136,9 @@ FLAG_THREADS = 32
 __all__ = ["REDUCTION_STREAM", "Transfers", "lower_per_peer", "lower_shift"]
 
 
-def host_index(value: int, hint: str) -> arith.ConstantOp:
-    op = arith.ConstantOp(IntegerAttr(value, index))
-    op.result.name_hint = hint
-    return op
-
-
-def rank_plus(
-    rank: SSAValue, k: int, world: int, hint: str
-) -> tuple[list[Operation], SSAValue]:
-    """Host ops computing `(rank + k) mod world`."""
-    k %= world
-    if not k:
-        return [], rank
-    shift, n = host_index(k, "k"), host_index(world, "world")
-    total = arith.AddiOp(rank, shift)
-    peer = arith.RemUIOp(total, n)
-    total.result.name_hint, peer.result.name_hint = f"{hint}_unwrapped", hint
-    return [shift, n, total, peer], peer.result
+def chunk_at_step(values: HostValues, s: int) -> SSAValue:
+    """The chunk rank `r` computes at step `s`: `(r + s) mod N`."""
+    return values.rank_plus(s)
 
 
 # ============================================================================
@@ -165,16 +153,10 @@ class Transfers:
     + 2t + 1` (ARRIVED, on the receiver's), valued with the op's epoch."""
 
     lowering: Lowering
+    values: HostValues
     function: str
-    rank: SSAValue
-    peers: SSAValue
     epoch: SSAValue
     slot_base: int
-    peer_of: dict[int, SSAValue] = field(default_factory=dict[int, SSAValue])
-    """`(rank + k) mod N` by `k`, computed at its first use (the host code of
-    the op's transfers is straight-line, in the order they are asked for)."""
-    flag_sizes: tuple[SSAValue, SSAValue] | None = None
-    """The flag launches' `1` and block size, made at the first launch."""
 
     @staticmethod
     def slots(count: int) -> int:
@@ -204,26 +186,14 @@ class Transfers:
 
     def signal(self, shift: int, slot: int, stream: int) -> list[Operation]:
         """Slot `slot` of rank `r + shift`'s pad := the epoch."""
-        host, peer = self.peer(shift)
-        at = host_index(slot, "slot")
+        peer = self.values.rank_plus(shift)
         kernel = self.kernel("signal", [("peer", index), ("slot", index)])
-        return [*host, at, *self.launch(kernel, [peer, at.result], stream)]
+        return self.launch(kernel, [peer, self.values.index(slot)], stream)
 
     def wait(self, slot: int, stream: int) -> list[Operation]:
         """Until slot `slot` of this rank's pad holds the epoch."""
-        at = host_index(slot, "slot")
         kernel = self.kernel("wait", [("slot", index)])
-        return [at, *self.launch(kernel, [at.result], stream)]
-
-    def peer(self, shift: int) -> tuple[list[Operation], SSAValue]:
-        """Rank `r + shift` and the host ops computing it (none after the
-        first time)."""
-        k = shift % self.lowering.world
-        if k in self.peer_of:
-            return [], self.peer_of[k]
-        host, peer = rank_plus(self.rank, k, self.lowering.world, "peer")
-        self.peer_of[k] = peer
-        return host, peer
+        return self.launch(kernel, [self.values.index(slot)], stream)
 
     def kernel(self, kind: str, specs: list[tuple[str, Attribute]]) -> gpu.FuncOp:
         """`<function>_signal` / `<function>_wait`: thread 0 of the one block
@@ -248,39 +218,34 @@ class Transfers:
     def launch(
         self, kernel: gpu.FuncOp, operands: list[SSAValue], stream: int
     ) -> list[Operation]:
-        sizes: list[Operation] = []
-        if self.flag_sizes is None:
-            sizes = [host_index(1, "c1"), host_index(FLAG_THREADS, "flag_threads")]
-            self.flag_sizes = (sizes[0].results[0], sizes[1].results[0])
-        one, threads = self.flag_sizes
-        call = gpu.LaunchFuncOp(
+        one, threads = self.values.index(1), self.values.index(FLAG_THREADS)
+        call = gpu.LaunchFuncOp.of(
             self.lowering.kernels.symbol_of(kernel),
             [one, one, one],
             [threads, one, one],
-            kernelOperands=[self.peers, *operands, self.epoch],
+            [self.values.peers(), *operands, self.epoch],
         )
-        return on_stream([*sizes, call], stream)
+        return on_stream([call], stream)
 
 
 def transfers_of(
     lowering: Lowering, op: Operation, count: int
 ) -> tuple[list[Operation], Transfers, SymmetricAllocator]:
-    """The host ops (rank, peers, epoch) and the `Transfers` of `count`
-    transfers of `op`, with the module's symmetric allocator."""
+    """The host op making the epoch and the `Transfers` of `count` transfers
+    of `op`, with the module's symmetric allocator."""
     module = module_of(op)
     function = enclosing(op)
     assert module is not None and function is not None
     allocator = SymmetricAllocator.of(module)
-    rank, peers, epoch = peer_context()
+    epoch = next_epoch()
     transfers = Transfers(
         lowering,
+        lowering.host(op),
         function.sym_name.data,
-        rank.result,
-        peers.result,
         epoch.result,
         allocator.slots(Transfers.slots(count)),
     )
-    return [rank, peers, epoch], transfers, allocator
+    return [epoch], transfers, allocator
 
 
 def symmetric(
@@ -338,6 +303,7 @@ def lower_shift(
 
 def map_buffers(
     lowering: Lowering,
+    values: HostValues,
     name: str,
     inputs: Sequence[SSAValue],
     output: SSAValue,
@@ -345,7 +311,7 @@ def map_buffers(
 ) -> list[Operation]:
     """Host ops launching a grid-stride kernel `output[i] = compute(inputs[..][i])`
     over buffers of one element count (`output` may be an input: in place)."""
-    host, flat = flat_args([*inputs, output])
+    views, flat = flat_args(values, [*inputs, output])
     count = math.prod(memref_shape(output.type))
     kernels = lowering.kernels
 
@@ -359,7 +325,7 @@ def map_buffers(
         return kernel
 
     kernel = kernels.cached((name, *(v.type for v in flat)), build)
-    return [*host, *launch(kernels, kernel, count, flat, lowering.threads)]
+    return [*views, *launch(values, kernels, kernel, count, flat, lowering.threads)]
 
 
 # ============================================================================
@@ -401,18 +367,16 @@ class Summed:
     gemm: coco.MatmulOp | None
     partial: SSAValue | None
 
-    def sink(self, host: list[Operation], c: SSAValue) -> SSAValue:
-        """Where the partial of chunk `c` (a host index) goes: its slot, or
-        the accumulator."""
+    def sink(self, host: list[Operation], values: HostValues, c: SSAValue) -> SSAValue:
+        """Where the partial of chunk `c` (a shared host index) goes: its
+        slot, or the accumulator."""
         if self.slots is None:
             return self.accumulator
         t = self.slot_type
-        scale = host_index(math.prod(t.get_shape()), "slot_elements")
-        at = arith.MuliOp(c, scale)
-        at.result.name_hint = "slot_start"
-        view = ViewOp(self.slots, 0, t, at.result)
+        at = values.times(c, math.prod(t.get_shape()), "slot_start")
+        view = ViewOp(self.slots, 0, t, at)
         view.result.name_hint = "chunk_slot"
-        host += [scale, at, view]
+        host.append(view)
         return view.result
 
     @property
@@ -440,6 +404,10 @@ class PerPeerLowering:
     @property
     def world(self) -> int:
         return self.lowering.world
+
+    @property
+    def values(self) -> HostValues:
+        return self.transfers.values
 
     def emit(self, ops: Sequence[Operation], stream: int) -> None:
         self.host += on_stream(ops, stream)
@@ -481,6 +449,7 @@ def lower_per_peer(
         host += more
         outputs.append(out)
     context, transfers, allocator = transfers_of(lowering, op, families * world)
+    values = transfers.values
     host += context
     emitter = PerPeerLowering(
         lowering, op, host, transfers, lowering.kernel_name(op, "per_peer")
@@ -527,6 +496,10 @@ def lower_per_peer(
         summed_output(lowering, host, yielded[j], j, outputs[j], body)
         for j in summed_outputs
     ]
+    # The buffers go in now, so that each has one flat view for the launches
+    # of every step (`HostValues.flat`).
+    rewriter.insert_op(host, InsertPoint.before(op))
+    host.clear()
     streams = [COMMUNICATION_STREAM] * bool(gathered) + [REDUCTION_STREAM] * bool(
         scattered
     )
@@ -544,8 +517,7 @@ def lower_per_peer(
 
     pushed: dict[int, RecordEventOp] = {}
     for s in range(world):
-        rank_ops, c = rank_plus(transfers.rank, s, world, "chunk")
-        host += rank_ops
+        c = chunk_at_step(values, s)
         # Stream 1: the gathered inputs' blocks of step s (rank r + s's),
         # pushed by this rank to rank r - s.
         if s:
@@ -576,7 +548,7 @@ def lower_per_peer(
                 host.append(cast)
                 mapping[arg] = cast.results[0]
                 continue
-            mapping[arg] = chunk_input(lowering, host, value, arg, dim, c, emitter.name)
+            mapping[arg] = chunk_input(emitter, value, arg, dim, c)
         if s >= 3 and scattered:
             host.append(WaitEventOp(pushed[s - 2].event, COMPUTE_STREAM))
         # Stream 0: the body, each yielded value written in place where it can.
@@ -594,10 +566,9 @@ def lower_per_peer(
                         host, total.output if total.writes_output(s) else total.partial
                     )
             elif piece is None:
-                found_view = chunk_view(out, tensor_of(value), dim, c, world)
-                if found_view is not None:
-                    more, view = found_view
-                    host += [*more, view]
+                view = chunk_view(values, out, tensor_of(value), dim, c, world)
+                if view is not None:
+                    host.append(view)
                     target = view.result
             elif s or piece.accumulator is not piece.output:
                 target = fresh_view(host, piece.partials[s % 2])
@@ -612,7 +583,7 @@ def lower_per_peer(
                 more, (a, b) = lowering.buffers(
                     [mapping[inner.lhs], mapping[inner.rhs]]
                 )
-                sink = total.sink(host, c)
+                sink = total.sink(host, values, c)
                 running = s > 0 and total.slots is None
                 host += [*more, GemmOp(a, b, sink, accumulate=running)]
                 continue
@@ -644,11 +615,8 @@ def lower_per_peer(
                     "a scattered output is always computed in the body"
                 )
             block = local_shape(tensor_of(value), world)[dim]
-            scale = host_index(block, "chunk_size")
-            at = arith.MuliOp(c, scale)
-            at.result.name_hint = "chunk_start"
-            host += [scale, at]
             host += copy_block(
+                values,
                 lowering.kernels,
                 lowering.threads,
                 f"{emitter.name}_unchunk",
@@ -657,7 +625,7 @@ def lower_per_peer(
                 memref_shape(out.type),
                 dim,
                 block,
-                at.result,
+                chunk_start(values, c, block),
                 extract=False,
             )
         # Stream 0: the gathered blocks of step s are read: credit step s + 2.
@@ -673,6 +641,7 @@ def lower_per_peer(
             emitter.emit(
                 map_buffers(
                     lowering,
+                    values,
                     f"{emitter.name}_round",
                     [total.accumulator],
                     total.output,
@@ -685,6 +654,7 @@ def lower_per_peer(
             emitter.emit(
                 map_buffers(
                     lowering,
+                    values,
                     f"{emitter.name}_round",
                     [piece.accumulator],
                     piece.output,
@@ -759,12 +729,13 @@ def add_partial(
     if total.writes_output(s):
         return
     assert total.partial is not None
-    sink = total.sink(emitter.host, c)
+    sink = total.sink(emitter.host, emitter.values, c)
     adds = s > 0 and total.slots is None
     inputs = [total.accumulator, total.partial] if adds else [total.partial]
     emitter.emit(
         map_buffers(
             lowering,
+            emitter.values,
             f"{emitter.name}_{'accumulate' if adds else 'widen'}",
             inputs,
             sink,
@@ -799,7 +770,12 @@ def sum_slots(emitter: PerPeerLowering, total: Summed) -> list[Operation]:
         return from_compute(b, acc, total.element)
 
     return host + map_buffers(
-        emitter.lowering, f"{emitter.name}_sum", slots, total.output, add
+        emitter.lowering,
+        emitter.values,
+        f"{emitter.name}_sum",
+        slots,
+        total.output,
+        add,
     )
 
 
@@ -815,30 +791,27 @@ def fresh_view(host: list[Operation], buffer: SSAValue) -> SSAValue:
 
 
 def chunk_input(
-    lowering: Lowering,
-    host: list[Operation],
+    emitter: PerPeerLowering,
     value: SSAValue,
     arg: SSAValue,
     dim: int,
     c: SSAValue,
-    name: str,
 ) -> SSAValue:
-    """Chunk `c` (a host index) of a chunked input along `dim`: a view when
-    contiguous, else a copy out of its buffer (stream 0)."""
-    world = lowering.world
+    """Chunk `c` (a shared host index) of a chunked input along `dim`: a view
+    when contiguous, else a copy out of its buffer (stream 0)."""
+    lowering, host, values = emitter.lowering, emitter.host, emitter.values
     more, source = lowering.buffer(value)
     host += more
     chunk = tensor_of(arg)
-    found = chunk_view(source, chunk, dim, c, world)
-    if found is not None:
-        ops, view = found
+    view = chunk_view(values, source, chunk, dim, c, lowering.world)
+    if view is not None:
         view.result.name_hint = f"{arg.name_hint or 'in'}_chunk"
         cast = as_tensor(view.result, arg.type)
-        host += [*ops, view, cast]
+        host += [view, cast]
         return cast.results[0]
     hint = f"{arg.name_hint or 'in'}_chunk"
     copy, piece = copy_chunk_out(
-        lowering, name, source, tensor_of(value), chunk, dim, c, hint
+        lowering, values, emitter.name, source, tensor_of(value), chunk, dim, c, hint
     )
     host += copy
     cast = as_tensor(piece.memref, arg.type)
@@ -864,6 +837,7 @@ def reduce_step(
                 emitter.emit(
                     map_buffers(
                         lowering,
+                        emitter.values,
                         f"{emitter.name}_widen",
                         [piece.partials[0]],
                         piece.accumulator,
@@ -887,6 +861,7 @@ def reduce_step(
         emitter.emit(
             map_buffers(
                 lowering,
+                emitter.values,
                 f"{emitter.name}_accumulate",
                 [piece.accumulator, piece.received[s % 2]],
                 piece.accumulator,

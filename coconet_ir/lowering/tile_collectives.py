@@ -72,7 +72,6 @@ from coconet_ir.dialects.coco_gpu import (
     PEER_BYTES_ATTR,
     WORK_ATTR,
     CountPeerBytesOp,
-    GridBlocksOp,
     PeersType,
     PeerViewOp,
     SignalOp,
@@ -80,7 +79,6 @@ from coconet_ir.dialects.coco_gpu import (
     TileComputedOp,
     WaitSignalOp,
 )
-from coconet_ir.lowering.bufferize import collapse
 from coconet_ir.lowering.coco_to_gpu import Lowering, replace_with_buffers
 from coconet_ir.lowering.embedding import EmbeddingLookup, emit_pooled
 from coconet_ir.lowering.fused_collectives import (
@@ -88,8 +86,9 @@ from coconet_ir.lowering.fused_collectives import (
     SymmetricAllocator,
     if_then,
     module_of,
-    peer_context,
+    next_epoch,
 )
+from coconet_ir.lowering.host import HostValues
 from coconet_ir.lowering.kernels import (
     Indexer,
     X,
@@ -918,13 +917,14 @@ def lower_tiles(
     func = plan.kernel(allocator.slots(plan.slots)).build(
         lowering, lowering.kernel_name(fusion, "fused")
     )
-    rank, peers, epoch = peer_context()
-    host: list[Operation] = [rank, peers, epoch]
-    operands = [rank.result, epoch.result, peers.result]
+    values = lowering.host(fusion)
+    epoch = next_epoch()
+    host: list[Operation] = [epoch]
+    operands = [values.rank(), epoch.result, values.peers()]
     inputs = dict(zip(fusion.block.args, fusion.inputs))
     for value in plan.reads:
         ops, buffer = lowering.buffer(inputs[value])  # type: ignore[index]
-        more, collapsed = collapse(buffer)
+        more, collapsed = values.flat(buffer)
         host.extend([*ops, *more])
         operands.append(collapsed)
     for hint, count in plan.symmetric:
@@ -936,10 +936,12 @@ def lower_tiles(
         host.append(op)
         operands.append(op.result)
     ops, out = lowering.result_buffer(fusion, fusion.results[0])
-    more, out_flat = collapse(out)
+    more, out_flat = values.flat(out)
     host.extend([*ops, *more])
     operands.append(out_flat)
-    launch = tile_launch(lowering, func, plan.computed, operands, plan.peer_bytes())
+    launch = tile_launch(
+        lowering, values, func, plan.computed, operands, plan.peer_bytes()
+    )
     work = fusion_work(fusion, lowering.world)
     launch[-1].attributes[WORK_ATTR] = DenseArrayBase.from_list(i64, work)
     host += launch
@@ -948,25 +950,21 @@ def lower_tiles(
 
 def tile_launch(
     lowering: Lowering,
+    values: HostValues,
     func: gpu.FuncOp,
     items: int,
     operands: list[SSAValue],
     peer_bytes: int,
 ) -> list[Operation]:
-    """The host ops launching a tile kernel of `items` work items (a block
+    """The host op launching a tile kernel of `items` work items (a block
     each, capped by `coco::grid_blocks`)."""
     threads = lowering.threads
-    count = arith.ConstantOp(IntegerAttr(items * threads, index))
-    per_block = arith.ConstantOp(IntegerAttr(threads, index))
-    blocks = GridBlocksOp(count, per_block)
-    one = arith.ConstantOp(IntegerAttr(1, index))
-    count.result.name_hint, per_block.result.name_hint = "items", "threads"
-    blocks.result.name_hint, one.result.name_hint = "blocks", "c1"
-    launch = gpu.LaunchFuncOp(
+    one = values.index(1)
+    launch = gpu.LaunchFuncOp.of(
         lowering.kernels.symbol_of(func),
-        [blocks, one, one],
-        [per_block, one, one],
-        kernelOperands=operands,
+        [values.grid_blocks(items * threads, threads), one, one],
+        [values.index(threads), one, one],
+        operands,
     )
     launch.attributes[PEER_BYTES_ATTR] = IntegerAttr(peer_bytes, i64)
-    return [count, per_block, blocks, one, launch]
+    return [launch]

@@ -12,9 +12,9 @@ from helpers import example, pipeline_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import Program, programs, scaled_examples
-from xdsl.dialects.arith import ConstantOp
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, i64
 from xdsl.dialects.gpu import FuncOp as GpuFuncOp
+from xdsl.dialects.gpu import LaunchFuncOp
 
 import coconet_ir as cc
 from coconet_ir.analysis.channels import PipelineChannels
@@ -278,9 +278,11 @@ def test_layers_differing_only_in_seeds_share_one_kernel() -> None:
         if isinstance(k, GpuFuncOp) and "fusion" in k.sym_name.data
     ]
     assert kernels == ["layers_fusion_0"]
-    seeds = sorted(
-        o.value.value.data
-        for o in result.lowered.device.walk()
-        if isinstance(o, ConstantOp) and o.result.name_hint == "seed"
-    )
+    seeds = [
+        seed.owner.value.value.data  # type: ignore[union-attr]
+        for launch in result.lowered.device.walk()
+        if isinstance(launch, LaunchFuncOp)
+        for seed in launch.kernelOperands
+        if seed.type == i64
+    ]
     assert seeds == [5, 6, 7]

@@ -296,12 +296,7 @@ def emulate_library(library, module, lowered, world):
 def test_chunk_r_instead_of_r_plus_s_is_caught(monkeypatch: pytest.MonkeyPatch):
     """Every step computing the rank's own chunk (the wrong place for the
     output) gives wrong values."""
-    right = per_peer.rank_plus
-
-    def wrong(rank, k, world, hint):
-        return ([], rank) if hint == "chunk" else right(rank, k, world, hint)
-
-    monkeypatch.setattr(per_peer, "rank_plus", wrong)
+    monkeypatch.setattr(per_peer, "chunk_at_step", lambda values, s: values.rank())
     module = per_peer_module(gather_matmul())
     run = emulate(module.clone(), 4, seeds=(0,))
     with pytest.raises(AssertionError):

@@ -17,7 +17,7 @@
 // CHECK-LABEL: func.func @in_place(%g: memref<16xf32>, %w: memref<16xf32>) attributes
 // CHECK:         %sum = memref.alloc() : memref<16xf32>
 // CHECK-NEXT:    coco_gpu.nccl_all_reduce %g, %sum reduction = sum : memref<16xf32>, memref<16xf32>
-// CHECK:         gpu.launch_func  @kernels::@in_place_sub_0 blocks in {{.*}}  args({{(.*, )?}}%n : {{[^,]*}}, %w : {{[^,]*}}, %sum : {{[^,]*}}, %w : {{[^,]*}})
+// CHECK:         gpu.launch_func  @kernels::@in_place_sub_0 blocks in {{.*}}  args({{(.*, )?}}%c16 : {{[^,]*}}, %w : {{[^,]*}}, %sum : {{[^,]*}}, %w : {{[^,]*}})
 // CHECK-NEXT:    memref.dealloc %sum : memref<16xf32>
 // CHECK-NEXT:    func.return
 
@@ -25,8 +25,8 @@
 // copied into %w at the end.
 // CHECK-LABEL: func.func @copy_back(%w: memref<16xf32>, %result0: memref<16xf32>)
 // CHECK:         %w1 = memref.alloc() : memref<16xf32>
-// CHECK:         gpu.launch_func  @kernels::@copy_back_neg_0 blocks in {{.*}}  args({{(.*, )?}}%n : {{[^,]*}}, %w : {{[^,]*}}, %w1 : {{[^,]*}})
-// CHECK:         gpu.launch_func  @kernels::@copy_back_add_0 blocks in {{.*}}  args({{(.*, )?}}%n_1 : {{[^,]*}}, %w : {{[^,]*}}, %w1 : {{[^,]*}}, %result0 : {{[^,]*}})
+// CHECK:         gpu.launch_func  @kernels::@copy_back_neg_0 blocks in {{.*}}  args({{(.*, )?}}%c16 : {{[^,]*}}, %w : {{[^,]*}}, %w1 : {{[^,]*}})
+// CHECK:         gpu.launch_func  @kernels::@copy_back_add_0 blocks in {{.*}}  args({{(.*, )?}}%c16 : {{[^,]*}}, %w : {{[^,]*}}, %w1 : {{[^,]*}}, %result0 : {{[^,]*}})
 // CHECK-NEXT:    "memref.copy"(%w1, %w) : (memref<16xf32>, memref<16xf32>) -> ()
 // CHECK-NEXT:    memref.dealloc %w1 : memref<16xf32>
 // CHECK-NEXT:    func.return

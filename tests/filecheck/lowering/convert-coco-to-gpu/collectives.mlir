@@ -34,18 +34,18 @@
 // Along dim 0 the blocks are contiguous: no kernel. The gather writes the
 // out-parameter directly.
 // CHECK-LABEL: func.func @scatter_gather(%a: memref<8x4xf32>, %b: memref<4x8xf32>, %result0: memref<8x4xf32>, %result1: memref<4x8xf32>)
+// CHECK-NEXT:    %b_flat = memref.collapse_shape %b
+// CHECK:         %result1_flat = memref.collapse_shape %result1
 // CHECK-NEXT:    %s0 = memref.alloc() : memref<4x4xf32>
 // CHECK-NEXT:    coco_gpu.nccl_reduce_scatter %a, %s0 reduction = sum : memref<8x4xf32>, memref<4x4xf32>
 // CHECK-NEXT:    coco_gpu.nccl_all_gather %s0, %result0 : memref<4x4xf32>, memref<8x4xf32>
 // CHECK-NEXT:    %s1 = memref.alloc() : memref<4x4xf32>
 // CHECK-NEXT:    %packed = memref.alloc() : memref<32xf32>
-// CHECK-NEXT:    %b_flat = memref.collapse_shape %b
-// CHECK:         gpu.launch_func  @kernels::@scatter_gather_pack_0 blocks in {{.*}}  args({{(.*, )?}}%b_flat : {{[^,]*}}, %packed : {{[^,]*}})
+// CHECK-NEXT:    gpu.launch_func  @kernels::@scatter_gather_pack_0 blocks in {{.*}}  args({{(.*, )?}}%b_flat : {{[^,]*}}, %packed : {{[^,]*}})
 // CHECK-NEXT:    coco_gpu.nccl_reduce_scatter %packed, %s1 reduction = max : memref<32xf32>, memref<4x4xf32>
 // CHECK-NEXT:    %gathered = memref.alloc() : memref<32xf32>
 // CHECK-NEXT:    coco_gpu.nccl_all_gather %s1, %gathered : memref<4x4xf32>, memref<32xf32>
-// CHECK-NEXT:    %result1_flat = memref.collapse_shape %result1
-// CHECK:         gpu.launch_func  @kernels::@scatter_gather_unpack_0 blocks in {{.*}}  args({{(.*, )?}}%gathered : {{[^,]*}}, %result1_flat : {{[^,]*}})
+// CHECK-NEXT:    gpu.launch_func  @kernels::@scatter_gather_unpack_0 blocks in {{.*}}  args({{(.*, )?}}%gathered : {{[^,]*}}, %result1_flat : {{[^,]*}})
 // CHECK-NEXT:    memref.dealloc %s0 : memref<4x4xf32>
 // CHECK-NEXT:    memref.dealloc %s1 : memref<4x4xf32>
 // CHECK-NEXT:    memref.dealloc %packed : memref<32xf32>
@@ -53,12 +53,12 @@
 // CHECK-NEXT:    func.return
 
 // CHECK-LABEL: func.func @others(%a: memref<4x8xf32>, %b: memref<4x4xf32>, %result0: memref<4x8xf32>, %result1: memref<4x8xf32>, %result2: memref<2x8xf32>)
-// CHECK-NEXT:    coco_gpu.nccl_all_reduce %a, %result0 reduction = prod : memref<4x8xf32>, memref<4x8xf32>
+// CHECK:         %result2_flat = memref.collapse_shape %result2
+// CHECK:         coco_gpu.nccl_all_reduce %a, %result0 reduction = prod : memref<4x8xf32>, memref<4x8xf32>
 // CHECK-NEXT:    coco_gpu.nccl_broadcast %a, %result1 root = 1 : memref<4x8xf32>, memref<4x8xf32>
 // CHECK-NEXT:    %received = memref.alloc() : memref<16xf32>
 // CHECK-NEXT:    coco_gpu.nccl_all_to_all %b, %received : memref<4x4xf32>, memref<16xf32>
-// CHECK-NEXT:    %result2_flat = memref.collapse_shape %result2
-// CHECK:         gpu.launch_func  @kernels::@others_unpack_0 blocks in {{.*}}  args({{(.*, )?}}%received : {{[^,]*}}, %result2_flat : {{[^,]*}})
+// CHECK-NEXT:    gpu.launch_func  @kernels::@others_unpack_0 blocks in {{.*}}  args({{(.*, )?}}%received : {{[^,]*}}, %result2_flat : {{[^,]*}})
 
 // CHECK-LABEL: func.func @first(%x: memref<4x4xf32>)
 // CHECK-NEXT:    coco_gpu.nccl_send %x to @second channel = 3 : memref<4x4xf32>

@@ -103,21 +103,22 @@
 // CHECK-NEXT:    func.return
 
 // CHECK-LABEL: func.func @norm(
-// CHECK:         %n = arith.constant 1 : index
-// CHECK:         gpu.launch_func  @kernels::@norm_norm_0 blocks in {{.*}}  args({{(.*, )?}}%n : {{[^,]*}}, %x_flat : {{[^,]*}}, %result0 : {{[^,]*}})
+// CHECK:         %c1 = arith.constant 1 : index
+// CHECK:         gpu.launch_func  @kernels::@norm_norm_0 blocks in {{.*}}  args({{(.*, )?}}%c1 : {{[^,]*}}, %x_flat : {{[^,]*}}, %result0 : {{[^,]*}})
 
-// The grid of a block-per-output kernel is sized for outputs x threads.
+// The grid of a block-per-output kernel is sized for outputs x threads (one
+// output: 256 items of 256 threads).
 // CHECK-LABEL: func.func @big_norm(
-// CHECK:         %n = arith.constant 1 : index
-// CHECK-NEXT:    %threads = arith.constant 256 : index
-// CHECK-NEXT:    %[[ITEMS:.*]] = arith.constant 256 : index
-// CHECK-NEXT:    %blocks = coco_gpu.grid_blocks %[[ITEMS]], %threads
+// CHECK:         %c256 = arith.constant 256 : index
+// CHECK-NEXT:    %blocks = coco_gpu.grid_blocks %c256, %c256
+// CHECK-NEXT:    %c1 = arith.constant 1 : index
+// CHECK-NEXT:    gpu.launch_func  @kernels::@big_norm_norm_0 blocks in (%blocks, %c1, %c1) threads in (%c256, %c1, %c1)  args(%c1 : index,
 
 // CHECK-LABEL: func.func @slice(%x: memref<4x8xf32>, %result0: memref<4x2xf32>)
 // CHECK-NEXT:    %rank = coco_gpu.rank
-// CHECK-NEXT:    %block = arith.constant 2 : index
-// CHECK-NEXT:    %offset = arith.muli %rank, %block : index
-// CHECK:         gpu.launch_func  @kernels::@slice_all_slice_0 blocks in {{.*}}  args({{(.*, )?}}%n : {{[^,]*}}, %offset : {{[^,]*}}, %x_flat : {{[^,]*}}, %result0_flat : {{[^,]*}})
+// CHECK-NEXT:    %c2 = arith.constant 2 : index
+// CHECK-NEXT:    %offset = arith.muli %rank, %c2 : index
+// CHECK:         gpu.launch_func  @kernels::@slice_all_slice_0 blocks in {{.*}}  args({{(.*, )?}}%c8 : {{[^,]*}}, %offset : {{[^,]*}}, %x_flat : {{[^,]*}}, %result0_flat : {{[^,]*}})
 
 module attributes {coco.world_size = 4 : i64} {
   func.func @row_parallel(%x: !coco.tensor<2x8x16xf32, sliced<2>>, %w: !coco.tensor<16x8xf32, sliced<0>>) -> !coco.tensor<2x8x8xf32, local> {

@@ -87,21 +87,26 @@
 // CHECK:          %5 = arith.constant 9.000000e-01 : f32
 // CHECK-NEXT:     memref.store %5, %result0[] : memref<f32>
 
+// The host values the launches share come first, once: the rank, flat views
+// of arguments, the constants (named as MLIR names them), each grid.
 // CHECK-LABEL: func.func @broadcast(%a: memref<4x4xf32>, %b: memref<8xf32>, %s: memref<f32>, %result0: memref<4x4xf32>)
-// CHECK:         %x = memref.alloc() : memref<4x4xf32>
 // CHECK-NEXT:    %rank = coco_gpu.rank
 // CHECK-NEXT:    %a_flat = memref.collapse_shape %a {{\[}}[0 : i64, 1 : i64]] : memref<4x4xf32> into memref<16xf32>
-// CHECK-NEXT:    %x_flat = memref.collapse_shape %x {{\[}}[0 : i64, 1 : i64]] : memref<4x4xf32> into memref<16xf32>
-// CHECK-NEXT:    %n = arith.constant 16 : index
-// CHECK-NEXT:    %threads = arith.constant 256 : index
-// CHECK-NEXT:    %blocks = coco_gpu.grid_blocks %n, %threads
+// CHECK-NEXT:    %c16 = arith.constant 16 : index
+// CHECK-NEXT:    %c256 = arith.constant 256 : index
+// CHECK-NEXT:    %blocks = coco_gpu.grid_blocks %c16, %c256
 // CHECK-NEXT:    %c1 = arith.constant 1 : index
-// CHECK-NEXT:    gpu.launch_func  @kernels::@broadcast_add_0 blocks in (%blocks, %c1, %c1) threads in (%threads, %c1, %c1)  args(%n : {{[^,]*}}, %rank : {{[^,]*}}, %a_flat : {{[^,]*}}, %b : {{[^,]*}}, %x_flat : {{[^,]*}})
+// CHECK-NEXT:    %result0_flat = memref.collapse_shape %result0 {{\[}}[0 : i64, 1 : i64]] : memref<4x4xf32> into memref<16xf32>
+// A buffer's one flat view comes with it.
+// CHECK-NEXT:    %x = memref.alloc() : memref<4x4xf32>
+// CHECK-NEXT:    %x_flat = memref.collapse_shape %x {{\[}}[0 : i64, 1 : i64]] : memref<4x4xf32> into memref<16xf32>
+// CHECK-NEXT:    gpu.launch_func  @kernels::@broadcast_add_0 blocks in (%blocks, %c1, %c1) threads in (%c256, %c1, %c1)  args(%c16 : {{[^,]*}}, %rank : {{[^,]*}}, %a_flat : {{[^,]*}}, %b : {{[^,]*}}, %x_flat : {{[^,]*}})
+// CHECK-NEXT:    gpu.launch_func  @kernels::@broadcast_mul_0 blocks in (%blocks, %c1, %c1) threads in (%c256, %c1, %c1)  args(%c16 : {{[^,]*}}, %s : {{[^,]*}}, %x_flat : {{[^,]*}}, %result0_flat : {{[^,]*}})
 
 // The host passes the dropout's seed.
 // CHECK-LABEL: func.func @activations(
-// CHECK:         %seed = arith.constant 7 : i64
-// CHECK:         gpu.launch_func  @kernels::@activations_dropout_0 {{.*}} args(%n_1 : index, %rank : index, %seed : i64, %g : memref<4xf32>, %result0 : memref<4xf32>)
+// CHECK:         %c7_i64 = arith.constant 7 : i64
+// CHECK:         gpu.launch_func  @kernels::@activations_dropout_0 {{.*}} args(%c4 : index, %rank : index, %c7_i64 : i64, %g : memref<4xf32>, %result0 : memref<4xf32>)
 
 module attributes {coco.world_size = 2 : i64} {
   func.func @broadcast(%a: !coco.tensor<4x8xf32, sliced<1>>, %b: !coco.tensor<8xf32, replicated>, %s: !coco.tensor<f32, replicated>) -> !coco.tensor<4x8xf32, sliced<1>> {

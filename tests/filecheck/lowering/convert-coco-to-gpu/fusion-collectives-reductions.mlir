@@ -56,9 +56,7 @@
 // CHECK:        %partials = coco_gpu.symmetric_buffer offset = 512 : memref<3xf32>
 // CHECK-NEXT:   %exchange = coco_gpu.symmetric_buffer offset = 768 : memref<4xf32>
 // CHECK-NEXT:   %result = coco_gpu.symmetric_buffer offset = 1024 : memref<1xf32>
-// CHECK-NEXT:   %items = arith.constant 768 : index
-// CHECK-NEXT:   %threads = arith.constant 256 : index
-// CHECK-NEXT:   %blocks = coco_gpu.grid_blocks %items, %threads resident @kernels::@normalize_fused_0
+// CHECK-NEXT:   %blocks = coco_gpu.grid_blocks %c768, %c256 resident @kernels::@normalize_fused_0
 // CHECK:        gpu.launch_func  @kernels::@normalize_fused_0 {{.*}} {coco_gpu.peer_bytes = 132 : i64, coco_gpu.cooperative}
 // CHECK-NOT:    gpu.launch_func
 

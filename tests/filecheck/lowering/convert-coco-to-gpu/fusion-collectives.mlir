@@ -110,11 +110,11 @@
 // The host: one epoch, two symmetric buffers, one launch, no NCCL.
 // CHECK-LABEL: func.func @layer(
 // CHECK-NOT:   coco_gpu.nccl
+// CHECK:       %blocks = coco_gpu.grid_blocks
 // CHECK:       %epoch = coco_gpu.next_epoch
 // CHECK:       coco_gpu.symmetric_buffer offset = 0 : memref<64xf16>
 // CHECK:       coco_gpu.symmetric_buffer offset = 256 : memref<64xf16>
-// CHECK:       %blocks = coco_gpu.grid_blocks
-// CHECK:       @kernels::@layer_layer_fused_0
+// CHECK:       @kernels::@layer_layer_fused_0 blocks in (%blocks
 // CHECK-NOT:   coco_gpu.nccl
 // CHECK-NOT:   launch_func
 // CHECK:       func.return

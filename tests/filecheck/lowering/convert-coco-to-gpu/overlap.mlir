@@ -10,7 +10,7 @@
 // run on stream 1; stream 0 waits for the gather, multiplies and copies the
 // chunk out, so gather c+1 overlaps matmul c.
 // CHECK-LABEL: func.func @gather_mm(
-// CHECK-NEXT:    %overlap_start = coco_gpu.record_event{{$}}
+// CHECK:         %overlap_start = coco_gpu.record_event{{$}}
 // CHECK-NEXT:    coco_gpu.wait_event %overlap_start {coco_gpu.stream = 1 : i64}
 // CHECK:         %xc_chunk = memref.alloc() {coco_gpu.stream = 1 : i64} : memref<2x2x8xf32>
 // CHECK:         gpu.launch_func  @kernels::@gather_mm_ag_chunk_0 blocks in {{.*}} {coco_gpu.stream = 1 : i64}
@@ -26,7 +26,7 @@
 // CHECK-NEXT:    %chunk_ready_1 = coco_gpu.record_event {coco_gpu.stream = 1 : i64}
 // CHECK-NEXT:    coco_gpu.wait_event %chunk_ready_1{{$}}
 // CHECK:         coco_gpu.gemm %full_1, %w, %p_1 : {{.*}}>{{$}}
-// CHECK:         gpu.launch_func  @kernels::@gather_mm_ag_unchunk_0 blocks in {{.*}}%result0_flat_1 : memref<{{[^>]*}}>){{$}}
+// CHECK:         gpu.launch_func  @kernels::@gather_mm_ag_unchunk_0 blocks in {{.*}}%result0_flat : memref<{{[^>]*}}>){{$}}
 // CHECK-NEXT:    %overlap_done = coco_gpu.record_event {coco_gpu.stream = 1 : i64}
 // CHECK-NEXT:    coco_gpu.wait_event %overlap_done{{$}}
 // CHECK-NEXT:    memref.dealloc
@@ -38,12 +38,15 @@
 // contiguous: the inputs' chunks are coco_gpu.view's (no copy kernel) and the
 // fused kernel writes the output's chunk in place (no unchunk copy).
 // CHECK-LABEL: func.func @mm_fused(
-// CHECK-NEXT:    %overlap_start = coco_gpu.record_event{{$}}
+// CHECK:         %overlap_start = coco_gpu.record_event{{$}}
 // CHECK-NEXT:    coco_gpu.wait_event %overlap_start {coco_gpu.stream = 1 : i64}
 // CHECK-NEXT:    %xc_chunk = coco_gpu.view %x[0] : memref<4x4xf32> to memref<2x4xf32>
 // CHECK-NEXT:    %rc_chunk = coco_gpu.view %r[0] : memref<4x8xf32> to memref<2x8xf32>
+// CHECK-NEXT:    %rc_chunk_flat = memref.collapse_shape %rc_chunk
 // CHECK-NEXT:    %result0_chunk = coco_gpu.view %result0[0] : memref<4x8xf32> to memref<2x8xf32>
+// CHECK-NEXT:    %result0_chunk_flat = memref.collapse_shape %result0_chunk
 // CHECK-NEXT:    %p = memref.alloc() : memref<2x8xf32>
+// CHECK-NEXT:    %p_flat = memref.collapse_shape %p
 // CHECK-NEXT:    coco_gpu.gemm %xc_chunk, %w, %p : {{.*}}>{{$}}
 // CHECK-NEXT:    %chunk_ready = coco_gpu.record_event{{$}}
 // CHECK-NEXT:    coco_gpu.wait_event %chunk_ready {coco_gpu.stream = 1 : i64}
@@ -51,6 +54,7 @@
 // CHECK:         gpu.launch_func  @kernels::@mm_fused_ar_{{[01]}} {{.*}}%p_flat : memref<16xf32>, {{.*}}%rc_chunk_flat : memref<16xf32>, {{.*}}%result0_chunk_flat : memref<16xf32>) {coco_gpu.peer_bytes = 64 : i64, coco_gpu.stream = 1 : i64}
 // CHECK-NEXT:    %xc_chunk_1 = coco_gpu.view %x[8] : memref<4x4xf32> to memref<2x4xf32>
 // CHECK-NEXT:    %rc_chunk_1 = coco_gpu.view %r[16] : memref<4x8xf32> to memref<2x8xf32>
+// CHECK-NEXT:    %rc_chunk_flat_1 = memref.collapse_shape %rc_chunk_1
 // CHECK-NEXT:    %result0_chunk_1 = coco_gpu.view %result0[16] : memref<4x8xf32> to memref<2x8xf32>
 // CHECK:         coco_gpu.gemm %xc_chunk_1, %w, %p_1 : {{.*}}>{{$}}
 // CHECK-NEXT:    %chunk_ready_1 = coco_gpu.record_event{{$}}

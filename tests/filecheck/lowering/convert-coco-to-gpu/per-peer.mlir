@@ -11,27 +11,26 @@
 // start, step 3 after step 1's gemm read its buffer. Stream 1 pushes this
 // rank's block to rank r - s into buffer s mod 2.
 // CHECK-LABEL: func.func @gather(
+// The function's shared host values first: (rank + k) mod 4, the peer a
+// transfer goes to and the chunk of step k alike, and each chunk's start.
+// CHECK:         %rank_plus1 = arith.remui %rank_plus1_unwrapped, %c4 : index
+// CHECK:         %chunk_start = arith.muli %rank, %c8 : index
+// CHECK:         %chunk_start_1 = arith.muli %rank_plus1, %c8 : index
 // CHECK:         %block0 = coco_gpu.symmetric_buffer offset = 0 : memref<2x16xf32>
 // CHECK-NEXT:    %block1 = coco_gpu.symmetric_buffer offset = 256 : memref<2x16xf32>
 // CHECK-NEXT:    %per_peer_start = coco_gpu.record_event{{$}}
 // CHECK-NEXT:    coco_gpu.wait_event %per_peer_start {coco_gpu.stream = 1 : i64}
-// CHECK:         gpu.launch_func  @kernels::@gather_signal_0 {{.*}}args(%peers : !coco_gpu.peers, %peer : index, %slot : index, %epoch : i64){{$}}
-// CHECK:         gpu.launch_func  @kernels::@gather_signal_0 {{.*}}args(%peers : !coco_gpu.peers, %peer_1 : index, %slot_1 : index, %epoch : i64){{$}}
-// CHECK:         %chunk_start = arith.muli %rank, %chunk_elements : index
+// CHECK-NEXT:    gpu.launch_func  @kernels::@gather_signal_0 {{.*}}args(%peers : !coco_gpu.peers, %rank_plus1 : index, %c2 : index, %epoch : i64){{$}}
+// CHECK-NEXT:    gpu.launch_func  @kernels::@gather_signal_0 {{.*}}args(%peers : !coco_gpu.peers, %rank_plus2 : index, %c4 : index, %epoch : i64){{$}}
 // CHECK-NEXT:    %g = coco_gpu.view %result0[%chunk_start + 0] : memref<8x4xf32> to memref<2x4xf32>
 // CHECK-NEXT:    coco_gpu.gemm %x, %w, %g :
-// CHECK:         %chunk = arith.remui %chunk_unwrapped, %world_2 : index
-// CHECK-NEXT:    %slot_2 = arith.constant 2 : index
-// CHECK:         gpu.launch_func  @kernels::@gather_wait_0 {{.*}}args(%peers : !coco_gpu.peers, %slot_2 : index, %epoch : i64) {coco_gpu.stream = 1 : i64}
+// CHECK-NEXT:    gpu.launch_func  @kernels::@gather_wait_0 {{.*}}args(%peers : !coco_gpu.peers, %c2 : index, %epoch : i64) {coco_gpu.stream = 1 : i64}
 // CHECK-NEXT:    coco_gpu.peer_copy %x to rank + 3, %block1 {coco_gpu.stream = 1 : i64} : memref<2x16xf32>, memref<2x16xf32>
-// CHECK:         gpu.launch_func  @kernels::@gather_signal_0 {{.*}} {coco_gpu.stream = 1 : i64}
-// CHECK-NEXT:    %slot_4 = arith.constant 3 : index
-// CHECK:         gpu.launch_func  @kernels::@gather_wait_0 {{.*}}args(%peers : !coco_gpu.peers, %slot_4 : index, %epoch : i64){{$}}
-// CHECK-NEXT:    %chunk_elements_1 = arith.constant 8 : index
-// CHECK-NEXT:    %chunk_start_1 = arith.muli %chunk, %chunk_elements_1 : index
+// CHECK-NEXT:    gpu.launch_func  @kernels::@gather_signal_0 {{.*}} {coco_gpu.stream = 1 : i64}
+// CHECK-NEXT:    gpu.launch_func  @kernels::@gather_wait_0 {{.*}}args(%peers : !coco_gpu.peers, %c3 : index, %epoch : i64){{$}}
 // CHECK-NEXT:    %g_1 = coco_gpu.view %result0[%chunk_start_1 + 0]
 // CHECK-NEXT:    coco_gpu.gemm %block1, %w, %g_1 :
-// CHECK:         gpu.launch_func  @kernels::@gather_signal_0 {{.*}}args(%peers : !coco_gpu.peers, %peer_2 : index, %slot_5 : index, %epoch : i64){{$}}
+// CHECK-NEXT:    gpu.launch_func  @kernels::@gather_signal_0 {{.*}}args(%peers : !coco_gpu.peers, %rank_plus3 : index, %c6 : index, %epoch : i64){{$}}
 // CHECK:         coco_gpu.peer_copy %x to rank + 2, %block0 {coco_gpu.stream = 1 : i64}
 // CHECK:         coco_gpu.gemm %block0, %w, %g_2 :
 // CHECK:         coco_gpu.peer_copy %x to rank + 1, %block1 {coco_gpu.stream = 1 : i64}
@@ -54,15 +53,20 @@ func.func @gather(%x: !coco.tensor<8x16xf32, sliced<0>>, %w: !coco.tensor<16x16x
 // rank r - s waited for and added in f32; the accumulator is rounded into
 // the output once, at the end.
 // CHECK-LABEL: func.func @scatter(
+// Each buffer a kernel takes has one flat view, right after it.
 // CHECK:         %partial0 = memref.alloc() : memref<2x8xbf16>
+// CHECK-NEXT:    %partial0_flat = memref.collapse_shape %partial0
 // CHECK-NEXT:    %partial1 = memref.alloc() : memref<2x8xbf16>
 // CHECK-NEXT:    %received0 = coco_gpu.symmetric_buffer offset = 512 : memref<2x8xbf16>
+// CHECK-NEXT:    %received0_flat = memref.collapse_shape %received0
 // CHECK-NEXT:    %received1 = coco_gpu.symmetric_buffer offset = 768 : memref<2x8xbf16>
+// CHECK-NEXT:    %received1_flat = memref.collapse_shape %received1
 // CHECK-NEXT:    %accumulator = memref.alloc() : memref<2x8xf32>
+// CHECK-NEXT:    %accumulator_flat = memref.collapse_shape %accumulator
 // CHECK-NEXT:    %per_peer_start = coco_gpu.record_event{{$}}
 // CHECK-NEXT:    coco_gpu.wait_event %per_peer_start {coco_gpu.stream = 2 : i64}
 // CHECK:         coco_gpu.gemm %as_chunk, %b, %partial0_step :
-// CHECK:         gpu.launch_func  @kernels::@scatter_p_widen_0 {{.*}}(%n : index, %partial0_flat : memref<16xbf16>, %accumulator_flat : memref<16xf32>){{$}}
+// CHECK:         gpu.launch_func  @kernels::@scatter_p_widen_0 {{.*}}(%c16 : index, %partial0_flat : memref<16xbf16>, %accumulator_flat : memref<16xf32>){{$}}
 // CHECK-NEXT:    %own_partial = coco_gpu.record_event{{$}}
 // CHECK-NEXT:    coco_gpu.wait_event %own_partial {coco_gpu.stream = 2 : i64}
 // CHECK:         coco_gpu.gemm %as_chunk_1, %b, %partial1_step :
@@ -73,13 +77,13 @@ func.func @gather(%x: !coco.tensor<8x16xf32, sliced<0>>, %w: !coco.tensor<16x16x
 // CHECK:         gpu.launch_func  @kernels::@scatter_signal_0 {{.*}} {coco_gpu.stream = 2 : i64}
 // CHECK-NEXT:    %partial_sent = coco_gpu.record_event {coco_gpu.stream = 2 : i64}
 // CHECK:         gpu.launch_func  @kernels::@scatter_wait_0 {{.*}} {coco_gpu.stream = 2 : i64}
-// CHECK:         gpu.launch_func  @kernels::@scatter_p_accumulate_0 {{.*}}(%n_1 : index, %accumulator_flat_1 : memref<16xf32>, %received1_flat : memref<16xbf16>, %accumulator_flat_2 : memref<16xf32>) {coco_gpu.stream = 2 : i64}
+// CHECK:         gpu.launch_func  @kernels::@scatter_p_accumulate_0 {{.*}}(%c16 : index, %accumulator_flat : memref<16xf32>, %received1_flat : memref<16xbf16>, %accumulator_flat : memref<16xf32>) {coco_gpu.stream = 2 : i64}
 // CHECK:         coco_gpu.peer_copy %partial0 to rank + 2, %received0 {coco_gpu.stream = 2 : i64}
 // The partial of step 3 reuses buffer 1: stream 0 waits until step 1's was sent.
 // CHECK:         coco_gpu.wait_event %partial_sent{{$}}
 // CHECK:         coco_gpu.gemm %as_chunk_3, %b, %partial1_step_1 :
 // CHECK:         coco_gpu.peer_copy %partial1 to rank + 3, %received1 {coco_gpu.stream = 2 : i64}
-// CHECK:         gpu.launch_func  @kernels::@scatter_p_round_0 {{.*}}(%n_4 : index, %accumulator_flat_7 : memref<16xf32>, %result0_flat : memref<16xbf16>) {coco_gpu.stream = 2 : i64}
+// CHECK:         gpu.launch_func  @kernels::@scatter_p_round_0 {{.*}}(%c16 : index, %accumulator_flat : memref<16xf32>, %result0_flat : memref<16xbf16>) {coco_gpu.stream = 2 : i64}
 // CHECK-NEXT:    %per_peer_done = coco_gpu.record_event {coco_gpu.stream = 2 : i64}
 // CHECK-NEXT:    coco_gpu.wait_event %per_peer_done{{$}}
 func.func @scatter(%a: !coco.tensor<8x16xbf16, sliced<1>>, %b: !coco.tensor<16x8xbf16, sliced<0>>) -> !coco.tensor<8x8xbf16, sliced<0>> {
@@ -117,7 +121,7 @@ func.func @shift(%a: !coco.tensor<8x4xf32, sliced<0>>) -> !coco.tensor<8x4xf32, 
 // CHECK:         %ws_chunk = coco_gpu.view %w[%chunk_start + 0] : memref<16x4xf32> to memref<4x4xf32>
 // CHECK-NEXT:    coco_gpu.gemm %x, %ws_chunk, %result0 : memref<8x4xf32>, memref<4x4xf32>, memref<8x4xf32>
 // CHECK:         coco_gpu.peer_copy %x to rank + 3, %block1 {coco_gpu.stream = 1 : i64}
-// CHECK:         gpu.launch_func  @kernels::@summed_wait_0 {{.*}}args(%peers : !coco_gpu.peers, %slot_4 : index, %epoch : i64){{$}}
+// CHECK:         gpu.launch_func  @kernels::@summed_wait_0 {{.*}}args(%peers : !coco_gpu.peers, %c{{[0-9]+}} : index, %epoch : i64){{$}}
 // CHECK:         coco_gpu.gemm %block1, %ws_chunk_1, %result0 accumulate : memref<8x4xf32>, memref<4x4xf32>, memref<8x4xf32>
 // CHECK:         coco_gpu.peer_copy %x to rank + 2, %block0 {coco_gpu.stream = 1 : i64}
 // CHECK:         coco_gpu.gemm %block0, %ws_chunk_2, %result0 accumulate :
@@ -143,7 +147,7 @@ func.func @summed(%x: !coco.tensor<8x16xf32, sliced<1>>, %w: !coco.tensor<16x16x
 // CHECK:         coco_gpu.gemm %block1, %ws_chunk_1, %accumulator accumulate : memref<8x4xf16>, memref<4x4xf16>, memref<8x4xf32>
 // CHECK:         coco_gpu.gemm %block0, %ws_chunk_2, %accumulator accumulate :
 // CHECK:         coco_gpu.gemm %block1, %ws_chunk_3, %accumulator accumulate :
-// CHECK:         gpu.launch_func  @kernels::@summed_half_h_round_0 {{.*}}args(%n : index, %accumulator_flat : memref<32xf32>, %result0_flat : memref<32xf16>){{$}}
+// CHECK:         gpu.launch_func  @kernels::@summed_half_h_round_0 {{.*}}args(%c32 : index, %accumulator_flat : memref<32xf32>, %result0_flat : memref<32xf16>){{$}}
 // CHECK-NEXT:    %per_peer_done = coco_gpu.record_event {coco_gpu.stream = 1 : i64}
 func.func @summed_half(%x: !coco.tensor<8x16xf16, sliced<1>>, %w: !coco.tensor<16x16xf16, sliced<1>>) -> !coco.tensor<8x16xf16, sliced<1>> {
   %c = coco.per_peer (%x, %w) dims = [1, 0] -> [-1] {name = "h"} : (!coco.tensor<8x16xf16, sliced<1>>, !coco.tensor<16x16xf16, sliced<1>>) -> !coco.tensor<8x16xf16, sliced<1>> {
@@ -160,13 +164,13 @@ func.func @summed_half(%x: !coco.tensor<8x16xf16, sliced<1>>, %w: !coco.tensor<1
 // slot (f32 for bf16), and one kernel sums the slots in chunk order 0..3,
 // rounding once.
 // CHECK-LABEL: func.func @summed_replicated(
+// CHECK:         %slot_start = arith.muli %rank, %c64 : index
+// CHECK:         %slot_start_1 = arith.muli %rank_plus1, %c64 : index
 // CHECK:         %slots = memref.alloc() : memref<4x8x8xf32>
-// CHECK:         gpu.launch_func  @kernels::@summed_replicated_q_chunk_0 {{.*}}args(%n : index, %chunk_start : index, %a_flat : memref<128xbf16>, %as_chunk_flat : memref<32xbf16>){{$}}
-// CHECK:         %slot_start = arith.muli %rank, %slot_elements : index
+// CHECK:         gpu.launch_func  @kernels::@summed_replicated_q_chunk_0 {{.*}}args(%c32 : index, %chunk_start : index, %a_flat : memref<128xbf16>, %as_chunk_flat : memref<32xbf16>){{$}}
 // CHECK-NEXT:    %chunk_slot = coco_gpu.view %slots[%slot_start + 0] : memref<4x8x8xf32> to memref<8x8xf32>
 // CHECK-NEXT:    coco_gpu.gemm %as_chunk, %u, %chunk_slot : memref<8x4xbf16>, memref<4x8xbf16>, memref<8x8xf32>
-// CHECK:         %slot_start_1 = arith.muli %chunk, %slot_elements_1 : index
-// CHECK-NEXT:    %chunk_slot_1 = coco_gpu.view %slots[%slot_start_1 + 0]
+// CHECK:         %chunk_slot_1 = coco_gpu.view %slots[%slot_start_1 + 0]
 // CHECK-NEXT:    coco_gpu.gemm %as_chunk_1, %block1, %chunk_slot_1 : memref<8x4xbf16>, memref<4x8xbf16>, memref<8x8xf32>
 // CHECK:         coco_gpu.gemm %as_chunk_2, %block0, %chunk_slot_2 :
 // CHECK:         coco_gpu.gemm %as_chunk_3, %block1, %chunk_slot_3 :
@@ -174,7 +178,7 @@ func.func @summed_half(%x: !coco.tensor<8x16xf16, sliced<1>>, %w: !coco.tensor<1
 // CHECK-NEXT:    %chunk_slot1 = coco_gpu.view %slots[64]
 // CHECK-NEXT:    %chunk_slot2 = coco_gpu.view %slots[128]
 // CHECK-NEXT:    %chunk_slot3 = coco_gpu.view %slots[192]
-// CHECK:         gpu.launch_func  @kernels::@summed_replicated_q_sum_0 {{.*}}args(%n_4 : index, %chunk_slot0_flat : memref<64xf32>, %chunk_slot1_flat : memref<64xf32>, %chunk_slot2_flat : memref<64xf32>, %chunk_slot3_flat : memref<64xf32>, %result0_flat : memref<64xbf16>){{$}}
+// CHECK:         gpu.launch_func  @kernels::@summed_replicated_q_sum_0 {{.*}}args(%c64 : index, %chunk_slot0_flat : memref<64xf32>, %chunk_slot1_flat : memref<64xf32>, %chunk_slot2_flat : memref<64xf32>, %chunk_slot3_flat : memref<64xf32>, %result0_flat : memref<64xbf16>){{$}}
 // CHECK-NEXT:    %per_peer_done = coco_gpu.record_event {coco_gpu.stream = 1 : i64}
 // CHECK:         memref.dealloc %slots
 func.func @summed_replicated(%a: !coco.tensor<8x16xbf16, replicated>, %u: !coco.tensor<16x8xbf16, sliced<0>>) -> !coco.tensor<8x8xbf16, replicated> {

@@ -48,7 +48,7 @@
 // its second into %w in place (it reads %w at the index it writes).
 // CHECK-LABEL: func.func @chain(%x: memref<2x8xf16>, %b: memref<8xf16>, %w: memref<2x8xf16>, %result0: memref<2x8xf16>)
 // CHECK-NEXT:    %rank = coco_gpu.rank
-// CHECK:         gpu.launch_func  @kernels::@chain_chain_0 blocks in {{.*}}  args({{(.*, )?}}%n : {{[^,]*}}, %rank : {{[^,]*}}, %seed : i64, %x_flat : {{[^,]*}}, %b : {{[^,]*}}, %w_flat : {{[^,]*}}, %result0_flat : {{[^,]*}}, %w_flat_1 : {{[^,]*}})
+// CHECK:         gpu.launch_func  @kernels::@chain_chain_0 blocks in {{.*}}  args({{(.*, )?}}%c16 : {{[^,]*}}, %rank : {{[^,]*}}, %c3_i64 : i64, %x_flat : {{[^,]*}}, %b : {{[^,]*}}, %w_flat : {{[^,]*}}, %result0_flat : {{[^,]*}}, %w_flat : {{[^,]*}})
 // CHECK-NEXT:    func.return
 
 // The fused all-reduce is ONE kernel (lowering/fused_collectives.py, tested
@@ -65,11 +65,12 @@
 // that stream 1 waits for before the all_reduce, which writes the output's
 // chunk in place.
 // CHECK-LABEL: func.func @overlap(%x: memref<4x8xf32>, %m: memref<8x8xf32>, %result0: memref<4x8xf32>)
-// CHECK-NEXT:    %overlap_start = coco_gpu.record_event
+// CHECK:         %overlap_start = coco_gpu.record_event
 // CHECK-NEXT:    coco_gpu.wait_event %overlap_start {coco_gpu.stream = 1 : i64}
 // CHECK-NEXT:    %xc_chunk = coco_gpu.view %x[0] : memref<4x8xf32> to memref<2x8xf32>
 // CHECK-NEXT:    %result0_chunk = coco_gpu.view %result0[0] : memref<4x8xf32> to memref<2x8xf32>
 // CHECK-NEXT:    %p = memref.alloc() : memref<2x8xf32>
+// CHECK-NEXT:    %p_flat = memref.collapse_shape %p
 // CHECK-NEXT:    coco_gpu.gemm %xc_chunk, %m, %p : memref<2x8xf32>, memref<8x8xf32>, memref<2x8xf32>{{$}}
 // CHECK:         gpu.launch_func  @kernels::@overlap_dropout_0 blocks in
 // CHECK-NEXT:    %chunk_ready = coco_gpu.record_event{{$}}
@@ -89,7 +90,7 @@
 // A replicated dropout inside a sliced fusion: the bias element i % 4 + rank * 4
 // has global index i % 4 + rank * 4 too.
 // CHECK-LABEL: func.func @replicated_dropout(
-// CHECK:         gpu.launch_func  @kernels::@replicated_dropout_fusion_0 blocks in {{.*}}  args({{(.*, )?}}%n : {{[^,]*}}, %rank : {{[^,]*}}, %seed : i64, %x_flat : {{[^,]*}}, %b : {{[^,]*}}, %result0_flat : {{[^,]*}})
+// CHECK:         gpu.launch_func  @kernels::@replicated_dropout_fusion_0 blocks in {{.*}}  args({{(.*, )?}}%c16 : {{[^,]*}}, %rank : {{[^,]*}}, %c11_i64 : i64, %x_flat : {{[^,]*}}, %b : {{[^,]*}}, %result0_flat : {{[^,]*}})
 
 
 module attributes {coco.world_size = 2 : i64} {
