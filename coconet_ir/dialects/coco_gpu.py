@@ -18,6 +18,7 @@ The dialect imports no pass, analysis or lowering (docs/architecture.md).
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import ClassVar
 
 from xdsl.dialects.builtin import (
@@ -95,9 +96,16 @@ def stream_of(op: Operation) -> int:
 
 def set_stream(op: Operation, stream: int) -> None:
     if stream:
-        op.attributes[STREAM_ATTR] = IntegerAttr(stream, i64)
+        op.attributes[STREAM_ATTR] = i64_attr(stream)
     else:
         op.attributes.pop(STREAM_ATTR, None)
+
+
+@lru_cache(maxsize=1 << 16)
+def i64_attr(value: int) -> IntegerAttr:
+    """`value : i64`, made once (streams, offsets and peers repeat across a
+    model's thousands of ops)."""
+    return IntegerAttr(value, i64)
 
 
 # ============================================================================
@@ -194,7 +202,7 @@ class NcclBroadcastOp(NcclCollectiveOp):
     )
 
     def __init__(self, input, output, root: int):
-        super().__init__(input, output, {"root": IntegerAttr(root, i64)})
+        super().__init__(input, output, {"root": i64_attr(root)})
 
 
 @irdl_op_definition
@@ -225,7 +233,7 @@ class NcclSendOp(IRDLOperation):
             operands=[input],
             properties={
                 "stage": SymbolRefAttr(stage),
-                "channel": IntegerAttr(channel, i64),
+                "channel": i64_attr(channel),
             },
         )
 
@@ -247,7 +255,7 @@ class NcclRecvOp(IRDLOperation):
             operands=[output],
             properties={
                 "stage": SymbolRefAttr(stage),
-                "channel": IntegerAttr(channel, i64),
+                "channel": i64_attr(channel),
             },
         )
 
@@ -296,9 +304,7 @@ class PeerCopyOp(IRDLOperation):
     def __init__(
         self, source: SSAValue | Operation, target: SSAValue | Operation, to: int
     ):
-        super().__init__(
-            operands=[source, target], properties={"to": IntegerAttr(to, i64)}
-        )
+        super().__init__(operands=[source, target], properties={"to": i64_attr(to)})
 
     @property
     def shift(self) -> int:
@@ -377,7 +383,7 @@ class ViewOp(IRDLOperation):
     ):
         super().__init__(
             operands=[source, [] if start is None else [start]],
-            properties={"offset": IntegerAttr(offset, i64)},
+            properties={"offset": i64_attr(offset)},
             result_types=[type],
         )
 
@@ -463,9 +469,7 @@ class SymmetricBufferOp(IRDLOperation):
     assembly_format = "`offset` `=` $offset attr-dict `:` type($result)"
 
     def __init__(self, offset: int, type: MemRefType):
-        super().__init__(
-            properties={"offset": IntegerAttr(offset, i64)}, result_types=[type]
-        )
+        super().__init__(properties={"offset": i64_attr(offset)}, result_types=[type])
 
 
 @irdl_op_definition

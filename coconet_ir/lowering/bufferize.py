@@ -13,8 +13,10 @@ gives the buffer of a value, `as_tensor` the value of a buffer, and
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
 
+from xdsl.dialects import memref
 from xdsl.dialects.builtin import (
     MemRefType,
     UnrealizedConversionCastOp,
@@ -24,12 +26,14 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from coconet_ir.dialects.coco import TensorType
 
 __all__ = [
+    "alloc",
     "as_tensor",
     "buffer_of",
     "buffer_type",
     "element_count",
     "fold_casts",
     "local_shape",
+    "memref_of",
 ]
 
 
@@ -48,7 +52,19 @@ def element_count(t: TensorType, world: int) -> int:
 
 def buffer_type(t: TensorType, world: int) -> MemRefType:
     """`memref<LOCAL_SHAPE x T>`, the per-rank buffer of a value of type `t`."""
-    return MemRefType(t.element_type, local_shape(t, world))
+    return memref_of(t.element_type, local_shape(t, world))
+
+
+@lru_cache(maxsize=1 << 16)
+def memref_of(element: Attribute, shape: tuple[int, ...]) -> MemRefType:
+    """`memref<SHAPE x T>`, made once (the lowering of a model asks for the
+    same few types thousands of times, and making one is costly)."""
+    return MemRefType(element, shape)
+
+
+def alloc(element: Attribute, shape: Iterable[int]) -> memref.AllocOp:
+    """`memref.alloc() : memref<SHAPE x T>`."""
+    return memref.AllocOp([], [], memref_of(element, tuple(shape)))
 
 
 def lowered_buffer(value: SSAValue) -> SSAValue | None:
@@ -71,14 +87,20 @@ def buffer_of(value: SSAValue, world: int) -> tuple[list[Operation], SSAValue]:
     if lowered is not None:
         return [], lowered
     assert isinstance(value.type, TensorType)
-    cast = UnrealizedConversionCastOp.get([value], [buffer_type(value.type, world)])
+    cast = materialize(value, buffer_type(value.type, world))
     cast.results[0].name_hint = value.name_hint
     return [cast], cast.results[0]
 
 
 def as_tensor(buffer: SSAValue, t: Attribute) -> UnrealizedConversionCastOp:
     """The cast that lets coco ops still to be lowered read `buffer` as `t`."""
-    return UnrealizedConversionCastOp.get([buffer], [t])
+    return materialize(buffer, t)
+
+
+def materialize(value: SSAValue, t: Attribute) -> UnrealizedConversionCastOp:
+    """`builtin.unrealized_conversion_cast %value : ... to t`, built directly
+    (the conversion makes one or two for every op it lowers)."""
+    return UnrealizedConversionCastOp.create(operands=[value], result_types=[t])
 
 
 def fold_casts(ops: Sequence[Operation]) -> None:

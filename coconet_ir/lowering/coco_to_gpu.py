@@ -93,6 +93,7 @@ from coconet_ir.dialects.coco_gpu import (
 from coconet_ir.ir import declared_world_size
 from coconet_ir.lowering.absorb import absorb_producers
 from coconet_ir.lowering.bufferize import (
+    alloc,
     as_tensor,
     buffer_of,
     buffer_type,
@@ -253,12 +254,10 @@ class Lowering:
         ):
             return [], destination
         assert isinstance(value.type, TensorType)
-        alloc = memref.AllocOp.get(
-            value.type.element_type, shape=local_shape(value.type, self.world)
-        )
+        made = alloc(value.type.element_type, local_shape(value.type, self.world))
         if value.name_hint:
-            alloc.memref.name_hint = value.name_hint
-        return [alloc], alloc.memref
+            made.memref.name_hint = value.name_hint
+        return [made], made.memref
 
     def may_overwrite(
         self, producer: Operation, buffer: SSAValue, reads_in_place: bool
@@ -709,9 +708,7 @@ def finish_updates(function: func.FuncOp, copies: list[tuple[SSAValue, SSAValue]
         if free is None:  # a cycle: save one target's old value first
             _, target = pending[0]
             assert isinstance(target.type, MemRefType)
-            saved = memref.AllocOp.get(
-                target.type.element_type, shape=target.type.get_shape()
-            )
+            saved = alloc(target.type.element_type, target.type.get_shape())
             saved.memref.name_hint = f"{target.name_hint or 'param'}_old"
             ops += [saved, memref.CopyOp(target, saved.memref)]
             pending = [(saved.memref if s is target else s, t) for s, t in pending]
@@ -1012,7 +1009,7 @@ def replace_run(
 
 def scratch(t: TensorType, world: int) -> memref.AllocOp:
     """A flat scratch buffer of the size of a rank's buffer of `t`."""
-    return memref.AllocOp.get(t.element_type, shape=[element_count(t, world)])
+    return alloc(t.element_type, [element_count(t, world)])
 
 
 @dataclass
@@ -1538,8 +1535,8 @@ def insert_deallocs(function: func.FuncOp) -> None:
     allocs = [op for op in block.ops if isinstance(op, memref.AllocOp)]
     ret = block.last_op
     assert ret is not None
-    for alloc in allocs:
-        block.insert_op_before(memref.DeallocOp.get(alloc.memref), ret)
+    for made in allocs:
+        block.insert_op_before(memref.DeallocOp.get(made.memref), ret)
 
 
 def remaining_coco(module: ModuleOp) -> Iterator[Operation]:

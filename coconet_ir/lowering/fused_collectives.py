@@ -88,7 +88,7 @@ from coconet_ir.dialects.coco_gpu import (
     SymmetricBufferOp,
     WaitSignalOp,
 )
-from coconet_ir.lowering.bufferize import local_shape, lowered_buffer
+from coconet_ir.lowering.bufferize import alloc, local_shape, lowered_buffer
 from coconet_ir.lowering.coco_to_gpu import (
     Lowering,
     chunk_of,
@@ -1180,11 +1180,9 @@ class FusedCollectiveLowering:
                 result = results.get(value)
                 if result is None:
                     t = coco.tensor_type(value)
-                    alloc = memref.AllocOp.get(
-                        t.element_type, shape=local_shape(t, world)
-                    )
-                    host.append(alloc)
-                    buffers[value] = alloc.memref
+                    made = alloc(t.element_type, local_shape(t, world))
+                    host.append(made)
+                    buffers[value] = made.memref
                 else:
                     ops, buffer = lowering.result_buffer(
                         fusion, result, reads_in_place=self.reads_in_place(plan, value)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable
 from dataclasses import dataclass, field
+from functools import cache
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import (
@@ -33,6 +34,7 @@ from xdsl.dialects.memref import CollapseShapeOp
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 
 from coconet_ir.dialects.coco_gpu import GridBlocksOp, PeersOp, RankOp
+from coconet_ir.lowering.bufferize import memref_of
 
 index = IndexType()
 
@@ -48,6 +50,8 @@ class HostValues:
     values: dict[Hashable, SSAValue] = field(default_factory=dict[Hashable, SSAValue])
     last: Operation | None = None
     """The last value made at the entry (the next goes after it)."""
+    indices: dict[int, SSAValue] = field(default_factory=dict[int, SSAValue])
+    """The index constants by value (the most asked for: a faster key)."""
     pending: dict[SSAValue, Operation] = field(
         default_factory=dict[SSAValue, Operation]
     )
@@ -56,7 +60,10 @@ class HostValues:
 
     def index(self, value: int) -> SSAValue:
         """`arith.constant value : index` (`%c<value>`)."""
-        return self.integer(value, index)
+        found = self.indices.get(value)
+        if found is None:
+            found = self.indices[value] = self.integer(value, index)
+        return found
 
     def integer(self, value: int, t: IndexType | IntegerType) -> SSAValue:
         """`arith.constant value : t` (`%c<value>`, `%c<value>_i64`)."""
@@ -166,14 +173,16 @@ def collapse(buffer: SSAValue) -> CollapseShapeOp | None:
     shape = t.get_shape()
     if len(shape) <= 1:
         return None
-    flat = MemRefType(t.element_type, [math.prod(shape)])
-    reassociation = ArrayAttr(
-        [ArrayAttr([IntegerAttr(d, i64) for d in range(len(shape))])]
-    )
-    op = CollapseShapeOp.build(
+    op = CollapseShapeOp.create(
         operands=[buffer],
-        result_types=[flat],
-        properties={"reassociation": reassociation},
+        result_types=[memref_of(t.element_type, (math.prod(shape),))],
+        properties={"reassociation": all_dims(len(shape))},
     )
     op.results[0].name_hint = f"{buffer.name_hint}_flat" if buffer.name_hint else "flat"
     return op
+
+
+@cache
+def all_dims(rank: int) -> ArrayAttr:
+    """The reassociation `[[0, 1, ..., rank - 1]]` (one group of every dim)."""
+    return ArrayAttr([ArrayAttr([IntegerAttr(d, i64) for d in range(rank)])])

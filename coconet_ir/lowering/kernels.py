@@ -100,6 +100,8 @@ class KernelModule:
     distinct: set[str] = field(default_factory=set[str])
     """Kernels no other kernel can be a copy of (`kernel(distinct=True)`)."""
     cache: dict[object, gpu.FuncOp] = field(default_factory=dict[object, gpu.FuncOp])
+    symbols: dict[str, SymbolRefAttr] = field(default_factory=dict[str, SymbolRefAttr])
+    """`@<module>::@<kernel>` by kernel name (made once: launches share it)."""
 
     @staticmethod
     def create(name: str) -> KernelModule:
@@ -220,7 +222,10 @@ class KernelModule:
         return self.cache[key]
 
     def symbol_of(self, kernel: gpu.FuncOp) -> SymbolRefAttr:
-        return SymbolRefAttr(self.symbol, [StringAttr(kernel.sym_name.data)])
+        name = kernel.sym_name.data
+        if name not in self.symbols:
+            self.symbols[name] = SymbolRefAttr(self.symbol, [StringAttr(name)])
+        return self.symbols[name]
 
 
 def printed_form(

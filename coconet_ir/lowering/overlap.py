@@ -70,7 +70,7 @@ from coconet_ir.dialects.coco_gpu import (
     set_stream,
     stream_of,
 )
-from coconet_ir.lowering.bufferize import as_tensor, buffer_type, local_shape
+from coconet_ir.lowering.bufferize import alloc, as_tensor, buffer_type, local_shape
 from coconet_ir.lowering.host import HostValues
 from coconet_ir.lowering.kernels import copy_block, memref_shape
 
@@ -262,7 +262,7 @@ def copy_chunk_out(
     `<name>_chunk` kernel, for a chunk that is not contiguous (no view of it
     exists)."""
     world = lowering.world
-    piece = memref.AllocOp.get(chunk.element_type, shape=local_shape(chunk, world))
+    piece = alloc(chunk.element_type, local_shape(chunk, world))
     piece.memref.name_hint = hint
     block = local_shape(chunk, world)[dim]
     start = chunk_start(values, c, block)

@@ -86,7 +86,7 @@ from coconet_ir.dialects.coco_gpu import (
     WaitSignalOp,
     stream_of,
 )
-from coconet_ir.lowering.bufferize import as_tensor, buffer_type, local_shape
+from coconet_ir.lowering.bufferize import alloc, as_tensor, buffer_type, local_shape
 from coconet_ir.lowering.coco_to_gpu import (
     CHUNK_ATTR,
     ChunkAt,
@@ -471,14 +471,14 @@ def lower_per_peer(
     for j in scattered_outputs:
         t = buffer_type(tensor_of(yielded[j]), world)
         element = t.element_type
-        partials = [memref.AllocOp.get(element, shape=t.get_shape()) for _ in range(2)]
+        partials = [alloc(element, t.get_shape()) for _ in range(2)]
         for k, p in enumerate(partials):
             p.memref.name_hint = f"partial{k}"
         received = [symmetric(allocator, t, f"received{k}") for k in range(2)]
         host += [*partials, *received]
         accumulator = outputs[j]
         if compute_type(element) != element:
-            wide = memref.AllocOp.get(compute_type(element), shape=t.get_shape())
+            wide = alloc(compute_type(element), t.get_shape())
             wide.memref.name_hint = "accumulator"
             host.append(wide)
             accumulator = wide.memref
@@ -692,19 +692,19 @@ def summed_output(
     info = element_info(element)
     accumulator, slots = output, None
     if sums_in_chunk_order(tensor_of(value)):
-        alloc = memref.AllocOp.get(wide, shape=[world, *shape])
-        alloc.memref.name_hint = "slots"
-        host.append(alloc)
-        slots = alloc.memref
+        made = alloc(wide, [world, *shape])
+        made.memref.name_hint = "slots"
+        host.append(made)
+        slots = made.memref
     elif wide != element:
-        alloc = memref.AllocOp.get(wide, shape=shape)
-        alloc.memref.name_hint = "accumulator"
-        host.append(alloc)
-        accumulator = alloc.memref
+        made = alloc(wide, shape)
+        made.memref.name_hint = "accumulator"
+        host.append(made)
+        accumulator = made.memref
     producer = value.owner
     if isinstance(producer, coco.MatmulOp) and producer in body and info.is_float:
         return Summed(index, output, element, accumulator, slots, producer, None)
-    partial = memref.AllocOp.get(element, shape=shape)
+    partial = alloc(element, shape)
     partial.memref.name_hint = "partial"
     host.append(partial)
     return Summed(index, output, element, accumulator, slots, None, partial.memref)

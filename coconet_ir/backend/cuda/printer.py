@@ -61,7 +61,7 @@ from coconet_ir.backend.cuda.vectorize import VectorPlan, vector_plan
 from coconet_ir.diagnostics import CocoError
 from coconet_ir.dialects import coco_gpu
 from coconet_ir.dialects.coco.attributes import world_size
-from coconet_ir.dialects.gpu import is_kernel
+from coconet_ir.dialects.gpu import is_kernel, launch_parts
 
 C_RESERVED = frozenset(
     """auto bool break case char const continue default do double else enum
@@ -629,7 +629,7 @@ class CudaPrinter(BasePrinter):
                 if isinstance(op, gpu.LaunchFuncOp):
                     kernel = op.kernel.nested_references.data[-1].data
                     sizes.setdefault(kernel, set()).add(launch_threads(op))
-                    self.note_aliases(kernel, op.kernelOperands)
+                    self.note_aliases(kernel, launch_parts(op).args)
         self.stages = stage_indices(functions, edges)
         for kernel, found in sizes.items():
             if len(found) == 1 and None not in found:
@@ -1212,18 +1212,11 @@ class CudaPrinter(BasePrinter):
     @print.register
     def _(self, op: gpu.LaunchFuncOp) -> None:
         kernel = kernel_name(op.kernel)
-        grid = ", ".join(
-            self.launch_size(v) for v in (op.gridSizeX, op.gridSizeY, op.gridSizeZ)
-        )
-        block = ", ".join(
-            self.launch_size(v) for v in (op.blockSizeX, op.blockSizeY, op.blockSizeZ)
-        )
-        shared = (
-            self.text(op.dynamicSharedMemorySize)
-            if op.dynamicSharedMemorySize is not None
-            else "0"
-        )
-        args = "".join(f", {self.text(a)}" for a in op.kernelOperands)
+        parts = launch_parts(op)
+        grid = ", ".join(self.launch_size(v) for v in parts.grid)
+        block = ", ".join(self.launch_size(v) for v in parts.block)
+        shared = self.text(parts.shared) if parts.shared is not None else "0"
+        args = "".join(f", {self.text(a)}" for a in parts.args)
         macro = (
             "COCO_LAUNCH_COOPERATIVE"
             if coco_gpu.COOPERATIVE_ATTR in op.attributes
@@ -1510,7 +1503,7 @@ def static_lane(op: Operation, positions: DenseArrayBase[IntegerType]) -> int:
 def launch_threads(op: gpu.LaunchFuncOp) -> int | None:
     """The threads per block of a launch whose sizes are constants."""
     sizes: list[int] = []
-    for v in (op.blockSizeX, op.blockSizeY, op.blockSizeZ):
+    for v in launch_parts(op).block:
         owner = v.owner
         if not (
             isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr)

@@ -11,6 +11,7 @@ for the dialect, the passes, the analyses and the interpreter.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 
 from xdsl.dialects.builtin import i1, i32
 from xdsl.ir import Attribute
@@ -290,8 +291,11 @@ def require_layout(operand: TensorType, *allowed: LayoutKind) -> None:
         )
 
 
+@lru_cache(maxsize=1 << 16)
 def chunk_type(t: TensorType, dim: int, chunks: int) -> TensorType:
-    """The type of one of `chunks` equal chunks of `t` along `dim` (-1: whole)."""
+    """The type of one of `chunks` equal chunks of `t` along `dim` (-1: whole);
+    made once per question (the cost model asks it for every value of every
+    candidate schedule)."""
     if dim < 0:
         return t
     return t.with_shape([d // chunks if i == dim else d for i, d in enumerate(t.dims)])
