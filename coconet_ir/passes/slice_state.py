@@ -51,7 +51,7 @@ from dataclasses import dataclass
 
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.pattern_rewriter import (
     PatternRewriter,
     RewritePattern,
@@ -70,7 +70,7 @@ from coconet_ir.dialects.coco import (
     tensor_type,
     world_size,
 )
-from coconet_ir.passes.base import CocoPass, rewrite_once
+from coconet_ir.passes.base import CocoPass, retype_values, rewrite_once
 from coconet_ir.passes.split_all_reduce import ASSUMED_WORLD
 
 
@@ -127,14 +127,14 @@ def new_value_is_read(update: UpdateOp) -> bool:
 
 
 def slice_parameter(update: UpdateOp, rewriter: PatternRewriter) -> None:
-    """Make the parameter of `update` sliced like the value it stores (the
-    function's type is the caller's to update)."""
+    """Make the parameter of `update`, already given the type of the value it
+    stores (`sliced_types`), sliced in its uses too (the function's type is
+    the caller's to update)."""
     gather = update.value.owner
     assert isinstance(gather, AllGatherOp)
     block_value = gather.operand
-    old_param = update.param
-    cuts = [use.operation for use in old_param.uses if use.operation is not update]
-    param = rewriter.replace_value_with_new_type(old_param, block_value.type)
+    param = update.param
+    cuts = [use.operation for use in param.uses if use.operation is not update]
     for cut in cuts:
         rewriter.replace(cut, [], [param])
     stored = UpdateOp.create(
@@ -224,14 +224,27 @@ def bucket_value_is_read(group: BucketGroup) -> bool:
     )
 
 
+def sliced_types(
+    updates: list[UpdateOp], groups: list[BucketGroup]
+) -> dict[SSAValue, Attribute]:
+    """The new type of each parameter to slice: the type of the block an
+    update stores, sliced<0> for a bucket's pieces."""
+    types: dict[SSAValue, Attribute] = {}
+    for update in updates:
+        gather = update.value.owner
+        assert isinstance(gather, AllGatherOp)
+        types[update.param] = gather.operand.type
+    sliced = LayoutAttr.sliced(0)
+    for group in groups:
+        for piece in group.concat.pieces:
+            types[piece] = tensor_type(piece).with_layout(sliced)
+    return types
+
+
 def slice_bucket(group: BucketGroup, rewriter: PatternRewriter) -> None:
     """Make the parameters of a bucket sliced<0>: the bucket is the
     concatenation of their slices, the split splits the sliced new value."""
-    sliced = LayoutAttr.sliced(0)
-    params = [
-        rewriter.replace_value_with_new_type(p, tensor_type(p).with_layout(sliced))
-        for p in group.concat.pieces
-    ]
+    params = list(group.concat.pieces)  # already sliced (`sliced_types`)
     concat = ConcatOp(params, label=label_of(group.concat))
     rewriter.insert(concat, InsertPoint.before(group.concat))
     for use in list(group.concat.result.uses):
@@ -268,6 +281,7 @@ class SliceStatePattern(RewritePattern):
         bucketed = [u for u in updates if is_bucketed(u)]
         chosen = [u for u in updates if u not in bucketed and self.chosen(u)]
         groups = self.chosen_buckets(bucketed)
+        retype_values(rewriter, sliced_types(chosen, groups))
         for update in chosen:
             slice_parameter(update, rewriter)
         for group in groups:
