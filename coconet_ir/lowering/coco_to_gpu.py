@@ -868,7 +868,7 @@ class LowerAllSlice(CocoLoweringPattern):
         offset = values.times(values.rank(), block, "offset")
         host += more
         host += copy_block(
-            lowering.host(op),
+            values,
             lowering.kernels,
             lowering.threads,
             lowering.kernel_name(op),
@@ -927,9 +927,10 @@ def copy_launches(
         launches[-1].append(part)
         used += size
     host: list[Operation] = []
+    values = lowering.host(op)
     for parts in launches:
         host += bucket_copy(
-            lowering.host(op),
+            values,
             lowering.kernels,
             lowering.threads,
             lowering.kernel_name(op, "concat" if pack else "split"),

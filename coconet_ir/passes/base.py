@@ -201,8 +201,8 @@ def retype_values(
     """Give each value its new type, as `replace_value_with_new_type` does
     (a new value takes over the old one's uses), but the arguments of one
     block all at once: that method rebuilds the block's argument list for
-    each argument, quadratic in a function of thousands of parameters (a
-    100,000-op optimizer step spent minutes there)."""
+    each argument, quadratic in a function of thousands of parameters
+    (docs/performance.md, "Compile time")."""
     blocks: dict[Block, list[BlockArgument]] = {}
     for value in types:
         if isinstance(value, BlockArgument):
