@@ -12,7 +12,11 @@ layers) of four kinds (`--program`):
 - `megatron`: L Megatron MLP blocks in a row (column-parallel matmul,
   row-parallel matmul → all_reduce → + bias → dropout → + residual);
 - `mlp`: L sequence-parallel MLP blocks (all_gather, fc1, GELU, fc2,
-  reduce_scatter at GPT-3-like widths; lowered on 8 ranks).
+  reduce_scatter at GPT-3-like widths; lowered on 8 ranks);
+- `lamb`: LAMB over a BERT of L layers at BERT-large's widths
+  (examples/lamb_bert.py: 16 tensors a layer and 7 more, 33 ops each; every
+  tensor one fused kernel launch with two norms; lowered on 8 ranks; 24
+  layers is BERT-large, 12,906 ops).
 
 For each size it writes the program to a `.mlir` file and times, as rows (the
 least CPU time of `--repeat` runs, seconds, subprocesses included):
@@ -34,7 +38,7 @@ Below each table: the ratio full pipeline / parse + print, and each row's
 growth when the program doubles (time at 2n ops / time at n ops). The targets
 (docs/performance.md): full ≤ 6x parse + print, growth ≤ 2.4x.
 
-    python benchmarks/compile_time.py [--program sgd adam megatron mlp]
+    python benchmarks/compile_time.py [--program sgd adam megatron mlp lamb]
         [--ops 1000 2000 4000 8000 16000] [--repeat 3] [--cli] [--quick]
         [--headline] [--no-gc]
 
@@ -46,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib.util
 import io
 import resource
 import subprocess
@@ -191,6 +196,18 @@ def mlp_program(layers: int) -> str:
     )
 
 
+def lamb_program(layers: int) -> str:
+    """LAMB over BERT-large's tensor shapes with `layers` layers, as
+    examples/lamb_bert.py builds it."""
+    path = Path(__file__).resolve().parents[1] / "examples" / "lamb_bert.py"
+    spec = importlib.util.spec_from_file_location("coconet_example_lamb_bert", path)
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = example  # dataclasses look their module up
+    spec.loader.exec_module(example)
+    return cc.to_text(example.build(example.Shapes(layers=layers)))
+
+
 @dataclass(frozen=True)
 class Kind:
     """A program kind: its builder, coco ops per layer (the few shared ops
@@ -209,6 +226,7 @@ KINDS = {
     "adam": Kind(adam_program, 18),
     "megatron": Kind(megatron_program, 6),
     "mlp": Kind(mlp_program, 5, world=8),
+    "lamb": Kind(lamb_program, 528, world=8),
 }
 
 

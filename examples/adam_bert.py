@@ -13,12 +13,13 @@ place), and computes
     p1 = p - lr*(m1/(1-b1^t))/(sqrt(v1/(1-b2^t))+eps)
 
 with `lr`, `b1t = b1^t`, `b2t = b2^t` shared rank-0 arguments. Written per
-tensor, `coco-optimize{bucket=false}` makes one fused kernel per tensor: 391
-launches per step. `coco-optimize` first runs `coco-bucket` (25 MiB buckets,
-DDP's default): every bucket concatenates its tensors' gradients, weights and
-moments (`coco.concat`), runs ONE all_reduce and ONE Adam chain on the flat
-bucket, which the rest of the schedule makes one fused kernel, and splits the
-new values back (`coco.split`). The moments stay sliced (ZeRO) bucket by
+tensor, `coco-optimize{bucket=false}` makes one fused kernel launch per
+tensor: 391 launches per step (of one kernel per distinct tensor shape).
+`coco-optimize` first runs `coco-bucket` (25 MiB buckets, DDP's default):
+every bucket concatenates its tensors' gradients, weights and moments
+(`coco.concat`), runs ONE all_reduce and ONE Adam chain on the flat bucket,
+which the rest of the schedule makes one fused kernel, and splits the new
+values back (`coco.split`). The moments stay sliced (ZeRO) bucket by
 bucket. At BERT-large's size that is one fused kernel per bucket, plus the
 copies into and out of the buckets.
 

@@ -114,6 +114,7 @@ from coconet_ir.lowering.kernels import (
     flat_args,
     grid_stride_loop,
     index_constant,
+    kernel_users,
     launch,
     linear,
     matmul_kernel,
@@ -292,10 +293,20 @@ class Lowering:
 
     def kernel_name(self, op: Operation, kind: str | None = None) -> str:
         """`<function>_<label or kind>` (KernelModule adds `_<n>`)."""
+        label = label_of(op)
+        if label is None:
+            return self.kind_name(op, kind)
+        return f"{self.function_prefix(op)}_{label}"
+
+    def kind_name(self, op: Operation, kind: str | None = None) -> str:
+        """`<function>_<kind>`: the name of a kernel that ops of different
+        labels launch (`KernelModule.cached`)."""
+        return f"{self.function_prefix(op)}_{kind or op.name.removeprefix('coco.')}"
+
+    @staticmethod
+    def function_prefix(op: Operation) -> str:
         function = enclosing(op)
-        prefix = function.sym_name.data if function is not None else "kernel"
-        label = label_of(op) or kind or op.name.removeprefix("coco.")
-        return f"{prefix}_{label}"
+        return function.sym_name.data if function is not None else "kernel"
 
     def plan(self, value: TensorType, domain: TensorType) -> list[Axis]:
         """How each axis of a buffer of type `value` is indexed from a kernel
@@ -433,6 +444,7 @@ class Lowering:
         needs_rank: bool = False,
         dropouts: Sequence[coco.DropoutOp] = (),
         form: Hashable | None = None,
+        generic: str | None = None,
     ) -> list[Operation]:
         """Host ops launching a grid-stride kernel over the elements of
         `domain`: input `k` (a buffer and its coco type) is loaded when `body`
@@ -442,7 +454,10 @@ class Lowering:
         The seeds of `dropouts` (the body's) are i64 kernel arguments, so
         that `form` — what `body` computes, seeds left out (`printed_form`) —
         names the kernel: a kernel already built for the same form and types
-        is launched again rather than built anew (every layer of a model)."""
+        is launched again rather than built anew (every layer of a model).
+        With `generic`, the name of the computation's kind, `form` leaves the
+        ops' labels out: ops of different labels share the kernel, which
+        is then named `generic` (`KernelModule.cached`)."""
         needs_rank = needs_rank or any(
             self.needs_rank(t, domain) for _, t in (*inputs, *outputs)
         )
@@ -494,13 +509,13 @@ class Lowering:
             kernel = build()
         else:
             key = (
-                name,
+                generic or name,
                 form,
                 domain,
                 tuple(t for _, t in arg_specs),
                 tuple(t for _, t in (*inputs, *outputs)),
             )
-            kernel = self.kernels.cached(key, build)
+            kernel = self.kernels.cached(key, build, name, generic)
         count = element_count(domain, self.world)
         return [*views, *launch(host, self.kernels, kernel, count, args, self.threads)]
 
@@ -667,7 +682,8 @@ class LowerElementwise(CocoLoweringPattern):
             body,
             needs_rank=needs_rank_for_dropout(op),
             dropouts=[op] if isinstance(op, coco.DropoutOp) else [],
-            form=printed_form(op, names=False, seeds=False),
+            form=printed_form(op, names=False, seeds=False, labels=False),
+            generic=lowering.kind_name(op),
         )
         replace_with_buffers(rewriter, op, host, [out])
 
@@ -1319,7 +1335,8 @@ def lower_fused_elementwise(
         body,
         needs_rank=needs_rank,
         dropouts=[o for o in body_ops if isinstance(o, coco.DropoutOp)],
-        form=printed_form(op.body, names=False, seeds=False),
+        form=printed_form(op.body, names=False, seeds=False, labels=False),
+        generic=lowering.kind_name(op, "fusion"),
     )
     replace_with_buffers(rewriter, op, host, [out for out, _ in outputs])
 
@@ -1678,7 +1695,7 @@ class ConvertCocoToGpu(ModulePass):
             fold_casts(list(function.walk()))
             drop_self_copies(function)
             insert_deallocs(function)
-        launches = [o for o in op.walk() if isinstance(o, gpu.LaunchFuncOp)]
+        launches = kernel_users(op)
         kernels.deduplicate(launches)
         kernels.renumber(launches)
         op.body.block.insert_op_before(kernels.module, op.body.block.first_op)  # type: ignore[arg-type]

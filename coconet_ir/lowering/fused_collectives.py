@@ -115,6 +115,7 @@ from coconet_ir.lowering.kernels import (
     lanes,
     load,
     load_lanes,
+    printed_form,
     reduce_identity,
     store,
     store_lanes,
@@ -239,13 +240,17 @@ class FusedKernel:
     """Builds the device side of one fused collective (the module docstring's
     phases) from its plan: `slice_outputs` are the sliced values the kernel
     stores (yielded or sent), `gathered_outputs` the all_gathers it completes,
-    `slot_base` the first of its signal slots, `dropout_index` the global index
-    of each dropout's elements."""
+    `dropout_index` the global index of each dropout's elements.
+
+    The first of its signal slots (`slots`) and its dropouts' seeds are
+    kernel arguments, not constants: the kernel is the same for every fusion
+    computing the same thing on the same types (every parameter of a shape),
+    and the lowering builds it once (docs/gpu.md, "Symmetric buffers and
+    signal slots")."""
 
     plan: FusedPlan
     slice_outputs: list[SSAValue]
     gathered_outputs: list[AllGatherOp]
-    slot_base: int
     dropout_index: Callable[[Operation], DropoutIndex]
     threads: int
     """The most threads a block of the launch has."""
@@ -267,6 +272,9 @@ class FusedKernel:
     rank: SSAValue = field(init=False)
     epoch: SSAValue = field(init=False)
     peers: SSAValue = field(init=False)
+    slot_base: SSAValue = field(init=False)
+    phase_base: dict[int, SSAValue] = field(init=False)
+    """The first slot of each phase's range: `slots + phase offset`."""
     is_leader: SSAValue = field(init=False)
     width: int = field(init=False)
     """Elements per vector access (1: every access is scalar)."""
@@ -281,6 +289,9 @@ class FusedKernel:
         add("rank", "rank", index)
         add("epoch", "epoch", i64)
         add("peers", "peers", PeersType())
+        add("slots", "slots", index)
+        for op in self.dropouts():
+            add(("seed", op), "seed", i64)
         full = geometry.elements * world
         for i, op in enumerate(plan.reductions):
             t = coco.tensor_type(op.operand)
@@ -326,6 +337,10 @@ class FusedKernel:
             return 1
         return width
 
+    def dropouts(self) -> list[coco.DropoutOp]:
+        """The body's dropouts, whose seeds are kernel arguments."""
+        return [op for op in self.plan.compute if isinstance(op, coco.DropoutOp)]
+
     def read_arguments(self) -> list[BlockArgument]:
         """Block arguments the compute reads per element (not the reduced
         inputs, unless the compute reads them too)."""
@@ -346,8 +361,7 @@ class FusedKernel:
     # ---------------------------------------------------------------- build
 
     def build(self, kernels: KernelModule, name: str) -> gpu.FuncOp:
-        # Its signal slots are its own: no other kernel is built the same.
-        func, b = kernels.kernel(name, self.kernel_arguments, distinct=True)
+        func, b = kernels.kernel(name, self.kernel_arguments)
         self.func = func
         n = Ints(b)
         self.tid = b.insert(gpu.ThreadIdOp(X)).result
@@ -358,6 +372,13 @@ class FusedKernel:
         self.rank = self.arg(func, "rank")
         self.epoch = self.arg(func, "epoch")
         self.peers = self.arg(func, "peers")
+        self.slot_base = self.arg(func, "slots")
+        self.phase_base = {}
+        for phase, hint in ((PHASE_PUSH, "pushed"), (PHASE_GATHER, "gathered")):
+            base = n.add(self.slot_base, self.plan.slots.phase(phase))
+            if base is not self.slot_base:
+                base.name_hint = f"{hint}_slots"
+            self.phase_base[phase] = base
         self.is_leader = n.eq(self.tid, 0)
         self.is_leader.name_hint = "leader"
         if self.width > 1:
@@ -378,9 +399,7 @@ class FusedKernel:
 
     def slot(self, n: Ints, phase: int, source: SSAValue, chunk: Index) -> SSAValue:
         """Slot `base + (phase * N + source) * C + chunk` of a signal pad."""
-        row = n.add(
-            self.slot_base + self.plan.slots.phase(phase), n.mul(source, self.chunks)
-        )
+        row = n.add(self.phase_base[phase], n.mul(source, self.chunks))
         return n.add(row, chunk)
 
     def peer_items(self, b: Builder) -> tuple[Builder, SSAValue, Index]:
@@ -434,8 +453,8 @@ class FusedKernel:
         """Whether the kernel argument `key` is read or written by vectors:
         every buffer but the inputs read as scalars or by broadcast."""
         if not (isinstance(key, tuple) and key):
-            return False  # rank, epoch, peers
-        if key[0] in SCALAR_BUFFERS:
+            return False  # rank, epoch, peers, slots
+        if key[0] in (*SCALAR_BUFFERS, "seed"):
             return False
         if key[0] != "read":
             return True
@@ -652,6 +671,7 @@ class FusedKernel:
                     lambda op=op, lane=lane: self.dropout_index(op)(
                         b, elements[lane], self.rank
                     ),
+                    lambda op: self.arg(self.func, ("seed", op)),
                 )
 
         def packed(value: SSAValue) -> SSAValue:
@@ -838,9 +858,11 @@ class FusedKernel:
         accumulators = self.accumulators[stage]
         n = Ints(b)
         zero = n.c(0)
-        arrivals = self.slot_base + slots.arrivals(stage)
-        scalars = self.slot_base + slots.scalars(stage)
-        flag = n.c(self.slot_base + slots.flag(stage))
+        arrivals = n.add(self.slot_base, slots.arrivals(stage))
+        scalars = n.add(self.slot_base, slots.scalars(stage))
+        flag = n.add(self.slot_base, slots.flag(stage))
+        arrivals.name_hint, scalars.name_hint = "arrival_slots", "scalar_slots"
+        flag.name_hint = "flag_slot"
 
         # 1. Every block: its partials.
         totals = []
@@ -1153,12 +1175,23 @@ class FusedCollectiveLowering:
             plan,
             list(dict.fromkeys(slice_outputs)),
             list(plan.gathers),
-            self.layout.slots(plan.signal_slots),
             self.dropout_index(plan),
             lowering.threads,
         )
         name = lowering.kernel_name(fusion, "fused")
-        func = kernel.build(lowering.kernels, name)
+        generic = lowering.kind_name(fusion, "fused")
+        # The kernel is what the fusion computes, on its types: seeds and
+        # signal slots are arguments (FusedKernel), so every fusion of the
+        # same form launches one kernel (every parameter of a shape).
+        key = (
+            generic,
+            printed_form(fusion, names=False, seeds=False, labels=False),
+            lowering.fused_chunk,
+            lowering.threads,
+        )
+        func = lowering.kernels.cached(
+            key, lambda: kernel.build(lowering.kernels, name), name, generic
+        )
 
         values = lowering.host(fusion)
         epoch = next_epoch()
@@ -1167,7 +1200,10 @@ class FusedCollectiveLowering:
             "rank": values.rank(),
             "epoch": epoch.result,
             "peers": values.peers(),
+            "slots": values.index(self.layout.slots(plan.signal_slots)),
         }
+        for op in kernel.dropouts():
+            args[("seed", op)] = values.integer(op.seed.value.data, i64)
         inputs = dict(zip(fusion.block.args, fusion.inputs))
 
         results = dict(zip(yielded, fusion.results))

@@ -50,7 +50,7 @@ from xdsl.rewriter import InsertPoint
 from coconet_ir.diagnostics import CocoError
 from coconet_ir.dialects import coco, gpu  # xDSL's gpu, in MLIR's syntax
 from coconet_ir.dialects.coco import element_info
-from coconet_ir.dialects.coco_gpu import WORK_ATTR
+from coconet_ir.dialects.coco_gpu import WORK_ATTR, GridBlocksOp
 from coconet_ir.lowering.host import HostValues
 from coconet_ir.lowering.philox import dropout_keep
 
@@ -59,6 +59,7 @@ __all__ = [
     "GELU_SQRT_2_OVER_PI",
     "Indexer",
     "KernelModule",
+    "KernelUser",
     "compute_type",
     "constant",
     "emit_elementwise",
@@ -84,6 +85,27 @@ conversion sets both."""
 # ============================================================================
 # The gpu.module and its kernels
 # ============================================================================
+
+
+KernelUser = gpu.LaunchFuncOp | GridBlocksOp
+"""An op naming a kernel: its launch, or the occupancy query of a cooperative
+launch (`coco_gpu.grid_blocks ... resident @kernels::@k`)."""
+
+
+def kernel_users(module: Operation) -> list[KernelUser]:
+    """Every op in `module` naming a kernel, in program order."""
+    return [
+        op
+        for op in module.walk()
+        if isinstance(op, gpu.LaunchFuncOp)
+        or (isinstance(op, GridBlocksOp) and op.kernel is not None)
+    ]
+
+
+def named_kernel(user: KernelUser) -> str:
+    """The name of the kernel `user` names."""
+    assert user.kernel is not None
+    return user.kernel.nested_references.data[-1].data
 
 
 @dataclass
@@ -124,10 +146,11 @@ class KernelModule:
         self.bases[found] = name
         return found
 
-    def deduplicate(self, launches: Sequence[gpu.LaunchFuncOp]) -> None:
+    def deduplicate(self, launches: Sequence[KernelUser]) -> None:
         """Launch one kernel for every set of kernels asked for under the same
         name and built identically (e.g. an op cloned into every chunk of an
-        overlap), and drop the copies."""
+        overlap), and drop the copies. `launches`: every op naming a kernel
+        (`kernel_users`)."""
         from collections import Counter
 
         first: dict[tuple[str, Attribute, Hashable], str] = {}
@@ -152,7 +175,7 @@ class KernelModule:
             else:
                 first[key] = name
         for call in launches:
-            name = call.kernel.nested_references.data[-1].data
+            name = named_kernel(call)
             if name in replaced:
                 call.kernel = SymbolRefAttr(self.symbol, [StringAttr(replaced[name])])
         for name in replaced:
@@ -161,10 +184,10 @@ class KernelModule:
         self.distinct.clear()
         self.cache = {k: v for k, v in self.cache.items() if v.parent is not None}
 
-    def renumber(self, launches: Sequence[gpu.LaunchFuncOp]) -> None:
+    def renumber(self, launches: Sequence[KernelUser]) -> None:
         """Number the kernels `<name>_0, _1, ...` and order them by their
-        first launch in `launches` (program order), whatever order the
-        patterns built them in."""
+        first launch in `launches` (program order; every op naming a kernel,
+        `kernel_users`), whatever order the patterns built them in."""
         kernels = {
             k.sym_name.data: k
             for k in self.module.body.block.ops
@@ -172,7 +195,7 @@ class KernelModule:
         }
         order: dict[str, None] = {}  # a dict: first launches, in order
         for call in launches:
-            name = call.kernel.nested_references.data[-1].data
+            name = named_kernel(call)
             if name in kernels:
                 order.setdefault(name)
         for name in kernels:
@@ -184,7 +207,7 @@ class KernelModule:
             renamed[name] = f"{base}_{counts.get(base, 0)}"
             counts[base] = counts.get(base, 0) + 1
         for call in launches:
-            name = call.kernel.nested_references.data[-1].data
+            name = named_kernel(call)
             if name in renamed:
                 call.kernel = SymbolRefAttr(self.symbol, [StringAttr(renamed[name])])
         block = self.module.body.block
@@ -215,11 +238,25 @@ class KernelModule:
         self.module.body.block.add_op(func)
         return func, Builder(InsertPoint.before(body.last_op))  # type: ignore[arg-type]
 
-    def cached(self, key: object, build: Callable[[], gpu.FuncOp]) -> gpu.FuncOp:
-        """The kernel built for `key`, building it the first time."""
-        if key not in self.cache:
-            self.cache[key] = build()
-        return self.cache[key]
+    def cached(
+        self,
+        key: object,
+        build: Callable[[], gpu.FuncOp],
+        name: str | None = None,
+        generic: str | None = None,
+    ) -> gpu.FuncOp:
+        """The kernel built for `key`, building it the first time. `name` is
+        the name the caller asks for it under (an op's label), `generic` the
+        name of its kind: a kernel asked for under two names (ops of
+        different labels computing the same thing) is named `generic`."""
+        found = self.cache.get(key)
+        if found is None:
+            found = self.cache[key] = build()
+        elif name is not None and generic is not None:
+            built = found.sym_name.data
+            if self.bases.get(built, built) != name:
+                self.bases[built] = generic
+        return found
 
     def symbol_of(self, kernel: gpu.FuncOp) -> SymbolRefAttr:
         name = kernel.sym_name.data
@@ -229,14 +266,19 @@ class KernelModule:
 
 
 def printed_form(
-    region: Region | Operation, names: bool = True, seeds: bool = True
+    region: Region | Operation,
+    names: bool = True,
+    seeds: bool = True,
+    labels: bool = True,
 ) -> Hashable:
     """What printing `region` (or an op) shows, as a value to compare and hash (much
     cheaper than printing it): every op's name, operands (numbered in order of
     definition), attributes, properties, result types and value names, and
     the blocks and regions it holds: regions whose printed forms are equal
     print the same text. Without `names`, value names are left out; without
-    `seeds`, dropouts' seeds (what a map kernel takes as arguments)."""
+    `seeds`, dropouts' seeds (what a map kernel takes as arguments); without
+    `labels`, coco ops' labels (their `name` attributes): what a kernel
+    computes."""
     numbers: dict[SSAValue | Block, int] = {}
 
     def number(item: SSAValue | Block) -> int:
@@ -260,11 +302,16 @@ def printed_form(
             for block in region.blocks
         )
 
+    def attributes(op: Operation) -> tuple[Hashable, ...]:
+        if labels or coco.label_of(op) is None:
+            return tuple(op.attributes.items())
+        return tuple(item for item in op.attributes.items() if item[0] != "name")
+
     def of_op(op: Operation) -> Hashable:
         return (
             op.name,
             tuple(number(v) for v in op.operands),
-            tuple(op.attributes.items()),
+            attributes(op),
             properties(op),
             tuple(number(b) for b in op.successors),
             tuple(of_region(r) for r in op.regions),

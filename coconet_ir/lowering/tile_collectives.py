@@ -100,6 +100,7 @@ from coconet_ir.lowering.kernels import (
     linear,
     load,
     memref_element,
+    printed_form,
     store,
     to_compute,
 )
@@ -146,7 +147,7 @@ def open_to_peers(
     who: tuple[SSAValue, SSAValue],
     context: tuple[SSAValue, SSAValue, SSAValue],
     world: int,
-    ready: int,
+    ready: SSAValue,
 ) -> None:
     """Step 1 of every tile kernel: thread 0 of block 0 (`who`: leader, bid)
     signals every peer's slot `ready + rank` (the closing sync)."""
@@ -231,8 +232,9 @@ class TilePlan(ABC):
         """Bytes this rank stores into each peer per launch."""
 
     @abstractmethod
-    def kernel(self, slot_base: int) -> TileKernel:
-        """The kernel builder, its signal slots from `slot_base`."""
+    def kernel(self) -> TileKernel:
+        """The kernel builder (its first signal slot is its argument
+        `slots`)."""
 
 
 @dataclass(frozen=True)
@@ -295,8 +297,8 @@ class EmbeddingAllToAll(TilePlan):
     def symmetric(self) -> list[tuple[str, int]]:
         return [("recv", self.world * self.tables * self.tile)]
 
-    def kernel(self, slot_base: int) -> TileKernel:
-        return EmbeddingAllToAllKernel(self, slot_base)
+    def kernel(self) -> TileKernel:
+        return EmbeddingAllToAllKernel(self)
 
     @property
     def slots(self) -> int:
@@ -317,30 +319,31 @@ sits in the receive buffer and the output."""
 class AllToAllTiles:
     """The exchange both all_to_all tile kernels share (docs/gpu.md, 5b):
     `per_peer` tiles of `tile` elements for each destination; signal slots
-    READY (one per source), then TILE (per source and tile) from
-    `slot_base`; destinations `r+1, r+2, ..., r` (own part last, straight
-    into the output); the tail copies each peer's tiles as they land."""
+    READY (one per source), then TILE (per source and tile) from the
+    kernel's first slot `slots`; destinations `r+1, r+2, ..., r` (own part
+    last, straight into the output); the tail copies each peer's tiles as
+    they land."""
 
     world: int
     per_peer: int
     tile: int
     tile_bytes: int
-    slot_base: int
 
     def build(
         self,
         b: Builder,
-        args: tuple[SSAValue, SSAValue, SSAValue, SSAValue, SSAValue],
+        args: tuple[SSAValue, SSAValue, SSAValue, SSAValue, SSAValue, SSAValue],
         value_of: TileValue,
         place: TilePlace,
     ) -> None:
         """Steps 1 to 3 into kernel body `b`; `args` are the kernel's rank,
-        epoch, peers, receive buffer and output."""
-        rank, epoch, peers, recv, out = args
+        epoch, peers, first slot, receive buffer and output."""
+        rank, epoch, peers, ready, recv, out = args
         tid, bid, bdim, gdim, leader = frame(b)
         n = Ints(b)
         world, per_peer = self.world, self.per_peer
-        ready, tiles = self.slot_base, self.slot_base + world
+        tiles = n.add(ready, world)
+        tiles.name_hint = "tile_slots"
 
         # 1. Block 0 opens this rank's receive buffer to every peer.
         open_to_peers(b, (leader, bid), (rank, peers, epoch), world, ready)
@@ -388,7 +391,6 @@ class AllToAllTiles:
 @dataclass
 class EmbeddingAllToAllKernel:
     plan: EmbeddingAllToAll
-    slot_base: int
 
     def build(self, lowering: Lowering, name: str) -> gpu.FuncOp:
         plan = self.plan
@@ -404,13 +406,14 @@ class EmbeddingAllToAllKernel:
                 ("rank", index),
                 ("epoch", i64),
                 ("peers", PeersType()),
+                ("slots", index),
                 ("tables", tables_t),
                 ("indices", indices_t),
                 ("recv", MemRefType(element, [block_elements])),
                 ("out", MemRefType(element, [block_elements])),
             ],
         )
-        rank, epoch, peers, tables, indices, recv, out = func.body.block.args
+        rank, epoch, peers, slots, tables, indices, recv, out = func.body.block.args
         tile, per_rank = plan.tile, plan.tables
 
         def value_of(
@@ -428,10 +431,8 @@ class EmbeddingAllToAllKernel:
             q = Ints(b)
             return q.add(q.mul(q.add(q.mul(source, per_rank), t), tile), e)
 
-        exchange = AllToAllTiles(
-            plan.world, per_rank, tile, tile * plan.element_bytes, self.slot_base
-        )
-        exchange.build(b, (rank, epoch, peers, recv, out), value_of, place)
+        exchange = AllToAllTiles(plan.world, per_rank, tile, tile * plan.element_bytes)
+        exchange.build(b, (rank, epoch, peers, slots, recv, out), value_of, place)
         return func
 
 
@@ -519,8 +520,8 @@ class GemvAllReduce(TilePlan):
         size = self.rows * self.columns
         return [("partials", self.world * size), ("gather", size)]
 
-    def kernel(self, slot_base: int) -> TileKernel:
-        return GemvAllReduceKernel(self, slot_base)
+    def kernel(self) -> TileKernel:
+        return GemvAllReduceKernel(self)
 
     @property
     def slots(self) -> int:
@@ -531,7 +532,6 @@ class GemvAllReduce(TilePlan):
 @dataclass
 class GemvAllReduceKernel:
     plan: GemvAllReduce
-    slot_base: int
 
     def build(self, lowering: Lowering, name: str) -> gpu.FuncOp:
         plan = self.plan
@@ -545,6 +545,7 @@ class GemvAllReduceKernel:
                 ("rank", index),
                 ("epoch", i64),
                 ("peers", PeersType()),
+                ("slots", index),
                 ("x", MemRefType(element, [rows * depth])),
                 ("w", MemRefType(element, [depth * cols])),
                 ("partials", MemRefType(element, [world * rows * cols])),
@@ -552,12 +553,12 @@ class GemvAllReduceKernel:
                 ("out", MemRefType(element, [rows * cols])),
             ],
         )
-        rank, epoch, peers, x, w, partials, gather, out = func.body.block.args
+        rank, epoch, peers, ready, x, w, partials, gather, out = func.body.block.args
         tid, bid, bdim, gdim, leader = frame(b)
         n = Ints(b)
-        ready = self.slot_base
-        partial_slots = ready + world
-        done = partial_slots + world * plan.tiles
+        partial_slots = n.add(ready, world)
+        done = n.add(ready, world + world * plan.tiles)
+        partial_slots.name_hint, done.name_hint = "partial_slots", "done_slots"
 
         def tile_element(
             m: Ints, c: SSAValue, e: SSAValue
@@ -790,8 +791,8 @@ class GemmAllToAll(TilePlan):
     def symmetric(self) -> list[tuple[str, int]]:
         return [("recv", self.world * self.chunk)]
 
-    def kernel(self, slot_base: int) -> TileKernel:
-        return GemmAllToAllKernel(self, slot_base)
+    def kernel(self) -> TileKernel:
+        return GemmAllToAllKernel(self)
 
     @property
     def slots(self) -> int:
@@ -801,11 +802,10 @@ class GemmAllToAll(TilePlan):
 
 @dataclass
 class GemmAllToAllKernel:
-    """The GEMM + all_to_all kernel of `plan`, its signal slots from
-    `slot_base` (READY, then TILE; docs/gpu.md, 5b)."""
+    """The GEMM + all_to_all kernel of `plan`, its signal slots from its
+    argument `slots` (READY, then TILE; docs/gpu.md, 5b)."""
 
     plan: GemmAllToAll
-    slot_base: int
 
     def tile_element(
         self, m: Ints, t: SSAValue, e: SSAValue
@@ -835,13 +835,14 @@ class GemmAllToAllKernel:
                 ("rank", index),
                 ("epoch", i64),
                 ("peers", PeersType()),
+                ("slots", index),
                 ("x", MemRefType(element, [lhs_count])),
                 ("w", MemRefType(element, [groups * depth * cols])),
                 ("recv", MemRefType(element, [world * chunk])),
                 ("out", MemRefType(element, [world * chunk])),
             ],
         )
-        rank, epoch, peers, x, w, recv, out = func.body.block.args
+        rank, epoch, peers, slots, x, w, recv, out = func.body.block.args
 
         def value_of(
             b: Builder, peer: SSAValue, t: SSAValue, e: SSAValue
@@ -867,9 +868,9 @@ class GemmAllToAllKernel:
             return q.add(q.mul(source, chunk), q.add(q.mul(row, cols), column))
 
         exchange = AllToAllTiles(
-            world, plan.tiles, plan.tile, plan.tile * plan.element_bytes, self.slot_base
+            world, plan.tiles, plan.tile, plan.tile * plan.element_bytes
         )
-        exchange.build(b, (rank, epoch, peers, recv, out), value_of, place)
+        exchange.build(b, (rank, epoch, peers, slots, recv, out), value_of, place)
         return func
 
 
@@ -910,17 +911,26 @@ def lower_tiles(
 ) -> None:
     """The host side of a tile kernel: its signal slots and symmetric
     buffers, the flat buffers of the block arguments it reads, the output,
-    the launch. The kernel's arguments: rank, epoch, peers, the reads, the
-    symmetric buffers, the output."""
+    the launch. The kernel's arguments: rank, epoch, peers, its first signal
+    slot, the reads, the symmetric buffers, the output: it is built once for
+    every fusion of the same form (`FusedKernel`'s docstring)."""
     fusion = plan.fusion
     allocator = SymmetricAllocator.of(module)
-    func = plan.kernel(allocator.slots(plan.slots)).build(
-        lowering, lowering.kernel_name(fusion, "fused")
+    name = lowering.kernel_name(fusion, "fused")
+    generic = lowering.kind_name(fusion, "fused")
+    key = (generic, printed_form(fusion, names=False, labels=False), lowering.threads)
+    func = lowering.kernels.cached(
+        key, lambda: plan.kernel().build(lowering, name), name, generic
     )
     values = lowering.host(fusion)
     epoch = next_epoch()
     host: list[Operation] = [epoch]
-    operands = [values.rank(), epoch.result, values.peers()]
+    operands = [
+        values.rank(),
+        epoch.result,
+        values.peers(),
+        values.index(allocator.slots(plan.slots)),
+    ]
     inputs = dict(zip(fusion.block.args, fusion.inputs))
     for value in plan.reads:
         ops, buffer = lowering.buffer(inputs[value])  # type: ignore[index]

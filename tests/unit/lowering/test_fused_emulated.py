@@ -12,7 +12,7 @@ import fused_emulation
 import numpy as np
 import pytest
 from fused_emulation import cuda_source, emulate, peer_bytes
-from helpers import T, example
+from helpers import T, example, load_example
 from xdsl.dialects import gpu, scf
 from xdsl.dialects.builtin import ModuleOp
 
@@ -20,7 +20,7 @@ import coconet_ir as cc
 from coconet_ir.analysis.traffic import fused_all_reduce_bytes, fused_send_bytes
 from coconet_ir.backend.emu import EmulationError
 from coconet_ir.dialects.coco import FusionOp, OverlapOp
-from coconet_ir.dialects.coco_gpu import WaitSignalOp
+from coconet_ir.dialects.coco_gpu import GridBlocksOp, WaitSignalOp
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
 
@@ -159,6 +159,83 @@ def test_send_variant_is_exact(world: int, chunk: int | None):
     run = emulate(module, world, fused_chunk=chunk)
     assert_matches(run, exact=True)
     assert_traffic(run, module, world, stages=2)
+
+
+LAYER = """
+  %o{i} = coco.fusion (%x{i}, %bias) {{name = "layer{i}"}} : ({L}, {B}) -> {O} {{
+  ^bb0(%x: {L}, %b: {B}):
+    %s = coco.reduce_scatter %x reduction = sum dim = 1 {{name = "rs{i}"}} : {L} -> {S}
+    %t = coco.add %s, %b : ({S}, {B}) -> {S}
+    %d = coco.dropout %t p = 2.500000e-01 seed = {seed} : ({S}) -> {S}
+    %g = coco.all_gather %d : {S} -> {O}
+    coco.yield %g : {O}
+  }}"""
+
+
+def layers_program(rows: tuple[int, ...], seeds: tuple[int, ...]) -> ModuleOp:
+    """One fused all-reduce + bias + dropout per layer, layer `i` on a
+    `rows[i]`x8x16 tensor with seed `seeds[i]`, each labelled."""
+    types = [
+        {
+            "L": T(f"{n}x8x16xf32", "local"),
+            "S": T(f"{n}x8x16xf32", "sliced<1>"),
+            "O": T(f"{n}x8x16xf32", "replicated"),
+            "B": T("16xf32"),
+        }
+        for n in rows
+    ]
+    arguments = ", ".join(f"%x{i}: {t['L']}" for i, t in enumerate(types))
+    body = "".join(
+        LAYER.format(i=i, seed=seed, **t)
+        for i, (seed, t) in enumerate(zip(seeds, types))
+    )
+    outs = ", ".join(t["O"] for t in types)
+    results = ", ".join(f"%o{i}" for i in range(len(rows)))
+    return cc.parse(
+        f"func.func @layers({arguments}, %bias: {T('16xf32')}) -> ({outs}) {{"
+        f"{body}\n  func.return {results} : {outs}\n}}"
+    )
+
+
+@pytest.mark.parametrize("world", [2, 4, 8])
+def test_fusions_of_one_form_share_a_kernel(world: int):
+    """Layers that compute the same on the same types launch one kernel, each
+    launch with its own signal slots and seed (docs/gpu.md, "Symmetric
+    buffers and signal slots"): bit-identical to the interpreter over three
+    back-to-back calls, so every layer drew its own dropout mask."""
+    module = layers_program((2, 2, 4, 2), (11, 12, 13, 14))
+    run = emulate(module, world)
+    assert_matches(run, exact=True)
+    assert_traffic(run, module, world)
+    kernels = [
+        op.sym_name.data for op in run.lowered.walk() if isinstance(op, gpu.FuncOp)
+    ]
+    assert kernels == ["layers_fused_0", "layers_layer2_0"]
+    assert launches_of(run, "layers_fused_0") == CALLS * world * 3
+
+
+def test_lamb_bert_shares_a_kernel_per_shape():
+    """LAMB over a small BERT after coco-optimize: 23 fusions, one cooperative
+    kernel per distinct shape, computing what the interpreter does on 2 and
+    8 ranks."""
+    lamb_bert = load_example("lamb_bert")
+    shapes = lamb_bert.Shapes(layers=1, hidden=16, ffn=32, vocab=40, positions=16)
+    module = cc.Pipeline("coco-optimize")(lamb_bert.build(shapes))
+    distinct = {tuple(shape) for _, shape in lamb_bert.parameters(shapes)}
+    for world in (2, 8):
+        run = emulate(module, world, seeds=(0, 1))
+        assert_matches(run, exact=False)
+        kernels = {
+            op.sym_name.data for op in run.lowered.walk() if isinstance(op, gpu.FuncOp)
+        }
+        assert len(kernels) <= len(distinct) < 23
+        # Each cooperative launch's occupancy query names its (renamed) kernel.
+        resident = [
+            op.kernel.nested_references.data[-1].data
+            for op in run.lowered.walk()
+            if isinstance(op, GridBlocksOp) and op.kernel is not None
+        ]
+        assert len(resident) == 23 and set(resident) <= kernels
 
 
 @pytest.mark.parametrize("world", [2, 4])

@@ -158,8 +158,8 @@ MUTATIONS = {
         r"\1//\2",
     ),
     # The other blocks read an all_reduce's result before block 0 has
-    # stored it (the first boundary's flag wait: a slot with no offset).
-    "flag": (r"(coco::wait_signal\(coco::own_slot\(peers, \d+\),)", r"//\1"),
+    # stored it (the first boundary's flag wait).
+    "flag": (r"(coco::wait_signal\(coco::own_slot\(peers, flag_slot\w*\),)", r"//\1"),
 }
 
 

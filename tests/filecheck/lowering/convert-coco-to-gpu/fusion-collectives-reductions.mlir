@@ -20,13 +20,19 @@
 // CHECK:        scf.for %chunk = %bid to
 // CHECK:          coco_gpu.wait_signal
 // CHECK:          memref.store %{{.*}}, %acc[
+// The boundary's slots, from the fusion's first (the `slots` argument): the
+// arrival slots after 2 x 4 phase slots and 4 scalars slots (8 + 4 = 12),
+// the flag after the 3 arrival slots.
+// CHECK:        %[[TWELVE:.*]] = arith.constant 12 : index
+// CHECK-NEXT:   %arrival_slots = arith.addi %slots, %[[TWELVE]] : index
+// CHECK:        %[[FIFTEEN:.*]] = arith.constant 15 : index
+// CHECK-NEXT:   %flag_slot = arith.addi %slots, %[[FIFTEEN]] : index
 // CHECK:        gpu.barrier
 
-// Boundary step 1: the block's partial and its arrival slot (8 + 4 = 12).
+// Boundary step 1: the block's partial and its arrival slot.
 // CHECK:        scf.if %leader {
 // CHECK-NEXT:     memref.store %{{.*}}, %partials2[%bid] : memref<3xf32>
-// CHECK-NEXT:     %{{.*}} = arith.constant 12 : index
-// CHECK-NEXT:     %{{.*}} = arith.addi %{{.*}}, %bid : index
+// CHECK-NEXT:     %{{.*}} = arith.addi %arrival_slots, %bid : index
 // CHECK-NEXT:     coco_gpu.signal %peers, %rank, %{{.*}}, %epoch
 // Step 2: block 0 waits for every block, combines, pushes to every peer.
 // CHECK:        scf.if %{{.*}} {
@@ -37,13 +43,13 @@
 // CHECK:            coco_gpu.count_peer_bytes %peers, %{{.*}}, %{{.*}}
 // CHECK:            coco_gpu.signal %peers, %{{.*}}, %{{.*}}, %epoch
 // Step 3: block 0 combines the ranks' partials in rank order and raises the
-// flag (slot 15); the others wait for it.
+// flag; the others wait for it.
 // CHECK:        scf.if %{{.*}} {
 // CHECK:            scf.for %q{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args(
 // CHECK:          memref.store %{{.*}}, %result4[%{{.*}}] : memref<1xf32>
-// CHECK:          coco_gpu.signal %peers, %rank, %{{.*}}, %epoch
+// CHECK:          coco_gpu.signal %peers, %rank, %flag_slot, %epoch
 // CHECK:        } else {
-// CHECK:            coco_gpu.wait_signal %peers, %{{.*}}, %epoch
+// CHECK:            coco_gpu.wait_signal %peers, %flag_slot, %epoch
 // Step 4: every thread reads the scalar.
 // CHECK:        gpu.barrier
 // CHECK-NEXT:   %s = memref.load %result4[%{{.*}}] : memref<1xf32>

@@ -7,15 +7,16 @@
 
 // As CUDA C: the symmetric buffers peers write during the kernel are neither
 // const nor __restrict__ (no non-coherent loads of them); the host entry draws
-// the epoch and passes this rank's views of the symmetric workspace.
-// CUDA:       __global__ void {{.*}}layer_layer_fused_0(int64_t rank, int64_t epoch, coco_peers peers, const __half *__restrict__ input0, __half *scratch0, {{.*}}, __half *gather0, __half *__restrict__ gathered0, __half *__restrict__ slice0) {
+// the epoch and passes this rank's views of the symmetric workspace, the
+// fusion's first signal slot and the dropout's seed.
+// CUDA:       __global__ void {{.*}}layer_layer_fused_0(int64_t rank, int64_t epoch, coco_peers peers, int64_t slots, int64_t seed, const __half *__restrict__ input0, __half *scratch0, {{.*}}, __half *gather0, __half *__restrict__ gathered0, __half *__restrict__ slice0) {
 // CUDA:         coco::store_vec(peer_view + {{.*}}, coco::load_vec<__half, 8>(input0 + {{.*}}));
 // CUDA:         coco::count_peer_bytes(peers, peer, (unsigned long long)32);
-// CUDA-NEXT:    coco::signal(coco::signal_slot(peers, peer, rank), (uint64_t)epoch);
+// CUDA-NEXT:    coco::signal(coco::signal_slot(peers, peer, slots + rank), (uint64_t)epoch);
 // CUDA:       extern "C" size_t coco_symmetric_bytes(void) { return 512; }
 // CUDA:       extern "C" size_t coco_signal_slots(void) { return 8; }
 // CUDA:       coco::next_epoch(ctx)
-// CUDA:       COCO_LAUNCH(layer_layer_fused_0, {{.*}}, (int64_t)ctx->rank, epoch, coco::peers_of(ctx), x, coco::symmetric_buffer<__half>(ctx, 0), bias, r, coco::symmetric_buffer<__half>(ctx, 256), result0, result1);
+// CUDA:       COCO_LAUNCH(layer_layer_fused_0, {{.*}}, (int64_t)ctx->rank, epoch, coco::peers_of(ctx), 0, 7, x, coco::symmetric_buffer<__half>(ctx, 0), bias, r, coco::symmetric_buffer<__half>(ctx, 256), result0, result1);
 
 // A fused all-reduce (reduce_scatter along an inner dim, compute with a
 // broadcast bias, dropout and an all_slice'd residual, all_gather) becomes ONE
@@ -30,7 +31,7 @@
 // sliced output.
 // CHECK:      gpu.func
 // CHECK-NOT:  gpu.func
-// CHECK:      %rank: index, %epoch: i64, %peers: {{.*}}, %input0: memref<64xf16>, %scratch0: memref<64xf16>, %in1: memref<4xf16>, %in2: memref<64xf16>, %gather0: memref<64xf16>, %gathered0: memref<64xf16>, %slice0: memref<16xf16>
+// CHECK:      %rank: index, %epoch: i64, %peers: {{.*}}, %slots: index, %seed: i64, %input0: memref<64xf16>, %scratch0: memref<64xf16>, %in1: memref<4xf16>, %in2: memref<64xf16>, %gather0: memref<64xf16>, %gathered0: memref<64xf16>, %slice0: memref<16xf16>
 // CHECK:      %leader = arith.cmpi eq, %tid, %{{.*}} : index
 
 // Whether every buffer moved by vectors starts at a multiple of 16 bytes (the
@@ -114,7 +115,7 @@
 // CHECK:       %epoch = coco_gpu.next_epoch
 // CHECK:       coco_gpu.symmetric_buffer offset = 0 : memref<64xf16>
 // CHECK:       coco_gpu.symmetric_buffer offset = 256 : memref<64xf16>
-// CHECK:       @kernels::@layer_layer_fused_0 blocks in (%blocks
+// CHECK:       @kernels::@layer_layer_fused_0 blocks in (%blocks{{.*}} args(%rank : index, %epoch : i64, %peers : !coco_gpu.peers, %c0 : index, %c7_i64 : i64, %x_flat
 // CHECK-NOT:   coco_gpu.nccl
 // CHECK-NOT:   launch_func
 // CHECK:       func.return

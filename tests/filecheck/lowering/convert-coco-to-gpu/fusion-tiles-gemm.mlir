@@ -9,13 +9,16 @@
 // Rank block [2, 8, 4, 24]; destination p's part [2, 2, 4, 24]: 16 x 24, one
 // tile. 4 READY + 4 x 1 TILE slots; the receive buffer is the block, 6144 B.
 // CHECK:      builtin.module attributes {{{.*}}coco_gpu.symmetric_bytes = 6144 : i64, coco_gpu.signal_slots = 8 : i64
-// CHECK:      gpu.func @moe_experts_fused_0(%rank: index, %epoch: i64, %peers: !coco_gpu.peers, %x: memref<2048xf32>, %w: memref<1536xf32>, %recv: memref<1536xf32>, %out: memref<1536xf32>) kernel {
+// CHECK:      gpu.func @moe_experts_fused_0(%rank: index, %epoch: i64, %peers: !coco_gpu.peers, %slots: index, %x: memref<2048xf32>, %w: memref<1536xf32>, %recv: memref<1536xf32>, %out: memref<1536xf32>) kernel {
 // 1. Block 0 opens this rank's receive buffer to every peer.
-// CHECK:          coco_gpu.signal %peers, %{{.*}}, %rank, %epoch
+// CHECK:        %tile_slots = arith.addi %slots, %{{.*}} : index
+// CHECK:          %[[READY:.*]] = arith.addi %slots, %rank : index
+// CHECK-NEXT:     coco_gpu.signal %peers, %{{.*}}, %[[READY]], %epoch
 // 2. The tiles, own last: wait for the destination's READY, compute, store.
 // CHECK:        scf.for %item = %bid to %{{.*}} step %{{.*}} {
 // CHECK:          %peer = arith.remui
-// CHECK:            coco_gpu.wait_signal %peers, %peer, %epoch
+// CHECK:            %[[OPEN:.*]] = arith.addi %slots, %peer : index
+// CHECK-NEXT:       coco_gpu.wait_signal %peers, %[[OPEN]], %epoch
 // CHECK:          gpu.barrier
 // CHECK:          %[[VIEW:.*]] = coco_gpu.peer_view %peers, %recv, %peer : memref<1536xf32>
 // CHECK:          scf.for %e = %tid to %{{.*}} step %{{.*}} {
@@ -32,7 +35,8 @@
 // CHECK-NEXT:         memref.store %{{.*}}, %[[VIEW]][
 // CHECK:          gpu.barrier
 // CHECK:            coco_gpu.count_peer_bytes %peers, %peer, %{{.*}}
-// CHECK:            coco_gpu.signal %peers, %peer, %{{.*}}, %epoch
+// CHECK:            %[[TILE:.*]] = arith.addi %tile_slots, %{{.*}} : index
+// CHECK-NEXT:       coco_gpu.signal %peers, %peer, %[[TILE]], %epoch
 // 3. The tail: wait for each (source, tile) counter, copy the tile.
 // CHECK:        scf.for %copy = %bid to %{{.*}} step %{{.*}} {
 // CHECK:            coco_gpu.wait_signal %peers, %{{.*}}, %epoch
@@ -46,7 +50,7 @@
 // CHECK-NOT:    coco_gpu.nccl
 // CHECK-NOT:    gpu.launch_func
 
-// CUDA:       __global__ void {{.*}}moe_experts_fused_0(int64_t rank, int64_t epoch, coco_peers peers, const float *__restrict__ x, const float *__restrict__ w, float *recv, float *__restrict__ out)
+// CUDA:       __global__ void {{.*}}moe_experts_fused_0(int64_t rank, int64_t epoch, coco_peers peers, int64_t slots, const float *__restrict__ x, const float *__restrict__ w, float *recv, float *__restrict__ out)
 // CUDA:         coco::count_peer_bytes(peers, peer, (unsigned long long)1536);
 // CUDA:       COCO_LAUNCH(moe_experts_fused_0,
 // CUDA-NOT:   nccl

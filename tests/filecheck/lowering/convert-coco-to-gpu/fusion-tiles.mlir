@@ -7,19 +7,23 @@
 
 // 4 READY slots + 4 x 2 tile slots; the receive buffer holds N x T' x B' x D.
 // CHECK:      builtin.module attributes {{{.*}}coco_gpu.symmetric_bytes = 512 : i64, coco_gpu.signal_slots = 12 : i64
-// CHECK:      gpu.func @dlrm_emb_fused_0(%rank: index, %epoch: i64, %peers: !coco_gpu.peers, %tables: memref<256xf32>, %indices: memref<48xi32>, %recv: memref<128xf32>, %out: memref<128xf32>) kernel {
+// CHECK:      gpu.func @dlrm_emb_fused_0(%rank: index, %epoch: i64, %peers: !coco_gpu.peers, %slots: index, %tables: memref<256xf32>, %indices: memref<48xi32>, %recv: memref<128xf32>, %out: memref<128xf32>) kernel {
 // 1. Block 0 opens this rank's receive buffer to every peer.
-// CHECK:          coco_gpu.signal %peers, %{{.*}}, %rank, %epoch
+// CHECK:        %tile_slots = arith.addi %slots, %{{.*}} : index
+// CHECK:          %[[READY:.*]] = arith.addi %slots, %rank : index
+// CHECK-NEXT:     coco_gpu.signal %peers, %{{.*}}, %[[READY]], %epoch
 // 2. The tiles: wait for the destination's READY, pool, store, signal.
 // CHECK:        scf.for %item = %bid to %{{.*}} step %{{.*}} {
-// CHECK:            coco_gpu.wait_signal %peers, %peer, %epoch
+// CHECK:            %[[OPEN:.*]] = arith.addi %slots, %peer : index
+// CHECK-NEXT:       coco_gpu.wait_signal %peers, %[[OPEN]], %epoch
 // CHECK:          gpu.barrier
 // CHECK:          %{{.*}} = coco_gpu.peer_view %peers, %recv, %peer : memref<128xf32>
 // CHECK:          scf.for %e = %tid to %{{.*}} step %{{.*}} {
 // CHECK:            cf.assert
 // CHECK:          gpu.barrier
 // CHECK:            coco_gpu.count_peer_bytes %peers, %peer, %{{.*}}
-// CHECK:            coco_gpu.signal %peers, %peer, %{{.*}}, %epoch
+// CHECK:            %[[TILE:.*]] = arith.addi %tile_slots, %{{.*}} : index
+// CHECK-NEXT:       coco_gpu.signal %peers, %peer, %[[TILE]], %epoch
 // 3. The tail: wait for each peer's tile, copy it out.
 // CHECK:        scf.for %copy = %bid to %{{.*}} step %{{.*}} {
 // CHECK:            coco_gpu.wait_signal %peers, %{{.*}}, %epoch
