@@ -119,8 +119,6 @@ class KernelModule:
     """Each kernel's name → the name it was asked for (without `_<n>`)."""
     counts: dict[str, int] = field(default_factory=dict[str, int])
     """The next number to try for each name."""
-    distinct: set[str] = field(default_factory=set[str])
-    """Kernels no other kernel can be a copy of (`kernel(distinct=True)`)."""
     cache: dict[object, gpu.FuncOp] = field(default_factory=dict[object, gpu.FuncOp])
     symbols: dict[str, SymbolRefAttr] = field(default_factory=dict[str, SymbolRefAttr])
     """`@<module>::@<kernel>` by kernel name (made once: launches share it)."""
@@ -161,7 +159,7 @@ class KernelModule:
         )
         for kernel in kernels:
             name = kernel.sym_name.data
-            if asked[self.bases.get(name, name)] == 1 or name in self.distinct:
+            if asked[self.bases.get(name, name)] == 1:
                 continue  # the only kernel asked for under its name: no copy
             key = (
                 self.bases.get(name, name),
@@ -181,7 +179,6 @@ class KernelModule:
         for name in replaced:
             self.names.discard(name)
             self.bases.pop(name, None)
-        self.distinct.clear()
         self.cache = {k: v for k, v in self.cache.items() if v.parent is not None}
 
     def renumber(self, launches: Sequence[KernelUser]) -> None:
@@ -220,20 +217,16 @@ class KernelModule:
         self.bases = {renamed[n]: self.bases.get(n, n) for n in order}
 
     def kernel(
-        self, name: str, args: Sequence[tuple[str, Attribute]], distinct: bool = False
+        self, name: str, args: Sequence[tuple[str, Attribute]]
     ) -> tuple[gpu.FuncOp, Builder]:
         """A new `gpu.func @NAME_n(args) kernel` (args are (name hint, type)),
-        and a builder at its body, before its `gpu.return`. `distinct`: no
-        other kernel can be built the same (e.g. it owns signal slots no other
-        kernel uses), so `deduplicate` need not compare it with the others."""
+        and a builder at its body, before its `gpu.return`."""
         types = [t for _, t in args]
         body = Block(arg_types=types)
         for arg, (hint, _) in zip(body.args, args):
             arg.name_hint = hint
         body.add_op(gpu.ReturnOp([]))
         func = gpu.FuncOp(self.unique(name), (types, []), Region(body), kernel=True)
-        if distinct:
-            self.distinct.add(func.sym_name.data)
         func.attributes[GPU_KERNEL_ATTR] = UnitAttr()
         self.module.body.block.add_op(func)
         return func, Builder(InsertPoint.before(body.last_op))  # type: ignore[arg-type]
