@@ -202,7 +202,8 @@ def retype_values(
     (a new value takes over the old one's uses), but the arguments of one
     block all at once: that method rebuilds the block's argument list for
     each argument, quadratic in a function of thousands of parameters
-    (docs/performance.md, "Compile time")."""
+    (docs/performance.md, "Compile time"); and each user's operands at
+    once."""
     blocks: dict[Block, list[BlockArgument]] = {}
     for value in types:
         if isinstance(value, BlockArgument):
@@ -219,8 +220,12 @@ def retype_values(
             news.append(new)
         # one new argument list (xDSL's Rewriter sets it the same way)
         block._args = tuple(args)  # pyright: ignore[reportPrivateUsage]
-        for old, new in zip(olds, news):
-            old.replace_all_uses_with(new)
+        # each user's operands at once: setting them one by one rebuilds the
+        # operand list each time, quadratic in a bucket's coco.concat
+        renamed: dict[SSAValue, SSAValue] = dict(zip(olds, news))
+        users = {use.operation: None for old in olds for use in old.uses}
+        for user in users:
+            user.operands = [renamed.get(v, v) for v in user.operands]
         if (op := block.parent_op()) is not None:
             rewriter.handle_operation_modification(op)
         rewriter.has_done_action = True

@@ -279,7 +279,8 @@ class SliceStatePattern(RewritePattern):
             return
         updates = [op for op in func.body.block.ops if isinstance(op, UpdateOp)]
         bucketed = [u for u in updates if is_bucketed(u)]
-        chosen = [u for u in updates if u not in bucketed and self.chosen(u)]
+        in_buckets = set(bucketed)  # not the list: quadratic in the updates
+        chosen = [u for u in updates if u not in in_buckets and self.chosen(u)]
         groups = self.chosen_buckets(bucketed)
         retype_values(rewriter, sliced_types(chosen, groups))
         for update in chosen:
