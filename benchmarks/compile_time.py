@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import importlib.util
 import io
 import resource
 import subprocess
@@ -67,6 +66,7 @@ import coconet_ir as cc
 import coconet_ir.ir as ir
 from coconet_ir.backend.cuda.printer import print_cuda
 from coconet_ir.passes.optimize import Optimize
+from coconet_ir.tools.coconet_bench import load_example
 from coconet_ir.tools.coconet_opt import CocoNetOptMain
 
 T = "!coco.tensor<1024xf32, {}>"
@@ -199,12 +199,7 @@ def mlp_program(layers: int) -> str:
 def lamb_program(layers: int) -> str:
     """LAMB over BERT-large's tensor shapes with `layers` layers, as
     examples/lamb_bert.py builds it."""
-    path = Path(__file__).resolve().parents[1] / "examples" / "lamb_bert.py"
-    spec = importlib.util.spec_from_file_location("coconet_example_lamb_bert", path)
-    assert spec is not None and spec.loader is not None
-    example = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = example  # dataclasses look their module up
-    spec.loader.exec_module(example)
+    example = load_example("lamb_bert")
     return cc.to_text(example.build(example.Shapes(layers=layers)))
 
 

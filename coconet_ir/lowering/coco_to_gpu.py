@@ -303,6 +303,25 @@ class Lowering:
         labels launch (`KernelModule.cached`)."""
         return f"{self.function_prefix(op)}_{kind or op.name.removeprefix('coco.')}"
 
+    def shared_kernel(
+        self,
+        op: Operation,
+        kind: str,
+        build: Callable[[str], gpu.FuncOp],
+        *key: Hashable,
+    ) -> gpu.FuncOp:
+        """The kernel of what `op` computes on its types (its `printed_form`
+        without value names, seeds and labels; `key` what else the kernel
+        depends on), built by `build(name)` the first time and launched again
+        by every op computing the same: its seeds and signal slots are
+        arguments. Named after `op`'s label, or `<function>_<kind>` once
+        ops of different labels share it (`KernelModule.cached`)."""
+        name, generic = self.kernel_name(op, kind), self.kind_name(op, kind)
+        form = printed_form(op, names=False, seeds=False, labels=False)
+        return self.kernels.cached(
+            (generic, form, self.threads, *key), lambda: build(name), name, generic
+        )
+
     @staticmethod
     def function_prefix(op: Operation) -> str:
         function = enclosing(op)

@@ -115,7 +115,6 @@ from coconet_ir.lowering.kernels import (
     lanes,
     load,
     load_lanes,
-    printed_form,
     reduce_identity,
     store,
     store_lanes,
@@ -1178,19 +1177,13 @@ class FusedCollectiveLowering:
             self.dropout_index(plan),
             lowering.threads,
         )
-        name = lowering.kernel_name(fusion, "fused")
-        generic = lowering.kind_name(fusion, "fused")
-        # The kernel is what the fusion computes, on its types: seeds and
-        # signal slots are arguments (FusedKernel), so every fusion of the
-        # same form launches one kernel (every parameter of a shape).
-        key = (
-            generic,
-            printed_form(fusion, names=False, seeds=False, labels=False),
+        # every fusion of the same form launches one kernel (every parameter
+        # of a shape): seeds and signal slots are arguments (FusedKernel)
+        func = lowering.shared_kernel(
+            fusion,
+            "fused",
+            lambda name: kernel.build(lowering.kernels, name),
             lowering.fused_chunk,
-            lowering.threads,
-        )
-        func = lowering.kernels.cached(
-            key, lambda: kernel.build(lowering.kernels, name), name, generic
         )
 
         values = lowering.host(fusion)

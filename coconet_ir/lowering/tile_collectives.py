@@ -100,7 +100,6 @@ from coconet_ir.lowering.kernels import (
     linear,
     load,
     memref_element,
-    printed_form,
     store,
     to_compute,
 )
@@ -916,11 +915,8 @@ def lower_tiles(
     every fusion of the same form (`FusedKernel`'s docstring)."""
     fusion = plan.fusion
     allocator = SymmetricAllocator.of(module)
-    name = lowering.kernel_name(fusion, "fused")
-    generic = lowering.kind_name(fusion, "fused")
-    key = (generic, printed_form(fusion, names=False, labels=False), lowering.threads)
-    func = lowering.kernels.cached(
-        key, lambda: plan.kernel().build(lowering, name), name, generic
+    func = lowering.shared_kernel(
+        fusion, "fused", lambda name: plan.kernel().build(lowering, name)
     )
     values = lowering.host(fusion)
     epoch = next_epoch()
