@@ -6,7 +6,7 @@ The sizes come from the plans the lowering itself builds
 coconet_ir/lowering/tile_collectives.py, made from the `coco.fusion` that
 `coco-fuse-collective` builds out of examples/dlrm_embedding.mlir,
 gemv_allreduce.mlir and moe_gemm_a2a.mlir); the order of the items is the
-kernels' (docs/gpu.md, 5b): item `i` of a rank is taken by
+kernels' (docs/gpu/tile-kernels.md): item `i` of a rank is taken by
 block `i mod G` of a grid of `G` blocks, so a grid of one block takes them
 top to bottom.
 
