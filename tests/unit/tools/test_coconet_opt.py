@@ -90,8 +90,21 @@ def test_verifier_error_names_the_rule(tmp_path: Path):
     assert_clean_error(proc, "by the layout rules")
 
 
-def test_garbage_on_stdin():
-    assert_clean_error(coconet_opt(stdin=b"\xff\xfe\x00"), "stdin: error: input is not")
+@pytest.mark.parametrize("args", [(), ("-",)], ids=["no-file", "dash"])
+def test_garbage_on_stdin(args: tuple[str, ...]):
+    proc = coconet_opt(*args, stdin=b"\xff\xfe\x00")
+    assert_clean_error(proc, "<stdin>: error: input is not")
+
+
+@pytest.mark.parametrize("args", [(), ("-",)], ids=["no-file", "dash"])
+def test_reads_standard_input(args: tuple[str, ...]):
+    """`coconet-opt -` and `coconet-opt` read standard input, as mlir-opt
+    does; its diagnostics name `<stdin>`."""
+    proc = coconet_opt(*args, "-p", "coco-split-all-reduce", stdin=ALL_REDUCE.encode())
+    assert proc.returncode == 0, proc.stderr
+    assert "coco.reduce_scatter" in proc.stdout
+    proc = coconet_opt(*args, stdin=VERIFY_ERROR.encode())
+    assert_clean_error(proc, "<stdin>:3:3: error: 'coco.all_reduce' op")
 
 
 @pytest.mark.parametrize(
