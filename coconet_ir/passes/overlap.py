@@ -72,7 +72,12 @@ from coconet_ir.dialects.coco import (
     tensor_type,
     world_size,
 )
-from coconet_ir.passes.base import CocoPass, function_body_ops, rewrite_once
+from coconet_ir.passes.base import (
+    CocoPass,
+    function_body_ops,
+    retype,
+    rewrite_once,
+)
 from coconet_ir.passes.regions import Boundary, boundary, cycle_through, outline
 
 CONSUMERS = (AllReduceOp, ReduceScatterOp, FusionOp)
@@ -210,7 +215,7 @@ def make_overlap(
     for value, d in list(plan.dims.items()):
         if d >= 0 and in_body(value, plan.members):
             typed = chunk_type(tensor_type(value), d, chunks)
-            rewriter.replace_value_with_new_type(value, typed)
+            retype(rewriter, value, typed)
 
 
 # ============================================================================
@@ -379,7 +384,7 @@ def drop_collectives(region: PerPeerOp, rewriter: PatternRewriter) -> None:
     for op in list(region.block.ops):
         if isinstance(op, AllGatherOp):
             arg = op.operand
-            gathered = rewriter.replace_value_with_new_type(arg, op.result.type)
+            gathered = retype(rewriter, arg, op.result.type)
             rewriter.replace(op, [], [gathered])
         elif isinstance(op, ReduceScatterOp):
             rewriter.replace(op, [], [op.operand])

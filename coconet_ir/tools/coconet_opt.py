@@ -195,7 +195,8 @@ class CocoNetOptMain(xDSLOptMain):
                 ir.verify(module)
             if previous and upcoming and self.args.print_between_passes:
                 print(f"IR after {previous.name}:")
-                Printer(stream=sys.stdout).print_op(module)
+                debuginfo = self.args.print_debuginfo  # the carried locations
+                Printer(stream=sys.stdout, print_debuginfo=debuginfo).print_op(module)
                 print("\n\n\n")
             if self.args.time_passes and upcoming is not None:
                 start = time.perf_counter()
