@@ -18,7 +18,7 @@ import warnings
 from dataclasses import dataclass
 from enum import auto
 
-from xdsl.dialects.builtin import FileLineColLoc, FusedLoc
+from xdsl.dialects.builtin import ArrayAttr, FileLineColLoc, FusedLoc
 from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.utils.exceptions import DiagnosticException, VerifyException
 from xdsl.utils.str_enum import StrEnum
@@ -39,7 +39,9 @@ def location_text(where: Where) -> str | None:
     An op a pass made from several carries their fused location: as
     mlir-opt, the first of them is shown."""
     location = where.location if isinstance(where, Operation) else where
-    while isinstance(location, FusedLoc) and location.locations.data:
+    while isinstance(location, FusedLoc) and isinstance(location.locations, ArrayAttr):
+        if not location.locations.data:
+            return None
         location = location.locations.data[0]
     if isinstance(location, FileLineColLoc):
         return f"{location.filename.data}:{location.line.data}:{location.column.data}"

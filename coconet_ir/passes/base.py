@@ -29,9 +29,11 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, fields, replace
+from typing import cast
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import (
+    ArrayAttr,
     FusedLoc,
     LocationAttr,
     ModuleOp,
@@ -50,7 +52,7 @@ from xdsl.pattern_rewriter import (
 from xdsl.utils.exceptions import PassFailedException
 
 from coconet_ir.diagnostics import CocoError, warn
-from coconet_ir.dialects.coco import label_of
+from coconet_ir.dialects.coco import AllReduceOp, label_of
 
 
 class PassRefused(CocoError, PassFailedException):
@@ -175,6 +177,15 @@ class CocoPass(ModulePass, ABC):
 
 
 @dataclass(frozen=True)
+class AllReducePass(CocoPass, ABC):
+    """A pass that transforms all_reduces (coco-split-all-reduce,
+    coco-bucket): every one in the module is a candidate."""
+
+    def candidates(self, module: ModuleOp) -> Iterable[Operation]:
+        return (op for op in module.walk() if isinstance(op, AllReduceOp))
+
+
+@dataclass(frozen=True)
 class Rewrite:
     """A pass's rewrite of every op it applies to, its options checked: a
     part of coco-optimize, or a pass that `rewrites_all` applied with its
@@ -186,6 +197,14 @@ class Rewrite:
     def __call__(self, module: ModuleOp) -> None:
         self.part.check_options()
         self.part.rewrite(module)
+
+
+def in_function_labelled(op: Operation, label: str | None) -> bool:
+    """Whether a pattern given `op=label` rewrites `op`: directly in a
+    function body, and labelled `label` when one is given."""
+    if not isinstance(op.parent_op(), FuncOp):
+        return False
+    return label is None or label_of(op) == label
 
 
 def function_body_ops(module: ModuleOp) -> Iterator[Operation]:
@@ -248,16 +267,15 @@ def fused_location(ops: Iterable[Operation]) -> LocationAttr:
     found: dict[Attribute, None] = {}
     for op in ops:
         location = op.location
+        parts: Sequence[Attribute] = (location,)
         if isinstance(location, FusedLoc) and isinstance(location.metadata, NoneAttr):
-            parts = location.locations.data
-        else:
-            parts = (location,)
+            parts = cast(ArrayAttr[Attribute], location.locations).data
         found.update((part, None) for part in parts if not isinstance(part, UnknownLoc))
     if not found:
         return UnknownLoc()
     if len(found) == 1:
         return next(iter(found))  # pyright: ignore[reportReturnType]
-    return FusedLoc(list(found), NoneAttr())
+    return FusedLoc(tuple(found), NoneAttr())
 
 
 def locate(op: Operation, location: LocationAttr) -> None:

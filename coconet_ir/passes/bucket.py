@@ -46,7 +46,7 @@ parameter per rank.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from math import prod
 
@@ -69,7 +69,7 @@ from coconet_ir.dialects.coco import (
     tensor_type,
     world_size,
 )
-from coconet_ir.passes.base import CocoPass, fused_location
+from coconet_ir.passes.base import AllReducePass, fused_location
 from coconet_ir.passes.split_all_reduce import ASSUMED_WORLD
 
 DEFAULT_BUCKET_BYTES = 25 * 1024 * 1024
@@ -511,7 +511,7 @@ def rewrite_bucket(bucket: Bucket, label: str, position: dict[Operation, int]) -
 
 
 @dataclass(frozen=True)
-class Bucketing(CocoPass):
+class Bucketing(AllReducePass):
     """Concatenate parameters' all_reduces (and their optimizer updates) into
     flat buckets of up to `bytes` bytes of gradients."""
 
@@ -532,9 +532,6 @@ class Bucketing(CocoPass):
     def check_options(self) -> None:
         self.require_at_least("bytes", 1)
         self.require_at_least("world", 1)
-
-    def candidates(self, module: ModuleOp) -> Iterable[Operation]:
-        return (op for op in module.walk() if isinstance(op, AllReduceOp))
 
     def problem(self, op: Operation) -> str | None:
         assert isinstance(op, AllReduceOp)

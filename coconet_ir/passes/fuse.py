@@ -389,6 +389,8 @@ class FusionPlan:
     group left unfused is left so. Found by fusing a copy, so a targeted fuse
     (`op=`) outlines exactly a region the default one makes."""
 
+    original: dict[Operation, Operation]
+    """An op of the copy → the function's op."""
     regions: list[list[Operation]] = field(default_factory=list[list[Operation]])
     problems: dict[Operation, str] = field(default_factory=dict[Operation, str])
 
@@ -396,13 +398,13 @@ class FusionPlan:
     def of(func: FuncOp, reductions: bool) -> FusionPlan:
         copy = func.clone()
         Block([copy])  # the rewriter inserts next to ops of a block
-        original = dict(zip(copy.walk(), func.walk()))
-        plan = FusionPlan()
-        fuse_function(copy, reductions, PatternRewriter(copy), plan, original)
+        plan = FusionPlan(dict(zip(copy.walk(), func.walk())))
+        fuse_function(copy, reductions, PatternRewriter(copy), plan)
         return plan
 
-    def note(self, ops: list[Operation], problem: str | None) -> None:
-        """Record a group (the function's own ops) and why it is not fused."""
+    def note(self, group: list[Operation], problem: str | None) -> None:
+        """Record a group of the copy and why it is not fused."""
+        ops = [self.original[op] for op in group]
         if problem is None:
             self.regions.append(ops)
             for op in ops:
@@ -425,14 +427,12 @@ def fuse_groups(
     grouping: Grouping,
     rewriter: PatternRewriter,
     plan: FusionPlan | None = None,
-    original: dict[Operation, Operation] | None = None,
 ) -> None:
-    """Outline the groups that can be fused; record each group in `plan`
-    (as the `original` ops of a copy being fused, when given)."""
+    """Outline the groups that can be fused; record each in `plan`, if given."""
     for ops in grouping.groups(positions(block)):
         problem = group_problem(grouping, ops)
         if plan is not None:
-            plan.note([original[op] for op in ops] if original else ops, problem)
+            plan.note(ops, problem)
         if problem is None:
             outline(ops, build_fusion, rewriter)
 
@@ -442,18 +442,17 @@ def fuse_function(
     reductions: bool,
     rewriter: PatternRewriter,
     plan: FusionPlan | None = None,
-    original: dict[Operation, Operation] | None = None,
 ) -> None:
     """Fuse the groups of one function body: fused collectives first, then
     elementwise chains."""
     block = func.body.block
-    fuse_groups(block, collective_groups(block, reductions), rewriter, plan, original)
-    fuse_groups(block, chain_groups(block), rewriter, plan, original)
+    fuse_groups(block, collective_groups(block, reductions), rewriter, plan)
+    fuse_groups(block, chain_groups(block), rewriter, plan)
     # A per-peer region's step body is a block of compute: its
     # elementwise chains become one kernel per step too.
     for region in [op for op in block.ops if isinstance(op, PerPeerOp)]:
         inner = region.block
-        fuse_groups(inner, chain_groups(inner), rewriter, plan, original)
+        fuse_groups(inner, chain_groups(inner), rewriter, plan)
 
 
 @dataclass(frozen=True)
