@@ -18,7 +18,7 @@ import warnings
 from dataclasses import dataclass
 from enum import auto
 
-from xdsl.dialects.builtin import FileLineColLoc
+from xdsl.dialects.builtin import ArrayAttr, FileLineColLoc, FusedLoc
 from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.utils.exceptions import DiagnosticException, VerifyException
 from xdsl.utils.str_enum import StrEnum
@@ -35,8 +35,14 @@ location, a file name, or nothing (a message about the whole request)."""
 
 
 def location_text(where: Where) -> str | None:
-    """`FILE:LINE:COL` (or `FILE`) for `where`; None when it has no location."""
+    """`FILE:LINE:COL` (or `FILE`) for `where`; None when it has no location.
+    An op a pass made from several carries their fused location: as
+    mlir-opt, the first of them is shown."""
     location = where.location if isinstance(where, Operation) else where
+    while isinstance(location, FusedLoc) and isinstance(location.locations, ArrayAttr):
+        if not location.locations.data:
+            return None
+        location = location.locations.data[0]
     if isinstance(location, FileLineColLoc):
         return f"{location.filename.data}:{location.line.data}:{location.column.data}"
     return location if isinstance(location, str) else None

@@ -13,28 +13,46 @@ A pass declares what it works on (`candidates`), its precondition for one op
 (`problem`) and the rewrite itself (`rewrite`); its rewrite patterns check the
 same precondition and skip the ops that fail it. The driver (coconet-opt, a
 `cc.Pipeline`) verifies the module after each pass: passes do not.
+
+The ops a pass creates carry the location of the op they stand for, as in
+MLIR (docs/passes.md, "Locations after a pass"): every op inserted while
+rewriting op X (`rewriting(X)`; by default X is the op `rewrite_once` offered
+the pattern) gets X's location, and an op standing for several (a fusion
+region) their fused location, `loc(fused[...])`; so a diagnostic about it
+points at the user's line.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, fields, replace
+from typing import cast
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    FusedLoc,
+    LocationAttr,
+    ModuleOp,
+    NoneAttr,
+    UnknownLoc,
+)
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
+    PatternRewriterListener,
     PatternRewriteWalker,
     RewritePattern,
 )
 from xdsl.utils.exceptions import PassFailedException
 
 from coconet_ir.diagnostics import CocoError, warn
-from coconet_ir.dialects.coco import label_of
+from coconet_ir.dialects.coco import AllReduceOp, label_of
 
 
 class PassRefused(CocoError, PassFailedException):
@@ -159,6 +177,15 @@ class CocoPass(ModulePass, ABC):
 
 
 @dataclass(frozen=True)
+class AllReducePass(CocoPass, ABC):
+    """A pass that transforms all_reduces (coco-split-all-reduce,
+    coco-bucket): every one in the module is a candidate."""
+
+    def candidates(self, module: ModuleOp) -> Iterable[Operation]:
+        return (op for op in module.walk() if isinstance(op, AllReduceOp))
+
+
+@dataclass(frozen=True)
 class Rewrite:
     """A pass's rewrite of every op it applies to, its options checked: a
     part of coco-optimize, or a pass that `rewrites_all` applied with its
@@ -172,6 +199,14 @@ class Rewrite:
         self.part.rewrite(module)
 
 
+def in_function_labelled(op: Operation, label: str | None) -> bool:
+    """Whether a pattern given `op=label` rewrites `op`: directly in a
+    function body, and labelled `label` when one is given."""
+    if not isinstance(op.parent_op(), FuncOp):
+        return False
+    return label is None or label_of(op) == label
+
+
 def function_body_ops(module: ModuleOp) -> Iterator[Operation]:
     """The ops directly in the bodies of the module's functions, in order."""
     for func in module.ops:
@@ -181,8 +216,79 @@ def function_body_ops(module: ModuleOp) -> Iterator[Operation]:
 
 def rewrite_once(module: ModuleOp, pattern: RewritePattern) -> None:
     """Offer every op of `module` to `pattern` once; the ops a rewrite builds are
-    not offered again."""
-    PatternRewriteWalker(pattern, apply_recursively=False).rewrite_module(module)
+    not offered again. The ops it inserts carry the location of the op being
+    rewritten (`rewriting`): by default the op offered."""
+    located = PatternRewriterListener(operation_insertion_handler=[locate_inserted])
+    walker = PatternRewriteWalker(
+        Located(pattern), apply_recursively=False, listener=located
+    )
+    walker.rewrite_module(module)
+
+
+# -- locations of the ops a pass creates ---------------------------------------
+
+_ORIGIN: ContextVar[LocationAttr | None] = ContextVar("coco_origin", default=None)
+"""The location the ops inserted now get: that of the op(s) being rewritten."""
+
+
+@contextmanager
+def rewriting(*ops: Operation) -> Iterator[None]:
+    """While rewriting `ops`: the ops `rewrite_once`'s rewriter inserts that
+    have no location get theirs (fused when several), MLIR's habit."""
+    token = _ORIGIN.set(fused_location(ops))
+    try:
+        yield
+    finally:
+        _ORIGIN.reset(token)
+
+
+@dataclass(frozen=True)
+class Located(RewritePattern):
+    """`pattern`, each op it is offered being rewritten (`rewriting`)."""
+
+    pattern: RewritePattern
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        with rewriting(op):
+            self.pattern.match_and_rewrite(op, rewriter)
+
+
+def locate_inserted(op: Operation) -> None:
+    """The insertion listener of `rewrite_once`: give `op` the location of
+    what is being rewritten, if it has none (an op moved keeps its own)."""
+    if (origin := _ORIGIN.get()) is not None:
+        locate(op, origin)
+
+
+def fused_location(ops: Iterable[Operation]) -> LocationAttr:
+    """The location of what `ops` become together: the one they share, else
+    MLIR's `loc(fused[...])` of their distinct known locations (in order,
+    nested fused locations flattened), unknown if they have none."""
+    found: dict[Attribute, None] = {}
+    for op in ops:
+        location = op.location
+        parts: Sequence[Attribute] = (location,)
+        if isinstance(location, FusedLoc) and isinstance(location.metadata, NoneAttr):
+            parts = cast(ArrayAttr[Attribute], location.locations).data
+        found.update((part, None) for part in parts if not isinstance(part, UnknownLoc))
+    if not found:
+        return UnknownLoc()
+    if len(found) == 1:
+        return next(iter(found))  # pyright: ignore[reportReturnType]
+    return FusedLoc(tuple(found), NoneAttr())
+
+
+def locate(op: Operation, location: LocationAttr) -> None:
+    """Give `op`, the ops nested in it and their blocks' arguments that have no
+    location `location`."""
+    for inner in op.walk():
+        if isinstance(inner.location, UnknownLoc):
+            inner.location = location
+        for region in inner.regions:
+            for block in region.blocks:
+                for arg in block.args:
+                    if isinstance(arg.location, UnknownLoc):
+                        arg.location = location
 
 
 def move_contents(module: ModuleOp, source: ModuleOp) -> None:
@@ -193,6 +299,15 @@ def move_contents(module: ModuleOp, source: ModuleOp) -> None:
         new.detach()
         module.body.block.add_op(new)
     module.attributes = dict(source.attributes)
+
+
+def retype(rewriter: PatternRewriter, value: SSAValue, new_type: Attribute) -> SSAValue:
+    """`rewriter.replace_value_with_new_type`, keeping a block argument's
+    location (xDSL's makes the new argument without one)."""
+    new = rewriter.replace_value_with_new_type(value, new_type)
+    if isinstance(value, BlockArgument) and isinstance(new, BlockArgument):
+        new.location = value.location
+    return new
 
 
 def retype_values(
@@ -216,6 +331,7 @@ def retype_values(
         for old in olds:
             new = BlockArgument(types[old], block, old.index)
             new.name_hint = old.name_hint
+            new.location = old.location  # where the parameter is written
             args[old.index] = new
             news.append(new)
         # one new argument list (xDSL's Rewriter sets it the same way)

@@ -46,7 +46,7 @@ parameter per rank.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from math import prod
 
@@ -69,7 +69,7 @@ from coconet_ir.dialects.coco import (
     tensor_type,
     world_size,
 )
-from coconet_ir.passes.base import CocoPass
+from coconet_ir.passes.base import AllReducePass, fused_location
 from coconet_ir.passes.split_all_reduce import ASSUMED_WORLD
 
 DEFAULT_BUCKET_BYTES = 25 * 1024 * 1024
@@ -412,8 +412,11 @@ def flat_type(t: TensorType, chains: Sequence[Chain]) -> TensorType:
 def rewrite_bucket(bucket: Bucket, label: str, position: dict[Operation, int]) -> None:
     """Replace the chains of one bucket by their flat version: after the
     bucket's last chain op, or, for all_reduces alone, right after the last
-    gradient is defined."""
+    gradient is defined. A flat op carries the fused location of the ops it
+    stands for (the concats and splits, of the all_reduces or updates they
+    serve)."""
     chains = bucket.chains
+    at_reduces = fused_location(c.reduce for c in chains)
     first = chains[0]
     last = max((c.last_op(position) for c in chains), key=position.__getitem__)
     where = InsertPoint.after(last)
@@ -433,6 +436,7 @@ def rewrite_bucket(bucket: Bucket, label: str, position: dict[Operation, int]) -
 
     def concat(values: Sequence[SSAValue]) -> SSAValue:
         op = ConcatOp(values)
+        op.location = at_reduces
         hint = values[0].name_hint
         op.result.name_hint = f"{label}_{hint}" if hint else label
         new_ops.append(op)
@@ -446,9 +450,11 @@ def rewrite_bucket(bucket: Bucket, label: str, position: dict[Operation, int]) -
         flat[first.reduce.operand], first.reduce.reduction.data, label=label
     )
     reduce.result.name_hint = label
+    reduce.location = at_reduces
     new_ops.append(reduce)
     if first.signature is None:
         pieces = SplitOp(reduce.result, [c.shape for c in chains])
+        pieces.location = at_reduces
         for chain, piece in zip(chains, pieces.pieces):
             piece.name_hint = chain.reduce.result.name_hint
         new_ops.append(pieces)
@@ -466,6 +472,7 @@ def rewrite_bucket(bucket: Bucket, label: str, position: dict[Operation, int]) -
             result_types=[flat_type(tensor_type(r), chains) for r in op.results],
             properties=dict(op.properties),
             attributes=common_label(copies),
+            location=fused_location(copies),
         )
         new_ops.append(rebuilt)
         for old, new in zip(op.results, rebuilt.results):
@@ -477,13 +484,16 @@ def rewrite_bucket(bucket: Bucket, label: str, position: dict[Operation, int]) -
         value = flat[update.value]
         if value not in splits:
             splits[value] = SplitOp(value, [c.shape for c in chains])
+            splits[value].location = fused_location(c.updates[index] for c in chains)
             new_ops.append(splits[value])
         for chain, piece in zip(chains, splits[value].pieces):
             old = chain.updates[index]
             piece.name_hint = piece.name_hint or old.value.name_hint
             updates.append(
                 UpdateOp.create(
-                    operands=[old.param, piece], attributes=dict(old.attributes)
+                    operands=[old.param, piece],
+                    attributes=dict(old.attributes),
+                    location=old.location,
                 )
             )
     rewriter.insert_op([*new_ops, *updates], where)
@@ -501,7 +511,7 @@ def rewrite_bucket(bucket: Bucket, label: str, position: dict[Operation, int]) -
 
 
 @dataclass(frozen=True)
-class Bucketing(CocoPass):
+class Bucketing(AllReducePass):
     """Concatenate parameters' all_reduces (and their optimizer updates) into
     flat buckets of up to `bytes` bytes of gradients."""
 
@@ -522,9 +532,6 @@ class Bucketing(CocoPass):
     def check_options(self) -> None:
         self.require_at_least("bytes", 1)
         self.require_at_least("world", 1)
-
-    def candidates(self, module: ModuleOp) -> Iterable[Operation]:
-        return (op for op in module.walk() if isinstance(op, AllReduceOp))
 
     def problem(self, op: Operation) -> str | None:
         assert isinstance(op, AllReduceOp)

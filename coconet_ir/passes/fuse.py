@@ -28,11 +28,13 @@ the group uses from outside, its results the group values used outside. It is
 named `NAME_fused` after the group's first named op, preferring a
 reduce_scatter.
 
-With `op=NAME`, only the group holding the reduce_scatter or elementwise op
-named NAME is fused, and the pass refuses (changing nothing) when that group
-is cut short by a cycle ("fusing would create a cycle: 'coco.y' at LOC uses a
-group value through 'coco.x' at LOC, which is outside the group"), or by a
-second reduction of the same data, or has nothing to fuse.
+With `op=NAME`, only the region the default pass makes that holds the
+reduce_scatter or elementwise op named NAME is fused (`FusionPlan`: the
+default pass run on a copy), whichever of its ops is named. The pass refuses
+(changing nothing) when the default pass leaves that op out of every region:
+the one op that could join it closes a cycle ("fusing would create a cycle:
+'coco.y' at LOC uses a group value through 'coco.x' at LOC, which is outside
+the group"), or a second reduction of the same data, or nothing to fuse.
 """
 
 from __future__ import annotations
@@ -363,39 +365,100 @@ def build_fusion(found: Boundary, body: Block) -> FusionOp:
     )
 
 
-def group_problem(grouping: Grouping, ops: list[Operation], strict: bool) -> str | None:
-    """Why the group is not fused, if it is not. Unless `strict` (an op of it
-    was named with `op=`), a group cut short (by a cycle or a second
-    reduction) is fused as far as it goes."""
-    g = grouping.group(ops[0])
-    if strict and g in grouping.problems:
-        return grouping.problems[g]
+NOTHING_TO_FUSE = (
+    "there is nothing to fuse it with (no elementwise op, all_gather or send "
+    "uses its result)"
+)
+
+
+def group_problem(grouping: Grouping, ops: list[Operation]) -> str | None:
+    """Why the group is not fused, if it is not. A group cut short (by a
+    cycle or a second reduction) is fused as far as it goes; one cut down to
+    a lone op says what cut it."""
     if len(ops) < 2:
-        return (
-            "there is nothing to fuse it with (no elementwise op, all_gather "
-            "or send uses its result)"
-        )
+        return grouping.problems.get(grouping.group(ops[0]), NOTHING_TO_FUSE)  # type: ignore[arg-type]
     if reorders_messages(ops, descendants(ops)):
         return "fusing would reorder the messages of a pipeline channel"
     return None
 
 
+@dataclass
+class FusionPlan:
+    """What the default coco-fuse makes of one function: its regions (the
+    function's own ops, in the order they are fused) and why each op of a
+    group left unfused is left so. Found by fusing a copy, so a targeted fuse
+    (`op=`) outlines exactly a region the default one makes."""
+
+    original: dict[Operation, Operation]
+    """An op of the copy → the function's op."""
+    regions: list[list[Operation]] = field(default_factory=list[list[Operation]])
+    problems: dict[Operation, str] = field(default_factory=dict[Operation, str])
+
+    @staticmethod
+    def of(func: FuncOp, reductions: bool) -> FusionPlan:
+        copy = func.clone()
+        Block([copy])  # the rewriter inserts next to ops of a block
+        plan = FusionPlan(dict(zip(copy.walk(), func.walk())))
+        fuse_function(copy, reductions, PatternRewriter(copy), plan)
+        return plan
+
+    def note(self, group: list[Operation], problem: str | None) -> None:
+        """Record a group of the copy and why it is not fused."""
+        ops = [self.original[op] for op in group]
+        if problem is None:
+            self.regions.append(ops)
+            for op in ops:
+                self.problems.pop(op, None)
+            return
+        fused = {op for region in self.regions for op in region}
+        for op in ops:
+            if op not in fused:
+                self.problems.setdefault(op, problem)
+
+    def problem(self, op: Operation) -> str | None:
+        """Why the default fuse leaves `op` outside every region, if it does."""
+        if any(op in region for region in self.regions):
+            return None
+        return self.problems.get(op, NOTHING_TO_FUSE)
+
+
 def fuse_groups(
-    block: Block, grouping: Grouping, label: str | None, rewriter: PatternRewriter
+    block: Block,
+    grouping: Grouping,
+    rewriter: PatternRewriter,
+    plan: FusionPlan | None = None,
 ) -> None:
-    """Outline the groups that can be fused (those holding an op labelled
-    `label`, if given)."""
+    """Outline the groups that can be fused; record each in `plan`, if given."""
     for ops in grouping.groups(positions(block)):
-        if label is not None and not any(label_of(op) == label for op in ops):
-            continue
-        if group_problem(grouping, ops, strict=label is not None) is None:
+        problem = group_problem(grouping, ops)
+        if plan is not None:
+            plan.note(ops, problem)
+        if problem is None:
             outline(ops, build_fusion, rewriter)
+
+
+def fuse_function(
+    func: FuncOp,
+    reductions: bool,
+    rewriter: PatternRewriter,
+    plan: FusionPlan | None = None,
+) -> None:
+    """Fuse the groups of one function body: fused collectives first, then
+    elementwise chains."""
+    block = func.body.block
+    fuse_groups(block, collective_groups(block, reductions), rewriter, plan)
+    fuse_groups(block, chain_groups(block), rewriter, plan)
+    # A per-peer region's step body is a block of compute: its
+    # elementwise chains become one kernel per step too.
+    for region in [op for op in block.ops if isinstance(op, PerPeerOp)]:
+        inner = region.block
+        fuse_groups(inner, chain_groups(inner), rewriter, plan)
 
 
 @dataclass(frozen=True)
 class FuseFunction(RewritePattern):
-    """Fuse the groups of one function body: fused collectives first, then
-    elementwise chains (those holding an op labelled `label`, if given)."""
+    """Fuse the groups of one function body (only the regions the default
+    fuse makes that hold an op labelled `label`, if given)."""
 
     label: str | None = None
     reductions: bool = True
@@ -404,15 +467,18 @@ class FuseFunction(RewritePattern):
     def match_and_rewrite(self, func: FuncOp, rewriter: PatternRewriter) -> None:
         if func.is_declaration:
             return
-        block = func.body.block
-        groups = collective_groups(block, self.reductions)
-        fuse_groups(block, groups, self.label, rewriter)
-        fuse_groups(block, chain_groups(block), self.label, rewriter)
-        # A per-peer region's step body is a block of compute: its
-        # elementwise chains become one kernel per step too.
-        for region in [op for op in block.ops if isinstance(op, PerPeerOp)]:
-            inner = region.block
-            fuse_groups(inner, chain_groups(inner), self.label, rewriter)
+        if self.label is None:
+            fuse_function(func, self.reductions, rewriter)
+            return
+        for ops in FusionPlan.of(func, self.reductions).regions:
+            if any(label_of(op) == self.label for op in ops):
+                block = ops[0].parent_block()
+                assert block is not None
+                outline(
+                    sorted(ops, key=positions(block).__getitem__),
+                    build_fusion,
+                    rewriter,
+                )
 
 
 def is_fusible(op: Operation) -> bool:
@@ -541,15 +607,9 @@ class Fuse(CocoPass):
         return (op for op in function_body_ops(module) if is_fusible(op))
 
     def problem(self, op: Operation) -> str | None:
-        block = op.parent_block()
-        assert block is not None
-        collective = collective_groups(block, self.reductions)
-        for grouping in (collective, chain_groups(block)):
-            if grouping.group(op) is None:
-                continue
-            (ops,) = (g for g in grouping.groups(positions(block)) if op in g)
-            return group_problem(grouping, ops, strict=True)
-        return group_problem(chain_groups(block), [op], strict=True)
+        func = op.parent_op()
+        assert isinstance(func, FuncOp)
+        return FusionPlan.of(func, self.reductions).problem(op)
 
     def rewrite(self, module: ModuleOp) -> None:
         rewrite_once(module, FuseFunction(self.op, self.reductions))

@@ -49,7 +49,7 @@ from coconet_ir.dialects.coco import (
     label_of,
     tensor_type,
 )
-from coconet_ir.passes.base import CocoPass, rewrite_once
+from coconet_ir.passes.base import CocoPass, rewrite_once, rewriting
 
 
 def sent_gather(send: SendOp) -> AllGatherOp | str:
@@ -81,11 +81,10 @@ def gather_after_recv(
         properties=dict(recv.properties),
         attributes=dict(recv.attributes),
     )
-    sliced_recv.location = recv.location
     label = label_of(recv)
     gather = AllGatherOp(sliced_recv, label=None if label is None else f"{label}_ag")
-    gather.location = recv.location
-    rewriter.replace(recv, [sliced_recv, gather])
+    with rewriting(recv):
+        rewriter.replace(recv, [sliced_recv, gather])
 
 
 def send_slice(send: SendOp, gather: AllGatherOp, rewriter: PatternRewriter) -> None:

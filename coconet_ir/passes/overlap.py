@@ -31,11 +31,12 @@ overlap").
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, ModuleOp, i64
-from xdsl.dialects.func import FuncOp
 from xdsl.ir import Block, BlockArgument, Operation, OpResult, Region, SSAValue
 from xdsl.pattern_rewriter import (
     PatternRewriter,
@@ -72,7 +73,13 @@ from coconet_ir.dialects.coco import (
     tensor_type,
     world_size,
 )
-from coconet_ir.passes.base import CocoPass, function_body_ops, rewrite_once
+from coconet_ir.passes.base import (
+    CocoPass,
+    function_body_ops,
+    in_function_labelled,
+    retype,
+    rewrite_once,
+)
 from coconet_ir.passes.regions import Boundary, boundary, cycle_through, outline
 
 CONSUMERS = (AllReduceOp, ReduceScatterOp, FusionOp)
@@ -169,16 +176,38 @@ def in_body(value: SSAValue, members: set[Operation]) -> bool:
     return isinstance(value, BlockArgument) and value.block.parent_op() in members
 
 
-def offered(matmul: MatmulOp, label: str | None) -> bool:
-    """Whether a pattern of this pass considers `matmul`: directly in a
-    function, and labelled `label` when one is given."""
-    if not isinstance(matmul.parent_op(), FuncOp):
-        return False
-    return label is None or label_of(matmul) == label
+Found = TypeVar("Found")
+
+
+class MatmulPattern(RewritePattern, ABC, Generic[Found]):
+    """The patterns of this pass: a matmul directly in a function (labelled
+    `label`, if given) is rewritten as its `plan` says, when it has one."""
+
+    label: str | None
+
+    @abstractmethod
+    def plan(self, matmul: MatmulOp) -> Found | str | None:
+        """What to make of `matmul`; None or why not (a sentence) if nothing."""
+
+    @abstractmethod
+    def make(self, matmul: MatmulOp, found: Found, rewriter: PatternRewriter) -> None:
+        """Rewrite `matmul` as `found` says."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, matmul: MatmulOp, rewriter: PatternRewriter) -> None:
+        if not in_function_labelled(matmul, self.label):
+            return
+        found = self.plan(matmul)
+        if found is not None and not isinstance(found, str):
+            self.make(matmul, found, rewriter)
+
+
+Planned = tuple[list[Operation], ChunkPlan]
+"""A matmul's region (its ops, in block order) and its chunk plan."""
 
 
 @dataclass(frozen=True)
-class OverlapPattern(RewritePattern):
+class OverlapPattern(MatmulPattern[Planned]):
     """Outline a matmul (labelled `label`, if given) with its collectives as a
     coco.overlap of `chunks` chunks along the result dim `dim`, when it can."""
 
@@ -186,13 +215,10 @@ class OverlapPattern(RewritePattern):
     dim: int | None = None
     label: str | None = None
 
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, matmul: MatmulOp, rewriter: PatternRewriter) -> None:
-        if not offered(matmul, self.label):
-            return
-        found = overlap_plan(matmul, self.chunks, self.dim)
-        if isinstance(found, str):
-            return
+    def plan(self, matmul: MatmulOp) -> Planned | str:
+        return overlap_plan(matmul, self.chunks, self.dim)
+
+    def make(self, matmul: MatmulOp, found: Planned, rewriter: PatternRewriter) -> None:
         make_overlap(matmul, *found, self.chunks, rewriter)
 
 
@@ -210,7 +236,7 @@ def make_overlap(
     for value, d in list(plan.dims.items()):
         if d >= 0 and in_body(value, plan.members):
             typed = chunk_type(tensor_type(value), d, chunks)
-            rewriter.replace_value_with_new_type(value, typed)
+            retype(rewriter, value, typed)
 
 
 # ============================================================================
@@ -379,14 +405,14 @@ def drop_collectives(region: PerPeerOp, rewriter: PatternRewriter) -> None:
     for op in list(region.block.ops):
         if isinstance(op, AllGatherOp):
             arg = op.operand
-            gathered = rewriter.replace_value_with_new_type(arg, op.result.type)
+            gathered = retype(rewriter, arg, op.result.type)
             rewriter.replace(op, [], [gathered])
         elif isinstance(op, ReduceScatterOp):
             rewriter.replace(op, [], [op.operand])
 
 
 @dataclass(frozen=True)
-class PerPeerPattern(RewritePattern):
+class PerPeerPattern(MatmulPattern[Planned]):
     """Outline a matmul (labelled `label`, if given) with the all_gather
     feeding it and/or the chain ending in a reduce_scatter as a coco.per_peer
     region, when it can."""
@@ -394,13 +420,10 @@ class PerPeerPattern(RewritePattern):
     dim: int | None = None
     label: str | None = None
 
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, matmul: MatmulOp, rewriter: PatternRewriter) -> None:
-        if not offered(matmul, self.label):
-            return
-        found = per_peer_plan(matmul, self.dim)
-        if isinstance(found, str):
-            return
+    def plan(self, matmul: MatmulOp) -> Planned | str:
+        return per_peer_plan(matmul, self.dim)
+
+    def make(self, matmul: MatmulOp, found: Planned, rewriter: PatternRewriter) -> None:
         make_per_peer(matmul, *found, rewriter)
 
 
@@ -481,7 +504,7 @@ def choose_overlap(
 
 
 @dataclass(frozen=True)
-class ChosenOverlapPattern(RewritePattern):
+class ChosenOverlapPattern(MatmulPattern[OverlapChoice]):
     """Give a matmul (labelled `label`, if given) the schedule `choose_overlap`
     predicts fastest on `world` ranks."""
 
@@ -492,13 +515,12 @@ class ChosenOverlapPattern(RewritePattern):
     only_per_peer: bool = False
     """Apply the choice only where it is per peer (leave the others)."""
 
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, matmul: MatmulOp, rewriter: PatternRewriter) -> None:
-        if not offered(matmul, self.label):
-            return
-        choice = choose_overlap(matmul, self.chunks, self.world, self.on)
-        if choice is None:
-            return
+    def plan(self, matmul: MatmulOp) -> OverlapChoice | None:
+        return choose_overlap(matmul, self.chunks, self.world, self.on)
+
+    def make(
+        self, matmul: MatmulOp, choice: OverlapChoice, rewriter: PatternRewriter
+    ) -> None:
         best = choice.best
         if best is OverlapMode.PER_PEER and choice.per_peer is not None:
             make_per_peer(matmul, *choice.per_peer, rewriter)

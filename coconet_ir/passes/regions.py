@@ -6,7 +6,8 @@ the group and used inside, its outputs the group's values used outside (only
 those), and the region op takes the place of the group's last op. Ops outside
 the group that sit before that place but depend on a group value move right
 after the region op, in their order. A group that an outside op both depends on
-and feeds would make a cycle; `cycle_through` finds that op.
+and feeds would make a cycle; `cycle_through` finds that op. The region op
+carries the fused location of the ops it holds (`loc(fused[...])`).
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.dialects.builtin import LocationAttr
+from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import InsertPoint
 
 from coconet_ir.dialects.coco import RecvOp, RegionOp, SendOp, YieldOp
+from coconet_ir.passes.base import rewriting
 
 
 @dataclass(frozen=True)
@@ -138,6 +141,14 @@ def reorders_messages(group: Sequence[Operation], moved: Sequence[Operation]) ->
     return False
 
 
+def defined_at(value: SSAValue) -> LocationAttr:
+    """Where `value` is defined: its op's location, or the argument's own."""
+    if isinstance(value, BlockArgument):
+        return value.location
+    assert isinstance(value.owner, Operation)
+    return value.owner.location
+
+
 RegionBuilder = Callable[[Boundary, Block], RegionOp]
 """Makes the region op from the boundary and its (still empty) body block."""
 
@@ -149,31 +160,35 @@ def outline(
     place of the last of them; outside uses of their values use the region's
     results instead.
 
-    The caller has checked `cycle_through` (no cycle) beforehand."""
+    The caller has checked `cycle_through` (no cycle) beforehand. The region
+    op and its yield carry the ops' fused location, each argument the
+    location of the value it stands for (as MLIR's outlining does)."""
     found = boundary(ops)
-    moved = descendants(found.ops)
-    group = set(found.ops)
-    body = Block(arg_types=[v.type for v in found.inputs])
-    region_op = build(found, body)
-    rewriter.insert(region_op, InsertPoint.before(found.ops[-1]))
-    for op in found.ops:
-        op.detach()
-        rewriter.insert(op, InsertPoint.at_end(body))
-    arguments = dict(zip(found.inputs, body.args))
-    for value, arg in arguments.items():
-        arg.name_hint = value.name_hint
-    for op in found.ops:  # the group's uses only: an input may have many others
-        if any(value in arguments for value in op.operands):
-            op.operands = [arguments.get(value, value) for value in op.operands]
-            rewriter.notify_op_modified(op)
-    for output, result in zip(found.outputs, region_op.results):
-        rewriter.replace_uses_with_if(
-            output, result, lambda use: use.operation not in group
-        )
-    rewriter.insert(YieldOp(*found.outputs), InsertPoint.at_end(body))
-    after: Operation = region_op
-    for op in moved:
-        op.detach()
-        rewriter.insert(op, InsertPoint.after(after))
-        after = op
-    return region_op
+    with rewriting(*found.ops):
+        moved = descendants(found.ops)
+        group = set(found.ops)
+        body = Block(arg_types=[v.type for v in found.inputs])
+        region_op = build(found, body)
+        rewriter.insert(region_op, InsertPoint.before(found.ops[-1]))
+        for op in found.ops:
+            op.detach()
+            rewriter.insert(op, InsertPoint.at_end(body))
+        arguments = dict(zip(found.inputs, body.args))
+        for value, arg in arguments.items():
+            arg.name_hint = value.name_hint
+            arg.location = defined_at(value)
+        for op in found.ops:  # the group's uses only: an input may have many others
+            if any(value in arguments for value in op.operands):
+                op.operands = [arguments.get(value, value) for value in op.operands]
+                rewriter.notify_op_modified(op)
+        for output, result in zip(found.outputs, region_op.results):
+            rewriter.replace_uses_with_if(
+                output, result, lambda use: use.operation not in group
+            )
+        rewriter.insert(YieldOp(*found.outputs), InsertPoint.at_end(body))
+        after: Operation = region_op
+        for op in moved:
+            op.detach()
+            rewriter.insert(op, InsertPoint.after(after))
+            after = op
+        return region_op

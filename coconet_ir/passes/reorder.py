@@ -82,7 +82,12 @@ from coconet_ir.dialects.coco import (
     result_axis,
     tensor_type,
 )
-from coconet_ir.passes.base import CocoPass, function_body_ops, rewrite_once
+from coconet_ir.passes.base import (
+    CocoPass,
+    function_body_ops,
+    rewrite_once,
+    rewriting,
+)
 from coconet_ir.passes.regions import listed_in_order
 
 
@@ -274,7 +279,8 @@ class SliceSetRewriter:
             self.slice_of[seed.result] = seed.operand
         moved = [op for op in block.ops if op in self.moving.moves]
         for op in moved:
-            self.rebuild(op, self.moving.moves[op])
+            with rewriting(op):
+                self.rebuild(op, self.moving.moves[op])
         for op in reversed(moved):
             self.rewriter.erase(op)
         for seed in self.moving.seeds:

@@ -34,7 +34,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.dialects.func import FuncOp
 from xdsl.ir import Operation
 from xdsl.pattern_rewriter import (
     PatternRewriter,
@@ -43,8 +42,13 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.rewriter import InsertPoint
 
-from coconet_ir.dialects.coco import AllSliceOp, NormOp, label_of, tensor_type
-from coconet_ir.passes.base import CocoPass, function_body_ops, rewrite_once
+from coconet_ir.dialects.coco import AllSliceOp, NormOp, tensor_type
+from coconet_ir.passes.base import (
+    CocoPass,
+    function_body_ops,
+    in_function_labelled,
+    rewrite_once,
+)
 from coconet_ir.passes.reorder import norm_of_slice
 
 
@@ -72,9 +76,7 @@ class SliceNormPattern(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: NormOp, rewriter: PatternRewriter) -> None:
-        if not isinstance(op.parent_op(), FuncOp):
-            return
-        if self.label is not None and label_of(op) != self.label:
+        if not in_function_labelled(op, self.label):
             return
         cut = the_slice(op)
         if cut is None:

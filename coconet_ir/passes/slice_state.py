@@ -70,7 +70,12 @@ from coconet_ir.dialects.coco import (
     tensor_type,
     world_size,
 )
-from coconet_ir.passes.base import CocoPass, retype_values, rewrite_once
+from coconet_ir.passes.base import (
+    CocoPass,
+    retype_values,
+    rewrite_once,
+    rewriting,
+)
 from coconet_ir.passes.split_all_reduce import ASSUMED_WORLD
 
 
@@ -140,7 +145,8 @@ def slice_parameter(update: UpdateOp, rewriter: PatternRewriter) -> None:
     stored = UpdateOp.create(
         operands=[param, block_value], attributes=dict(update.attributes)
     )
-    rewriter.replace(update, stored)
+    with rewriting(update):
+        rewriter.replace(update, stored)
     if not gather.result.uses:
         rewriter.erase(gather)
 
@@ -246,19 +252,22 @@ def slice_bucket(group: BucketGroup, rewriter: PatternRewriter) -> None:
     concatenation of their slices, the split splits the sliced new value."""
     params = list(group.concat.pieces)  # already sliced (`sliced_types`)
     concat = ConcatOp(params, label=label_of(group.concat))
-    rewriter.insert(concat, InsertPoint.before(group.concat))
+    with rewriting(group.concat):
+        rewriter.insert(concat, InsertPoint.before(group.concat))
     for use in list(group.concat.result.uses):
         rewriter.replace(use.operation, [], [concat.result])
     rewriter.erase(group.concat)
     block_value = group.gather.operand
     shapes = [tensor_type(p).dims for p in params]
     split = SplitOp(block_value, shapes, label=label_of(group.split))
-    rewriter.insert(split, InsertPoint.before(group.split))
+    with rewriting(group.split):
+        rewriter.insert(split, InsertPoint.before(group.split))
     for update, param, piece in zip(group.updates, params, split.pieces):
         stored = UpdateOp.create(
             operands=[param, piece], attributes=dict(update.attributes)
         )
-        rewriter.replace(update, stored)
+        with rewriting(update):
+            rewriter.replace(update, stored)
     rewriter.erase(group.split)
     if not group.gather.result.uses:
         rewriter.erase(group.gather)

@@ -18,7 +18,6 @@ is left alone. A named all_reduce `NAME` gives `NAME_rs` and `NAME_ag`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from xdsl.dialects.builtin import ModuleOp
@@ -39,7 +38,7 @@ from coconet_ir.dialects.coco import (
     tensor_type,
     world_size,
 )
-from coconet_ir.passes.base import CocoPass, rewrite_once
+from coconet_ir.passes.base import AllReducePass, rewrite_once
 
 ASSUMED_WORLD = 8
 """Without a known world size, a split must work on up to this many ranks."""
@@ -120,7 +119,7 @@ class SplitAllReducePattern(RewritePattern):
 
 
 @dataclass(frozen=True)
-class SplitAllReduce(CocoPass):
+class SplitAllReduce(AllReducePass):
     """Split every (or the named) all_reduce into reduce_scatter + all_gather."""
 
     name = "coco-split-all-reduce"
@@ -134,9 +133,6 @@ class SplitAllReduce(CocoPass):
     def check_options(self) -> None:
         self.require_at_least("dim", 0)
         self.require_at_least("world", 1)
-
-    def candidates(self, module: ModuleOp) -> Iterable[Operation]:
-        return (op for op in module.walk() if isinstance(op, AllReduceOp))
 
     def problem(self, op: Operation) -> str | None:
         assert isinstance(op, AllReduceOp)

@@ -3,6 +3,7 @@
 Every xdsl-opt flag works. On bad input it prints one MLIR-style diagnostic
 (`file:line:col: error: ...`) and exits 1; it never shows a Python traceback.
 With `--split-input-file`, locations are lines of the whole file, as in mlir-opt.
+`coconet-opt -` or no file reads standard input, named `<stdin>` in diagnostics.
 `-o FILE` is written only on success (a temporary file renamed into place), so
 a failure leaves an existing FILE as it was.
 
@@ -42,6 +43,9 @@ lowering allocates millions of objects that live to the end, and with the
 default thresholds (700, 10, 10) the collector walks the growing heap over and
 over (a fifth of the time of a 10,000-op pipeline to CUDA). Collections still
 happen, a hundred times less often."""
+
+STDIN_NAME = "<stdin>"
+"""What diagnostics on standard input name as their file, as in mlir-opt."""
 
 
 @contextmanager
@@ -128,6 +132,20 @@ class CocoNetOptMain(xDSLOptMain):
         self.output = AtomicOutput(self.args.output_file)
         return self.output.stream
 
+    def reads_stdin(self) -> bool:
+        """No input file, or `-`: standard input, as mlir-opt reads it."""
+        return self.args.input_file in (None, "-")
+
+    def get_input_stream(self) -> tuple[IO[bytes], str]:
+        if self.reads_stdin():
+            return sys.stdin.buffer, "mlir"
+        return super().get_input_stream()
+
+    def get_input_name(self) -> str:
+        """The input's name in diagnostics: mlir-opt's `<stdin>` for standard
+        input."""
+        return STDIN_NAME if self.reads_stdin() else self.args.input_file
+
     def register_all_dialects(self):
         # The xdsl.universe entry point already brings coco when the package is
         # installed; coco is added here too when running from a source tree.
@@ -177,7 +195,8 @@ class CocoNetOptMain(xDSLOptMain):
                 ir.verify(module)
             if previous and upcoming and self.args.print_between_passes:
                 print(f"IR after {previous.name}:")
-                Printer(stream=sys.stdout).print_op(module)
+                debuginfo = self.args.print_debuginfo  # the carried locations
+                Printer(stream=sys.stdout, print_debuginfo=debuginfo).print_op(module)
                 print("\n\n\n")
             if self.args.time_passes and upcoming is not None:
                 start = time.perf_counter()

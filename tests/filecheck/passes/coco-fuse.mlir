@@ -11,11 +11,13 @@
 // RUN: coconet-opt %s -p 'coco-fuse{op=grad_rs}' | filecheck %s --check-prefix=ONE
 // RUN: coconet-opt %s -p 'coco-fuse{op=cyc_rs}' | filecheck %s --check-prefix=THROUGH
 // RUN: coconet-opt %s -p 'coco-fuse{reductions=false}' | filecheck %s --check-prefix=NORED
-// RUN: not coconet-opt %s -p 'coco-fuse{op=cyc_rs reductions=false}' 2>&1 | filecheck %s --check-prefix=CYCLE
-// RUN: not coconet-opt %s -p 'coco-fuse{op=true_rs}' 2>&1 | filecheck %s --check-prefix=TRUE
+// RUN: coconet-opt %s -p 'coco-fuse{op=cyc_rs reductions=false}' | filecheck %s --check-prefix=NORED
+// RUN: not coconet-opt %s -p 'coco-fuse{op=cut_rs reductions=false}' 2>&1 | filecheck %s --check-prefix=CYCLE
+// RUN: coconet-opt %s -p 'coco-fuse{op=true_rs}' | filecheck %s --check-prefix=TRUE
 // RUN: coconet-opt %s -p 'coco-fuse{ops=cyc_rs,cyc_ar}' | filecheck %s --check-prefix=LIST
 // RUN: not coconet-opt %s -p 'coco-fuse{ops=dup_a,dup_b}' 2>&1 | filecheck %s --check-prefix=LISTDUP
 // RUN: coconet-run --compare %s %t --entry true_cycle --world 2 && coconet-run --compare %s %t --entry true_cycle --world 4 && coconet-run --compare %s %t --entry true_cycle --world 8
+// RUN: coconet-run --compare %s %t --entry cut_cycle --world 2 && coconet-run --compare %s %t --entry cut_cycle --world 4 && coconet-run --compare %s %t --entry cut_cycle --world 8
 // RUN: not coconet-opt %s -p 'coco-fuse{op=dup_a}' 2>&1 | filecheck %s --check-prefix=DUP
 // RUN: not coconet-opt %s -p 'coco-fuse{op=lone}' 2>&1 | filecheck %s --check-prefix=LONE
 // RUN: not coconet-opt %s -p 'coco-fuse{op=nothing}' 2>&1 | filecheck %s --check-prefix=MISSING
@@ -100,8 +102,8 @@ func.func @row_parallel(%x: !coco.tensor<4x8x64xf32, sliced<2>>, %w: !coco.tenso
 // THROUGH-NEXT:    coco.fusion (%g) {name = "cyc_rs_fused"}
 // Without reductions (coco-optimize's setting until the lowering makes such a
 // region one kernel) the all_reduce is outside: %u would close a cycle
-// through it. Untargeted, the group stops before %u; targeted, the pass
-// refuses.
+// through it. The group stops before %u, targeted (`op=cyc_rs`) or not: a
+// targeted fuse outlines the region the default fuse makes.
 // NORED-LABEL: func.func @norm_cycle
 // NORED-NEXT:    %sq = coco.fusion (%g) {name = "cyc_rs_fused"}
 // NORED:           coco.reduce_scatter
@@ -111,7 +113,6 @@ func.func @row_parallel(%x: !coco.tensor<4x8x64xf32, sliced<2>>, %w: !coco.tenso
 // NORED:         coco.all_reduce
 // NORED:         coco.mul
 // NORED-NEXT:    coco.all_gather
-// CYCLE: error: 'coco.reduce_scatter' op coco-fuse cannot apply: fusing would create a cycle: 'coco.mul' at {{.*}}coco-fuse.mlir:[[# @LINE + 6]]:{{[0-9]+}} uses a group value through 'coco.all_reduce' at {{.*}}coco-fuse.mlir:[[# @LINE + 5]]:
 func.func @norm_cycle(%g: !coco.tensor<64xf32, local>) -> !coco.tensor<64xf32, replicated> {
   %s = coco.reduce_scatter %g reduction = sum dim = 0 {name = "cyc_rs"} : !coco.tensor<64xf32, local> -> !coco.tensor<64xf32, sliced<0>>
   %sq = coco.mul %s, %s : (!coco.tensor<64xf32, sliced<0>>, !coco.tensor<64xf32, sliced<0>>) -> !coco.tensor<64xf32, sliced<0>>
@@ -124,12 +125,21 @@ func.func @norm_cycle(%g: !coco.tensor<64xf32, local>) -> !coco.tensor<64xf32, r
 
 // A true cycle: the norm of the gathered value is not something a fused
 // kernel computes (a replicated value, reduced on every rank), so %u, which
-// needs it and the slice %sq, would close a cycle through it. The message
-// says which path closes it.
+// needs it and the slice %sq, would close a cycle through it: the group
+// stops before it, targeted (`op=true_rs`, issue 25) or not.
 // CHECK-LABEL: func.func @true_cycle
 // CHECK-NEXT:    %{{.*}}, %{{.*}} = coco.fusion (%g) {name = "true_rs_fused"}
 // CHECK:         coco.norm
-// TRUE: error: 'coco.reduce_scatter' op coco-fuse cannot apply: fusing would create a cycle: 'coco.mul' at {{.*}}coco-fuse.mlir:[[# @LINE + 6]]:{{[0-9]+}} uses a group value through 'coco.norm' at {{.*}}coco-fuse.mlir:[[# @LINE + 5]]:{{[0-9]+}}, which is outside the group
+// TRUE-LABEL: func.func @true_cycle
+// TRUE-NEXT:    %sq, %x = coco.fusion (%g) {name = "true_rs_fused"}
+// TRUE:           coco.reduce_scatter
+// TRUE-NEXT:      coco.mul
+// TRUE-NEXT:      coco.all_gather
+// TRUE-NEXT:      coco.yield
+// TRUE-NEXT:    }
+// TRUE-NEXT:    coco.norm %x
+// TRUE-NEXT:    coco.mul
+// TRUE-NEXT:    coco.all_gather
 func.func @true_cycle(%g: !coco.tensor<64xf32, local>) -> !coco.tensor<64xf32, replicated> {
   %s = coco.reduce_scatter %g reduction = sum dim = 0 {name = "true_rs"} : !coco.tensor<64xf32, local> -> !coco.tensor<64xf32, sliced<0>>
   %sq = coco.mul %s, %s : (!coco.tensor<64xf32, sliced<0>>, !coco.tensor<64xf32, sliced<0>>) -> !coco.tensor<64xf32, sliced<0>>
@@ -138,6 +148,24 @@ func.func @true_cycle(%g: !coco.tensor<64xf32, local>) -> !coco.tensor<64xf32, r
   %u = coco.mul %t, %sq : (!coco.tensor<f32, replicated>, !coco.tensor<64xf32, sliced<0>>) -> !coco.tensor<64xf32, sliced<0>>
   %r = coco.all_gather %u : !coco.tensor<64xf32, sliced<0>> -> !coco.tensor<64xf32, replicated>
   func.return %r : !coco.tensor<64xf32, replicated>
+}
+
+// A genuine cycle: without reductions, the one op that would join the
+// reduce_scatter (%u) needs its slice and, through the reduction and the
+// all_reduce, a value computed from it. The default fuse leaves the lone
+// reduce_scatter; targeted, the pass refuses and says which path closes the
+// cycle.
+// CHECK-LABEL: func.func @cut_cycle
+// CHECK-NEXT:    coco.fusion (%g) {name = "cut_rs_fused"}
+// NORED-LABEL: func.func @cut_cycle
+// NORED-NEXT:    coco.reduce_scatter
+// CYCLE: error: 'coco.reduce_scatter' op coco-fuse cannot apply: fusing would create a cycle: 'coco.mul' at {{.*}}coco-fuse.mlir:[[# @LINE + 5]]:{{[0-9]+}} uses a group value through 'coco.all_reduce' at {{.*}}coco-fuse.mlir:[[# @LINE + 4]]:{{[0-9]+}}, which is outside the group
+func.func @cut_cycle(%g: !coco.tensor<64xf32, local>) -> !coco.tensor<64xf32, sliced<0>> {
+  %s = coco.reduce_scatter %g reduction = sum dim = 0 {name = "cut_rs"} : !coco.tensor<64xf32, local> -> !coco.tensor<64xf32, sliced<0>>
+  %part = coco.reduce %s kind = sum dims = [0] : (!coco.tensor<64xf32, sliced<0>>) -> !coco.tensor<f32, local>
+  %t = coco.all_reduce %part reduction = sum : !coco.tensor<f32, local> -> !coco.tensor<f32, replicated>
+  %u = coco.mul %t, %s : (!coco.tensor<f32, replicated>, !coco.tensor<64xf32, sliced<0>>) -> !coco.tensor<64xf32, sliced<0>>
+  func.return %u : !coco.tensor<64xf32, sliced<0>>
 }
 
 // Two reductions of the same %g meet in %c: they stay apart.

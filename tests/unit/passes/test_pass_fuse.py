@@ -4,13 +4,17 @@ ones."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from helpers import EXAMPLES_DIR, assert_equivalent, example, the_function
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 
 import coconet_ir as cc
 from coconet_ir.dialects import coco
-from coconet_ir.passes.fuse import chain_groups, collective_groups
+from coconet_ir.passes.base import function_body_ops
+from coconet_ir.passes.fuse import Fuse, chain_groups, collective_groups, is_fusible
+from coconet_ir.passes.optimize import Optimize
 
 NAMES = sorted(p.stem for p in EXAMPLES_DIR.glob("*.mlir"))
 SPLIT_DIM = {"megatron": "{dim=1}", "pipeline": "{dim=1}"}
@@ -169,3 +173,49 @@ def test_grouping_keeps_only_open_groups_on_a_deep_stack() -> None:
     for grouping in (collective_groups(block), chain_groups(block)):
         assert len(grouping.group_of) >= 100
         assert max(len(s) for s in grouping.reach.values()) <= 4
+
+
+def before_fuse(name: str) -> ModuleOp:
+    """The example as coco-optimize hands it to coco-fuse: its parts before."""
+    module = example(name)
+    for step in Optimize().steps():
+        if isinstance(step.part, Fuse):
+            return module
+        step(module)
+    raise AssertionError("coco-optimize has no coco-fuse")
+
+
+def labelled(module: ModuleOp) -> ModuleOp:
+    """A copy whose ops `op=` may name (the reduce_scatters and elementwise
+    ops of function bodies) are labelled `t0`, `t1`, ..."""
+    copy = module.clone()
+    fusible = [op for op in function_body_ops(copy) if is_fusible(op)]
+    for i, op in enumerate(fusible):
+        op.attributes["name"] = StringAttr(f"t{i}")
+    return copy
+
+
+def region_labels(fusion: coco.FusionOp) -> list[str]:
+    """The labels `labelled` gave the region's ops."""
+    labels = [coco.label_of(op) for op in fusion.block.ops]
+    return [n for n in labels if n is not None and re.fullmatch(r"t\d+", n)]
+
+
+@pytest.mark.parametrize("stage", ["example", "before-fuse"])
+@pytest.mark.parametrize("name", NAMES)
+def test_targeted_fuse_yields_the_default_region(name: str, stage: str) -> None:
+    """`coco-fuse{op=X}` from any op X of a region the default coco-fuse
+    makes yields that region and no other (issue 25: on LAMB as its example
+    writes it, it refused with a cycle that the default fuse went around).
+    One targeted result per region runs against the interpreter."""
+    module = labelled(example(name) if stage == "example" else before_fuse(name))
+    default = cc.Pipeline("coco-fuse")(module)
+    for region in fusions(default):
+        expected = cc.to_text(region)
+        for i, label in enumerate(region_labels(region)):
+            targeted = cc.Pipeline(f"coco-fuse{{op={label}}}")(module)
+            (fusion,) = fusions(targeted)
+            assert cc.to_text(fusion) == expected, (name, label)
+            if i == 0 and stage == "example":
+                for world in (2, 4, 8):
+                    assert cc.equivalent(module, targeted, world, seed=world)

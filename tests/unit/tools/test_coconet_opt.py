@@ -90,8 +90,37 @@ def test_verifier_error_names_the_rule(tmp_path: Path):
     assert_clean_error(proc, "by the layout rules")
 
 
-def test_garbage_on_stdin():
-    assert_clean_error(coconet_opt(stdin=b"\xff\xfe\x00"), "stdin: error: input is not")
+@pytest.mark.parametrize("args", [(), ("-",)], ids=["no-file", "dash"])
+def test_garbage_on_stdin(args: tuple[str, ...]):
+    proc = coconet_opt(*args, stdin=b"\xff\xfe\x00")
+    assert_clean_error(proc, "<stdin>: error: input is not")
+
+
+@pytest.mark.parametrize("args", [(), ("-",)], ids=["no-file", "dash"])
+def test_reads_standard_input(args: tuple[str, ...]):
+    """`coconet-opt -` and `coconet-opt` read standard input, as mlir-opt
+    does; its diagnostics name `<stdin>`."""
+    proc = coconet_opt(*args, "-p", "coco-split-all-reduce", stdin=ALL_REDUCE.encode())
+    assert proc.returncode == 0, proc.stderr
+    assert "coco.reduce_scatter" in proc.stdout
+    proc = coconet_opt(*args, stdin=VERIFY_ERROR.encode())
+    assert_clean_error(proc, "<stdin>:3:3: error: 'coco.all_reduce' op")
+
+
+def test_print_between_passes_with_debuginfo_shows_carried_locations(tmp_path: Path):
+    """After coco-split-all-reduce, the reduce_scatter and all_gather it made
+    are at the all_reduce's line (docs/passes.md, "Locations after a pass")."""
+    path = write(tmp_path, "prog.mlir", ALL_REDUCE)
+    pipeline = "coco-split-all-reduce,canonicalize"
+    proc = coconet_opt(
+        path, "-p", pipeline, "--print-between-passes", "--print-debuginfo"
+    )
+    assert proc.returncode == 0, proc.stderr
+    between = proc.stdout.split("IR after coco-split-all-reduce:")[1]
+    at_all_reduce = f'loc("{path}":3:3)'
+    for op in ("coco.reduce_scatter", "coco.all_gather"):
+        line = next(x for x in between.splitlines() if op in x)
+        assert line.endswith(at_all_reduce), line
 
 
 @pytest.mark.parametrize(
