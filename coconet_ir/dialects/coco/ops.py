@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Sequence, Set
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -197,6 +197,25 @@ class InferredResultOp(CocoOp, ABC):
     def infer_result_type(cls, *operands: TensorType, **options: Any) -> TensorType:
         """The result type for operands of these types; raises LayoutError."""
 
+    def __init__(
+        self,
+        operands: Sequence[SSAValue | Operation],
+        *,
+        properties: Mapping[str, Attribute] | None = None,
+        label: str | None = None,
+        **options: Any,
+    ):
+        """The op on `operands` with the result type `infer_result_type` gives
+        them and the `options` (the builder's values of the properties it
+        reads)."""
+        values = [SSAValue.get(v) for v in operands]
+        super().__init__(
+            operands=values,
+            result_types=[self.build_result_type(values, **options)],
+            properties=dict(properties or {}),
+            attributes=label_attribute(label),
+        )
+
     def inference_options(self) -> dict[str, Any]:
         """The options `infer_result_type` reads, from this op's properties."""
         return {}
@@ -351,12 +370,7 @@ class BinaryOp(InferredResultOp, ABC):
         *,
         label: str | None = None,
     ):
-        operands = [SSAValue.get(lhs), SSAValue.get(rhs)]
-        super().__init__(
-            operands=operands,
-            result_types=[self.build_result_type(operands)],
-            attributes=label_attribute(label),
-        )
+        super().__init__([lhs, rhs], label=label)
 
 
 class UnaryOp(InferredResultOp, ABC):
@@ -369,12 +383,7 @@ class UnaryOp(InferredResultOp, ABC):
     assembly_format = "$operand attr-dict `:` functional-type(operands, results)"
 
     def __init__(self, operand: SSAValue | Operation, *, label: str | None = None):
-        operands = [SSAValue.get(operand)]
-        super().__init__(
-            operands=operands,
-            result_types=[self.build_result_type(operands)],
-            attributes=label_attribute(label),
-        )
+        super().__init__([operand], label=label)
 
 
 class ElementwiseBinaryOp(BinaryOp, ABC):
@@ -470,14 +479,12 @@ class CmpOp(BinaryOp):
         *,
         label: str | None = None,
     ):
-        operands = [SSAValue.get(lhs), SSAValue.get(rhs)]
         # Not BinaryOp's builder, which takes no predicate.
-        IRDLOperation.__init__(
+        InferredResultOp.__init__(
             self,
-            operands=operands,
-            result_types=[self.build_result_type(operands)],
+            [lhs, rhs],
             properties={"predicate": ComparePredicateAttr(ComparePredicate(predicate))},
-            attributes=label_attribute(label),
+            label=label,
         )
 
     @classmethod
@@ -511,12 +518,7 @@ class SelectOp(InferredResultOp):
         *,
         label: str | None = None,
     ):
-        operands = [SSAValue.get(v) for v in (condition, true_value, false_value)]
-        super().__init__(
-            operands=operands,
-            result_types=[self.build_result_type(operands)],
-            attributes=label_attribute(label),
-        )
+        super().__init__([condition, true_value, false_value], label=label)
 
     @classmethod
     def infer_result_type(
@@ -635,12 +637,8 @@ class ConvertOp(InferredResultOp):
         *,
         label: str | None = None,
     ):
-        operands = [SSAValue.get(operand)]
-        element_type = as_element_type(element_type)
         super().__init__(
-            operands=operands,
-            result_types=[self.build_result_type(operands, element_type=element_type)],
-            attributes=label_attribute(label),
+            [operand], label=label, element_type=as_element_type(element_type)
         )
 
     @classmethod
@@ -818,12 +816,10 @@ class DropoutOp(InferredResultOp):
         *,
         label: str | None = None,
     ):
-        operands = [SSAValue.get(operand)]
         super().__init__(
-            operands=operands,
-            result_types=[self.build_result_type(operands)],
+            [operand],
             properties={"p": FloatAttr(float(p), f64), "seed": IntegerAttr(seed, i64)},
-            attributes=label_attribute(label),
+            label=label,
         )
 
     @property
@@ -907,15 +903,14 @@ class ReduceOp(InferredResultOp):
         *,
         label: str | None = None,
     ):
-        operands = [SSAValue.get(operand)]
         super().__init__(
-            operands=operands,
-            result_types=[self.build_result_type(operands, dims=dims)],
+            [operand],
             properties={
                 "kind": ReduceKindAttr(ReduceKind(kind)),
                 "dims": DenseArrayBase.from_list(i64, dims),
             },
-            attributes=label_attribute(label),
+            label=label,
+            dims=dims,
         )
 
     @property
@@ -1010,12 +1005,10 @@ class EmbeddingOp(InferredResultOp):
         *,
         label: str | None = None,
     ):
-        operands = [SSAValue.get(tables), SSAValue.get(indices)]
         super().__init__(
-            operands=operands,
-            result_types=[self.build_result_type(operands)],
+            [tables, indices],
             properties={"pooling": PoolingAttr(Pooling(pooling))},
-            attributes=label_attribute(label),
+            label=label,
         )
 
     @classmethod
@@ -1023,8 +1016,27 @@ class EmbeddingOp(InferredResultOp):
         return infer_embedding(tables, indices)
 
 
+class SlicedResultOp(InferredResultOp, ABC):
+    """An op whose result is its operand sliced along the `dim` property:
+    all_slice, reduce_scatter, all_to_all."""
+
+    dim = prop_def(IntegerAttr[I64])
+
+    OPERAND_LAYOUTS: ClassVar[tuple[LayoutKind, ...]]
+    """The layout kinds the operand may have."""
+
+    @classmethod
+    def infer_result_type(cls, operand: TensorType, *, dim: int) -> TensorType:
+        require_layout(operand, *cls.OPERAND_LAYOUTS)
+        check_dim_in_range("dim", dim, operand)
+        return operand.with_layout(LayoutAttr.sliced(dim))
+
+    def inference_options(self) -> dict[str, Any]:
+        return {"dim": self.dim.value.data}
+
+
 @irdl_op_definition
-class AllSliceOp(InferredResultOp):
+class AllSliceOp(SlicedResultOp):
     """`coco.all_slice %a dim = D`: replicated → sliced<D>, each rank keeps its
     block. No communication."""
 
@@ -1032,7 +1044,7 @@ class AllSliceOp(InferredResultOp):
 
     operand = operand_def(TensorType)
     result = result_def(TensorType)
-    dim = prop_def(IntegerAttr[I64])
+    OPERAND_LAYOUTS: ClassVar[tuple[LayoutKind, ...]] = (LayoutKind.REPLICATED,)
 
     traits = traits_def(Pure(), AllSliceOpHasCanonicalizationPatterns())
     assembly_format = (
@@ -1042,23 +1054,9 @@ class AllSliceOp(InferredResultOp):
     def __init__(
         self, operand: SSAValue | Operation, dim: int, *, label: str | None = None
     ):
-        operands = [SSAValue.get(operand)]
         super().__init__(
-            operands=operands,
-            result_types=[self.build_result_type(operands, dim=dim)],
-            properties={"dim": IntegerAttr(dim, i64)},
-            attributes=label_attribute(label),
+            [operand], properties={"dim": IntegerAttr(dim, i64)}, label=label, dim=dim
         )
-
-    @classmethod
-    def infer_result_type(cls, operand: TensorType, *, dim: int) -> TensorType:
-        if not operand.layout.is_replicated:
-            raise LayoutError(f"operand must be replicated, got {operand.layout}")
-        check_dim_in_range("dim", dim, operand)
-        return operand.with_layout(LayoutAttr.sliced(dim))
-
-    def inference_options(self) -> dict[str, Any]:
-        return {"dim": self.dim.value.data}
 
 
 def bucket_layout_problem(t: TensorType) -> str | None:
@@ -1305,12 +1303,10 @@ class AllReduceOp(CollectiveOp):
         *,
         label: str | None = None,
     ):
-        operands = [SSAValue.get(operand)]
         super().__init__(
-            operands=operands,
-            result_types=[self.build_result_type(operands)],
+            [operand],
             properties={"reduction": ReductionKindAttr(ReductionKind(reduction))},
-            attributes=label_attribute(label),
+            label=label,
         )
 
     @classmethod
@@ -1320,14 +1316,14 @@ class AllReduceOp(CollectiveOp):
 
 
 @irdl_op_definition
-class ReduceScatterOp(CollectiveOp):
+class ReduceScatterOp(CollectiveOp, SlicedResultOp):
     """`coco.reduce_scatter %a reduction = R dim = D`: local → sliced<D>; rank
     `r` gets block `r` of the reduction over ranks."""
 
     name = "coco.reduce_scatter"
 
     reduction = prop_def(ReductionKindAttr)
-    dim = prop_def(IntegerAttr[I64])
+    OPERAND_LAYOUTS: ClassVar[tuple[LayoutKind, ...]] = (LayoutKind.LOCAL,)
     assembly_format = (
         "$operand `reduction` `=` $reduction `dim` `=` $dim attr-dict `:` "
         "type($operand) `->` type($result)"
@@ -1341,25 +1337,15 @@ class ReduceScatterOp(CollectiveOp):
         *,
         label: str | None = None,
     ):
-        operands = [SSAValue.get(operand)]
         super().__init__(
-            operands=operands,
-            result_types=[self.build_result_type(operands, dim=dim)],
+            [operand],
             properties={
                 "reduction": ReductionKindAttr(ReductionKind(reduction)),
                 "dim": IntegerAttr(dim, i64),
             },
-            attributes=label_attribute(label),
+            label=label,
+            dim=dim,
         )
-
-    @classmethod
-    def infer_result_type(cls, operand: TensorType, *, dim: int) -> TensorType:
-        require_layout(operand, LayoutKind.LOCAL)
-        check_dim_in_range("dim", dim, operand)
-        return operand.with_layout(LayoutAttr.sliced(dim))
-
-    def inference_options(self) -> dict[str, Any]:
-        return {"dim": self.dim.value.data}
 
 
 @irdl_op_definition
@@ -1373,12 +1359,7 @@ class AllGatherOp(CollectiveOp):
     assembly_format = "$operand attr-dict `:` type($operand) `->` type($result)"
 
     def __init__(self, operand: SSAValue | Operation, *, label: str | None = None):
-        operands = [SSAValue.get(operand)]
-        super().__init__(
-            operands=operands,
-            result_types=[self.build_result_type(operands)],
-            attributes=label_attribute(label),
-        )
+        super().__init__([operand], label=label)
 
     @classmethod
     def infer_result_type(cls, operand: TensorType) -> TensorType:
@@ -1400,12 +1381,11 @@ class BroadcastOp(CollectiveOp):
     def __init__(
         self, operand: SSAValue | Operation, root: int = 0, *, label: str | None = None
     ):
-        operands = [SSAValue.get(operand)]
         super().__init__(
-            operands=operands,
-            result_types=[self.build_result_type(operands, root=root)],
+            [operand],
             properties={"root": IntegerAttr(root, i64)},
-            attributes=label_attribute(label),
+            label=label,
+            root=root,
         )
 
     @classmethod
@@ -1423,13 +1403,13 @@ class BroadcastOp(CollectiveOp):
 
 
 @irdl_op_definition
-class AllToAllOp(CollectiveOp):
+class AllToAllOp(CollectiveOp, SlicedResultOp):
     """`coco.all_to_all %a dim = E`: sliced<D> → sliced<E>, the same global value
     cut along E."""
 
     name = "coco.all_to_all"
 
-    dim = prop_def(IntegerAttr[I64])
+    OPERAND_LAYOUTS: ClassVar[tuple[LayoutKind, ...]] = (LayoutKind.SLICED,)
     assembly_format = (
         "$operand `dim` `=` $dim attr-dict `:` type($operand) `->` type($result)"
     )
@@ -1437,22 +1417,9 @@ class AllToAllOp(CollectiveOp):
     def __init__(
         self, operand: SSAValue | Operation, dim: int, *, label: str | None = None
     ):
-        operands = [SSAValue.get(operand)]
         super().__init__(
-            operands=operands,
-            result_types=[self.build_result_type(operands, dim=dim)],
-            properties={"dim": IntegerAttr(dim, i64)},
-            attributes=label_attribute(label),
+            [operand], properties={"dim": IntegerAttr(dim, i64)}, label=label, dim=dim
         )
-
-    @classmethod
-    def infer_result_type(cls, operand: TensorType, *, dim: int) -> TensorType:
-        require_layout(operand, LayoutKind.SLICED)
-        check_dim_in_range("dim", dim, operand)
-        return operand.with_layout(LayoutAttr.sliced(dim))
-
-    def inference_options(self) -> dict[str, Any]:
-        return {"dim": self.dim.value.data}
 
 
 @irdl_op_definition
@@ -1475,12 +1442,8 @@ class ShiftOp(CollectiveOp):
     def __init__(
         self, operand: SSAValue | Operation, by: int, *, label: str | None = None
     ):
-        operands = [SSAValue.get(operand)]
         super().__init__(
-            operands=operands,
-            result_types=[self.build_result_type(operands)],
-            properties={"by": IntegerAttr(by, i64)},
-            attributes=label_attribute(label),
+            [operand], properties={"by": IntegerAttr(by, i64)}, label=label
         )
 
     @property
@@ -1655,6 +1618,35 @@ class RegionOp(CocoOp, ABC):
         )
 
 
+class ChunkedRegionOp(RegionOp, ABC):
+    """A region op whose body runs on chunks: input `i` is cut along
+    `input_dims[i]`, output `j` put together along `output_dims[j]` (-1: not
+    chunked, where the op allows it)."""
+
+    input_dims = prop_def(DenseArrayBase[I64])
+    output_dims = prop_def(DenseArrayBase[I64])
+
+    def check_chunk_dims(self) -> None:
+        """One chunk dim per input and per output, each allowed by
+        `check_chunk_dim`."""
+        for what, values, dims in (
+            ("input", self.inputs, self.input_dims.get_values()),
+            ("output", self.outputs, self.output_dims.get_values()),
+        ):
+            if len(dims) != len(values):
+                raise LayoutError(
+                    f"{len(values)} {what}s need {len(values)} chunk dims, "
+                    f"got {len(dims)}"
+                )
+            for value, dim in zip(values, dims):
+                self.check_chunk_dim(what, as_tensor_type(value, what), dim)
+
+    @abstractmethod
+    def check_chunk_dim(self, what: str, t: TensorType, dim: int) -> None:
+        """Whether an `what` ("input" or "output") of type `t` may be chunked
+        along `dim`; raises LayoutError stating the rule."""
+
+
 @irdl_op_definition
 class FusionOp(RegionOp):
     """`coco.fusion (%in...) : (T...) -> (R...) { ^bb0(...): ... coco.yield }`:
@@ -1671,7 +1663,7 @@ class FusionOp(RegionOp):
 
 
 @irdl_op_definition
-class OverlapOp(RegionOp):
+class OverlapOp(ChunkedRegionOp):
     """`coco.overlap chunks = K (%in...) dims = [...] -> [...] : ... { ... }`:
     the body runs `K` times, chunk by chunk, so that chunk `c+1`'s compute can
     overlap chunk `c`'s communication. Input `i` is cut into `K` equal chunks
@@ -1683,8 +1675,6 @@ class OverlapOp(RegionOp):
     name = "coco.overlap"
 
     chunks = prop_def(IntegerAttr[I64])
-    input_dims = prop_def(DenseArrayBase[I64])
-    output_dims = prop_def(DenseArrayBase[I64])
 
     assembly_format = (
         "`chunks` `=` $chunks ` ` `(` $inputs `)` `dims` `=` $input_dims `->` "
@@ -1714,20 +1704,10 @@ class OverlapOp(RegionOp):
     def verify_types(self) -> None:
         if self.chunk_count < 1:
             raise LayoutError(f"chunks must be >= 1, got {self.chunk_count}")
-        for what, values, dims in (
-            ("input", self.inputs, self.input_dims.get_values()),
-            ("output", self.outputs, self.output_dims.get_values()),
-        ):
-            if len(dims) != len(values):
-                raise LayoutError(
-                    f"{len(values)} {what}s need {len(values)} chunk dims, "
-                    f"got {len(dims)}"
-                )
-            for value, dim in zip(values, dims):
-                self._check_chunk_dim(what, as_tensor_type(value, what), dim)
+        self.check_chunk_dims()
         super().verify_types()
 
-    def _check_chunk_dim(self, what: str, t: TensorType, dim: int) -> None:
+    def check_chunk_dim(self, what: str, t: TensorType, dim: int) -> None:
         if dim == -1 and what == "input":
             return
         check_dim_in_range(f"{what} chunk dim", dim, t)
@@ -1755,7 +1735,7 @@ def communication_in(block: Block) -> Operation | None:
 
 
 @irdl_op_definition
-class PerPeerOp(RegionOp):
+class PerPeerOp(ChunkedRegionOp):
     """`coco.per_peer (%in...) dims = [...] -> [...] : ... { ... }`: the body
     runs once per peer, on N chunks (N: the world size), rank `r` running chunk
     `(r + s) mod N` at step `s` (docs/dialect.md, "coco.per_peer").
@@ -1775,9 +1755,6 @@ class PerPeerOp(RegionOp):
     and no communication; its values are those of the un-chunked body."""
 
     name = "coco.per_peer"
-
-    input_dims = prop_def(DenseArrayBase[I64])
-    output_dims = prop_def(DenseArrayBase[I64])
 
     assembly_format = (
         "` ` `(` $inputs `)` `dims` `=` $input_dims `->` $output_dims attr-dict "
@@ -1808,20 +1785,12 @@ class PerPeerOp(RegionOp):
             for j, t in enumerate(super().expected_yield_types())
         ]
 
+    def check_chunk_dim(self, what: str, t: TensorType, dim: int) -> None:
+        if dim != -1:
+            check_dim_in_range(f"{what} chunk dim", dim, t)
+
     def verify_types(self) -> None:
-        for what, values, dims in (
-            ("input", self.inputs, self.input_dims.get_values()),
-            ("output", self.outputs, self.output_dims.get_values()),
-        ):
-            if len(dims) != len(values):
-                raise LayoutError(
-                    f"{len(values)} {what}s need {len(values)} chunk dims, "
-                    f"got {len(dims)}"
-                )
-            for value, dim in zip(values, dims):
-                if dim != -1:
-                    t = as_tensor_type(value, what)
-                    check_dim_in_range(f"{what} chunk dim", dim, t)
+        self.check_chunk_dims()
         if all(d < 0 for d in self.input_dims.get_values()):
             raise LayoutError("at least one input must be chunked")
         problem = communication_in(self.block)
