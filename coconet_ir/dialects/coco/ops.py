@@ -20,7 +20,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self, cast
 
 from xdsl.dialects.builtin import (
     I64,
@@ -38,7 +38,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.dialects.func import FuncOp
 from xdsl.dialects.utils.format import AbstractYieldOperation
-from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, OpTrait, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     VarConstraint,
@@ -185,6 +185,25 @@ class CocoOp(IRDLOperation, ABC):
     def verify_types(self) -> None:
         """The op's own type rules; raise LayoutError stating the rule."""
 
+    @classmethod
+    def define(cls, name: str, doc: str, *traits: OpTrait, **flags: bool) -> type[Self]:
+        """The op `name` of this abstract family, documented by `doc`, with its
+        own `traits` (on top of the family's) and family `flags` (such as
+        `FLOAT_ONLY`): one line per op, as TableGen defines MLIR's elementwise
+        ops over a shared class. `coco.add` is the class `AddOp`."""
+        class_name = name.removeprefix("coco.").capitalize() + "Op"
+        namespace: dict[str, Any] = {
+            "__module__": __name__,
+            "__qualname__": class_name,
+            "__doc__": doc,
+            "__annotations__": dict.fromkeys(flags, "ClassVar[bool]"),
+            "name": name,
+            **flags,
+        }
+        if traits:
+            namespace["traits"] = traits_def(*traits)
+        return irdl_op_definition(cast(type[Self], type(class_name, (cls,), namespace)))
+
 
 class InferredResultOp(CocoOp, ABC):
     """An op with one result whose type the layout rules give from its operand
@@ -300,52 +319,19 @@ class WritesParameter(MemoryEffect):
         return {EffectInstance(MemoryEffectKind.WRITE, op.operands[0])}
 
 
-class AllSliceOpHasCanonicalizationPatterns(HasCanonicalizationPatternsTrait):
+class CocoCanonicalizationPatterns(HasCanonicalizationPatternsTrait):
+    """The op's entry of `canonicalization.PATTERNS`, imported lazily as xDSL's
+    arith dialect imports its patterns."""
+
+    def get_patterns(self, op: type[Operation]) -> tuple[RewritePattern, ...]:
+        from coconet_ir.dialects.coco.canonicalization import PATTERNS
+
+        return PATTERNS[op.name]
+
     @classmethod
     def get_canonicalization_patterns(cls) -> tuple[RewritePattern, ...]:
-        from coconet_ir.dialects.coco.canonicalization import SliceOfGather
-
-        return (SliceOfGather(),)
-
-
-class AllGatherOpHasCanonicalizationPatterns(HasCanonicalizationPatternsTrait):
-    @classmethod
-    def get_canonicalization_patterns(cls) -> tuple[RewritePattern, ...]:
-        from coconet_ir.dialects.coco.canonicalization import (
-            GatherOfScatter,
-            GatherOfSlice,
-        )
-
-        return (GatherOfSlice(), GatherOfScatter())
-
-
-class AllReduceOpHasCanonicalizationPatterns(HasCanonicalizationPatternsTrait):
-    @classmethod
-    def get_canonicalization_patterns(cls) -> tuple[RewritePattern, ...]:
-        from coconet_ir.dialects.coco.canonicalization import (
-            ReplicatedIdempotentAllReduce,
-        )
-
-        return (ReplicatedIdempotentAllReduce(),)
-
-
-class ShiftOpHasCanonicalizationPatterns(HasCanonicalizationPatternsTrait):
-    @classmethod
-    def get_canonicalization_patterns(cls) -> tuple[RewritePattern, ...]:
-        from coconet_ir.dialects.coco.canonicalization import (
-            IdentityShift,
-            ShiftOfShift,
-        )
-
-        return (IdentityShift(), ShiftOfShift())
-
-
-class ConvertOpHasCanonicalizationPatterns(HasCanonicalizationPatternsTrait):
-    @classmethod
-    def get_canonicalization_patterns(cls) -> tuple[RewritePattern, ...]:
-        from coconet_ir.dialects.coco.canonicalization import SameTypeConvert
-
-        return (SameTypeConvert(),)
+        """Not one tuple for every op: `get_patterns` looks the op up."""
+        raise NotImplementedError("use get_patterns(op)")
 
 
 # ============================================================================
@@ -389,7 +375,7 @@ class UnaryOp(InferredResultOp, ABC):
 class ElementwiseBinaryOp(BinaryOp, ABC):
     """`coco.OP %a, %b`: elementwise with numpy broadcasting of trailing dims."""
 
-    FLOAT_ONLY_BINARY: ClassVar[bool] = False
+    FLOAT_ONLY: ClassVar[bool] = False
     """Whether the op only makes sense on floats (e.g. pow)."""
 
     @classmethod
@@ -399,63 +385,22 @@ class ElementwiseBinaryOp(BinaryOp, ABC):
             raise LayoutError(
                 "does not take i1 operands (i1 is not arithmetic; use coco.select)"
             )
-        if cls.FLOAT_ONLY_BINARY and not is_float(lhs.element_type):
+        if cls.FLOAT_ONLY and not is_float(lhs.element_type):
             raise LayoutError(f"needs floating-point operands, got {lhs.element_type}")
         return infer_elementwise([lhs, rhs])
 
 
-@irdl_op_definition
-class AddOp(ElementwiseBinaryOp):
-    """Elementwise `a + b`."""
-
-    name = "coco.add"
-    traits = traits_def(Commutative())
-
-
-@irdl_op_definition
-class SubOp(ElementwiseBinaryOp):
-    """Elementwise `a - b`."""
-
-    name = "coco.sub"
-
-
-@irdl_op_definition
-class MulOp(ElementwiseBinaryOp):
-    """Elementwise `a * b`."""
-
-    name = "coco.mul"
-    traits = traits_def(Commutative())
-
-
-@irdl_op_definition
-class DivOp(ElementwiseBinaryOp):
-    """Elementwise `a / b` (truncating division on i32)."""
-
-    name = "coco.div"
-
-
-@irdl_op_definition
-class MaxOp(ElementwiseBinaryOp):
-    """Elementwise maximum."""
-
-    name = "coco.max"
-    traits = traits_def(Commutative())
-
-
-@irdl_op_definition
-class MinOp(ElementwiseBinaryOp):
-    """Elementwise minimum."""
-
-    name = "coco.min"
-    traits = traits_def(Commutative())
-
-
-@irdl_op_definition
-class PowOp(ElementwiseBinaryOp):
-    """Elementwise `a ** b` on floats."""
-
-    name = "coco.pow"
-    FLOAT_ONLY_BINARY: ClassVar[bool] = True
+AddOp = ElementwiseBinaryOp.define("coco.add", "Elementwise `a + b`.", Commutative())
+SubOp = ElementwiseBinaryOp.define("coco.sub", "Elementwise `a - b`.")
+MulOp = ElementwiseBinaryOp.define("coco.mul", "Elementwise `a * b`.", Commutative())
+DivOp = ElementwiseBinaryOp.define(
+    "coco.div", "Elementwise `a / b` (truncating division on i32)."
+)
+MaxOp = ElementwiseBinaryOp.define("coco.max", "Elementwise maximum.", Commutative())
+MinOp = ElementwiseBinaryOp.define("coco.min", "Elementwise minimum.", Commutative())
+PowOp = ElementwiseBinaryOp.define(
+    "coco.pow", "Elementwise `a ** b` on floats.", FLOAT_ONLY=True
+)
 
 
 @irdl_op_definition
@@ -539,6 +484,7 @@ class ElementwiseUnaryOp(UnaryOp, ABC):
     """`coco.OP %a`: elementwise, same type in and out."""
 
     FLOAT_ONLY: ClassVar[bool] = True
+    """Whether the op only makes sense on floats (all but neg, abs, relu)."""
 
     @classmethod
     def infer_result_type(cls, operand: TensorType) -> TensorType:
@@ -551,71 +497,21 @@ class ElementwiseUnaryOp(UnaryOp, ABC):
         return operand
 
 
-@irdl_op_definition
-class NegOp(ElementwiseUnaryOp):
-    """Elementwise `-a`."""
-
-    name = "coco.neg"
-    FLOAT_ONLY: ClassVar[bool] = False
-
-
-@irdl_op_definition
-class AbsOp(ElementwiseUnaryOp):
-    """Elementwise `|a|`."""
-
-    name = "coco.abs"
-    FLOAT_ONLY: ClassVar[bool] = False
-
-
-@irdl_op_definition
-class SqrtOp(ElementwiseUnaryOp):
-    """Elementwise square root."""
-
-    name = "coco.sqrt"
-
-
-@irdl_op_definition
-class RsqrtOp(ElementwiseUnaryOp):
-    """Elementwise `1 / sqrt(a)`."""
-
-    name = "coco.rsqrt"
-
-
-@irdl_op_definition
-class ExpOp(ElementwiseUnaryOp):
-    """Elementwise `e ** a`."""
-
-    name = "coco.exp"
-
-
-@irdl_op_definition
-class LogOp(ElementwiseUnaryOp):
-    """Elementwise natural logarithm."""
-
-    name = "coco.log"
-
-
-@irdl_op_definition
-class TanhOp(ElementwiseUnaryOp):
-    """Elementwise hyperbolic tangent."""
-
-    name = "coco.tanh"
-
-
-@irdl_op_definition
-class ReluOp(ElementwiseUnaryOp):
-    """Elementwise `max(a, 0)`."""
-
-    name = "coco.relu"
-    FLOAT_ONLY: ClassVar[bool] = False
-
-
-@irdl_op_definition
-class GeluOp(ElementwiseUnaryOp):
+NegOp = ElementwiseUnaryOp.define("coco.neg", "Elementwise `-a`.", FLOAT_ONLY=False)
+AbsOp = ElementwiseUnaryOp.define("coco.abs", "Elementwise `|a|`.", FLOAT_ONLY=False)
+SqrtOp = ElementwiseUnaryOp.define("coco.sqrt", "Elementwise square root.")
+RsqrtOp = ElementwiseUnaryOp.define("coco.rsqrt", "Elementwise `1 / sqrt(a)`.")
+ExpOp = ElementwiseUnaryOp.define("coco.exp", "Elementwise `e ** a`.")
+LogOp = ElementwiseUnaryOp.define("coco.log", "Elementwise natural logarithm.")
+TanhOp = ElementwiseUnaryOp.define("coco.tanh", "Elementwise hyperbolic tangent.")
+ReluOp = ElementwiseUnaryOp.define(
+    "coco.relu", "Elementwise `max(a, 0)`.", FLOAT_ONLY=False
+)
+GeluOp = ElementwiseUnaryOp.define(
+    "coco.gelu",
     """Elementwise GELU, tanh approximation:
-    `0.5 x (1 + tanh(0.7978845608 (x + 0.044715 x^3)))`."""
-
-    name = "coco.gelu"
+    `0.5 x (1 + tanh(0.7978845608 (x + 0.044715 x^3)))`.""",
+)
 
 
 @irdl_op_definition
@@ -627,7 +523,7 @@ class ConvertOp(InferredResultOp):
     operand = operand_def(TensorType)
     result = result_def(TensorType)
 
-    traits = traits_def(Pure(), ConvertOpHasCanonicalizationPatterns())
+    traits = traits_def(Pure(), CocoCanonicalizationPatterns())
     assembly_format = "$operand attr-dict `:` functional-type(operands, results)"
 
     def __init__(
@@ -1046,7 +942,7 @@ class AllSliceOp(SlicedResultOp):
     result = result_def(TensorType)
     OPERAND_LAYOUTS: ClassVar[tuple[LayoutKind, ...]] = (LayoutKind.REPLICATED,)
 
-    traits = traits_def(Pure(), AllSliceOpHasCanonicalizationPatterns())
+    traits = traits_def(Pure(), CocoCanonicalizationPatterns())
     assembly_format = (
         "$operand `dim` `=` $dim attr-dict `:` functional-type(operands, results)"
     )
@@ -1290,7 +1186,7 @@ class AllReduceOp(CollectiveOp):
     name = "coco.all_reduce"
 
     reduction = prop_def(ReductionKindAttr)
-    traits = traits_def(AllReduceOpHasCanonicalizationPatterns())
+    traits = traits_def(CocoCanonicalizationPatterns())
     assembly_format = (
         "$operand `reduction` `=` $reduction attr-dict `:` type($operand) `->` "
         "type($result)"
@@ -1355,7 +1251,7 @@ class AllGatherOp(CollectiveOp):
 
     name = "coco.all_gather"
 
-    traits = traits_def(AllGatherOpHasCanonicalizationPatterns())
+    traits = traits_def(CocoCanonicalizationPatterns())
     assembly_format = "$operand attr-dict `:` type($operand) `->` type($result)"
 
     def __init__(self, operand: SSAValue | Operation, *, label: str | None = None):
@@ -1434,7 +1330,7 @@ class ShiftOp(CollectiveOp):
     name = "coco.shift"
 
     by = prop_def(IntegerAttr[I64])
-    traits = traits_def(ShiftOpHasCanonicalizationPatterns())
+    traits = traits_def(CocoCanonicalizationPatterns())
     assembly_format = (
         "$operand `by` `=` $by attr-dict `:` type($operand) `->` type($result)"
     )
