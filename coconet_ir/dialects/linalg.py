@@ -33,12 +33,14 @@ from xdsl.dialects.builtin import (
 from xdsl.dialects.linalg.abstract_ops import ElementwiseOperation
 from xdsl.dialects.linalg.ops import YieldOp
 from xdsl.dialects.utils import EnumAttribute
-from xdsl.ir import Attribute, BlockArgument, Dialect, Operation, Region, SSAValue
+from xdsl.ir import Attribute, BlockArgument, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineMap
 from xdsl.irdl import irdl_attr_definition, irdl_op_definition, opt_prop_def, prop_def
 from xdsl.parser import AttrParser, Parser
 from xdsl.printer import Printer
 from xdsl.utils.str_enum import StrEnum
+
+from coconet_ir.dialects import with_added
 
 
 class ElementwiseKind(StrEnum):
@@ -418,11 +420,7 @@ ADDED = (
 )
 """The elementwise ops of MLIR 22's linalg dialect that xDSL 0.74's lacks."""
 
-Linalg = Dialect(
-    "linalg",
-    [*linalg.Linalg.operations, *ADDED],
-    [*linalg.Linalg.attributes, ElementwiseKindAttr],
-)
+Linalg = with_added(linalg.Linalg, ADDED, [ElementwiseKindAttr])
 """xDSL's `linalg` dialect, with MLIR 22's elementwise ops."""
 
 __all__ = [
