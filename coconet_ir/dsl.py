@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any, TypeAlias, overload
+from typing import Any, Protocol, TypeAlias, TypeVar, overload
 
 from xdsl.builder import Builder
 from xdsl.dialects.builtin import (
@@ -478,50 +478,67 @@ def _promote(op_name: str, *operands: object) -> list[SSAValue]:
 # ============================================================================
 
 
+class BinaryFunction(Protocol):
+    """An elementwise op on two operands (a Python number becomes a constant
+    of the other's element type)."""
+
+    def __call__(
+        self, lhs: Operand, rhs: Operand, *, name: str | None = None
+    ) -> Value: ...
+
+
+class UnaryFunction(Protocol):
+    """An elementwise op on one value."""
+
+    def __call__(self, x: Value, *, name: str | None = None) -> Value: ...
+
+
 def _binary(
-    op_type: type[coco.ElementwiseBinaryOp],
-    lhs: Operand,
-    rhs: Operand,
-    name: str | None,
-) -> Value:
-    op_name = op_type.name
-    a, b = _promote(op_name, lhs, rhs)
-    return _result(_emit(op_name, lambda: op_type(a, b, label=name), name))
+    function_name: str, op_type: type[coco.ElementwiseBinaryOp], doc: str
+) -> BinaryFunction:
+    """The DSL function `function_name` that emits `op_type` (as numpy makes
+    its ufuncs from a table)."""
+
+    def function(lhs: Operand, rhs: Operand, *, name: str | None = None) -> Value:
+        op_name = op_type.name
+        a, b = _promote(op_name, lhs, rhs)
+        return _result(_emit(op_name, lambda: op_type(a, b, label=name), name))
+
+    return _named(function, function_name, doc)
 
 
-def add(lhs: Operand, rhs: Operand, *, name: str | None = None) -> Value:
-    """Elementwise `lhs + rhs` (`coco.add`); also `lhs + rhs` on values."""
-    return _binary(coco.AddOp, lhs, rhs, name)
+def _unary(
+    function_name: str, op_type: type[coco.ElementwiseUnaryOp], doc: str
+) -> UnaryFunction:
+    """The DSL function `function_name` that emits `op_type`."""
+
+    def function(x: Value, *, name: str | None = None) -> Value:
+        a = _value(op_type.name, x)
+        return _result(_emit(op_type.name, lambda: op_type(a, label=name), name))
+
+    return _named(function, function_name, doc)
 
 
-def sub(lhs: Operand, rhs: Operand, *, name: str | None = None) -> Value:
-    """Elementwise `lhs - rhs` (`coco.sub`)."""
-    return _binary(coco.SubOp, lhs, rhs, name)
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
-def mul(lhs: Operand, rhs: Operand, *, name: str | None = None) -> Value:
-    """Elementwise `lhs * rhs` (`coco.mul`)."""
-    return _binary(coco.MulOp, lhs, rhs, name)
+def _named(function: _F, function_name: str, doc: str) -> _F:
+    function.__name__ = function.__qualname__ = function_name
+    function.__doc__ = doc
+    return function
 
 
-def div(lhs: Operand, rhs: Operand, *, name: str | None = None) -> Value:
-    """Elementwise `lhs / rhs` (`coco.div`)."""
-    return _binary(coco.DivOp, lhs, rhs, name)
-
-
-def maximum(lhs: Operand, rhs: Operand, *, name: str | None = None) -> Value:
-    """Elementwise maximum (`coco.max`)."""
-    return _binary(coco.MaxOp, lhs, rhs, name)
-
-
-def minimum(lhs: Operand, rhs: Operand, *, name: str | None = None) -> Value:
-    """Elementwise minimum (`coco.min`)."""
-    return _binary(coco.MinOp, lhs, rhs, name)
-
-
-def pow(base: Operand, exponent: Operand, *, name: str | None = None) -> Value:
-    """Elementwise `base ** exponent` on floats (`coco.pow`)."""
-    return _binary(coco.PowOp, base, exponent, name)
+add = _binary(
+    "add",
+    coco.AddOp,
+    "Elementwise `lhs + rhs` (`coco.add`); also `lhs + rhs` on values.",
+)
+sub = _binary("sub", coco.SubOp, "Elementwise `lhs - rhs` (`coco.sub`).")
+mul = _binary("mul", coco.MulOp, "Elementwise `lhs * rhs` (`coco.mul`).")
+div = _binary("div", coco.DivOp, "Elementwise `lhs / rhs` (`coco.div`).")
+maximum = _binary("maximum", coco.MaxOp, "Elementwise maximum (`coco.max`).")
+minimum = _binary("minimum", coco.MinOp, "Elementwise minimum (`coco.min`).")
+pow = _binary("pow", coco.PowOp, "Elementwise `lhs ** rhs` on floats (`coco.pow`).")
 
 
 def cmp(
@@ -546,54 +563,15 @@ def select(
     )
 
 
-def _unary(op_type: type[coco.ElementwiseUnaryOp], x: Value, name: str | None) -> Value:
-    a = _value(op_type.name, x)
-    return _result(_emit(op_type.name, lambda: op_type(a, label=name), name))
-
-
-def neg(x: Value, *, name: str | None = None) -> Value:
-    """Elementwise `-x`; also `-x` on values."""
-    return _unary(coco.NegOp, x, name)
-
-
-def abs(x: Value, *, name: str | None = None) -> Value:
-    """Elementwise `|x|`."""
-    return _unary(coco.AbsOp, x, name)
-
-
-def sqrt(x: Value, *, name: str | None = None) -> Value:
-    """Elementwise square root."""
-    return _unary(coco.SqrtOp, x, name)
-
-
-def rsqrt(x: Value, *, name: str | None = None) -> Value:
-    """Elementwise `1 / sqrt(x)`."""
-    return _unary(coco.RsqrtOp, x, name)
-
-
-def exp(x: Value, *, name: str | None = None) -> Value:
-    """Elementwise `e ** x`."""
-    return _unary(coco.ExpOp, x, name)
-
-
-def log(x: Value, *, name: str | None = None) -> Value:
-    """Elementwise natural logarithm."""
-    return _unary(coco.LogOp, x, name)
-
-
-def tanh(x: Value, *, name: str | None = None) -> Value:
-    """Elementwise hyperbolic tangent."""
-    return _unary(coco.TanhOp, x, name)
-
-
-def relu(x: Value, *, name: str | None = None) -> Value:
-    """Elementwise `max(x, 0)`."""
-    return _unary(coco.ReluOp, x, name)
-
-
-def gelu(x: Value, *, name: str | None = None) -> Value:
-    """Elementwise GELU (tanh approximation)."""
-    return _unary(coco.GeluOp, x, name)
+neg = _unary("neg", coco.NegOp, "Elementwise `-x`; also `-x` on values.")
+abs = _unary("abs", coco.AbsOp, "Elementwise `|x|`.")
+sqrt = _unary("sqrt", coco.SqrtOp, "Elementwise square root.")
+rsqrt = _unary("rsqrt", coco.RsqrtOp, "Elementwise `1 / sqrt(x)`.")
+exp = _unary("exp", coco.ExpOp, "Elementwise `e ** x`.")
+log = _unary("log", coco.LogOp, "Elementwise natural logarithm.")
+tanh = _unary("tanh", coco.TanhOp, "Elementwise hyperbolic tangent.")
+relu = _unary("relu", coco.ReluOp, "Elementwise `max(x, 0)`.")
+gelu = _unary("gelu", coco.GeluOp, "Elementwise GELU (tanh approximation).")
 
 
 def convert(x: Value, element_type: ElementType, *, name: str | None = None) -> Value:
