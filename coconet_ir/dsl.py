@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any, Protocol, TypeAlias, TypeVar, overload
+from typing import Any, Protocol, TypeAlias, TypeVar, cast, overload
 
 from xdsl.builder import Builder
 from xdsl.dialects.builtin import (
@@ -406,6 +406,19 @@ def _result(op: Operation) -> Value:
     return Value(op.results[0], _STACK.scopes[-1])
 
 
+def _apply(
+    op_type: type[coco.CocoOp],
+    operands: Sequence[tuple[object, str]],
+    name: str | None,
+    *options: object,
+) -> Operation:
+    """Emit `op_type` on `operands` (each a DSL value and what it is, for the
+    error when it is not one) and `options`, labelled `name`."""
+    build = cast(Callable[..., Operation], op_type)  # each op's own builder
+    values = [_value(op_type.name, x, what) for x, what in operands]
+    return _emit(op_type.name, lambda: build(*values, *options, label=name), name)
+
+
 def _value(op_name: str, x: object, what: str = "operand") -> SSAValue:
     """The SSA value of a DSL value of the function being built."""
     if not isinstance(x, Value):
@@ -628,29 +641,18 @@ def reduce(
 def norm(x: Value, *, name: str | None = None) -> Value:
     """`coco.norm`: the L2 norm over all elements, rank 0; `x` must be
     replicated or local."""
-    a = _value("coco.norm", x)
-    return _result(_emit("coco.norm", lambda: coco.NormOp(a, label=name), name))
+    return _result(_apply(coco.NormOp, [(x, "operand")], name))
 
 
 def matmul(lhs: Value, rhs: Value, *, name: str | None = None) -> Value:
     """`coco.matmul`: `[..., K] x [K, M] -> [..., M]`; also `lhs @ rhs`."""
-    a = _value("coco.matmul", lhs, "lhs")
-    b = _value("coco.matmul", rhs, "rhs")
-    return _result(_emit("coco.matmul", lambda: coco.MatmulOp(a, b, label=name), name))
+    return _result(_apply(coco.MatmulOp, [(lhs, "lhs"), (rhs, "rhs")], name))
 
 
 def batch_matmul(lhs: Value, rhs: Value, *, name: str | None = None) -> Value:
     """`coco.batch_matmul`: `[G, ..., K] x [G, K, M] -> [G, ..., M]`, group
     by group (a mixture of experts' GEMMs)."""
-    a = _value("coco.batch_matmul", lhs, "lhs")
-    b = _value("coco.batch_matmul", rhs, "rhs")
-    return _result(
-        _emit(
-            "coco.batch_matmul",
-            lambda: coco.BatchMatmulOp(a, b, label=name),
-            name,
-        )
-    )
+    return _result(_apply(coco.BatchMatmulOp, [(lhs, "lhs"), (rhs, "rhs")], name))
 
 
 def embedding(
@@ -659,30 +661,18 @@ def embedding(
     """`coco.embedding`: pooled lookup (DLRM's EmbeddingBag), tables `[T, R,
     D]` and i32 indices `[T, B, L]` give `[T, B, D]`; `pooling` is `sum`,
     `mean` or `max`."""
-    t = _value("coco.embedding", tables, "tables")
-    i = _value("coco.embedding", indices, "indices")
-    return _result(
-        _emit(
-            "coco.embedding",
-            lambda: coco.EmbeddingOp(t, i, pooling, label=name),
-            name,
-        )
-    )
+    operands = [(tables, "tables"), (indices, "indices")]
+    return _result(_apply(coco.EmbeddingOp, operands, name, pooling))
 
 
 def all_slice(x: Value, dim: int, *, name: str | None = None) -> Value:
     """`coco.all_slice`: replicated → sliced<dim>, no communication."""
-    a = _value("coco.all_slice", x)
-    return _result(
-        _emit("coco.all_slice", lambda: coco.AllSliceOp(a, dim, label=name), name)
-    )
+    return _result(_apply(coco.AllSliceOp, [(x, "operand")], name, dim))
 
 
 def update(param: Value, value: Value, *, name: str | None = None) -> None:
     """`coco.update`: at function exit the parameter `param` holds `value`."""
-    p = _value("coco.update", param, "parameter")
-    v = _value("coco.update", value, "value")
-    _emit("coco.update", lambda: coco.UpdateOp(p, v, label=name), name)
+    _apply(coco.UpdateOp, [(param, "parameter"), (value, "value")], name)
 
 
 # ============================================================================
@@ -693,14 +683,7 @@ def update(param: Value, value: Value, *, name: str | None = None) -> None:
 def all_reduce(x: Value, reduction: str = "sum", *, name: str | None = None) -> Value:
     """`coco.all_reduce`: local or replicated → replicated, reduced over ranks
     (`sum prod max min`)."""
-    a = _value("coco.all_reduce", x)
-    return _result(
-        _emit(
-            "coco.all_reduce",
-            lambda: coco.AllReduceOp(a, reduction, label=name),
-            name,
-        )
-    )
+    return _result(_apply(coco.AllReduceOp, [(x, "operand")], name, reduction))
 
 
 def reduce_scatter(
@@ -708,45 +691,29 @@ def reduce_scatter(
 ) -> Value:
     """`coco.reduce_scatter`: local → sliced<dim>, rank r gets block r of the
     reduction over ranks."""
-    a = _value("coco.reduce_scatter", x)
-    return _result(
-        _emit(
-            "coco.reduce_scatter",
-            lambda: coco.ReduceScatterOp(a, reduction, dim, label=name),
-            name,
-        )
-    )
+    operands = [(x, "operand")]
+    return _result(_apply(coco.ReduceScatterOp, operands, name, reduction, dim))
 
 
 def all_gather(x: Value, *, name: str | None = None) -> Value:
     """`coco.all_gather`: sliced → replicated, the blocks concatenated."""
-    a = _value("coco.all_gather", x)
-    return _result(
-        _emit("coco.all_gather", lambda: coco.AllGatherOp(a, label=name), name)
-    )
+    return _result(_apply(coco.AllGatherOp, [(x, "operand")], name))
 
 
 def broadcast(x: Value, root: int = 0, *, name: str | None = None) -> Value:
     """`coco.broadcast`: local → replicated, rank `root`'s value."""
-    a = _value("coco.broadcast", x)
-    return _result(
-        _emit("coco.broadcast", lambda: coco.BroadcastOp(a, root, label=name), name)
-    )
+    return _result(_apply(coco.BroadcastOp, [(x, "operand")], name, root))
 
 
 def all_to_all(x: Value, dim: int, *, name: str | None = None) -> Value:
     """`coco.all_to_all`: sliced<D> → sliced<dim>, the same global value."""
-    a = _value("coco.all_to_all", x)
-    return _result(
-        _emit("coco.all_to_all", lambda: coco.AllToAllOp(a, dim, label=name), name)
-    )
+    return _result(_apply(coco.AllToAllOp, [(x, "operand")], name, dim))
 
 
 def shift(x: Value, by: int, *, name: str | None = None) -> Value:
     """`coco.shift`: rank r receives what rank (r + by) mod N holds (a
     sliced value's blocks rotate; the type is kept)."""
-    a = _value("coco.shift", x)
-    return _result(_emit("coco.shift", lambda: coco.ShiftOp(a, by, label=name), name))
+    return _result(_apply(coco.ShiftOp, [(x, "operand")], name, by))
 
 
 def _stage_name(op_name: str, stage: object) -> str:

@@ -307,7 +307,10 @@ class CocoFunctions(InterpreterFunctions):
 
     @impl(coco.DivOp)
     def run_div(
-        self, interpreter: Interpreter, op: coco.DivOp, args: PythonValues
+        self,
+        interpreter: Interpreter,
+        op: coco.ElementwiseBinaryOp,
+        args: PythonValues,
     ) -> PythonValues:
         if result_type(op).element_type != coco.i32:
             return elementwise(op, args, np.divide)
