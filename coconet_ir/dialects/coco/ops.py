@@ -354,9 +354,11 @@ class BinaryOp(InferredResultOp, ABC):
         lhs: SSAValue | Operation,
         rhs: SSAValue | Operation,
         *,
+        properties: Mapping[str, Attribute] | None = None,
         label: str | None = None,
+        **options: Any,
     ):
-        super().__init__([lhs, rhs], label=label)
+        super().__init__([lhs, rhs], properties=properties, label=label, **options)
 
 
 class UnaryOp(InferredResultOp, ABC):
@@ -368,8 +370,15 @@ class UnaryOp(InferredResultOp, ABC):
     traits = traits_def(Pure())
     assembly_format = "$operand attr-dict `:` functional-type(operands, results)"
 
-    def __init__(self, operand: SSAValue | Operation, *, label: str | None = None):
-        super().__init__([operand], label=label)
+    def __init__(
+        self,
+        operand: SSAValue | Operation,
+        *,
+        properties: Mapping[str, Attribute] | None = None,
+        label: str | None = None,
+        **options: Any,
+    ):
+        super().__init__([operand], properties=properties, label=label, **options)
 
 
 class ElementwiseBinaryOp(BinaryOp, ABC):
@@ -424,10 +433,9 @@ class CmpOp(BinaryOp):
         *,
         label: str | None = None,
     ):
-        # Not BinaryOp's builder, which takes no predicate.
-        InferredResultOp.__init__(
-            self,
-            [lhs, rhs],
+        super().__init__(
+            lhs,
+            rhs,
             properties={"predicate": ComparePredicateAttr(ComparePredicate(predicate))},
             label=label,
         )
@@ -515,16 +523,12 @@ GeluOp = ElementwiseUnaryOp.define(
 
 
 @irdl_op_definition
-class ConvertOp(InferredResultOp):
+class ConvertOp(UnaryOp):
     """`coco.convert %a`: element type change; shape and layout are kept."""
 
     name = "coco.convert"
 
-    operand = operand_def(TensorType)
-    result = result_def(TensorType)
-
-    traits = traits_def(Pure(), CocoCanonicalizationPatterns())
-    assembly_format = "$operand attr-dict `:` functional-type(operands, results)"
+    traits = traits_def(CocoCanonicalizationPatterns())
 
     def __init__(
         self,
@@ -534,7 +538,7 @@ class ConvertOp(InferredResultOp):
         label: str | None = None,
     ):
         super().__init__(
-            [operand], label=label, element_type=as_element_type(element_type)
+            operand, label=label, element_type=as_element_type(element_type)
         )
 
     @classmethod
@@ -774,18 +778,15 @@ class DropoutOp(InferredResultOp):
 
 
 @irdl_op_definition
-class ReduceOp(InferredResultOp):
+class ReduceOp(UnaryOp):
     """`coco.reduce %a kind = K dims = [...]`: reduce over the given dims
     (removed from the shape)."""
 
     name = "coco.reduce"
 
-    operand = operand_def(TensorType)
-    result = result_def(TensorType)
     kind = prop_def(ReduceKindAttr)
     dims = prop_def(DenseArrayBase[I64])
 
-    traits = traits_def(Pure())
     assembly_format = (
         "$operand `kind` `=` $kind `dims` `=` $dims attr-dict `:` "
         "functional-type(operands, results)"
@@ -800,7 +801,7 @@ class ReduceOp(InferredResultOp):
         label: str | None = None,
     ):
         super().__init__(
-            [operand],
+            operand,
             properties={
                 "kind": ReduceKindAttr(ReduceKind(kind)),
                 "dims": DenseArrayBase.from_list(i64, dims),
@@ -932,17 +933,15 @@ class SlicedResultOp(InferredResultOp, ABC):
 
 
 @irdl_op_definition
-class AllSliceOp(SlicedResultOp):
+class AllSliceOp(UnaryOp, SlicedResultOp):
     """`coco.all_slice %a dim = D`: replicated → sliced<D>, each rank keeps its
     block. No communication."""
 
     name = "coco.all_slice"
 
-    operand = operand_def(TensorType)
-    result = result_def(TensorType)
     OPERAND_LAYOUTS: ClassVar[tuple[LayoutKind, ...]] = (LayoutKind.REPLICATED,)
 
-    traits = traits_def(Pure(), CocoCanonicalizationPatterns())
+    traits = traits_def(CocoCanonicalizationPatterns())
     assembly_format = (
         "$operand `dim` `=` $dim attr-dict `:` functional-type(operands, results)"
     )
@@ -951,7 +950,7 @@ class AllSliceOp(SlicedResultOp):
         self, operand: SSAValue | Operation, dim: int, *, label: str | None = None
     ):
         super().__init__(
-            [operand], properties={"dim": IntegerAttr(dim, i64)}, label=label, dim=dim
+            operand, properties={"dim": IntegerAttr(dim, i64)}, label=label, dim=dim
         )
 
 
