@@ -1,9 +1,9 @@
 """Canonicalization patterns of the coco ops, applied by xDSL's `canonicalize`
 (docs/passes/canonicalize.md).
 
-The ops carry `CocoCanonicalizationPatterns`, a
-`HasCanonicalizationPatternsTrait` that imports `PATTERNS` lazily, as xDSL's
-arith dialect imports its patterns:
+The ops carry `CocoCanonicalizationPatterns` traits, whose
+`get_canonicalization_patterns` import their op's entry of `PATTERNS` lazily,
+as xDSL's arith dialect imports its patterns:
 
 - `all_slice(all_gather(x)) dim = D` → `x` when `x` is `sliced<D>`;
 - `all_gather(all_slice(x))` → `x`;

@@ -320,18 +320,29 @@ class WritesParameter(MemoryEffect):
 
 
 class CocoCanonicalizationPatterns(HasCanonicalizationPatternsTrait):
-    """The op's entry of `canonicalization.PATTERNS`, imported lazily as xDSL's
-    arith dialect imports its patterns."""
+    """The entry of `canonicalization.PATTERNS` for the op `OP_NAME`, imported
+    lazily as xDSL's arith dialect imports its patterns; `canonicalized(name)`
+    makes one for an op."""
 
-    def get_patterns(self, op: type[Operation]) -> tuple[RewritePattern, ...]:
-        from coconet_ir.dialects.coco.canonicalization import PATTERNS
-
-        return PATTERNS[op.name]
+    OP_NAME: ClassVar[str]
 
     @classmethod
     def get_canonicalization_patterns(cls) -> tuple[RewritePattern, ...]:
-        """Not one tuple for every op: `get_patterns` looks the op up."""
-        raise NotImplementedError("use get_patterns(op)")
+        from coconet_ir.dialects.coco.canonicalization import PATTERNS
+
+        return PATTERNS[cls.OP_NAME]
+
+
+def canonicalized(op_name: str) -> CocoCanonicalizationPatterns:
+    """The canonicalization trait of the op `op_name` (a class of its own, as
+    xDSL asks the trait's class for its patterns)."""
+    name = op_name.removeprefix("coco.").title().replace("_", "")
+    trait = type(
+        f"{name}OpHasCanonicalizationPatterns",
+        (CocoCanonicalizationPatterns,),
+        {"OP_NAME": op_name, "__module__": __name__},
+    )
+    return trait()
 
 
 # ============================================================================
@@ -528,7 +539,7 @@ class ConvertOp(UnaryOp):
 
     name = "coco.convert"
 
-    traits = traits_def(CocoCanonicalizationPatterns())
+    traits = traits_def(canonicalized("coco.convert"))
 
     def __init__(
         self,
@@ -941,7 +952,7 @@ class AllSliceOp(UnaryOp, SlicedResultOp):
 
     OPERAND_LAYOUTS: ClassVar[tuple[LayoutKind, ...]] = (LayoutKind.REPLICATED,)
 
-    traits = traits_def(CocoCanonicalizationPatterns())
+    traits = traits_def(canonicalized("coco.all_slice"))
     assembly_format = (
         "$operand `dim` `=` $dim attr-dict `:` functional-type(operands, results)"
     )
@@ -1185,7 +1196,7 @@ class AllReduceOp(CollectiveOp):
     name = "coco.all_reduce"
 
     reduction = prop_def(ReductionKindAttr)
-    traits = traits_def(CocoCanonicalizationPatterns())
+    traits = traits_def(canonicalized("coco.all_reduce"))
     assembly_format = (
         "$operand `reduction` `=` $reduction attr-dict `:` type($operand) `->` "
         "type($result)"
@@ -1250,7 +1261,7 @@ class AllGatherOp(CollectiveOp):
 
     name = "coco.all_gather"
 
-    traits = traits_def(CocoCanonicalizationPatterns())
+    traits = traits_def(canonicalized("coco.all_gather"))
     assembly_format = "$operand attr-dict `:` type($operand) `->` type($result)"
 
     def __init__(self, operand: SSAValue | Operation, *, label: str | None = None):
@@ -1329,7 +1340,7 @@ class ShiftOp(CollectiveOp):
     name = "coco.shift"
 
     by = prop_def(IntegerAttr[I64])
-    traits = traits_def(CocoCanonicalizationPatterns())
+    traits = traits_def(canonicalized("coco.shift"))
     assembly_format = (
         "$operand `by` `=` $by attr-dict `:` type($operand) `->` type($result)"
     )
