@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any, TypeAlias, overload
+from typing import Any, Protocol, TypeAlias, TypeVar, cast, overload
 
 from xdsl.builder import Builder
 from xdsl.dialects.builtin import (
@@ -406,6 +406,19 @@ def _result(op: Operation) -> Value:
     return Value(op.results[0], _STACK.scopes[-1])
 
 
+def _apply(
+    op_type: type[coco.CocoOp],
+    operands: Sequence[tuple[object, str]],
+    name: str | None,
+    *options: object,
+) -> Operation:
+    """Emit `op_type` on `operands` (each a DSL value and what it is, for the
+    error when it is not one) and `options`, labelled `name`."""
+    build = cast(Callable[..., Operation], op_type)  # each op's own builder
+    values = [_value(op_type.name, x, what) for x, what in operands]
+    return _emit(op_type.name, lambda: build(*values, *options, label=name), name)
+
+
 def _value(op_name: str, x: object, what: str = "operand") -> SSAValue:
     """The SSA value of a DSL value of the function being built."""
     if not isinstance(x, Value):
@@ -478,50 +491,67 @@ def _promote(op_name: str, *operands: object) -> list[SSAValue]:
 # ============================================================================
 
 
+class BinaryFunction(Protocol):
+    """An elementwise op on two operands (a Python number becomes a constant
+    of the other's element type)."""
+
+    def __call__(
+        self, lhs: Operand, rhs: Operand, *, name: str | None = None
+    ) -> Value: ...
+
+
+class UnaryFunction(Protocol):
+    """An elementwise op on one value."""
+
+    def __call__(self, x: Value, *, name: str | None = None) -> Value: ...
+
+
 def _binary(
-    op_type: type[coco.ElementwiseBinaryOp],
-    lhs: Operand,
-    rhs: Operand,
-    name: str | None,
-) -> Value:
-    op_name = op_type.name
-    a, b = _promote(op_name, lhs, rhs)
-    return _result(_emit(op_name, lambda: op_type(a, b, label=name), name))
+    function_name: str, op_type: type[coco.ElementwiseBinaryOp], doc: str
+) -> BinaryFunction:
+    """The DSL function `function_name` that emits `op_type` (as numpy makes
+    its ufuncs from a table)."""
+
+    def function(lhs: Operand, rhs: Operand, *, name: str | None = None) -> Value:
+        op_name = op_type.name
+        a, b = _promote(op_name, lhs, rhs)
+        return _result(_emit(op_name, lambda: op_type(a, b, label=name), name))
+
+    return _named(function, function_name, doc)
 
 
-def add(lhs: Operand, rhs: Operand, *, name: str | None = None) -> Value:
-    """Elementwise `lhs + rhs` (`coco.add`); also `lhs + rhs` on values."""
-    return _binary(coco.AddOp, lhs, rhs, name)
+def _unary(
+    function_name: str, op_type: type[coco.ElementwiseUnaryOp], doc: str
+) -> UnaryFunction:
+    """The DSL function `function_name` that emits `op_type`."""
+
+    def function(x: Value, *, name: str | None = None) -> Value:
+        a = _value(op_type.name, x)
+        return _result(_emit(op_type.name, lambda: op_type(a, label=name), name))
+
+    return _named(function, function_name, doc)
 
 
-def sub(lhs: Operand, rhs: Operand, *, name: str | None = None) -> Value:
-    """Elementwise `lhs - rhs` (`coco.sub`)."""
-    return _binary(coco.SubOp, lhs, rhs, name)
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
-def mul(lhs: Operand, rhs: Operand, *, name: str | None = None) -> Value:
-    """Elementwise `lhs * rhs` (`coco.mul`)."""
-    return _binary(coco.MulOp, lhs, rhs, name)
+def _named(function: _F, function_name: str, doc: str) -> _F:
+    function.__name__ = function.__qualname__ = function_name
+    function.__doc__ = doc
+    return function
 
 
-def div(lhs: Operand, rhs: Operand, *, name: str | None = None) -> Value:
-    """Elementwise `lhs / rhs` (`coco.div`)."""
-    return _binary(coco.DivOp, lhs, rhs, name)
-
-
-def maximum(lhs: Operand, rhs: Operand, *, name: str | None = None) -> Value:
-    """Elementwise maximum (`coco.max`)."""
-    return _binary(coco.MaxOp, lhs, rhs, name)
-
-
-def minimum(lhs: Operand, rhs: Operand, *, name: str | None = None) -> Value:
-    """Elementwise minimum (`coco.min`)."""
-    return _binary(coco.MinOp, lhs, rhs, name)
-
-
-def pow(base: Operand, exponent: Operand, *, name: str | None = None) -> Value:
-    """Elementwise `base ** exponent` on floats (`coco.pow`)."""
-    return _binary(coco.PowOp, base, exponent, name)
+add = _binary(
+    "add",
+    coco.AddOp,
+    "Elementwise `lhs + rhs` (`coco.add`); also `lhs + rhs` on values.",
+)
+sub = _binary("sub", coco.SubOp, "Elementwise `lhs - rhs` (`coco.sub`).")
+mul = _binary("mul", coco.MulOp, "Elementwise `lhs * rhs` (`coco.mul`).")
+div = _binary("div", coco.DivOp, "Elementwise `lhs / rhs` (`coco.div`).")
+maximum = _binary("maximum", coco.MaxOp, "Elementwise maximum (`coco.max`).")
+minimum = _binary("minimum", coco.MinOp, "Elementwise minimum (`coco.min`).")
+pow = _binary("pow", coco.PowOp, "Elementwise `lhs ** rhs` on floats (`coco.pow`).")
 
 
 def cmp(
@@ -546,54 +576,15 @@ def select(
     )
 
 
-def _unary(op_type: type[coco.ElementwiseUnaryOp], x: Value, name: str | None) -> Value:
-    a = _value(op_type.name, x)
-    return _result(_emit(op_type.name, lambda: op_type(a, label=name), name))
-
-
-def neg(x: Value, *, name: str | None = None) -> Value:
-    """Elementwise `-x`; also `-x` on values."""
-    return _unary(coco.NegOp, x, name)
-
-
-def abs(x: Value, *, name: str | None = None) -> Value:
-    """Elementwise `|x|`."""
-    return _unary(coco.AbsOp, x, name)
-
-
-def sqrt(x: Value, *, name: str | None = None) -> Value:
-    """Elementwise square root."""
-    return _unary(coco.SqrtOp, x, name)
-
-
-def rsqrt(x: Value, *, name: str | None = None) -> Value:
-    """Elementwise `1 / sqrt(x)`."""
-    return _unary(coco.RsqrtOp, x, name)
-
-
-def exp(x: Value, *, name: str | None = None) -> Value:
-    """Elementwise `e ** x`."""
-    return _unary(coco.ExpOp, x, name)
-
-
-def log(x: Value, *, name: str | None = None) -> Value:
-    """Elementwise natural logarithm."""
-    return _unary(coco.LogOp, x, name)
-
-
-def tanh(x: Value, *, name: str | None = None) -> Value:
-    """Elementwise hyperbolic tangent."""
-    return _unary(coco.TanhOp, x, name)
-
-
-def relu(x: Value, *, name: str | None = None) -> Value:
-    """Elementwise `max(x, 0)`."""
-    return _unary(coco.ReluOp, x, name)
-
-
-def gelu(x: Value, *, name: str | None = None) -> Value:
-    """Elementwise GELU (tanh approximation)."""
-    return _unary(coco.GeluOp, x, name)
+neg = _unary("neg", coco.NegOp, "Elementwise `-x`; also `-x` on values.")
+abs = _unary("abs", coco.AbsOp, "Elementwise `|x|`.")
+sqrt = _unary("sqrt", coco.SqrtOp, "Elementwise square root.")
+rsqrt = _unary("rsqrt", coco.RsqrtOp, "Elementwise `1 / sqrt(x)`.")
+exp = _unary("exp", coco.ExpOp, "Elementwise `e ** x`.")
+log = _unary("log", coco.LogOp, "Elementwise natural logarithm.")
+tanh = _unary("tanh", coco.TanhOp, "Elementwise hyperbolic tangent.")
+relu = _unary("relu", coco.ReluOp, "Elementwise `max(x, 0)`.")
+gelu = _unary("gelu", coco.GeluOp, "Elementwise GELU (tanh approximation).")
 
 
 def convert(x: Value, element_type: ElementType, *, name: str | None = None) -> Value:
@@ -650,29 +641,18 @@ def reduce(
 def norm(x: Value, *, name: str | None = None) -> Value:
     """`coco.norm`: the L2 norm over all elements, rank 0; `x` must be
     replicated or local."""
-    a = _value("coco.norm", x)
-    return _result(_emit("coco.norm", lambda: coco.NormOp(a, label=name), name))
+    return _result(_apply(coco.NormOp, [(x, "operand")], name))
 
 
 def matmul(lhs: Value, rhs: Value, *, name: str | None = None) -> Value:
     """`coco.matmul`: `[..., K] x [K, M] -> [..., M]`; also `lhs @ rhs`."""
-    a = _value("coco.matmul", lhs, "lhs")
-    b = _value("coco.matmul", rhs, "rhs")
-    return _result(_emit("coco.matmul", lambda: coco.MatmulOp(a, b, label=name), name))
+    return _result(_apply(coco.MatmulOp, [(lhs, "lhs"), (rhs, "rhs")], name))
 
 
 def batch_matmul(lhs: Value, rhs: Value, *, name: str | None = None) -> Value:
     """`coco.batch_matmul`: `[G, ..., K] x [G, K, M] -> [G, ..., M]`, group
     by group (a mixture of experts' GEMMs)."""
-    a = _value("coco.batch_matmul", lhs, "lhs")
-    b = _value("coco.batch_matmul", rhs, "rhs")
-    return _result(
-        _emit(
-            "coco.batch_matmul",
-            lambda: coco.BatchMatmulOp(a, b, label=name),
-            name,
-        )
-    )
+    return _result(_apply(coco.BatchMatmulOp, [(lhs, "lhs"), (rhs, "rhs")], name))
 
 
 def embedding(
@@ -681,30 +661,18 @@ def embedding(
     """`coco.embedding`: pooled lookup (DLRM's EmbeddingBag), tables `[T, R,
     D]` and i32 indices `[T, B, L]` give `[T, B, D]`; `pooling` is `sum`,
     `mean` or `max`."""
-    t = _value("coco.embedding", tables, "tables")
-    i = _value("coco.embedding", indices, "indices")
-    return _result(
-        _emit(
-            "coco.embedding",
-            lambda: coco.EmbeddingOp(t, i, pooling, label=name),
-            name,
-        )
-    )
+    operands = [(tables, "tables"), (indices, "indices")]
+    return _result(_apply(coco.EmbeddingOp, operands, name, pooling))
 
 
 def all_slice(x: Value, dim: int, *, name: str | None = None) -> Value:
     """`coco.all_slice`: replicated → sliced<dim>, no communication."""
-    a = _value("coco.all_slice", x)
-    return _result(
-        _emit("coco.all_slice", lambda: coco.AllSliceOp(a, dim, label=name), name)
-    )
+    return _result(_apply(coco.AllSliceOp, [(x, "operand")], name, dim))
 
 
 def update(param: Value, value: Value, *, name: str | None = None) -> None:
     """`coco.update`: at function exit the parameter `param` holds `value`."""
-    p = _value("coco.update", param, "parameter")
-    v = _value("coco.update", value, "value")
-    _emit("coco.update", lambda: coco.UpdateOp(p, v, label=name), name)
+    _apply(coco.UpdateOp, [(param, "parameter"), (value, "value")], name)
 
 
 # ============================================================================
@@ -715,14 +683,7 @@ def update(param: Value, value: Value, *, name: str | None = None) -> None:
 def all_reduce(x: Value, reduction: str = "sum", *, name: str | None = None) -> Value:
     """`coco.all_reduce`: local or replicated → replicated, reduced over ranks
     (`sum prod max min`)."""
-    a = _value("coco.all_reduce", x)
-    return _result(
-        _emit(
-            "coco.all_reduce",
-            lambda: coco.AllReduceOp(a, reduction, label=name),
-            name,
-        )
-    )
+    return _result(_apply(coco.AllReduceOp, [(x, "operand")], name, reduction))
 
 
 def reduce_scatter(
@@ -730,45 +691,29 @@ def reduce_scatter(
 ) -> Value:
     """`coco.reduce_scatter`: local → sliced<dim>, rank r gets block r of the
     reduction over ranks."""
-    a = _value("coco.reduce_scatter", x)
-    return _result(
-        _emit(
-            "coco.reduce_scatter",
-            lambda: coco.ReduceScatterOp(a, reduction, dim, label=name),
-            name,
-        )
-    )
+    operands = [(x, "operand")]
+    return _result(_apply(coco.ReduceScatterOp, operands, name, reduction, dim))
 
 
 def all_gather(x: Value, *, name: str | None = None) -> Value:
     """`coco.all_gather`: sliced → replicated, the blocks concatenated."""
-    a = _value("coco.all_gather", x)
-    return _result(
-        _emit("coco.all_gather", lambda: coco.AllGatherOp(a, label=name), name)
-    )
+    return _result(_apply(coco.AllGatherOp, [(x, "operand")], name))
 
 
 def broadcast(x: Value, root: int = 0, *, name: str | None = None) -> Value:
     """`coco.broadcast`: local → replicated, rank `root`'s value."""
-    a = _value("coco.broadcast", x)
-    return _result(
-        _emit("coco.broadcast", lambda: coco.BroadcastOp(a, root, label=name), name)
-    )
+    return _result(_apply(coco.BroadcastOp, [(x, "operand")], name, root))
 
 
 def all_to_all(x: Value, dim: int, *, name: str | None = None) -> Value:
     """`coco.all_to_all`: sliced<D> → sliced<dim>, the same global value."""
-    a = _value("coco.all_to_all", x)
-    return _result(
-        _emit("coco.all_to_all", lambda: coco.AllToAllOp(a, dim, label=name), name)
-    )
+    return _result(_apply(coco.AllToAllOp, [(x, "operand")], name, dim))
 
 
 def shift(x: Value, by: int, *, name: str | None = None) -> Value:
     """`coco.shift`: rank r receives what rank (r + by) mod N holds (a
     sliced value's blocks rotate; the type is kept)."""
-    a = _value("coco.shift", x)
-    return _result(_emit("coco.shift", lambda: coco.ShiftOp(a, by, label=name), name))
+    return _result(_apply(coco.ShiftOp, [(x, "operand")], name, by))
 
 
 def _stage_name(op_name: str, stage: object) -> str:

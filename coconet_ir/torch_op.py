@@ -34,7 +34,7 @@ import os
 import re
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -377,32 +377,29 @@ def from_numpy(array: np.ndarray, spec: OpTensor, device: Any = "cpu") -> Any:
 # ---------------------------------------------------------------------------
 
 
+@dataclass(eq=False, repr=False)
 class CocoOp:
     """A coco function registered as a torch custom op (see the module
     docstring and docs/frameworks.md). Call it with one rank's tensors."""
 
-    def __init__(
-        self,
-        module: ModuleOp,
-        name: str,
-        entry: str,
-        world: int,
-        lowered: Lowered,
-        *,
-        group: Any,
-        cpu: str,
-        library: Path | None,
-        arch: str | None,
-    ):
-        self.module = module
-        self.name = name
-        self.entry = entry
-        self.world = world
-        self.lowered = lowered
-        self.group = group
-        self.cpu = cpu
-        self.library = library
-        self.arch = arch
+    module: ModuleOp
+    name: str
+    entry: str
+    world: int
+    lowered: Lowered
+    _: KW_ONLY
+    group: Any
+    cpu: str
+    library: Path | None
+    arch: str | None
+    arguments: tuple[OpTensor, ...] = field(init=False)
+    results: tuple[OpTensor, ...] = field(init=False)
+    schema: str = field(init=False)
+    op: Any = field(init=False)
+    """The registered torch op."""
+
+    def __post_init__(self) -> None:
+        entry, lowered, world = self.entry, self.lowered, self.world
         func = next(
             f
             for f in lowered.coco.ops
@@ -414,11 +411,11 @@ class CocoOp:
                 f"register: @{entry} takes no tensor; a torch op needs one (its "
                 "device is where the op runs)"
             )
-        self.arguments: tuple[OpTensor, ...] = tuple(arguments)
-        self.results: tuple[OpTensor, ...] = tuple(results)
+        self.arguments = tuple(arguments)
+        self.results = tuple(results)
         self.schema = schema(arguments, results)
         self._ranks: dict[Any, _GpuRank] = {}
-        self.op: Any = self._register()
+        self.op = self._register()
 
     def __repr__(self) -> str:
         return f"CocoOp({self.name!r}, world={self.world}, schema={self.schema!r})"

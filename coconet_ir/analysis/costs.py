@@ -152,23 +152,11 @@ def message_bytes(op: Operation, world: int) -> int:
     reduce_scatter, all_gather and broadcast, a rank's block `S/N` for
     all_to_all, what the rank sends for send. `bytes_sent(op) /
     message_bytes(op)` is nccl-tests' bus-bandwidth factor: 2(N-1)/N,
-    (N-1)/N, 1, (N-1)/N, 1."""
-    match op:
-        case (
-            coco.AllReduceOp()
-            | coco.ReduceScatterOp()
-            | coco.AllGatherOp()
-            | coco.BroadcastOp()
-        ):
-            return global_bytes(op.operand.type)
-        case coco.AllToAllOp():
-            return global_bytes(op.operand.type) // world
-        case coco.SendOp() | coco.ShiftOp():
-            return bytes_sent(op, world)
-        case coco.PerPeerOp():
-            return per_peer_bytes(op)
-        case _:
-            return 0
+    (N-1)/N, 1, (N-1)/N, 1. It is the buffer `transfer` names."""
+    if isinstance(op, coco.PerPeerOp):
+        return per_peer_bytes(op)
+    moved = transfer(op, world)
+    return 0 if moved is None else moved[1]
 
 
 @dataclass

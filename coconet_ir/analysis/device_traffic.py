@@ -54,16 +54,10 @@ def device_transfer(op: Operation) -> tuple[str, int] | None:
     """The kind of `analysis.costs.TRANSFERS` an NCCL call or peer copy makes
     and the bytes of the buffer it takes; None for other ops."""
     match op:
-        case coco_gpu.NcclAllReduceOp():
-            return "all_reduce", buffer_bytes(op.input)
-        case coco_gpu.NcclReduceScatterOp():
-            return "reduce_scatter", buffer_bytes(op.input)
         case coco_gpu.NcclAllGatherOp():
-            return "all_gather", buffer_bytes(op.output)
-        case coco_gpu.NcclBroadcastOp():
-            return "broadcast", buffer_bytes(op.input)
-        case coco_gpu.NcclAllToAllOp():
-            return "all_to_all", buffer_bytes(op.input)
+            return "all_gather", buffer_bytes(op.output)  # S is what it gathers
+        case coco_gpu.NcclCollectiveOp():
+            return op.name.removeprefix("coco_gpu.nccl_"), buffer_bytes(op.input)
         case coco_gpu.NcclSendOp():
             return "send", buffer_bytes(op.input)
         case coco_gpu.PeerCopyOp():

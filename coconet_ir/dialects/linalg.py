@@ -33,12 +33,14 @@ from xdsl.dialects.builtin import (
 from xdsl.dialects.linalg.abstract_ops import ElementwiseOperation
 from xdsl.dialects.linalg.ops import YieldOp
 from xdsl.dialects.utils import EnumAttribute
-from xdsl.ir import Attribute, BlockArgument, Dialect, Operation, Region, SSAValue
+from xdsl.ir import Attribute, BlockArgument, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineMap
 from xdsl.irdl import irdl_attr_definition, irdl_op_definition, opt_prop_def, prop_def
 from xdsl.parser import AttrParser, Parser
 from xdsl.printer import Printer
 from xdsl.utils.str_enum import StrEnum
+
+from coconet_ir.dialects import with_added
 
 
 class ElementwiseKind(StrEnum):
@@ -86,54 +88,48 @@ class ElementwiseKindAttr(EnumAttribute[ElementwiseKind]):
             return super().parse_parameter(parser)
 
 
-ScalarBody = Callable[[Sequence[BlockArgument]], Operation]
-"""Builds the scalar op of a body from the body's arguments (inserted by the
-enclosing implicit builder)."""
+ScalarOp = Callable[..., Operation]
+"""Builds the scalar op of a body from the body's input arguments (an op
+class, or a function of them), inserted by the enclosing implicit builder."""
 
 
-def _reciprocal(args: Sequence[BlockArgument]) -> Operation:
-    one = arith.ConstantOp(FloatAttr(1.0, cast(AnyFloat, args[0].type)))
-    return arith.DivfOp(one, args[0])
+def _reciprocal(x: SSAValue) -> Operation:
+    one = arith.ConstantOp(FloatAttr(1.0, cast(AnyFloat, x.type)))
+    return arith.DivfOp(one, x)
 
 
-FLOAT_BODIES: dict[ElementwiseKind, ScalarBody] = {
-    ElementwiseKind.EXP: lambda a: math.ExpOp(a[0]),
-    ElementwiseKind.LOG: lambda a: math.LogOp(a[0]),
-    ElementwiseKind.ABS: lambda a: math.AbsFOp(a[0]),
-    ElementwiseKind.CEIL: lambda a: math.CeilOp(a[0]),
-    ElementwiseKind.FLOOR: lambda a: math.FloorOp(a[0]),
-    ElementwiseKind.NEGF: lambda a: arith.NegfOp(a[0]),
-    ElementwiseKind.RECIPROCAL: _reciprocal,
-    ElementwiseKind.ROUND: lambda a: math.RoundOp(a[0]),
-    ElementwiseKind.SQRT: lambda a: math.SqrtOp(a[0]),
-    ElementwiseKind.RSQRT: lambda a: math.RsqrtOp(a[0]),
-    ElementwiseKind.SQUARE: lambda a: arith.MulfOp(a[0], a[0]),
-    ElementwiseKind.TANH: lambda a: math.TanhOp(a[0]),
-    ElementwiseKind.ERF: lambda a: math.ErfOp(a[0]),
-    ElementwiseKind.ADD: lambda a: arith.AddfOp(a[0], a[1]),
-    ElementwiseKind.SUB: lambda a: arith.SubfOp(a[0], a[1]),
-    ElementwiseKind.MUL: lambda a: arith.MulfOp(a[0], a[1]),
-    ElementwiseKind.DIV: lambda a: arith.DivfOp(a[0], a[1]),
-    ElementwiseKind.MAX_SIGNED: lambda a: arith.MaximumfOp(a[0], a[1]),
-    ElementwiseKind.MIN_SIGNED: lambda a: arith.MinimumfOp(a[0], a[1]),
-    ElementwiseKind.POWF: lambda a: math.PowFOp(a[0], a[1]),
-    ElementwiseKind.SELECT: lambda a: arith.SelectOp(a[0], a[1], a[2]),
+def _square(x: SSAValue) -> Operation:
+    return arith.MulfOp(x, x)
+
+
+SCALAR_OPS: dict[ElementwiseKind, tuple[ScalarOp | None, ScalarOp | None]] = {
+    ElementwiseKind.EXP: (math.ExpOp, None),
+    ElementwiseKind.LOG: (math.LogOp, None),
+    ElementwiseKind.ABS: (math.AbsFOp, None),
+    ElementwiseKind.CEIL: (math.CeilOp, None),
+    ElementwiseKind.FLOOR: (math.FloorOp, None),
+    ElementwiseKind.NEGF: (arith.NegfOp, None),
+    ElementwiseKind.RECIPROCAL: (_reciprocal, None),
+    ElementwiseKind.ROUND: (math.RoundOp, None),
+    ElementwiseKind.SQRT: (math.SqrtOp, None),
+    ElementwiseKind.RSQRT: (math.RsqrtOp, None),
+    ElementwiseKind.SQUARE: (_square, None),
+    ElementwiseKind.TANH: (math.TanhOp, None),
+    ElementwiseKind.ERF: (math.ErfOp, None),
+    ElementwiseKind.ADD: (arith.AddfOp, arith.AddiOp),
+    ElementwiseKind.SUB: (arith.SubfOp, arith.SubiOp),
+    ElementwiseKind.MUL: (arith.MulfOp, arith.MuliOp),
+    ElementwiseKind.DIV: (arith.DivfOp, arith.DivSIOp),
+    ElementwiseKind.DIV_UNSIGNED: (None, arith.DivUIOp),
+    ElementwiseKind.MAX_SIGNED: (arith.MaximumfOp, arith.MaxSIOp),
+    ElementwiseKind.MIN_SIGNED: (arith.MinimumfOp, arith.MinSIOp),
+    ElementwiseKind.MAX_UNSIGNED: (None, arith.MaxUIOp),
+    ElementwiseKind.MIN_UNSIGNED: (None, arith.MinUIOp),
+    ElementwiseKind.POWF: (math.PowFOp, None),
+    ElementwiseKind.SELECT: (arith.SelectOp, arith.SelectOp),
 }
-"""The body of each kind on floats (MLIR's `linalg` op definitions)."""
-
-INTEGER_BODIES: dict[ElementwiseKind, ScalarBody] = {
-    ElementwiseKind.ADD: lambda a: arith.AddiOp(a[0], a[1]),
-    ElementwiseKind.SUB: lambda a: arith.SubiOp(a[0], a[1]),
-    ElementwiseKind.MUL: lambda a: arith.MuliOp(a[0], a[1]),
-    ElementwiseKind.DIV: lambda a: arith.DivSIOp(a[0], a[1]),
-    ElementwiseKind.DIV_UNSIGNED: lambda a: arith.DivUIOp(a[0], a[1]),
-    ElementwiseKind.MAX_SIGNED: lambda a: arith.MaxSIOp(a[0], a[1]),
-    ElementwiseKind.MIN_SIGNED: lambda a: arith.MinSIOp(a[0], a[1]),
-    ElementwiseKind.MAX_UNSIGNED: lambda a: arith.MaxUIOp(a[0], a[1]),
-    ElementwiseKind.MIN_UNSIGNED: lambda a: arith.MinUIOp(a[0], a[1]),
-    ElementwiseKind.SELECT: lambda a: arith.SelectOp(a[0], a[1], a[2]),
-}
-"""The body of each kind on integers (the others take floats only)."""
+"""The scalar op of each kind on floats and on integers (None: it does not
+take them), as MLIR's `linalg` op definitions."""
 
 ARITY: dict[ElementwiseKind, int] = {
     **{kind: 1 for kind in ElementwiseKind},
@@ -165,14 +161,21 @@ def elementwise_body(
     arg_types = ElementwiseOperation.body_arg_types((*inputs, *outputs))
     if len(inputs) != ARITY[kind]:
         raise ValueError(f"{kind} takes {ARITY[kind]} inputs, got {len(inputs)}")
-    table = FLOAT_BODIES if isinstance(arg_types[-1], AnyFloat) else INTEGER_BODIES
-    if kind not in table or not isinstance(arg_types[-1], AnyFloat | IntegerType):
-        raise ValueError(f"{kind} does not take {arg_types[-1]}")
-    build = table[kind]
+    on_floats, on_integers = SCALAR_OPS[kind]
+    element = arg_types[-1]
+    build = (
+        on_floats
+        if isinstance(element, AnyFloat)
+        else on_integers
+        if isinstance(element, IntegerType)
+        else None
+    )
+    if build is None:
+        raise ValueError(f"{kind} does not take {element}")
 
     @Builder.implicit_region(arg_types)
     def body(args: tuple[BlockArgument, ...]) -> None:
-        YieldOp(build(args[: ARITY[kind]]))
+        YieldOp(build(*args[: ARITY[kind]]))
 
     return body
 
@@ -418,11 +421,7 @@ ADDED = (
 )
 """The elementwise ops of MLIR 22's linalg dialect that xDSL 0.74's lacks."""
 
-Linalg = Dialect(
-    "linalg",
-    [*linalg.Linalg.operations, *ADDED],
-    [*linalg.Linalg.attributes, ElementwiseKindAttr],
-)
+Linalg = with_added(linalg.Linalg, ADDED, [ElementwiseKindAttr])
 """xDSL's `linalg` dialect, with MLIR 22's elementwise ops."""
 
 __all__ = [

@@ -18,6 +18,8 @@ annotated (unpartitioned) form (docs/mlir-interop.md).
 
 from __future__ import annotations
 
+from abc import ABC
+
 from xdsl.dialects import shard
 from xdsl.dialects.builtin import (
     FlatSymbolRefAttr,
@@ -26,7 +28,6 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     TensorType,
 )
-from xdsl.ir import Dialect
 from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
@@ -39,84 +40,96 @@ from xdsl.irdl import (
 )
 from xdsl.traits import Pure
 
+from coconet_ir.dialects import with_added
+
 CollectiveCommunicationOp = shard.CollectiveCommunicationOp
 ReductionKind = shard.ReductionKind
 ReductionKindAttr = shard.ReductionKindAttr
 ShardAxesAttr = shard.ShardAxesAttr
 
 
-@irdl_op_definition
-class AllGatherOp(CollectiveCommunicationOp):
-    """Concatenate the group's shards along `gather_axis`, on every device."""
-
-    name = "shard.all_gather"
+class TensorCollectiveOp(CollectiveCommunicationOp, ABC):
+    """A collective of MLIR 22's on one tensor: `%r = shard.OP %input on @grid
+    (grid_axes = [...])? OPTIONS : T -> R`."""
 
     input = operand_def(TensorType)
-    gather_axis = prop_def(IntegerAttr.constr(IndexTypeConstr))
     result = result_def(TensorType)
 
     traits = traits_def(Pure())
-    assembly_format = (
-        "$input `on` $grid (`grid_axes` `=` $grid_axes^)? "
-        "`gather_axis` `=` $gather_axis attr-dict `:` type($input) `->` type($result)"
+
+
+AXIS = IntegerAttr.constr(IndexTypeConstr)
+"""An axis of a tensor, as the shard ops spell it (an `index` integer)."""
+
+
+def option(name: str, *, optional: bool = False) -> str:
+    """The declarative syntax of the property `name`: `name = VALUE`, left
+    out when `optional` and absent (or its default)."""
+    syntax = f"`{name}` `=` ${name}"
+    return f"({syntax}^)?" if optional else syntax
+
+
+def collective_format(*options: str) -> str:
+    """The syntax of a `TensorCollectiveOp` whose properties print as
+    `options`, after the grid and its axes."""
+    return " ".join(
+        [
+            "$input `on` $grid",
+            option("grid_axes", optional=True),
+            *options,
+            "attr-dict `:` type($input) `->` type($result)",
+        ]
     )
 
 
 @irdl_op_definition
-class AllSliceOp(CollectiveCommunicationOp):
+class AllGatherOp(TensorCollectiveOp):
+    """Concatenate the group's shards along `gather_axis`, on every device."""
+
+    name = "shard.all_gather"
+
+    gather_axis = prop_def(AXIS)
+
+    assembly_format = collective_format(option("gather_axis"))
+
+
+@irdl_op_definition
+class AllSliceOp(TensorCollectiveOp):
     """Each device keeps its in-group slice along `slice_axis`; no
     communication."""
 
     name = "shard.all_slice"
 
-    input = operand_def(TensorType)
-    slice_axis = prop_def(IntegerAttr.constr(IndexTypeConstr))
-    result = result_def(TensorType)
+    slice_axis = prop_def(AXIS)
 
-    traits = traits_def(Pure())
-    assembly_format = (
-        "$input `on` $grid (`grid_axes` `=` $grid_axes^)? "
-        "`slice_axis` `=` $slice_axis attr-dict `:` type($input) `->` type($result)"
-    )
+    assembly_format = collective_format(option("slice_axis"))
 
 
 @irdl_op_definition
-class AllToAllOp(CollectiveCommunicationOp):
+class AllToAllOp(TensorCollectiveOp):
     """Split along `split_axis`, exchange, concatenate along `concat_axis`."""
 
     name = "shard.all_to_all"
 
-    input = operand_def(TensorType)
-    split_axis = prop_def(IntegerAttr.constr(IndexTypeConstr))
-    concat_axis = prop_def(IntegerAttr.constr(IndexTypeConstr))
-    result = result_def(TensorType)
+    split_axis = prop_def(AXIS)
+    concat_axis = prop_def(AXIS)
 
-    traits = traits_def(Pure())
-    assembly_format = (
-        "$input `on` $grid (`grid_axes` `=` $grid_axes^)? "
-        "`split_axis` `=` $split_axis `concat_axis` `=` $concat_axis "
-        "attr-dict `:` type($input) `->` type($result)"
-    )
+    assembly_format = collective_format(option("split_axis"), option("concat_axis"))
 
 
 @irdl_op_definition
-class ReduceScatterOp(CollectiveCommunicationOp):
+class ReduceScatterOp(TensorCollectiveOp):
     """Reduce over the group, then scatter the result along `scatter_axis`."""
 
     name = "shard.reduce_scatter"
 
-    input = operand_def(TensorType)
     reduction = prop_def(
         ReductionKindAttr, default_value=ReductionKindAttr(ReductionKind.SUM)
     )
-    scatter_axis = prop_def(IntegerAttr.constr(IndexTypeConstr))
-    result = result_def(TensorType)
+    scatter_axis = prop_def(AXIS)
 
-    traits = traits_def(Pure())
-    assembly_format = (
-        "$input `on` $grid (`grid_axes` `=` $grid_axes^)? "
-        "(`reduction` `=` $reduction^)? `scatter_axis` `=` $scatter_axis "
-        "attr-dict `:` type($input) `->` type($result)"
+    assembly_format = collective_format(
+        option("reduction", optional=True), option("scatter_axis")
     )
 
 
@@ -133,44 +146,52 @@ class GetShardingOp(IRDLOperation):
     assembly_format = "$source attr-dict `:` type($source) `->` type($result)"
 
 
+class GridQueryOp(IRDLOperation, ABC):
+    """A pure query of the grid `@grid`: its shape, or where this device is."""
+
+    grid = prop_def(FlatSymbolRefAttr)
+
+    traits = traits_def(Pure())
+
+
+class GridAxesQueryOp(GridQueryOp, ABC):
+    """A grid query with one index per axis of `axes` (all axes when none are
+    given)."""
+
+    axes = opt_prop_def(ShardAxesAttr)
+    result = var_result_def(IndexType)
+
+
 @irdl_op_definition
-class GridShapeOp(IRDLOperation):
+class GridShapeOp(GridAxesQueryOp):
     """The sizes of the grid's `axes` (all axes when none are given)."""
 
     name = "shard.grid_shape"
 
-    grid = prop_def(FlatSymbolRefAttr)
-    axes = opt_prop_def(ShardAxesAttr)
-    result = var_result_def(IndexType)
-
-    traits = traits_def(Pure())
-    assembly_format = "$grid (`axes` `=` $axes^)? attr-dict `:` type($result)"
+    assembly_format = (
+        f"$grid {option('axes', optional=True)} attr-dict `:` type($result)"
+    )
 
 
 @irdl_op_definition
-class ProcessMultiIndexOp(IRDLOperation):
+class ProcessMultiIndexOp(GridAxesQueryOp):
     """The current device's index along the grid's `axes`."""
 
     name = "shard.process_multi_index"
 
-    grid = prop_def(FlatSymbolRefAttr)
-    axes = opt_prop_def(ShardAxesAttr)
-    result = var_result_def(IndexType)
-
-    traits = traits_def(Pure())
-    assembly_format = "`on` $grid (`axes` `=` $axes^)? attr-dict `:` type($result)"
+    assembly_format = (
+        f"`on` $grid {option('axes', optional=True)} attr-dict `:` type($result)"
+    )
 
 
 @irdl_op_definition
-class ProcessLinearIndexOp(IRDLOperation):
+class ProcessLinearIndexOp(GridQueryOp):
     """The current device's linear index in the grid."""
 
     name = "shard.process_linear_index"
 
-    grid = prop_def(FlatSymbolRefAttr)
     result = result_def(IndexType)
 
-    traits = traits_def(Pure())
     assembly_format = "`on` $grid attr-dict `:` type($result)"
 
 
@@ -186,11 +207,7 @@ ADDED = (
 )
 """The ops of MLIR 22's shard dialect that xDSL 0.74's lacks."""
 
-Shard = Dialect(
-    "shard",
-    [*shard.Shard.operations, *ADDED],
-    list(shard.Shard.attributes),
-)
+Shard = with_added(shard.Shard, ADDED)
 """xDSL's `shard` dialect, with MLIR 22's collectives and process queries."""
 
 __all__ = [

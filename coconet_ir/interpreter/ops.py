@@ -307,7 +307,10 @@ class CocoFunctions(InterpreterFunctions):
 
     @impl(coco.DivOp)
     def run_div(
-        self, interpreter: Interpreter, op: coco.DivOp, args: PythonValues
+        self,
+        interpreter: Interpreter,
+        op: coco.ElementwiseBinaryOp,
+        args: PythonValues,
     ) -> PythonValues:
         if result_type(op).element_type != coco.i32:
             return elementwise(op, args, np.divide)
@@ -391,21 +394,20 @@ class CocoFunctions(InterpreterFunctions):
         squares = np.sum(data * data, axis=axes, dtype=data.dtype)
         return (finish(op, np.sqrt(squares), operand.world),)
 
-    @impl(coco.MatmulOp)
-    def run_matmul(
-        self, interpreter: Interpreter, op: coco.MatmulOp, args: PythonValues
+    def _run_products(
+        self,
+        interpreter: Interpreter,
+        op: coco.MatmulOp | coco.BatchMatmulOp,
+        args: PythonValues,
     ) -> PythonValues:
+        """`coco.matmul` and `coco.batch_matmul`: each rank's `a @ b`
+        (`matmul_blocks`)."""
         lhs, rhs = args
         product = matmul_blocks(in_compute_dtype(lhs), in_compute_dtype(rhs))
         return (finish(op, product, lhs.world),)
 
-    @impl(coco.BatchMatmulOp)
-    def run_batch_matmul(
-        self, interpreter: Interpreter, op: coco.BatchMatmulOp, args: PythonValues
-    ) -> PythonValues:
-        lhs, rhs = args
-        product = matmul_blocks(in_compute_dtype(lhs), in_compute_dtype(rhs))
-        return (finish(op, product, lhs.world),)
+    run_matmul = impl(coco.MatmulOp)(_run_products)
+    run_batch_matmul = impl(coco.BatchMatmulOp)(_run_products)
 
     @impl(coco.EmbeddingOp)
     def run_embedding(

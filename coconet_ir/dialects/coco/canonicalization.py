@@ -1,9 +1,9 @@
 """Canonicalization patterns of the coco ops, applied by xDSL's `canonicalize`
 (docs/passes/canonicalize.md).
 
-The ops carry `HasCanonicalizationPatternsTrait`s whose
-`get_canonicalization_patterns` import these patterns lazily, as xDSL's arith
-dialect does:
+The ops carry `CocoCanonicalizationPatterns` traits, whose
+`get_canonicalization_patterns` import their op's entry of `PATTERNS` lazily,
+as xDSL's arith dialect imports its patterns:
 
 - `all_slice(all_gather(x)) dim = D` → `x` when `x` is `sliced<D>`;
 - `all_gather(all_slice(x))` → `x`;
@@ -157,3 +157,13 @@ class ShiftOfShift(RewritePattern):
         rewriter.replace(
             op, ShiftOp(inner.operand, inner.offset + op.offset, label=label)
         )
+
+
+PATTERNS: dict[str, tuple[RewritePattern, ...]] = {
+    AllSliceOp.name: (SliceOfGather(),),
+    AllGatherOp.name: (GatherOfSlice(), GatherOfScatter()),
+    AllReduceOp.name: (ReplicatedIdempotentAllReduce(),),
+    ConvertOp.name: (SameTypeConvert(),),
+    ShiftOp.name: (IdentityShift(), ShiftOfShift()),
+}
+"""The canonicalization patterns of each op, by op name."""

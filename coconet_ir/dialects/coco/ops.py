@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Sequence, Set
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self, cast
 
 from xdsl.dialects.builtin import (
     I64,
@@ -38,7 +38,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.dialects.func import FuncOp
 from xdsl.dialects.utils.format import AbstractYieldOperation
-from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, OpTrait, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     VarConstraint,
@@ -185,6 +185,25 @@ class CocoOp(IRDLOperation, ABC):
     def verify_types(self) -> None:
         """The op's own type rules; raise LayoutError stating the rule."""
 
+    @classmethod
+    def define(cls, name: str, doc: str, *traits: OpTrait, **flags: bool) -> type[Self]:
+        """The op `name` of this abstract family, documented by `doc`, with its
+        own `traits` (on top of the family's) and family `flags` (such as
+        `FLOAT_ONLY`): one line per op, as TableGen defines MLIR's elementwise
+        ops over a shared class. `coco.add` is the class `AddOp`."""
+        class_name = name.removeprefix("coco.").capitalize() + "Op"
+        namespace: dict[str, Any] = {
+            "__module__": __name__,
+            "__qualname__": class_name,
+            "__doc__": doc,
+            "__annotations__": dict.fromkeys(flags, "ClassVar[bool]"),
+            "name": name,
+            **flags,
+        }
+        if traits:
+            namespace["traits"] = traits_def(*traits)
+        return irdl_op_definition(cast(type[Self], type(class_name, (cls,), namespace)))
+
 
 class InferredResultOp(CocoOp, ABC):
     """An op with one result whose type the layout rules give from its operand
@@ -196,6 +215,25 @@ class InferredResultOp(CocoOp, ABC):
     @abstractmethod
     def infer_result_type(cls, *operands: TensorType, **options: Any) -> TensorType:
         """The result type for operands of these types; raises LayoutError."""
+
+    def __init__(
+        self,
+        operands: Sequence[SSAValue | Operation],
+        *,
+        properties: Mapping[str, Attribute] | None = None,
+        label: str | None = None,
+        **options: Any,
+    ):
+        """The op on `operands` with the result type `infer_result_type` gives
+        them and the `options` (the builder's values of the properties it
+        reads)."""
+        values = [SSAValue.get(v) for v in operands]
+        super().__init__(
+            operands=values,
+            result_types=[self.build_result_type(values, **options)],
+            properties=dict(properties or {}),
+            attributes=label_attribute(label),
+        )
 
     def inference_options(self) -> dict[str, Any]:
         """The options `infer_result_type` reads, from this op's properties."""
@@ -281,52 +319,30 @@ class WritesParameter(MemoryEffect):
         return {EffectInstance(MemoryEffectKind.WRITE, op.operands[0])}
 
 
-class AllSliceOpHasCanonicalizationPatterns(HasCanonicalizationPatternsTrait):
+class CocoCanonicalizationPatterns(HasCanonicalizationPatternsTrait):
+    """The entry of `canonicalization.PATTERNS` for the op `OP_NAME`, imported
+    lazily as xDSL's arith dialect imports its patterns; `canonicalized(name)`
+    makes one for an op."""
+
+    OP_NAME: ClassVar[str]
+
     @classmethod
     def get_canonicalization_patterns(cls) -> tuple[RewritePattern, ...]:
-        from coconet_ir.dialects.coco.canonicalization import SliceOfGather
+        from coconet_ir.dialects.coco.canonicalization import PATTERNS
 
-        return (SliceOfGather(),)
-
-
-class AllGatherOpHasCanonicalizationPatterns(HasCanonicalizationPatternsTrait):
-    @classmethod
-    def get_canonicalization_patterns(cls) -> tuple[RewritePattern, ...]:
-        from coconet_ir.dialects.coco.canonicalization import (
-            GatherOfScatter,
-            GatherOfSlice,
-        )
-
-        return (GatherOfSlice(), GatherOfScatter())
+        return PATTERNS[cls.OP_NAME]
 
 
-class AllReduceOpHasCanonicalizationPatterns(HasCanonicalizationPatternsTrait):
-    @classmethod
-    def get_canonicalization_patterns(cls) -> tuple[RewritePattern, ...]:
-        from coconet_ir.dialects.coco.canonicalization import (
-            ReplicatedIdempotentAllReduce,
-        )
-
-        return (ReplicatedIdempotentAllReduce(),)
-
-
-class ShiftOpHasCanonicalizationPatterns(HasCanonicalizationPatternsTrait):
-    @classmethod
-    def get_canonicalization_patterns(cls) -> tuple[RewritePattern, ...]:
-        from coconet_ir.dialects.coco.canonicalization import (
-            IdentityShift,
-            ShiftOfShift,
-        )
-
-        return (IdentityShift(), ShiftOfShift())
-
-
-class ConvertOpHasCanonicalizationPatterns(HasCanonicalizationPatternsTrait):
-    @classmethod
-    def get_canonicalization_patterns(cls) -> tuple[RewritePattern, ...]:
-        from coconet_ir.dialects.coco.canonicalization import SameTypeConvert
-
-        return (SameTypeConvert(),)
+def canonicalized(op_name: str) -> CocoCanonicalizationPatterns:
+    """The canonicalization trait of the op `op_name` (a class of its own, as
+    xDSL asks the trait's class for its patterns)."""
+    name = op_name.removeprefix("coco.").title().replace("_", "")
+    trait = type(
+        f"{name}OpHasCanonicalizationPatterns",
+        (CocoCanonicalizationPatterns,),
+        {"OP_NAME": op_name, "__module__": __name__},
+    )
+    return trait()
 
 
 # ============================================================================
@@ -349,14 +365,11 @@ class BinaryOp(InferredResultOp, ABC):
         lhs: SSAValue | Operation,
         rhs: SSAValue | Operation,
         *,
+        properties: Mapping[str, Attribute] | None = None,
         label: str | None = None,
+        **options: Any,
     ):
-        operands = [SSAValue.get(lhs), SSAValue.get(rhs)]
-        super().__init__(
-            operands=operands,
-            result_types=[self.build_result_type(operands)],
-            attributes=label_attribute(label),
-        )
+        super().__init__([lhs, rhs], properties=properties, label=label, **options)
 
 
 class UnaryOp(InferredResultOp, ABC):
@@ -368,19 +381,21 @@ class UnaryOp(InferredResultOp, ABC):
     traits = traits_def(Pure())
     assembly_format = "$operand attr-dict `:` functional-type(operands, results)"
 
-    def __init__(self, operand: SSAValue | Operation, *, label: str | None = None):
-        operands = [SSAValue.get(operand)]
-        super().__init__(
-            operands=operands,
-            result_types=[self.build_result_type(operands)],
-            attributes=label_attribute(label),
-        )
+    def __init__(
+        self,
+        operand: SSAValue | Operation,
+        *,
+        properties: Mapping[str, Attribute] | None = None,
+        label: str | None = None,
+        **options: Any,
+    ):
+        super().__init__([operand], properties=properties, label=label, **options)
 
 
 class ElementwiseBinaryOp(BinaryOp, ABC):
     """`coco.OP %a, %b`: elementwise with numpy broadcasting of trailing dims."""
 
-    FLOAT_ONLY_BINARY: ClassVar[bool] = False
+    FLOAT_ONLY: ClassVar[bool] = False
     """Whether the op only makes sense on floats (e.g. pow)."""
 
     @classmethod
@@ -390,63 +405,22 @@ class ElementwiseBinaryOp(BinaryOp, ABC):
             raise LayoutError(
                 "does not take i1 operands (i1 is not arithmetic; use coco.select)"
             )
-        if cls.FLOAT_ONLY_BINARY and not is_float(lhs.element_type):
+        if cls.FLOAT_ONLY and not is_float(lhs.element_type):
             raise LayoutError(f"needs floating-point operands, got {lhs.element_type}")
         return infer_elementwise([lhs, rhs])
 
 
-@irdl_op_definition
-class AddOp(ElementwiseBinaryOp):
-    """Elementwise `a + b`."""
-
-    name = "coco.add"
-    traits = traits_def(Commutative())
-
-
-@irdl_op_definition
-class SubOp(ElementwiseBinaryOp):
-    """Elementwise `a - b`."""
-
-    name = "coco.sub"
-
-
-@irdl_op_definition
-class MulOp(ElementwiseBinaryOp):
-    """Elementwise `a * b`."""
-
-    name = "coco.mul"
-    traits = traits_def(Commutative())
-
-
-@irdl_op_definition
-class DivOp(ElementwiseBinaryOp):
-    """Elementwise `a / b` (truncating division on i32)."""
-
-    name = "coco.div"
-
-
-@irdl_op_definition
-class MaxOp(ElementwiseBinaryOp):
-    """Elementwise maximum."""
-
-    name = "coco.max"
-    traits = traits_def(Commutative())
-
-
-@irdl_op_definition
-class MinOp(ElementwiseBinaryOp):
-    """Elementwise minimum."""
-
-    name = "coco.min"
-    traits = traits_def(Commutative())
-
-
-@irdl_op_definition
-class PowOp(ElementwiseBinaryOp):
-    """Elementwise `a ** b` on floats."""
-
-    name = "coco.pow"
-    FLOAT_ONLY_BINARY: ClassVar[bool] = True
+AddOp = ElementwiseBinaryOp.define("coco.add", "Elementwise `a + b`.", Commutative())
+SubOp = ElementwiseBinaryOp.define("coco.sub", "Elementwise `a - b`.")
+MulOp = ElementwiseBinaryOp.define("coco.mul", "Elementwise `a * b`.", Commutative())
+DivOp = ElementwiseBinaryOp.define(
+    "coco.div", "Elementwise `a / b` (truncating division on i32)."
+)
+MaxOp = ElementwiseBinaryOp.define("coco.max", "Elementwise maximum.", Commutative())
+MinOp = ElementwiseBinaryOp.define("coco.min", "Elementwise minimum.", Commutative())
+PowOp = ElementwiseBinaryOp.define(
+    "coco.pow", "Elementwise `a ** b` on floats.", FLOAT_ONLY=True
+)
 
 
 @irdl_op_definition
@@ -470,14 +444,11 @@ class CmpOp(BinaryOp):
         *,
         label: str | None = None,
     ):
-        operands = [SSAValue.get(lhs), SSAValue.get(rhs)]
-        # Not BinaryOp's builder, which takes no predicate.
-        IRDLOperation.__init__(
-            self,
-            operands=operands,
-            result_types=[self.build_result_type(operands)],
+        super().__init__(
+            lhs,
+            rhs,
             properties={"predicate": ComparePredicateAttr(ComparePredicate(predicate))},
-            attributes=label_attribute(label),
+            label=label,
         )
 
     @classmethod
@@ -511,12 +482,7 @@ class SelectOp(InferredResultOp):
         *,
         label: str | None = None,
     ):
-        operands = [SSAValue.get(v) for v in (condition, true_value, false_value)]
-        super().__init__(
-            operands=operands,
-            result_types=[self.build_result_type(operands)],
-            attributes=label_attribute(label),
-        )
+        super().__init__([condition, true_value, false_value], label=label)
 
     @classmethod
     def infer_result_type(
@@ -537,6 +503,7 @@ class ElementwiseUnaryOp(UnaryOp, ABC):
     """`coco.OP %a`: elementwise, same type in and out."""
 
     FLOAT_ONLY: ClassVar[bool] = True
+    """Whether the op only makes sense on floats (all but neg, abs, relu)."""
 
     @classmethod
     def infer_result_type(cls, operand: TensorType) -> TensorType:
@@ -549,84 +516,30 @@ class ElementwiseUnaryOp(UnaryOp, ABC):
         return operand
 
 
-@irdl_op_definition
-class NegOp(ElementwiseUnaryOp):
-    """Elementwise `-a`."""
-
-    name = "coco.neg"
-    FLOAT_ONLY: ClassVar[bool] = False
-
-
-@irdl_op_definition
-class AbsOp(ElementwiseUnaryOp):
-    """Elementwise `|a|`."""
-
-    name = "coco.abs"
-    FLOAT_ONLY: ClassVar[bool] = False
-
-
-@irdl_op_definition
-class SqrtOp(ElementwiseUnaryOp):
-    """Elementwise square root."""
-
-    name = "coco.sqrt"
-
-
-@irdl_op_definition
-class RsqrtOp(ElementwiseUnaryOp):
-    """Elementwise `1 / sqrt(a)`."""
-
-    name = "coco.rsqrt"
-
-
-@irdl_op_definition
-class ExpOp(ElementwiseUnaryOp):
-    """Elementwise `e ** a`."""
-
-    name = "coco.exp"
-
-
-@irdl_op_definition
-class LogOp(ElementwiseUnaryOp):
-    """Elementwise natural logarithm."""
-
-    name = "coco.log"
-
-
-@irdl_op_definition
-class TanhOp(ElementwiseUnaryOp):
-    """Elementwise hyperbolic tangent."""
-
-    name = "coco.tanh"
-
-
-@irdl_op_definition
-class ReluOp(ElementwiseUnaryOp):
-    """Elementwise `max(a, 0)`."""
-
-    name = "coco.relu"
-    FLOAT_ONLY: ClassVar[bool] = False
-
-
-@irdl_op_definition
-class GeluOp(ElementwiseUnaryOp):
+NegOp = ElementwiseUnaryOp.define("coco.neg", "Elementwise `-a`.", FLOAT_ONLY=False)
+AbsOp = ElementwiseUnaryOp.define("coco.abs", "Elementwise `|a|`.", FLOAT_ONLY=False)
+SqrtOp = ElementwiseUnaryOp.define("coco.sqrt", "Elementwise square root.")
+RsqrtOp = ElementwiseUnaryOp.define("coco.rsqrt", "Elementwise `1 / sqrt(a)`.")
+ExpOp = ElementwiseUnaryOp.define("coco.exp", "Elementwise `e ** a`.")
+LogOp = ElementwiseUnaryOp.define("coco.log", "Elementwise natural logarithm.")
+TanhOp = ElementwiseUnaryOp.define("coco.tanh", "Elementwise hyperbolic tangent.")
+ReluOp = ElementwiseUnaryOp.define(
+    "coco.relu", "Elementwise `max(a, 0)`.", FLOAT_ONLY=False
+)
+GeluOp = ElementwiseUnaryOp.define(
+    "coco.gelu",
     """Elementwise GELU, tanh approximation:
-    `0.5 x (1 + tanh(0.7978845608 (x + 0.044715 x^3)))`."""
-
-    name = "coco.gelu"
+    `0.5 x (1 + tanh(0.7978845608 (x + 0.044715 x^3)))`.""",
+)
 
 
 @irdl_op_definition
-class ConvertOp(InferredResultOp):
+class ConvertOp(UnaryOp):
     """`coco.convert %a`: element type change; shape and layout are kept."""
 
     name = "coco.convert"
 
-    operand = operand_def(TensorType)
-    result = result_def(TensorType)
-
-    traits = traits_def(Pure(), ConvertOpHasCanonicalizationPatterns())
-    assembly_format = "$operand attr-dict `:` functional-type(operands, results)"
+    traits = traits_def(canonicalized("coco.convert"))
 
     def __init__(
         self,
@@ -635,12 +548,8 @@ class ConvertOp(InferredResultOp):
         *,
         label: str | None = None,
     ):
-        operands = [SSAValue.get(operand)]
-        element_type = as_element_type(element_type)
         super().__init__(
-            operands=operands,
-            result_types=[self.build_result_type(operands, element_type=element_type)],
-            attributes=label_attribute(label),
+            operand, label=label, element_type=as_element_type(element_type)
         )
 
     @classmethod
@@ -818,12 +727,10 @@ class DropoutOp(InferredResultOp):
         *,
         label: str | None = None,
     ):
-        operands = [SSAValue.get(operand)]
         super().__init__(
-            operands=operands,
-            result_types=[self.build_result_type(operands)],
+            [operand],
             properties={"p": FloatAttr(float(p), f64), "seed": IntegerAttr(seed, i64)},
-            attributes=label_attribute(label),
+            label=label,
         )
 
     @property
@@ -882,18 +789,15 @@ class DropoutOp(InferredResultOp):
 
 
 @irdl_op_definition
-class ReduceOp(InferredResultOp):
+class ReduceOp(UnaryOp):
     """`coco.reduce %a kind = K dims = [...]`: reduce over the given dims
     (removed from the shape)."""
 
     name = "coco.reduce"
 
-    operand = operand_def(TensorType)
-    result = result_def(TensorType)
     kind = prop_def(ReduceKindAttr)
     dims = prop_def(DenseArrayBase[I64])
 
-    traits = traits_def(Pure())
     assembly_format = (
         "$operand `kind` `=` $kind `dims` `=` $dims attr-dict `:` "
         "functional-type(operands, results)"
@@ -907,15 +811,14 @@ class ReduceOp(InferredResultOp):
         *,
         label: str | None = None,
     ):
-        operands = [SSAValue.get(operand)]
         super().__init__(
-            operands=operands,
-            result_types=[self.build_result_type(operands, dims=dims)],
+            operand,
             properties={
                 "kind": ReduceKindAttr(ReduceKind(kind)),
                 "dims": DenseArrayBase.from_list(i64, dims),
             },
-            attributes=label_attribute(label),
+            label=label,
+            dims=dims,
         )
 
     @property
@@ -1010,12 +913,10 @@ class EmbeddingOp(InferredResultOp):
         *,
         label: str | None = None,
     ):
-        operands = [SSAValue.get(tables), SSAValue.get(indices)]
         super().__init__(
-            operands=operands,
-            result_types=[self.build_result_type(operands)],
+            [tables, indices],
             properties={"pooling": PoolingAttr(Pooling(pooling))},
-            attributes=label_attribute(label),
+            label=label,
         )
 
     @classmethod
@@ -1023,18 +924,35 @@ class EmbeddingOp(InferredResultOp):
         return infer_embedding(tables, indices)
 
 
+class SlicedResultOp(InferredResultOp, ABC):
+    """An op whose result is its operand sliced along the `dim` property:
+    all_slice, reduce_scatter, all_to_all."""
+
+    dim = prop_def(IntegerAttr[I64])
+
+    OPERAND_LAYOUTS: ClassVar[tuple[LayoutKind, ...]]
+    """The layout kinds the operand may have."""
+
+    @classmethod
+    def infer_result_type(cls, operand: TensorType, *, dim: int) -> TensorType:
+        require_layout(operand, *cls.OPERAND_LAYOUTS)
+        check_dim_in_range("dim", dim, operand)
+        return operand.with_layout(LayoutAttr.sliced(dim))
+
+    def inference_options(self) -> dict[str, Any]:
+        return {"dim": self.dim.value.data}
+
+
 @irdl_op_definition
-class AllSliceOp(InferredResultOp):
+class AllSliceOp(UnaryOp, SlicedResultOp):
     """`coco.all_slice %a dim = D`: replicated → sliced<D>, each rank keeps its
     block. No communication."""
 
     name = "coco.all_slice"
 
-    operand = operand_def(TensorType)
-    result = result_def(TensorType)
-    dim = prop_def(IntegerAttr[I64])
+    OPERAND_LAYOUTS: ClassVar[tuple[LayoutKind, ...]] = (LayoutKind.REPLICATED,)
 
-    traits = traits_def(Pure(), AllSliceOpHasCanonicalizationPatterns())
+    traits = traits_def(canonicalized("coco.all_slice"))
     assembly_format = (
         "$operand `dim` `=` $dim attr-dict `:` functional-type(operands, results)"
     )
@@ -1042,23 +960,9 @@ class AllSliceOp(InferredResultOp):
     def __init__(
         self, operand: SSAValue | Operation, dim: int, *, label: str | None = None
     ):
-        operands = [SSAValue.get(operand)]
         super().__init__(
-            operands=operands,
-            result_types=[self.build_result_type(operands, dim=dim)],
-            properties={"dim": IntegerAttr(dim, i64)},
-            attributes=label_attribute(label),
+            operand, properties={"dim": IntegerAttr(dim, i64)}, label=label, dim=dim
         )
-
-    @classmethod
-    def infer_result_type(cls, operand: TensorType, *, dim: int) -> TensorType:
-        if not operand.layout.is_replicated:
-            raise LayoutError(f"operand must be replicated, got {operand.layout}")
-        check_dim_in_range("dim", dim, operand)
-        return operand.with_layout(LayoutAttr.sliced(dim))
-
-    def inference_options(self) -> dict[str, Any]:
-        return {"dim": self.dim.value.data}
 
 
 def bucket_layout_problem(t: TensorType) -> str | None:
@@ -1292,7 +1196,7 @@ class AllReduceOp(CollectiveOp):
     name = "coco.all_reduce"
 
     reduction = prop_def(ReductionKindAttr)
-    traits = traits_def(AllReduceOpHasCanonicalizationPatterns())
+    traits = traits_def(canonicalized("coco.all_reduce"))
     assembly_format = (
         "$operand `reduction` `=` $reduction attr-dict `:` type($operand) `->` "
         "type($result)"
@@ -1305,12 +1209,10 @@ class AllReduceOp(CollectiveOp):
         *,
         label: str | None = None,
     ):
-        operands = [SSAValue.get(operand)]
         super().__init__(
-            operands=operands,
-            result_types=[self.build_result_type(operands)],
+            [operand],
             properties={"reduction": ReductionKindAttr(ReductionKind(reduction))},
-            attributes=label_attribute(label),
+            label=label,
         )
 
     @classmethod
@@ -1320,14 +1222,14 @@ class AllReduceOp(CollectiveOp):
 
 
 @irdl_op_definition
-class ReduceScatterOp(CollectiveOp):
+class ReduceScatterOp(CollectiveOp, SlicedResultOp):
     """`coco.reduce_scatter %a reduction = R dim = D`: local → sliced<D>; rank
     `r` gets block `r` of the reduction over ranks."""
 
     name = "coco.reduce_scatter"
 
     reduction = prop_def(ReductionKindAttr)
-    dim = prop_def(IntegerAttr[I64])
+    OPERAND_LAYOUTS: ClassVar[tuple[LayoutKind, ...]] = (LayoutKind.LOCAL,)
     assembly_format = (
         "$operand `reduction` `=` $reduction `dim` `=` $dim attr-dict `:` "
         "type($operand) `->` type($result)"
@@ -1341,25 +1243,15 @@ class ReduceScatterOp(CollectiveOp):
         *,
         label: str | None = None,
     ):
-        operands = [SSAValue.get(operand)]
         super().__init__(
-            operands=operands,
-            result_types=[self.build_result_type(operands, dim=dim)],
+            [operand],
             properties={
                 "reduction": ReductionKindAttr(ReductionKind(reduction)),
                 "dim": IntegerAttr(dim, i64),
             },
-            attributes=label_attribute(label),
+            label=label,
+            dim=dim,
         )
-
-    @classmethod
-    def infer_result_type(cls, operand: TensorType, *, dim: int) -> TensorType:
-        require_layout(operand, LayoutKind.LOCAL)
-        check_dim_in_range("dim", dim, operand)
-        return operand.with_layout(LayoutAttr.sliced(dim))
-
-    def inference_options(self) -> dict[str, Any]:
-        return {"dim": self.dim.value.data}
 
 
 @irdl_op_definition
@@ -1369,16 +1261,11 @@ class AllGatherOp(CollectiveOp):
 
     name = "coco.all_gather"
 
-    traits = traits_def(AllGatherOpHasCanonicalizationPatterns())
+    traits = traits_def(canonicalized("coco.all_gather"))
     assembly_format = "$operand attr-dict `:` type($operand) `->` type($result)"
 
     def __init__(self, operand: SSAValue | Operation, *, label: str | None = None):
-        operands = [SSAValue.get(operand)]
-        super().__init__(
-            operands=operands,
-            result_types=[self.build_result_type(operands)],
-            attributes=label_attribute(label),
-        )
+        super().__init__([operand], label=label)
 
     @classmethod
     def infer_result_type(cls, operand: TensorType) -> TensorType:
@@ -1400,12 +1287,11 @@ class BroadcastOp(CollectiveOp):
     def __init__(
         self, operand: SSAValue | Operation, root: int = 0, *, label: str | None = None
     ):
-        operands = [SSAValue.get(operand)]
         super().__init__(
-            operands=operands,
-            result_types=[self.build_result_type(operands, root=root)],
+            [operand],
             properties={"root": IntegerAttr(root, i64)},
-            attributes=label_attribute(label),
+            label=label,
+            root=root,
         )
 
     @classmethod
@@ -1423,13 +1309,13 @@ class BroadcastOp(CollectiveOp):
 
 
 @irdl_op_definition
-class AllToAllOp(CollectiveOp):
+class AllToAllOp(CollectiveOp, SlicedResultOp):
     """`coco.all_to_all %a dim = E`: sliced<D> → sliced<E>, the same global value
     cut along E."""
 
     name = "coco.all_to_all"
 
-    dim = prop_def(IntegerAttr[I64])
+    OPERAND_LAYOUTS: ClassVar[tuple[LayoutKind, ...]] = (LayoutKind.SLICED,)
     assembly_format = (
         "$operand `dim` `=` $dim attr-dict `:` type($operand) `->` type($result)"
     )
@@ -1437,22 +1323,9 @@ class AllToAllOp(CollectiveOp):
     def __init__(
         self, operand: SSAValue | Operation, dim: int, *, label: str | None = None
     ):
-        operands = [SSAValue.get(operand)]
         super().__init__(
-            operands=operands,
-            result_types=[self.build_result_type(operands, dim=dim)],
-            properties={"dim": IntegerAttr(dim, i64)},
-            attributes=label_attribute(label),
+            [operand], properties={"dim": IntegerAttr(dim, i64)}, label=label, dim=dim
         )
-
-    @classmethod
-    def infer_result_type(cls, operand: TensorType, *, dim: int) -> TensorType:
-        require_layout(operand, LayoutKind.SLICED)
-        check_dim_in_range("dim", dim, operand)
-        return operand.with_layout(LayoutAttr.sliced(dim))
-
-    def inference_options(self) -> dict[str, Any]:
-        return {"dim": self.dim.value.data}
 
 
 @irdl_op_definition
@@ -1467,7 +1340,7 @@ class ShiftOp(CollectiveOp):
     name = "coco.shift"
 
     by = prop_def(IntegerAttr[I64])
-    traits = traits_def(ShiftOpHasCanonicalizationPatterns())
+    traits = traits_def(canonicalized("coco.shift"))
     assembly_format = (
         "$operand `by` `=` $by attr-dict `:` type($operand) `->` type($result)"
     )
@@ -1475,12 +1348,8 @@ class ShiftOp(CollectiveOp):
     def __init__(
         self, operand: SSAValue | Operation, by: int, *, label: str | None = None
     ):
-        operands = [SSAValue.get(operand)]
         super().__init__(
-            operands=operands,
-            result_types=[self.build_result_type(operands)],
-            properties={"by": IntegerAttr(by, i64)},
-            attributes=label_attribute(label),
+            [operand], properties={"by": IntegerAttr(by, i64)}, label=label
         )
 
     @property
@@ -1655,6 +1524,35 @@ class RegionOp(CocoOp, ABC):
         )
 
 
+class ChunkedRegionOp(RegionOp, ABC):
+    """A region op whose body runs on chunks: input `i` is cut along
+    `input_dims[i]`, output `j` put together along `output_dims[j]` (-1: not
+    chunked, where the op allows it)."""
+
+    input_dims = prop_def(DenseArrayBase[I64])
+    output_dims = prop_def(DenseArrayBase[I64])
+
+    def check_chunk_dims(self) -> None:
+        """One chunk dim per input and per output, each allowed by
+        `check_chunk_dim`."""
+        for what, values, dims in (
+            ("input", self.inputs, self.input_dims.get_values()),
+            ("output", self.outputs, self.output_dims.get_values()),
+        ):
+            if len(dims) != len(values):
+                raise LayoutError(
+                    f"{len(values)} {what}s need {len(values)} chunk dims, "
+                    f"got {len(dims)}"
+                )
+            for value, dim in zip(values, dims):
+                self.check_chunk_dim(what, as_tensor_type(value, what), dim)
+
+    @abstractmethod
+    def check_chunk_dim(self, what: str, t: TensorType, dim: int) -> None:
+        """Whether an `what` ("input" or "output") of type `t` may be chunked
+        along `dim`; raises LayoutError stating the rule."""
+
+
 @irdl_op_definition
 class FusionOp(RegionOp):
     """`coco.fusion (%in...) : (T...) -> (R...) { ^bb0(...): ... coco.yield }`:
@@ -1671,7 +1569,7 @@ class FusionOp(RegionOp):
 
 
 @irdl_op_definition
-class OverlapOp(RegionOp):
+class OverlapOp(ChunkedRegionOp):
     """`coco.overlap chunks = K (%in...) dims = [...] -> [...] : ... { ... }`:
     the body runs `K` times, chunk by chunk, so that chunk `c+1`'s compute can
     overlap chunk `c`'s communication. Input `i` is cut into `K` equal chunks
@@ -1683,8 +1581,6 @@ class OverlapOp(RegionOp):
     name = "coco.overlap"
 
     chunks = prop_def(IntegerAttr[I64])
-    input_dims = prop_def(DenseArrayBase[I64])
-    output_dims = prop_def(DenseArrayBase[I64])
 
     assembly_format = (
         "`chunks` `=` $chunks ` ` `(` $inputs `)` `dims` `=` $input_dims `->` "
@@ -1714,20 +1610,10 @@ class OverlapOp(RegionOp):
     def verify_types(self) -> None:
         if self.chunk_count < 1:
             raise LayoutError(f"chunks must be >= 1, got {self.chunk_count}")
-        for what, values, dims in (
-            ("input", self.inputs, self.input_dims.get_values()),
-            ("output", self.outputs, self.output_dims.get_values()),
-        ):
-            if len(dims) != len(values):
-                raise LayoutError(
-                    f"{len(values)} {what}s need {len(values)} chunk dims, "
-                    f"got {len(dims)}"
-                )
-            for value, dim in zip(values, dims):
-                self._check_chunk_dim(what, as_tensor_type(value, what), dim)
+        self.check_chunk_dims()
         super().verify_types()
 
-    def _check_chunk_dim(self, what: str, t: TensorType, dim: int) -> None:
+    def check_chunk_dim(self, what: str, t: TensorType, dim: int) -> None:
         if dim == -1 and what == "input":
             return
         check_dim_in_range(f"{what} chunk dim", dim, t)
@@ -1755,7 +1641,7 @@ def communication_in(block: Block) -> Operation | None:
 
 
 @irdl_op_definition
-class PerPeerOp(RegionOp):
+class PerPeerOp(ChunkedRegionOp):
     """`coco.per_peer (%in...) dims = [...] -> [...] : ... { ... }`: the body
     runs once per peer, on N chunks (N: the world size), rank `r` running chunk
     `(r + s) mod N` at step `s` (docs/dialect.md, "coco.per_peer").
@@ -1775,9 +1661,6 @@ class PerPeerOp(RegionOp):
     and no communication; its values are those of the un-chunked body."""
 
     name = "coco.per_peer"
-
-    input_dims = prop_def(DenseArrayBase[I64])
-    output_dims = prop_def(DenseArrayBase[I64])
 
     assembly_format = (
         "` ` `(` $inputs `)` `dims` `=` $input_dims `->` $output_dims attr-dict "
@@ -1808,20 +1691,12 @@ class PerPeerOp(RegionOp):
             for j, t in enumerate(super().expected_yield_types())
         ]
 
+    def check_chunk_dim(self, what: str, t: TensorType, dim: int) -> None:
+        if dim != -1:
+            check_dim_in_range(f"{what} chunk dim", dim, t)
+
     def verify_types(self) -> None:
-        for what, values, dims in (
-            ("input", self.inputs, self.input_dims.get_values()),
-            ("output", self.outputs, self.output_dims.get_values()),
-        ):
-            if len(dims) != len(values):
-                raise LayoutError(
-                    f"{len(values)} {what}s need {len(values)} chunk dims, "
-                    f"got {len(dims)}"
-                )
-            for value, dim in zip(values, dims):
-                if dim != -1:
-                    t = as_tensor_type(value, what)
-                    check_dim_in_range(f"{what} chunk dim", dim, t)
+        self.check_chunk_dims()
         if all(d < 0 for d in self.input_dims.get_values()):
             raise LayoutError("at least one input must be chunked")
         problem = communication_in(self.block)

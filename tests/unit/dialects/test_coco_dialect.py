@@ -1,7 +1,7 @@
 """The coco dialect: types, builders' inferred types and the layout rules.
 
 The layout rules are checked against a small independent model written from
-COCO_DIALECT.md section 3 (`model_*` below), on random shapes and layouts.
+docs/dialect.md, "Compute ops" (`model_*` below), on random shapes and layouts.
 """
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ def test_type_verifier_for_built_types() -> None:
 
 
 # ----------------------------------------------------------------------------
-# An independent model of the layout rules (COCO_DIALECT.md section 3)
+# An independent model of the layout rules (docs/dialect.md, "Compute ops")
 # ----------------------------------------------------------------------------
 
 

@@ -1,4 +1,4 @@
-"""Input generation (COCO_DIALECT.md section 8): deterministic, global values
+"""Input generation (docs/interpreter.md, "Inputs"): deterministic, global values
 distributed by layout, local arguments drawn per rank."""
 
 from __future__ import annotations

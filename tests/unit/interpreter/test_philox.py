@@ -1,5 +1,5 @@
 """Philox4x32-10 against Random123's known answers and a scalar reference, and
-the dropout uniform `u(seed, i)` of COCO_DIALECT.md section 6."""
+the dropout uniform `u(seed, i)` of docs/interpreter.md, "Dropout"."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 // RUN: coconet-opt --split-input-file --verify-diagnostics %s | filecheck %s
-// One case per rule of COCO_DIALECT.md: each is rejected with a diagnostic that
+// One case per rule of docs/dialect.md: each is rejected with a diagnostic that
 // names the op and states the rule.
 
 // CHECK: !coco.tensor element type must be one of f16, bf16, f32, f64, i32, i1, got i8
