@@ -118,3 +118,26 @@ def test_reorder_keeps_a_producer_used_outside_the_slice_set(
     for world in (2, 4, 8):
         verdict = cc.equivalent(before, after, world, seed=world, entry=entry)
         assert verdict, (world, verdict.first_difference)
+
+
+# ----------------------------------------------------------------------------
+# coco-split-all-reduce keeps a non-sum reduction
+# ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_split_all_reduce_keeps_a_non_sum_reduction(reduction: str) -> None:
+    """`all_reduce max` becomes `reduce_scatter max` + `all_gather`, and the
+    program computes what it did on 2, 4 and 8 ranks."""
+    g, r = T("16x4", "local"), T("16x4", "replicated")
+    before = cc.parse(
+        f"""func.func @f(%g: {g}) -> {r} {{
+  %s = coco.all_reduce %g reduction = {reduction} : {g} -> {r}
+  func.return %s : {r}
+}}"""
+    )
+    after = cc.Pipeline("coco-split-all-reduce")(before)
+    (scatter,) = ops_of(after, coco.ReduceScatterOp)
+    assert scatter.reduction.data.value == reduction
+    assert len(ops_of(after, coco.AllGatherOp)) == 1
+    assert_equivalent_on_2_4_8(before, after)
