@@ -141,3 +141,27 @@ def test_split_all_reduce_keeps_a_non_sum_reduction(reduction: str) -> None:
     assert scatter.reduction.data.value == reduction
     assert len(ops_of(after, coco.AllGatherOp)) == 1
     assert_equivalent_on_2_4_8(before, after)
+
+
+# ----------------------------------------------------------------------------
+# coco-slice-state: a bucket whose parameters' dim 0 the world does not divide
+# ----------------------------------------------------------------------------
+
+
+def test_slice_state_keeps_a_bucket_replicated_when_dim_0_does_not_divide() -> None:
+    """Two Adam parameters of 12x2 on 8 ranks: 24 elements each, so they
+    share a bucket, but 8 does not divide dim 0 (12), so coco-slice-state
+    leaves the bucket's state replicated; 16x2 parameters get theirs sliced.
+    Both steps compute what the written one does."""
+    from test_pass_bucket import step_program
+
+    for dims, sliced in (([12, 2], False), ([16, 2], True)):
+        before = cc.parse(step_program("adam", [dims, dims]))
+        after = cc.Pipeline("coco-optimize{world=8}")(before)
+        assert ops_of(after, coco.ConcatOp), "not bucketed"
+        function = next(iter(after.ops))
+        layouts = {a.name_hint: a.type.layout for a in function.body.block.args}
+        assert layouts["m0"].is_sliced is sliced, dims
+        assert layouts["v1"].is_sliced is sliced, dims
+        verdict = cc.equivalent(before, after, 8, seed=8)
+        assert verdict, (dims, verdict.first_difference)
