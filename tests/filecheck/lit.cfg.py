@@ -1,15 +1,19 @@
 """lit configuration for the FileCheck suites (one folder per stage)."""
 
+import atexit
 import glob
 import os
 import shutil
+import subprocess
+import sys
+import tempfile
 
 import lit.formats
 
 config.name = "coconet-ir"  # noqa: F821
 config.test_format = lit.formats.ShTest(execute_external=False)  # noqa: F821
 config.suffixes = [".mlir"]  # noqa: F821
-config.excludes = ["lit.cfg.py", "Inputs"]  # noqa: F821
+config.excludes = ["lit.cfg.py", "forkserver.py", "Inputs"]  # noqa: F821
 config.test_source_root = os.path.dirname(__file__)  # noqa: F821
 
 # Tools come from the active environment (the README installs them there).
@@ -17,6 +21,43 @@ config.environment["PATH"] = os.environ["PATH"]  # noqa: F821
 for name in ("PYTHONPATH", "HOME", "COCONET_TRACEBACK"):
     if name in os.environ:
         config.environment[name] = os.environ[name]  # noqa: F821
+
+
+# `coconet-opt` and `coconet-run` go through a fork server (forkserver.py) that
+# imports them once for the whole run: the imports are most of a command's
+# cost. COCONET_LIT_FORKSERVER=0 runs the installed scripts instead.
+def start_forkserver():
+    tools = ("coconet-opt", "coconet-run")
+    if os.environ.get("COCONET_LIT_FORKSERVER") == "0":
+        return
+    if not all(map(shutil.which, tools)):
+        return
+    script = os.path.join(os.path.dirname(__file__), "forkserver.py")
+    directory = tempfile.mkdtemp(prefix="coconet-lit-")
+    path = os.path.join(directory, "socket")
+    python = shutil.which("python3", path=os.path.dirname(shutil.which(tools[0])))
+    server = subprocess.Popen(
+        [python or sys.executable, script, "serve", path],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        env=dict(os.environ),
+    )
+
+    def stop():
+        server.terminate()
+        server.wait()
+        shutil.rmtree(directory, ignore_errors=True)
+
+    atexit.register(stop)
+    if server.stdout.readline().strip() != b"ready":
+        return
+    for tool in tools:
+        config.substitutions.append(  # noqa: F821
+            (rf"\b{tool}\b", f"{python or sys.executable} -S {script} {path} {tool}")
+        )
+
+
+start_forkserver()
 
 # Real MLIR (Debian's mlir-22-tools) for the compatibility tests; tests that need
 # it say `REQUIRES: mlir-opt` and are reported UNSUPPORTED where it is missing.
@@ -26,6 +67,7 @@ if mlir_opt is None and os.path.exists("/usr/lib/llvm-22/bin/mlir-opt"):
 if mlir_opt is not None:
     config.available_features.add("mlir-opt")  # noqa: F821
     config.substitutions.append(("%mlir-opt", mlir_opt))  # noqa: F821
+
 
 # ptxas and the CUDA toolkit whose libdevice mlir-opt's gpu-module-to-binary
 # links (math ops become libdevice calls); tests that assemble PTX say

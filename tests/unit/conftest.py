@@ -20,3 +20,37 @@ settings.register_profile("ci", deadline=None, derandomize=True, print_blob=True
 settings.register_profile("dev", deadline=None, print_blob=True)
 settings.register_profile("thorough", deadline=None, print_blob=True, max_examples=1500)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+# Tests that compile (g++ for the emulation, nvcc) run first: with two workers
+# stealing work from each other (`--dist worksteal`, pyproject.toml), a build
+# started last would leave one core idle while it finishes. Their order among
+# themselves and the order of the rest are kept.
+SLOW_FIRST = (
+    "backend/test_emu_sanitizers.py",
+    "backend/test_emulated_examples.py",
+    "backend/test_cuda_printer.py",
+    "lowering/test_fused_nvcc.py",
+    "lowering/test_tile_collectives.py",
+    "lowering/test_fused_emulated.py",
+    "lowering/test_per_peer_emulation.py",
+    "lowering/test_overlap_emulation.py",
+    "lowering/test_fused_reductions_emulated.py",
+    "lowering/test_bucket_emulated.py",
+    "backend/test_emulated_reductions.py",
+    "backend/test_gpu_backend.py",
+    "backend/test_emu_runtime.py",
+    "lowering/test_embedding_lowering.py",
+    "backend/test_cuda_toolchain.py",
+)
+
+
+def pytest_collection_modifyitems(items: list) -> None:
+    def rank(item) -> int:
+        path = item.nodeid.split("::")[0]
+        for index, slow in enumerate(SLOW_FIRST):
+            if path.endswith(slow):
+                return index
+        return len(SLOW_FIRST)
+
+    items.sort(key=rank)  # stable

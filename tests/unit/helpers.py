@@ -71,6 +71,17 @@ def mlir_opt() -> str | None:
     return found or (str(default) if default.exists() else None)
 
 
+def for_every_arch(command: list[str], arches: tuple[str, ...]) -> list[str]:
+    """An nvcc command (`toolchain.nvcc_command`, `-arch=sm_XX`) that compiles
+    for each of `arches` in one call (`-gencode` per arch): the host code,
+    most of a compile, is compiled once, and ptxas reports every kernel per
+    arch ("Compiling entry function 'K' for 'sm_XX'")."""
+    gencode = [f"-gencode=arch=compute_{a[3:]},code=sm_{a[3:]}" for a in arches]
+    arch = [i for i, flag in enumerate(command) if flag.startswith("-arch=")]
+    assert len(arch) == 1, command
+    return [*command[: arch[0]], *gencode, *command[arch[0] + 1 :]]
+
+
 # ---------------------------------------------------------------------------
 # Finding ops and functions
 # ---------------------------------------------------------------------------

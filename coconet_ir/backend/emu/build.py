@@ -3,6 +3,12 @@
 `g++ -std=c++20 -O1 -fPIC -shared -pthread -I <runtime_dir> -x c++`, cached by
 the hash of the source, the runtime headers, the compiler and the flags under
 `$COCONET_CACHE/emu` (default `~/.cache/coconet-ir/emu`).
+
+With g++ the runtime headers are parsed once per flag set: `coco_runtime.h` is
+precompiled (`coco_runtime.h.gch`, cached under the same kind of key) and
+found first on the include path; parsing them is most of a build. g++ checks
+that a `.gch` was built with compatible flags and, where it was not, reads
+the headers themselves, so the library is the same either way.
 """
 
 from __future__ import annotations
@@ -56,6 +62,9 @@ def emulation_flags(sanitize: str | None = None) -> list[str]:
     return flags
 
 
+PCH_HEADER = "coco_runtime.h"
+
+
 def _key(cu_source: str, command: list[str]) -> str:
     digest = hashlib.sha256()
     digest.update(cu_source.encode())
@@ -107,16 +116,67 @@ def build_cached(
     return library
 
 
+def precompiled_header(command: list[str]) -> Path | None:
+    """A directory holding `coco_runtime.h.gch` precompiled by g++ with
+    `command`'s flags (built once, cached under the hash of the runtime
+    headers and the command), or None where the compiler is not g++ or the
+    header cannot be precompiled (the build then parses the headers)."""
+    if "g++" not in Path(command[0]).name:
+        return None
+    flags = [flag for flag in command[1:] if flag != "-shared"]
+    directory = cache_dir() / f"pch-{_key(PCH_HEADER, [command[0], *flags])}"
+    header = directory / f"{PCH_HEADER}.gch"
+    if header.exists():
+        return directory
+    directory.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(
+        dir=directory, prefix=".", suffix=".gch", delete=False
+    ) as temporary:
+        partial = Path(temporary.name)
+    try:
+        source = runtime_dir() / PCH_HEADER
+        result = subprocess.run(
+            [command[0], *flags, "-x", "c++-header", str(source), "-o", str(partial)],
+            capture_output=True,
+            text=True,
+        )
+        if result.returncode != 0:
+            return None
+        os.replace(partial, header)
+    finally:
+        partial.unlink(missing_ok=True)
+    return directory
+
+
+def emulation_command(command: list[str], source: Path, out: Path) -> list[str]:
+    """`command` (the compiler and its flags) building `source` into `out`,
+    with the precompiled runtime header's directory searched first, where
+    there is one: `#include "coco_runtime.h"` then reads the `.gch`."""
+    pch = precompiled_header(command)
+    include = [f"-I{pch}"] if pch is not None else []
+    return [
+        command[0],
+        *include,
+        *command[1:],
+        "-x",
+        "c++",
+        str(source),
+        "-o",
+        str(out),
+    ]
+
+
 def compile_emulated(cu_source: str, sanitize: str | None = None) -> Path:
     """The shared library built from `cu_source` for the emulation (with
-    `sanitize` = "thread" or "address", instrumented), built once per content."""
+    `sanitize` = "thread" or "address", instrumented), built once per content
+    (with the runtime headers precompiled, `precompiled_header`)."""
     command = [compiler(), *emulation_flags(sanitize)]
     return build_cached(
         cu_source,
         cache_dir(),
         command,
         f".{sanitize}" if sanitize else "",
-        lambda source, out: [*command, "-x", "c++", str(source), "-o", str(out)],
+        lambda source, out: emulation_command(command, source, out),
         EmulatorCompileError,
         "emulation build",
     )
