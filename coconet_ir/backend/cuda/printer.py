@@ -18,7 +18,6 @@ from __future__ import annotations
 import heapq
 import json
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import singledispatchmethod
@@ -42,6 +41,7 @@ from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 from xdsl.utils.base_printer import BasePrinter
 
 from coconet_ir.analysis.channels import stage_indices
+from coconet_ir.backend.cuda.c_expr import Expr, Scope, sanitize
 from coconet_ir.backend.cuda.ctypes import (
     NCCL_OPS,
     UnsupportedType,
@@ -57,21 +57,11 @@ from coconet_ir.backend.cuda.ctypes import (
     to_float,
     unsigned_type,
 )
-from coconet_ir.backend.cuda.vectorize import VectorPlan, vector_plan
+from coconet_ir.backend.cuda.vectorize import print_vectorized, vector_plan
 from coconet_ir.diagnostics import CocoError
 from coconet_ir.dialects import coco_gpu
 from coconet_ir.dialects.coco.attributes import world_size
 from coconet_ir.dialects.gpu import is_kernel, launch_parts
-
-C_RESERVED = frozenset(
-    """auto bool break case char const continue default do double else enum
-    extern float for goto if inline int long register restrict return short
-    signed sizeof static struct switch typedef union unsigned void volatile while
-    class delete new this template typename namespace operator private public
-    true false nullptr ctx dim3 threadIdx blockIdx blockDim gridDim warpSize
-    coco std main half nv_bfloat16 float2 float4 int2 int4 uint2 uint4 size_t
-    int32_t int64_t uint32_t uint64_t""".split()
-)
 
 VIEW_OPS = (
     memref.SubviewOp,
@@ -81,16 +71,6 @@ VIEW_OPS = (
     memref.ReinterpretCastOp,
     coco_gpu.ViewOp,
 )
-
-
-def sanitize(hint: str | None, fallback: str) -> str:
-    """A C identifier from an SSA name hint."""
-    name = re.sub(r"\W", "_", hint or "") or fallback
-    if name[0].isdigit():
-        name = f"v{name}"
-    if name in C_RESERVED or name.startswith("__"):
-        name = f"{name}_"
-    return name
 
 
 def kernel_name(symbol: SymbolRefAttr) -> str:
@@ -141,17 +121,6 @@ def is_written(value: SSAValue) -> bool:
     return False
 
 
-@dataclass
-class Expr:
-    """A C expression and whether it needs no parentheses as an operand."""
-
-    text: str
-    atomic: bool = False
-
-    def operand(self) -> str:
-        return self.text if self.atomic else f"({self.text})"
-
-
 def float_literal(value: float, t: Attribute) -> Expr:
     """A float constant of type `t`."""
     is_double = c_type(t) == "double"
@@ -198,6 +167,7 @@ BINARY_FLOAT = {
     arith.MulfOp: "*",
     arith.DivfOp: "/",
 }
+"""A float op → its C operator (halves computed in float)."""
 BINARY_INT = {
     arith.AddiOp: "+",
     arith.SubiOp: "-",
@@ -209,6 +179,7 @@ BINARY_INT = {
     arith.RemSIOp: "%",
     arith.ShRSIOp: ">>",
 }
+"""An integer op → its C operator, on the operands as they are."""
 WRAPPING = (arith.AddiOp, arith.SubiOp, arith.MuliOp)
 """Integer ops computed in the unsigned type (two's-complement wrap, as MLIR
 means them; signed overflow is undefined in C) unless on index."""
@@ -218,6 +189,7 @@ BINARY_UNSIGNED = {
     arith.ShLIOp: "<<",
     arith.ShRUIOp: ">>",
 }
+"""An integer op → its C operator, on the operands read as unsigned."""
 MIN_MAX = {
     arith.MaxSIOp: (">", False),
     arith.MinSIOp: ("<", False),
@@ -295,28 +267,6 @@ PURE_OPS: tuple[type[Operation], ...] = (
 
 def is_pure(op: Operation) -> bool:
     return isinstance(op, PURE_OPS) or op.name.split(".")[0] in ("arith", "math")
-
-
-@dataclass
-class Scope:
-    """The names of one C function."""
-
-    used: set[str] = field(default_factory=set[str])
-    tried: dict[str, int] = field(default_factory=dict[str, int])
-    """Each base name → the last suffix tried for it (so that a name used
-    thousands of times costs no more than once)."""
-
-    def fresh(self, hint: str | None, fallback: str) -> str:
-        base = sanitize(hint, fallback)
-        name, n = base, self.tried.get(base, 0)
-        if n:
-            name = f"{base}_{n}"
-        while name in self.used:
-            n += 1
-            name = f"{base}_{n}"
-        self.tried[base] = n
-        self.used.add(name)
-        return name
 
 
 MAX_EVENTS = 64
@@ -691,7 +641,7 @@ class CudaPrinter(BasePrinter):
         self.line(f"{head}({', '.join(params)}) ")
         plan = vector_plan(op) if is_kernel(op) else None
         if plan is not None:
-            self.print_vectorized(op, plan)
+            print_vectorized(self, op, plan)
         else:
             self.print_body(block, block.args[inputs:])
         self.in_kernel = False
@@ -755,11 +705,7 @@ class CudaPrinter(BasePrinter):
         else:
             self.bind(op.results[0], Expr(expr, atomic))
 
-    @print.register(arith.AddfOp)
-    @print.register(arith.SubfOp)
-    @print.register(arith.MulfOp)
-    @print.register(arith.DivfOp)
-    def _(self, op: arith.AddfOp) -> None:
+    def print_binary_float(self, op: Operation) -> None:
         lhs, rhs = self.float_operands(op)
         self.float_result(op, f"{lhs} {BINARY_FLOAT[type(op)]} {rhs}")
 
@@ -768,11 +714,7 @@ class CudaPrinter(BasePrinter):
         (x,) = self.float_operands(op)
         self.float_result(op, f"-{x}")
 
-    @print.register(arith.MaximumfOp)
-    @print.register(arith.MaxnumfOp)
-    @print.register(arith.MinimumfOp)
-    @print.register(arith.MinnumfOp)
-    def _(self, op: arith.MaximumfOp) -> None:
+    def print_float_min_max(self, op: Operation) -> None:
         lhs, rhs = self.float_operands(op, call=True)
         function = NAN_MIN_MAX.get(type(op)) or self.math_name(
             FLOAT_MIN_MAX[type(op)], op
@@ -784,20 +726,12 @@ class CudaPrinter(BasePrinter):
         double."""
         return base if c_type(op.operands[0].type) == "double" else f"{base}f"
 
-    @print.register(arith.AddiOp)
-    @print.register(arith.SubiOp)
-    @print.register(arith.MuliOp)
-    @print.register(arith.AndIOp)
-    @print.register(arith.OrIOp)
-    @print.register(arith.XOrIOp)
-    @print.register(arith.DivSIOp)
-    @print.register(arith.RemSIOp)
-    @print.register(arith.ShRSIOp)
-    def _(self, op: arith.AddiOp) -> None:
+    def print_binary_int(self, op: Operation) -> None:
         t = op.results[0].type
         lhs, rhs = (self.operand(v) for v in op.operands)
-        symbol = BINARY_INT[type(op)]
-        if isinstance(op, WRAPPING) and not isinstance(t, IndexType):
+        unsigned = type(op) in BINARY_UNSIGNED
+        symbol = (BINARY_UNSIGNED if unsigned else BINARY_INT)[type(op)]
+        if unsigned or (isinstance(op, WRAPPING) and not isinstance(t, IndexType)):
             u = unsigned_type(t)
             expr = f"({scalar_type(t)})(({u}){lhs} {symbol} ({u}){rhs})"
             self.bind(op.results[0], Expr(expr, True))
@@ -806,23 +740,7 @@ class CudaPrinter(BasePrinter):
         else:
             self.bind(op.results[0], f"{lhs} {symbol} {rhs}")
 
-    @print.register(arith.DivUIOp)
-    @print.register(arith.RemUIOp)
-    @print.register(arith.ShLIOp)
-    @print.register(arith.ShRUIOp)
-    def _(self, op: arith.DivUIOp) -> None:
-        t = op.results[0].type
-        u = unsigned_type(t)
-        lhs, rhs = (self.operand(v) for v in op.operands)
-        symbol = BINARY_UNSIGNED[type(op)]
-        expr = f"({scalar_type(t)})(({u}){lhs} {symbol} ({u}){rhs})"
-        self.bind(op.results[0], Expr(expr, True))
-
-    @print.register(arith.MaxSIOp)
-    @print.register(arith.MinSIOp)
-    @print.register(arith.MaxUIOp)
-    @print.register(arith.MinUIOp)
-    def _(self, op: arith.MaxSIOp) -> None:
+    def print_int_min_max(self, op: Operation) -> None:
         t = op.results[0].type
         symbol, unsigned = MIN_MAX[type(op)]
         lhs, rhs = (self.operand(v) for v in op.operands)
@@ -890,47 +808,36 @@ class CudaPrinter(BasePrinter):
     @print.register(arith.IndexCastOp)
     @print.register(arith.ExtSIOp)
     @print.register(arith.TruncIOp)
+    @print.register(arith.SIToFPOp)
     def _(self, op: arith.IndexCastOp) -> None:
-        t = op.results[0].type
         x = self.operand(op.operands[0])
-        if c_type(t) == "bool":
+        if c_type(op.results[0].type) == "bool":
             self.bind(op.results[0], f"(bool)({x} & 1)")
         else:
-            self.bind(op.results[0], Expr(f"({scalar_type(t)}){x}", True))
+            self.bind_converted(op, x)
 
-    @print.register
+    @print.register(arith.ExtUIOp)
+    @print.register(arith.UIToFPOp)
     def _(self, op: arith.ExtUIOp) -> None:
-        source, t = op.operands[0].type, op.results[0].type
+        source = op.operands[0].type
         x = self.operand(op.operands[0])
         if c_type(source) != "bool":
             x = f"({unsigned_type(source)}){x}"
-        self.bind(op.results[0], Expr(f"({scalar_type(t)}){x}", True))
-
-    @print.register(arith.SIToFPOp)
-    @print.register(arith.UIToFPOp)
-    def _(self, op: arith.SIToFPOp) -> None:
-        source, t = op.operands[0].type, op.results[0].type
-        x = self.operand(op.operands[0])
-        if isinstance(op, arith.UIToFPOp) and c_type(source) != "bool":
-            x = f"({unsigned_type(source)}){x}"
-        if is_half(t):
-            self.bind(op.results[0], Expr(f"{from_float(t)}((float){x})", True))
-        else:
-            self.bind(op.results[0], Expr(f"({scalar_type(t)}){x}", True))
+        self.bind_converted(op, x)
 
     @print.register(arith.FPToSIOp)
     @print.register(arith.FPToUIOp)
-    def _(self, op: arith.FPToSIOp) -> None:
-        (x,) = self.float_operands(op)
-        t = op.results[0].type
-        if isinstance(op, arith.FPToUIOp):
-            x = f"({unsigned_type(t)}){x}"
-        self.bind(op.results[0], Expr(f"({scalar_type(t)}){x}", True))
-
     @print.register(arith.ExtFOp)
     @print.register(arith.TruncFOp)
-    def _(self, op: arith.ExtFOp) -> None:
+    def _(self, op: arith.FPToSIOp) -> None:
         (x,) = self.float_operands(op)
+        if isinstance(op, arith.FPToUIOp):
+            x = f"({unsigned_type(op.results[0].type)}){x}"
+        self.bind_converted(op, x)
+
+    def bind_converted(self, op: Operation, x: str) -> None:
+        """Bind `op`'s result to the operand `x` converted to its type: a C
+        cast, or through float for the halves."""
         t = op.results[0].type
         if is_half(t):
             self.bind(op.results[0], Expr(f"{from_float(t)}((float){x})", True))
@@ -1248,25 +1155,28 @@ class CudaPrinter(BasePrinter):
     def _(self, op: coco_gpu.RankOp) -> None:
         self.bind(op.result, "(int64_t)ctx->rank")
 
-    def nccl(self, op: Operation, call: str) -> None:
-        self.line(f"COCO_CHECK_NCCL({call});")
-
-    @print.register(coco_gpu.NcclAllReduceOp)
-    @print.register(coco_gpu.NcclReduceScatterOp)
-    def _(self, op: coco_gpu.NcclAllReduceOp) -> None:
-        source, dest = memref_type(op.input), memref_type(op.output)
-        reduction = NCCL_OPS[op.reduction.data]
-        function, count = (
-            ("ncclAllReduce", element_count(source))
-            if isinstance(op, coco_gpu.NcclAllReduceOp)
-            else ("ncclReduceScatter", element_count(dest))
-        )
-        self.nccl(
-            op,
-            f"{function}({self.text(op.input)}, {self.text(op.output)}, {count}, "
-            f"{self.nccl_type(source, op)}, {reduction}, ctx->comm, "
-            f"{self.on_stream(op)})",
-        )
+    def nccl(
+        self,
+        op: Operation,
+        function: str,
+        buffers: Sequence[SSAValue],
+        counted: SSAValue,
+        *between: str,
+        comm: str = "ctx->comm",
+    ) -> None:
+        """`function(buffers..., count, type, between..., comm, stream)`, checked:
+        a NCCL call on `op`'s stream over `counted`'s elements, of the element
+        type of `buffers[0]`."""
+        t = memref_type(buffers[0])
+        args = [
+            *(self.text(b) for b in buffers),
+            str(element_count(memref_type(counted))),
+            self.nccl_type(t, op),
+            *between,
+            comm,
+            self.on_stream(op),
+        ]
+        self.line(f"COCO_CHECK_NCCL({function}({', '.join(args)}));")
 
     def nccl_type(self, t: MemRefType, op: Operation) -> str:
         try:
@@ -1274,25 +1184,24 @@ class CudaPrinter(BasePrinter):
         except UnsupportedType as err:
             raise CocoError(f"the CUDA target cannot print this: {err}", op) from None
 
+    @print.register(coco_gpu.NcclAllReduceOp)
+    @print.register(coco_gpu.NcclReduceScatterOp)
+    def _(self, op: coco_gpu.NcclReductionOp) -> None:
+        # A reduce-scatter's count is what each rank receives.
+        scatter = isinstance(op, coco_gpu.NcclReduceScatterOp)
+        function = "ncclReduceScatter" if scatter else "ncclAllReduce"
+        counted = op.output if scatter else op.input
+        reduction = NCCL_OPS[op.reduction.data]
+        self.nccl(op, function, [op.input, op.output], counted, reduction)
+
     @print.register
     def _(self, op: coco_gpu.NcclAllGatherOp) -> None:
-        source = memref_type(op.input)
-        self.nccl(
-            op,
-            f"ncclAllGather({self.text(op.input)}, {self.text(op.output)}, "
-            f"{element_count(source)}, {self.nccl_type(source, op)}, ctx->comm, "
-            f"{self.on_stream(op)})",
-        )
+        self.nccl(op, "ncclAllGather", [op.input, op.output], op.input)
 
     @print.register
     def _(self, op: coco_gpu.NcclBroadcastOp) -> None:
-        source = memref_type(op.input)
-        self.nccl(
-            op,
-            f"ncclBroadcast({self.text(op.input)}, {self.text(op.output)}, "
-            f"{element_count(source)}, {self.nccl_type(source, op)}, "
-            f"{op.root.value.data}, ctx->comm, {self.on_stream(op)})",
-        )
+        root = str(op.root.value.data)
+        self.nccl(op, "ncclBroadcast", [op.input, op.output], op.input, root)
 
     @print.register
     def _(self, op: coco_gpu.NcclAllToAllOp) -> None:
@@ -1320,17 +1229,12 @@ class CudaPrinter(BasePrinter):
 
     @print.register(coco_gpu.NcclSendOp)
     @print.register(coco_gpu.NcclRecvOp)
-    def _(self, op: coco_gpu.NcclSendOp) -> None:
+    def _(self, op: coco_gpu.NcclPeerOp) -> None:
         buffer = op.operands[0]
-        t = memref_type(buffer)
         stage = self.stages.get(op.stage.root_reference.data, 0)
         function = "ncclSend" if isinstance(op, coco_gpu.NcclSendOp) else "ncclRecv"
-        self.nccl(
-            op,
-            f"{function}({self.text(buffer)}, {element_count(t)}, "
-            f"{self.nccl_type(t, op)}, {stage} * ctx->world + ctx->rank, "
-            f"ctx->pipeline_comm, {self.on_stream(op)})",
-        )
+        peer = f"{stage} * ctx->world + ctx->rank"
+        self.nccl(op, function, [buffer], buffer, peer, comm="ctx->pipeline_comm")
 
     @print.register
     def _(self, op: coco_gpu.GemmOp) -> None:
@@ -1470,16 +1374,18 @@ class CudaPrinter(BasePrinter):
             f"{self.text(op.slot)}), (uint64_t){self.operand(op.value)});"
         )
 
-    # ---------------------------------------------------------- vectorized
 
-    def print_vectorized(self, op: gpu.FuncOp, plan: VectorPlan) -> None:
-        from coconet_ir.backend.cuda.vectorize import print_vectorized
-
-        print_vectorized(self, op, plan)
-
-
-for _math_op in MATH_FUNCTIONS:
-    CudaPrinter.print.register(_math_op)(CudaPrinter.print_math)
+# The ops printed from a table: one case per table, registered for each of
+# its ops.
+for _table, _case in (
+    (MATH_FUNCTIONS, CudaPrinter.print_math),
+    (BINARY_FLOAT, CudaPrinter.print_binary_float),
+    (FLOAT_MIN_MAX | NAN_MIN_MAX, CudaPrinter.print_float_min_max),
+    (BINARY_INT | BINARY_UNSIGNED, CudaPrinter.print_binary_int),
+    (MIN_MAX, CudaPrinter.print_int_min_max),
+):
+    for _op in _table:
+        CudaPrinter.print.register(_op)(_case)
 
 
 def min_blocks(threads: int) -> int:
