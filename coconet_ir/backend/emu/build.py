@@ -1,8 +1,10 @@
 """Build an emitted `.cu` into a shared library for the CPU emulation.
 
-`g++ -std=c++20 -O1 -fPIC -shared -pthread -I <runtime_dir> -x c++`, cached by
-the hash of the source, the runtime headers, the compiler and the flags under
-`$COCONET_CACHE/emu` (default `~/.cache/coconet-ir/emu`).
+`g++ -std=c++20 -O1 -fPIC -shared -pthread -I <runtime_dir> -include
+<runtime_dir>/coco_emu_harness.h -x c++` (the harness the driver calls: world
+creation, contexts, statistics), cached by the hash of the source, the
+runtime headers, the compiler and the flags under `$COCONET_CACHE/emu`
+(default `~/.cache/coconet-ir/emu`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from coconet_ir.backend.cuda import runtime_dir
 from coconet_ir.diagnostics import CocoError
 
 BASE_FLAGS = ("-std=c++20", "-O1", "-fPIC", "-shared", "-pthread")
+HARNESS = "coco_emu_harness.h"
+"""The emulation's harness, which every emulated build includes."""
 SANITIZER_FLAGS = {
     "thread": ("-fsanitize=thread", "-g"),
     "address": ("-fsanitize=address", "-fno-omit-frame-pointer", "-g"),
@@ -50,7 +54,12 @@ def emulation_flags(sanitize: str | None = None) -> list[str]:
             f"unknown sanitizer '{sanitize}' (expected one of "
             f"{', '.join(sorted(SANITIZER_FLAGS))})"
         )
-    flags = [*BASE_FLAGS, f"-I{runtime_dir()}"]
+    flags = [
+        *BASE_FLAGS,
+        f"-I{runtime_dir()}",
+        "-include",
+        str(runtime_dir() / HARNESS),
+    ]
     if sanitize:
         flags += SANITIZER_FLAGS[sanitize]
     return flags
