@@ -136,10 +136,12 @@ class PeersType(ParametrizedAttribute, TypeAttribute):
 
 class NcclCollectiveOp(IRDLOperation):
     """A NCCL collective from `input` into `output` on the stage's
-    communicator (docs/gpu.md §2)."""
+    communicator (docs/gpu.md §2). The base of the collectives: their buffers,
+    their assembly format and their builder."""
 
     input = operand_def(MemRefType)
     output = operand_def(MemRefType)
+    assembly_format = "$input `,` $output attr-dict `:` type($input) `,` type($output)"
 
     def __init__(
         self,
@@ -150,11 +152,9 @@ class NcclCollectiveOp(IRDLOperation):
         super().__init__(operands=[input, output], properties=properties or {})
 
 
-@irdl_op_definition
-class NcclAllReduceOp(NcclCollectiveOp):
-    """`ncclAllReduce`: `output` = the reduction of every rank's `input`."""
+class NcclReductionOp(NcclCollectiveOp):
+    """A NCCL collective that reduces every rank's `input` with `reduction`."""
 
-    name = "coco_gpu.nccl_all_reduce"
     reduction = prop_def(ReductionKindAttr)
     assembly_format = (
         "$input `,` $output `reduction` `=` $reduction attr-dict `:` "
@@ -166,19 +166,18 @@ class NcclAllReduceOp(NcclCollectiveOp):
 
 
 @irdl_op_definition
-class NcclReduceScatterOp(NcclCollectiveOp):
+class NcclAllReduceOp(NcclReductionOp):
+    """`ncclAllReduce`: `output` = the reduction of every rank's `input`."""
+
+    name = "coco_gpu.nccl_all_reduce"
+
+
+@irdl_op_definition
+class NcclReduceScatterOp(NcclReductionOp):
     """`ncclReduceScatter`: `output` = block `rank` (contiguous, of
     `size(input) / N` elements) of the reduction of every rank's `input`."""
 
     name = "coco_gpu.nccl_reduce_scatter"
-    reduction = prop_def(ReductionKindAttr)
-    assembly_format = (
-        "$input `,` $output `reduction` `=` $reduction attr-dict `:` "
-        "type($input) `,` type($output)"
-    )
-
-    def __init__(self, input, output, reduction: ReductionKindAttr):
-        super().__init__(input, output, {"reduction": reduction})
 
 
 @irdl_op_definition
@@ -187,7 +186,6 @@ class NcclAllGatherOp(NcclCollectiveOp):
     order (contiguous blocks)."""
 
     name = "coco_gpu.nccl_all_gather"
-    assembly_format = "$input `,` $output attr-dict `:` type($input) `,` type($output)"
 
 
 @irdl_op_definition
@@ -212,52 +210,48 @@ class NcclAllToAllOp(NcclCollectiveOp):
     `output`."""
 
     name = "coco_gpu.nccl_all_to_all"
-    assembly_format = "$input `,` $output attr-dict `:` type($input) `,` type($output)"
+
+
+class NcclPeerOp(IRDLOperation):
+    """A NCCL point-to-point call between this rank and rank `rank` of stage
+    `stage`, on the pipeline's communicator (it spans every stage), paired
+    with the peer's call of the same `channel`. The base of `nccl_send` and
+    `nccl_recv`, which name their one buffer."""
+
+    stage = prop_def(SymbolRefAttr)
+    channel = prop_def(IntegerAttr[I64])
+
+    def __init__(self, buffer: SSAValue | Operation, stage: str, channel: int):
+        super().__init__(
+            operands=[buffer],
+            properties={
+                "stage": SymbolRefAttr(stage),
+                "channel": i64_attr(channel),
+            },
+        )
 
 
 @irdl_op_definition
-class NcclSendOp(IRDLOperation):
+class NcclSendOp(NcclPeerOp):
     """`ncclSend` of `input` to rank `rank` of stage `stage` (a pipeline's
     communicator spans every stage)."""
 
     name = "coco_gpu.nccl_send"
     input = operand_def(MemRefType)
-    stage = prop_def(SymbolRefAttr)
-    channel = prop_def(IntegerAttr[I64])
     assembly_format = (
         "$input `to` $stage `channel` `=` $channel attr-dict `:` type($input)"
     )
 
-    def __init__(self, input: SSAValue | Operation, stage: str, channel: int):
-        super().__init__(
-            operands=[input],
-            properties={
-                "stage": SymbolRefAttr(stage),
-                "channel": i64_attr(channel),
-            },
-        )
-
 
 @irdl_op_definition
-class NcclRecvOp(IRDLOperation):
+class NcclRecvOp(NcclPeerOp):
     """`ncclRecv` into `output` from rank `rank` of stage `stage`."""
 
     name = "coco_gpu.nccl_recv"
     output = operand_def(MemRefType)
-    stage = prop_def(SymbolRefAttr)
-    channel = prop_def(IntegerAttr[I64])
     assembly_format = (
         "$output `from` $stage `channel` `=` $channel attr-dict `:` type($output)"
     )
-
-    def __init__(self, output: SSAValue | Operation, stage: str, channel: int):
-        super().__init__(
-            operands=[output],
-            properties={
-                "stage": SymbolRefAttr(stage),
-                "channel": i64_attr(channel),
-            },
-        )
 
 
 @irdl_op_definition

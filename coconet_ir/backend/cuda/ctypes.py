@@ -108,24 +108,24 @@ def element_bytes(t: Attribute) -> int:
             raise UnsupportedType(f"type {t} has no size in memory")
 
 
+FLOAT_LIBRARY_TYPES: dict[type[Attribute], tuple[str, str]] = {
+    Float16Type: ("ncclHalf", "CUDA_R_16F"),
+    BFloat16Type: ("ncclBfloat16", "CUDA_R_16BF"),
+    Float32Type: ("ncclFloat", "CUDA_R_32F"),
+    Float64Type: ("ncclDouble", "CUDA_R_64F"),
+}
+"""A float type → its NCCL `ncclDataType_t` and cuBLAS `cudaDataType_t`."""
+
+NCCL_INTEGERS = {32: "ncclInt32", 64: "ncclInt64", 1: "ncclUint8", 8: "ncclUint8"}
+"""An integer width → its NCCL data type (i1 is stored as a byte)."""
+
+
 def nccl_type(t: Attribute) -> str:
-    match t:
-        case Float16Type():
-            return "ncclHalf"
-        case BFloat16Type():
-            return "ncclBfloat16"
-        case Float32Type():
-            return "ncclFloat"
-        case Float64Type():
-            return "ncclDouble"
-        case IntegerType() if t.width.data == 32:
-            return "ncclInt32"
-        case IntegerType() if t.width.data == 64:
-            return "ncclInt64"
-        case IntegerType() if t.width.data in (1, 8):
-            return "ncclUint8"
-        case _:
-            raise UnsupportedType(f"NCCL has no data type for {t}")
+    if type(t) in FLOAT_LIBRARY_TYPES:
+        return FLOAT_LIBRARY_TYPES[type(t)][0]
+    if isinstance(t, IntegerType) and t.width.data in NCCL_INTEGERS:
+        return NCCL_INTEGERS[t.width.data]
+    raise UnsupportedType(f"NCCL has no data type for {t}")
 
 
 NCCL_OPS = {
@@ -137,17 +137,9 @@ NCCL_OPS = {
 
 
 def cublas_type(t: Attribute) -> str:
-    match t:
-        case Float16Type():
-            return "CUDA_R_16F"
-        case BFloat16Type():
-            return "CUDA_R_16BF"
-        case Float32Type():
-            return "CUDA_R_32F"
-        case Float64Type():
-            return "CUDA_R_64F"
-        case _:
-            raise UnsupportedType(f"cuBLAS has no matrix type for {t}")
+    if type(t) in FLOAT_LIBRARY_TYPES:
+        return FLOAT_LIBRARY_TYPES[type(t)][1]
+    raise UnsupportedType(f"cuBLAS has no matrix type for {t}")
 
 
 def is_shared(t: MemRefType) -> bool:

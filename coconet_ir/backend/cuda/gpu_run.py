@@ -1,8 +1,8 @@
 """Build an emitted `.cu` for real GPUs and run its entries (docs/gpu.md §6).
 
 The GPU twin of `coconet_ir.backend.emu`: `compile_gpu` builds the source
-with nvcc into a shared library with the GPU harness (`-DCOCO_GPU_HARNESS`,
-coco_gpu_harness.h), cached by content hash under `$COCONET_CACHE/gpu`;
+with nvcc into a shared library with the GPU harness (coco_gpu_harness.h,
+force-included), cached by content hash under `$COCONET_CACHE/gpu`;
 `run_gpu` takes the same `EntryCall`s as `run_emulated` and returns the same
 `(outputs, stats)` pair, so a driver switches backends with one argument.
 
@@ -32,25 +32,12 @@ import numpy as np
 
 from coconet_ir.backend.cuda.toolchain import nvcc, nvcc_command
 from coconet_ir.backend.emu.build import build_cached
-from coconet_ir.backend.emu.run import EntryCall
+from coconet_ir.backend.emu.entry_args import c_scalar
+from coconet_ir.backend.emu.run import EntryCall, check_calls
 from coconet_ir.diagnostics import CocoError
 
 DEFAULT_ARCH = "sm_90"
 """The architecture `compile_gpu` builds for when no device says otherwise."""
-
-SCALARS = {
-    np.dtype(np.int8): ctypes.c_int8,
-    np.dtype(np.uint8): ctypes.c_uint8,
-    np.dtype(np.int16): ctypes.c_int16,
-    np.dtype(np.uint16): ctypes.c_uint16,
-    np.dtype(np.int32): ctypes.c_int32,
-    np.dtype(np.uint32): ctypes.c_uint32,
-    np.dtype(np.int64): ctypes.c_int64,
-    np.dtype(np.uint64): ctypes.c_uint64,
-    np.dtype(np.float32): ctypes.c_float,
-    np.dtype(np.float64): ctypes.c_double,
-    np.dtype(np.bool_): ctypes.c_bool,
-}
 
 
 class GpuCompileError(CocoError):
@@ -202,42 +189,6 @@ def load_library(library: Path | str) -> ctypes.CDLL:
     return lib
 
 
-def _scalar(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        return SCALARS[value.dtype](value.item())
-    if isinstance(value, bool | int):
-        return ctypes.c_int64(int(value))
-    if isinstance(value, float):
-        return ctypes.c_double(value)
-    raise TypeError(f"cannot pass {type(value).__name__} to an entry")
-
-
-def _check_calls(
-    world: int, num_stages: int, calls: Sequence[EntryCall]
-) -> dict[str, tuple[int, int, list[np.ndarray]]]:
-    """output name → (call index, argument index, each rank's host array)."""
-    names: dict[str, tuple[int, int, list[np.ndarray]]] = {}
-    for k, call in enumerate(calls):
-        if not 0 <= call.stage < num_stages:
-            raise CocoError(
-                f"{call.entry}: stage {call.stage} out of range (0..{num_stages - 1})"
-            )
-        if len(call.args) != world:
-            raise CocoError(
-                f"{call.entry}: arguments for {len(call.args)} ranks, world has {world}"
-            )
-        for name, index in call.outputs.items():
-            if name in names:
-                raise CocoError(f"output '{name}' named twice")
-            arrays = [
-                a for args in call.args if isinstance(a := args[index], np.ndarray)
-            ]
-            if len(arrays) != world:
-                raise CocoError(f"output '{name}' of {call.entry} is not an array")
-            names[name] = (k, index, arrays)
-    return names
-
-
 class _Rank:
     """One rank's device copies of its arrays (the same host array is the
     same device buffer in every call) and its ctypes arguments per call."""
@@ -263,7 +214,7 @@ class _Rank:
         return [
             ctypes.c_void_p(self.buffer(a).data.ptr)
             if isinstance(a, np.ndarray)
-            else _scalar(a)
+            else c_scalar(a)
             for a in args
         ]
 
@@ -292,7 +243,7 @@ def run_gpu(
     first run's). The second result is the run's report: `world`,
     `num_stages`, `devices`, and with `iters` `timing` = {`warmup`, `iters`,
     `ms_per_iteration`: one per rank (stage-major), `ms`: the slowest}."""
-    names = _check_calls(world, num_stages, calls)
+    names = check_calls(world, num_stages, calls)
     if warmup < 0 or iters < 0:
         raise CocoError("warmup and iters must be >= 0")
     cupy = _cupy()

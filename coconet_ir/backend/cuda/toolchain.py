@@ -19,6 +19,10 @@ NVCC_FLAGS = ("-std=c++17", "-Werror", "all-warnings")
 
 ARCHS = ("sm_80", "sm_90")
 
+HARNESS = "coco_gpu_harness.h"
+"""The real-GPU harness a shared library or program is built with (it includes
+coco_runtime.h, whose layering comment says who includes what)."""
+
 
 def nvcc() -> Path | None:
     """The nvcc to use: `$COCONET_NVCC`, then `PATH`, then
@@ -111,13 +115,14 @@ def nvcc_command(
     into `out`: an object file (`-c`), or with `shared` a shared library, or
     with `executable` a program (a file printed with `-t 'cuda{main=true}'`),
     both linked against NCCL and cuBLAS. `harness` compiles the real-GPU
-    harness in (`-DCOCO_GPU_HARNESS`, docs/gpu.md §6); `optimize` adds `-O3`."""
+    harness in (`-include coco_gpu_harness.h`, docs/gpu.md §6); `optimize`
+    adds `-O3`."""
     compiler = nvcc()
     command = [str(compiler or "nvcc"), f"-arch={arch}", *NVCC_FLAGS]
     if optimize:
         command.append("-O3")
     if harness:
-        command.append("-DCOCO_GPU_HARNESS")
+        command += ["-include", str(runtime_dir() / HARNESS)]
     command += [f"-I{d}" for d in cuda_include_dirs()]
     if shared:
         command += ["-shared", "-Xcompiler", "-fPIC"]

@@ -17,8 +17,10 @@ variable, where the body uses it (dropout's counter), is each lane's index.
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from functools import singledispatchmethod
+from typing import Protocol
 
 from xdsl.dialects import arith, gpu, memref, scf
 from xdsl.dialects.builtin import (
@@ -30,11 +32,33 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 
-if TYPE_CHECKING:
-    from coconet_ir.backend.cuda.printer import CudaPrinter
+from coconet_ir.backend.cuda.c_expr import Expr, Scope
+from coconet_ir.backend.cuda.ctypes import scalar_type
 
 VECTOR_BYTES = 16
 ID_OPS = ("gpu.thread_id", "gpu.block_id", "gpu.block_dim", "gpu.grid_dim")
+
+
+class KernelPrinter(Protocol):
+    """What the vectorizer uses of the printer that calls it (the
+    `CudaPrinter`): its value → expression table, the kernel's names, and
+    its printing of lines and of the ops it does not vectorize."""
+
+    exprs: dict[SSAValue, Expr]
+    scope: Scope
+
+    print: singledispatchmethod[None]
+    """One op, by the printer's case for it."""
+
+    def print_string(self, text: str) -> None: ...
+
+    def line(self, text: str) -> None: ...
+
+    def indented(self) -> AbstractContextManager[None]: ...
+
+    def text(self, value: SSAValue) -> str: ...
+
+    def operand(self, value: SSAValue) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -66,20 +90,23 @@ def is_global_thread_index(value: SSAValue) -> bool:
     return False
 
 
-def is_block_offset(value: SSAValue) -> bool:
+def is_product_of(value: SSAValue, factors: set[str]) -> bool:
+    """`value` is an `arith.muli` of the ids named `factors` (either order)."""
     mul = is_op(value, arith.MuliOp)
     if mul is None:
         return False
     names = {o.owner.name for o in mul.operands if isinstance(o.owner, Operation)}
-    return names == {"gpu.block_id", "gpu.block_dim"}
+    return names == factors
+
+
+def is_block_offset(value: SSAValue) -> bool:
+    """`blockIdx * blockDim`."""
+    return is_product_of(value, {"gpu.block_id", "gpu.block_dim"})
 
 
 def is_grid_stride(value: SSAValue) -> bool:
-    mul = is_op(value, arith.MuliOp)
-    if mul is None:
-        return False
-    names = {o.owner.name for o in mul.operands if isinstance(o.owner, Operation)}
-    return names == {"gpu.grid_dim", "gpu.block_dim"}
+    """`gridDim * blockDim`."""
+    return is_product_of(value, {"gpu.grid_dim", "gpu.block_dim"})
 
 
 def vector_width(t: MemRefType) -> tuple[int, str] | None:
@@ -110,11 +137,7 @@ def vector_plan(kernel: gpu.FuncOp) -> VectorPlan | None:
     for op in block.ops:
         if op is loop or isinstance(op, gpu.ReturnOp):
             continue
-        if op.regions or not (
-            op.name.split(".")[0] == "arith"
-            or op.name
-            in ("gpu.thread_id", "gpu.block_id", "gpu.block_dim", "gpu.grid_dim")
-        ):
+        if op.regions or not (op.name.split(".")[0] == "arith" or op.name in ID_OPS):
             return None
     if loop.iter_args or not (
         is_global_thread_index(loop.lb) and is_grid_stride(loop.step)
@@ -155,12 +178,10 @@ def vector_plan(kernel: gpu.FuncOp) -> VectorPlan | None:
 
 
 def print_vectorized(
-    printer: CudaPrinter, kernel: gpu.FuncOp, plan: VectorPlan
+    printer: KernelPrinter, kernel: gpu.FuncOp, plan: VectorPlan
 ) -> None:
     """The kernel body: the prologue, the vector loop (when aligned), the
     scalar tail."""
-    from coconet_ir.backend.cuda.printer import Expr
-
     loop, width = plan.loop, plan.width
     printer.print_string("{")
     with printer.indented():
@@ -199,12 +220,9 @@ def print_vectorized(
     printer.line("}")
 
 
-def print_vector_iteration(printer: CudaPrinter, plan: VectorPlan, v: str) -> None:
+def print_vector_iteration(printer: KernelPrinter, plan: VectorPlan, v: str) -> None:
     """One iteration of the vector loop: load every buffer's 16 bytes into a
     lane array, compute the lanes, store the arrays that were written."""
-    from coconet_ir.backend.cuda.ctypes import scalar_type
-    from coconet_ir.backend.cuda.printer import Expr
-
     body: Block = plan.loop.body.block
     induction = body.args[0]
     written = {

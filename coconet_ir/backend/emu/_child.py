@@ -16,35 +16,17 @@ import threading
 from pathlib import Path
 
 import numpy as np
-
-SCALARS = {
-    np.dtype(np.int8): ctypes.c_int8,
-    np.dtype(np.uint8): ctypes.c_uint8,
-    np.dtype(np.int16): ctypes.c_int16,
-    np.dtype(np.uint16): ctypes.c_uint16,
-    np.dtype(np.int32): ctypes.c_int32,
-    np.dtype(np.uint32): ctypes.c_uint32,
-    np.dtype(np.int64): ctypes.c_int64,
-    np.dtype(np.uint64): ctypes.c_uint64,
-    np.dtype(np.float32): ctypes.c_float,
-    np.dtype(np.float64): ctypes.c_double,
-    np.dtype(np.bool_): ctypes.c_bool,
-}
+from entry_args import c_scalar  # a sibling: this script runs by path
 
 
 def c_argument(value: object) -> ctypes._SimpleCData:
-    """An entry argument as ctypes passes it (docs/gpu.md §3)."""
+    """An entry argument as ctypes passes it (docs/gpu.md §3): an array as
+    its (host, hence device) pointer, a scalar by value."""
     if isinstance(value, np.ndarray):
         if not value.flags.c_contiguous or not value.flags.writeable:
             raise ValueError("entry arrays must be C-contiguous and writable")
         return ctypes.c_void_p(value.ctypes.data)
-    if isinstance(value, np.generic):
-        return SCALARS[value.dtype](value.item())
-    if isinstance(value, bool | int):
-        return ctypes.c_int64(int(value))
-    if isinstance(value, float):
-        return ctypes.c_double(value)
-    raise TypeError(f"cannot pass {type(value).__name__} to an entry")
+    return c_scalar(value)
 
 
 def needed(lib: ctypes.CDLL, query: str) -> int:

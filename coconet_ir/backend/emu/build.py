@@ -1,14 +1,17 @@
 """Build an emitted `.cu` into a shared library for the CPU emulation.
 
-`g++ -std=c++20 -O1 -fPIC -shared -pthread -I <runtime_dir> -x c++`, cached by
-the hash of the source, the runtime headers, the compiler and the flags under
-`$COCONET_CACHE/emu` (default `~/.cache/coconet-ir/emu`).
+`g++ -std=c++20 -O1 -fPIC -shared -pthread -I <runtime_dir> -include
+<runtime_dir>/coco_emu_harness.h -x c++` (the harness the driver calls: world
+creation, contexts, statistics), cached by the hash of the source, the
+runtime headers, the compiler and the flags under `$COCONET_CACHE/emu`
+(default `~/.cache/coconet-ir/emu`).
 
-With g++ the runtime headers are parsed once per flag set: `coco_runtime.h` is
-precompiled (`coco_runtime.h.gch`, cached under the same kind of key) and
-found first on the include path; parsing them is most of a build. g++ checks
-that a `.gch` was built with compatible flags and, where it was not, reads
-the headers themselves, so the library is the same either way.
+With g++ the runtime headers are parsed once per flag set: the harness (which
+includes `coco_runtime.h`) is precompiled (`coco_emu_harness.h.gch`, cached
+under the same kind of key) and force-included from there; parsing the
+headers is most of a build. g++ checks that a `.gch` was built with
+compatible flags and, where it was not, reads the headers themselves, so the
+library is the same either way.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from coconet_ir.backend.cuda import runtime_dir
 from coconet_ir.diagnostics import CocoError
 
 BASE_FLAGS = ("-std=c++20", "-O1", "-fPIC", "-shared", "-pthread")
+HARNESS = "coco_emu_harness.h"
+"""The emulation's harness, which every emulated build includes."""
 SANITIZER_FLAGS = {
     "thread": ("-fsanitize=thread", "-g"),
     "address": ("-fsanitize=address", "-fno-omit-frame-pointer", "-g"),
@@ -56,13 +61,15 @@ def emulation_flags(sanitize: str | None = None) -> list[str]:
             f"unknown sanitizer '{sanitize}' (expected one of "
             f"{', '.join(sorted(SANITIZER_FLAGS))})"
         )
-    flags = [*BASE_FLAGS, f"-I{runtime_dir()}"]
+    flags = [
+        *BASE_FLAGS,
+        f"-I{runtime_dir()}",
+        "-include",
+        str(runtime_dir() / HARNESS),
+    ]
     if sanitize:
         flags += SANITIZER_FLAGS[sanitize]
     return flags
-
-
-PCH_HEADER = "coco_runtime.h"
 
 
 def _key(cu_source: str, command: list[str]) -> str:
@@ -117,26 +124,31 @@ def build_cached(
 
 
 def precompiled_header(command: list[str]) -> Path | None:
-    """A directory holding `coco_runtime.h.gch` precompiled by g++ with
+    """A directory holding the harness `coco_emu_harness.h` (a one-line stub
+    that includes the runtime's) and its `.gch`, precompiled by g++ with
     `command`'s flags (built once, cached under the hash of the runtime
     headers and the command), or None where the compiler is not g++ or the
     header cannot be precompiled (the build then parses the headers)."""
     if "g++" not in Path(command[0]).name:
         return None
-    flags = [flag for flag in command[1:] if flag != "-shared"]
-    directory = cache_dir() / f"pch-{_key(PCH_HEADER, [command[0], *flags])}"
-    header = directory / f"{PCH_HEADER}.gch"
+    harness = str(runtime_dir() / HARNESS)
+    flags = [
+        flag for flag in command[1:] if flag not in ("-shared", "-include", harness)
+    ]
+    directory = cache_dir() / f"pch-{_key(HARNESS, [command[0], *flags])}"
+    header = directory / f"{HARNESS}.gch"
     if header.exists():
         return directory
     directory.mkdir(parents=True, exist_ok=True)
+    stub = directory / HARNESS
+    stub.write_text(f'#include "{harness}"\n')
     with tempfile.NamedTemporaryFile(
         dir=directory, prefix=".", suffix=".gch", delete=False
     ) as temporary:
         partial = Path(temporary.name)
     try:
-        source = runtime_dir() / PCH_HEADER
         result = subprocess.run(
-            [command[0], *flags, "-x", "c++-header", str(source), "-o", str(partial)],
+            [command[0], *flags, "-x", "c++-header", str(stub), "-o", str(partial)],
             capture_output=True,
             text=True,
         )
@@ -150,20 +162,13 @@ def precompiled_header(command: list[str]) -> Path | None:
 
 def emulation_command(command: list[str], source: Path, out: Path) -> list[str]:
     """`command` (the compiler and its flags) building `source` into `out`,
-    with the precompiled runtime header's directory searched first, where
-    there is one: `#include "coco_runtime.h"` then reads the `.gch`."""
+    force-including the precompiled harness where there is one (g++ reads
+    `coco_emu_harness.h.gch` beside the stub)."""
     pch = precompiled_header(command)
-    include = [f"-I{pch}"] if pch is not None else []
-    return [
-        command[0],
-        *include,
-        *command[1:],
-        "-x",
-        "c++",
-        str(source),
-        "-o",
-        str(out),
-    ]
+    harness = str(runtime_dir() / HARNESS)
+    if pch is not None:
+        command = [str(pch / HARNESS) if flag == harness else flag for flag in command]
+    return [*command, "-x", "c++", str(source), "-o", str(out)]
 
 
 def compile_emulated(cu_source: str, sanitize: str | None = None) -> Path:

@@ -60,6 +60,35 @@ class EntryCall:
     outputs: Mapping[str, int] = field(default_factory=dict)
 
 
+def check_calls(
+    world: int, num_stages: int, calls: Sequence[EntryCall]
+) -> dict[str, tuple[int, int, list[np.ndarray]]]:
+    """The outputs `calls` name, checked against the world (a stage in range,
+    arguments for every rank, each output an array named once): output name →
+    (call index, argument index, each rank's array). The emulation and the
+    GPU runner share it."""
+    names: dict[str, tuple[int, int, list[np.ndarray]]] = {}
+    for k, call in enumerate(calls):
+        if not 0 <= call.stage < num_stages:
+            raise CocoError(
+                f"{call.entry}: stage {call.stage} out of range (0..{num_stages - 1})"
+            )
+        if len(call.args) != world:
+            raise CocoError(
+                f"{call.entry}: arguments for {len(call.args)} ranks, world has {world}"
+            )
+        for name, index in call.outputs.items():
+            if name in names:
+                raise CocoError(f"output '{name}' named twice")
+            arrays = [
+                a for args in call.args if isinstance(a := args[index], np.ndarray)
+            ]
+            if len(arrays) != world:
+                raise CocoError(f"output '{name}' of {call.entry} is not an array")
+            names[name] = (k, index, arrays)
+    return names
+
+
 def _sanitizer_of(library: Path) -> str | None:
     data = library.read_bytes()
     if b"libtsan.so" in data:
@@ -106,25 +135,8 @@ def run_emulated(
     statistics (docs/gpu.md §3). `watchdog` sets COCO_EMU_TIMEOUT (seconds)
     in the child; `timeout` bounds the whole run."""
     library = Path(library)
-    names: dict[str, list[np.ndarray]] = {}  # output -> rank's argument
-    for call in calls:
-        if not 0 <= call.stage < num_stages:
-            raise CocoError(
-                f"{call.entry}: stage {call.stage} out of range (0..{num_stages - 1})"
-            )
-        if len(call.args) != world:
-            raise CocoError(
-                f"{call.entry}: arguments for {len(call.args)} ranks, world has {world}"
-            )
-        for name, index in call.outputs.items():
-            if name in names:
-                raise CocoError(f"output '{name}' named twice")
-            arrays = [
-                a for args in call.args if isinstance(a := args[index], np.ndarray)
-            ]
-            if len(arrays) != world:
-                raise CocoError(f"output '{name}' of {call.entry} is not an array")
-            names[name] = arrays
+    checked = check_calls(world, num_stages, calls)
+    names = {name: arrays for name, (_, _, arrays) in checked.items()}
     request = {
         "library": str(library),
         "world": world,

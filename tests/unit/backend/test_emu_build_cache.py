@@ -1,6 +1,7 @@
 """The emulation build's precompiled runtime header (`backend/emu/build.py`):
-with g++, `coco_runtime.h` is precompiled once per flag set and every build
-reads the `.gch` instead of parsing the headers (most of a build's time)."""
+with g++, the force-included harness `coco_emu_harness.h` (which includes
+`coco_runtime.h`) is precompiled once per flag set and every build reads the
+`.gch` instead of parsing the headers (most of a build's time)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ def gxx():
 def test_the_runtime_header_is_precompiled_once_and_used(gxx, tmp_path):
     directory = build.precompiled_header(gxx)
     assert directory is not None and directory.parent == build.cache_dir()
-    header = directory / "coco_runtime.h.gch"
+    header = directory / "coco_emu_harness.h.gch"
     built = header.stat().st_mtime_ns
     assert build.precompiled_header(gxx) == directory
     assert header.stat().st_mtime_ns == built

@@ -1,5 +1,6 @@
 """The real-GPU backend (docs/gpu.md §6): the harness header and every
-example's printed `.cu` build with `-DCOCO_GPU_HARNESS` into shared libraries
+example's printed `.cu` build with the harness (`-include coco_gpu_harness.h`) into
+shared libraries
 that link against the NCCL and cuBLAS wheels and load; the benchmark main of
 `-t 'cuda{main=true}'` builds into an executable (sm_80, sm_90) that parses
 its options and fails cleanly without a GPU; `gpu_run` imports without cupy
@@ -132,11 +133,11 @@ def test_message_bytes_are_nccl_tests_sizes():
 
 
 def test_main_prints_a_table_and_main_under_nvcc_only():
+    """The benchmark header brings the GPU harness: the printed file needs no
+    macro to ask for it."""
     text = printed(lowered("megatron"), main=True)
-    assert "#define COCO_GPU_HARNESS 1" in text
-    assert text.index("#define COCO_GPU_HARNESS") < text.index(
-        '#include "coco_runtime.h"'
-    )
+    assert "COCO_GPU_HARNESS" not in text
+    assert text.index('#include "coco_runtime.h"') < text.index("#ifdef __CUDACC__")
     section = text[text.index("#ifdef __CUDACC__") :]
     assert '#include "coco_gpu_bench.h"' in section
     assert "int main(int argc, char **argv) {" in section
@@ -144,17 +145,67 @@ def test_main_prints_a_table_and_main_under_nvcc_only():
     assert "int main" not in printed(lowered("megatron"))
 
 
-def test_harness_is_included_under_nvcc_with_the_macro_only():
+RUNTIME_INCLUDES = {
+    "coco_emu.h": set(),
+    "coco_runtime.h": {"coco_emu.h"},
+    "coco_emu_harness.h": {"coco_runtime.h"},
+    "coco_gpu_harness.h": {"coco_runtime.h"},
+    "coco_gpu_bench.h": {"coco_gpu_harness.h"},
+}
+
+
+def test_runtime_headers_include_what_they_use_as_a_dag():
+    """Each runtime header includes the runtime headers it uses, at its top
+    (none is included at the end of another), and the include graph is the
+    layering coco_runtime.h's first comment draws: no circle."""
+    found: dict[str, set[str]] = {}
+    for header in sorted(runtime_dir().glob("*.h")):
+        lines = header.read_text().splitlines()
+        includes = [
+            (n, line.split('"')[1])
+            for n, line in enumerate(lines)
+            if line.startswith('#include "')
+        ]
+        found[header.name] = {name for _, name in includes}
+        code = [
+            n
+            for n, line in enumerate(lines)
+            if line and not line.startswith(("//", "#"))
+        ]
+        assert all(n < code[0] for n, _ in includes), header.name
+    assert found == RUNTIME_INCLUDES
     header = (runtime_dir() / "coco_runtime.h").read_text()
-    assert (
-        "#if defined(__CUDACC__) && defined(COCO_GPU_HARNESS)\n"
-        '#include "coco_gpu_harness.h"' in header
-    )
+    assert all(name in header.split("#pragma once")[0] for name in found)
+
+
+def test_each_harness_builds_alone_with_gxx_and_refuses_the_other_compiler(
+    tmp_path: Path,
+):
+    """coco_emu_harness.h compiles on its own (it includes coco_runtime.h);
+    coco_gpu_harness.h under g++ is an #error naming the emulation's."""
+    from coconet_ir.backend.emu.build import compiler
+
+    def syntax(header: str) -> subprocess.CompletedProcess[str]:
+        source = tmp_path / "only.cpp"
+        source.write_text(f'#include "{header}"\n')
+        command = [compiler(), "-std=c++20", "-fsyntax-only", f"-I{runtime_dir()}"]
+        return subprocess.run(
+            [*command, str(source)], capture_output=True, text=True, timeout=120
+        )
+
+    alone = syntax("coco_emu_harness.h")
+    assert alone.returncode == 0, alone.stderr
+    refused = syntax("coco_gpu_harness.h")
+    assert refused.returncode != 0
+    assert "the emulation's is coco_emu_harness.h" in refused.stderr
 
 
 def test_nvcc_command_for_the_harness_and_the_benchmark(tmp_path):
     shared = nvcc_command("x.cu", "sm_90", tmp_path / "x.so", shared=True, harness=True)
-    assert "-DCOCO_GPU_HARNESS" in shared and "-shared" in shared
+    included = shared[shared.index("-include") + 1]
+    assert included == str(runtime_dir() / "coco_gpu_harness.h")
+    assert "-shared" in shared
+    assert "-include" not in nvcc_command("x.cu", "sm_90", tmp_path / "x.o")
     assert any(flag.startswith("-l:libnccl") for flag in shared)
     program = nvcc_command(
         "x.cu", "sm_80", tmp_path / "x", executable=True, harness=True
@@ -170,7 +221,7 @@ def test_toolchain_prints_the_command():
         text=True,
         check=True,
     ).stdout
-    assert "-DCOCO_GPU_HARNESS" in out and "megatron.cu -o megatron" in out
+    assert "coco_gpu_harness.h" in out and "megatron.cu -o megatron" in out
     flags = subprocess.run(
         [sys.executable, "-m", "coconet_ir.backend.cuda.toolchain", "--nvcc-flags"],
         capture_output=True,
@@ -222,7 +273,7 @@ def test_calls_are_checked_before_the_gpu():
 @needs_toolchain
 def test_harness_and_every_example_build_shared_libraries_that_link(tmp_path: Path):
     """Every example (coco-optimize'd, world 8) printed, compiled with the
-    harness (`-DCOCO_GPU_HARNESS`, sm_90, warnings as errors) in one nvcc
+    harness (force-included, sm_90, warnings as errors) in one nvcc
     call, each linked into a shared library against NCCL and cuBLAS; each
     loads (every symbol resolves), exports the harness, and its
     coco_gpu_create fails with a message where there is no GPU."""

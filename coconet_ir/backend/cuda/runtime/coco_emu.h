@@ -211,40 +211,35 @@ inline uint16_t float_to_bfloat16_bits(float f) {
 
 inline float bfloat16_bits_to_float(uint16_t b) { return bits_float((uint32_t)b << 16); }
 
+// A 16-bit float held as its bits (`__x`, as CUDA's types hold them), made
+// from float, double and int by `ToBits` (round to nearest even) and read as
+// float by `FromBits`: __half and __nv_bfloat16.
+template <uint16_t (*ToBits)(float), float (*FromBits)(uint16_t)> struct float16_bits {
+  unsigned short __x;
+  float16_bits() = default;
+  float16_bits(float f) : __x(ToBits(f)) {}
+  float16_bits(double f) : __x(ToBits((float)f)) {}
+  float16_bits(int i) : __x(ToBits((float)i)) {}
+  operator float() const { return FromBits(__x); }
+};
+
 }  // namespace coco_emu
 
-struct __half {
-  unsigned short __x;
-  __half() = default;
-  __half(float f) : __x(coco_emu::float_to_half_bits(f)) {}
-  __half(double f) : __x(coco_emu::float_to_half_bits((float)f)) {}
-  __half(int i) : __x(coco_emu::float_to_half_bits((float)i)) {}
-  operator float() const { return coco_emu::half_bits_to_float(__x); }
+struct __half : coco_emu::float16_bits<coco_emu::float_to_half_bits, coco_emu::half_bits_to_float> {
+  using float16_bits::float16_bits;
 };
 
-struct __nv_bfloat16 {
-  unsigned short __x;
-  __nv_bfloat16() = default;
-  __nv_bfloat16(float f) : __x(coco_emu::float_to_bfloat16_bits(f)) {}
-  __nv_bfloat16(double f) : __x(coco_emu::float_to_bfloat16_bits((float)f)) {}
-  __nv_bfloat16(int i) : __x(coco_emu::float_to_bfloat16_bits((float)i)) {}
-  operator float() const { return coco_emu::bfloat16_bits_to_float(__x); }
+struct __nv_bfloat16
+    : coco_emu::float16_bits<coco_emu::float_to_bfloat16_bits, coco_emu::bfloat16_bits_to_float> {
+  using float16_bits::float16_bits;
 };
 
-inline __half __float2half(float f) {
-  __half h;
-  h.__x = coco_emu::float_to_half_bits(f);
-  return h;
-}
-inline __half __float2half_rn(float f) { return __float2half(f); }
-inline float __half2float(__half h) { return coco_emu::half_bits_to_float(h.__x); }
-inline __nv_bfloat16 __float2bfloat16(float f) {
-  __nv_bfloat16 b;
-  b.__x = coco_emu::float_to_bfloat16_bits(f);
-  return b;
-}
-inline __nv_bfloat16 __float2bfloat16_rn(float f) { return __float2bfloat16(f); }
-inline float __bfloat162float(__nv_bfloat16 b) { return coco_emu::bfloat16_bits_to_float(b.__x); }
+inline __half __float2half(float f) { return f; }
+inline __half __float2half_rn(float f) { return f; }
+inline float __half2float(__half h) { return h; }
+inline __nv_bfloat16 __float2bfloat16(float f) { return f; }
+inline __nv_bfloat16 __float2bfloat16_rn(float f) { return f; }
+inline float __bfloat162float(__nv_bfloat16 b) { return b; }
 
 // ---------------------------------------------------------------------------
 // libcu++'s cuda::atomic_ref, as a shim over std::atomic_ref
@@ -265,12 +260,7 @@ using ::std::memory_order_relaxed;
 using ::std::memory_order_release;
 using ::std::memory_order_seq_cst;
 }  // namespace std
-using ::std::memory_order;
-using ::std::memory_order_acq_rel;
-using ::std::memory_order_acquire;
-using ::std::memory_order_relaxed;
-using ::std::memory_order_release;
-using ::std::memory_order_seq_cst;
+using namespace cuda::std;  // cuda::memory_order_* too, as libcu++ has them
 
 template <class T, thread_scope Scope = thread_scope_system>
 struct atomic_ref : ::std::atomic_ref<T> {
@@ -1169,17 +1159,31 @@ inline void finish_p2p(comm_group &g, const std::tuple<int, int, uint64_t> &key,
   if (++slot.finished == 2) g.p2p.erase(key);
 }
 
+// The start of both halves of a send/recv pair: with the communicator's
+// lock held, name the call in `what` (the watchdog's and the errors' words)
+// and wait until the peer's half has reached the pair's slot (`ready`).
+template <class Ready>
+inline p2p_slot &meet_peer(const nccl_op &op, std::unique_lock<std::mutex> &lock,
+                           char (&what)[200], Ready ready) {
+  comm_group &g = *op.comm->group;
+  p2p_slot &slot = g.p2p[p2p_key(op)];
+  const bool send = op.kind == nccl_op::SEND;
+  snprintf(what, sizeof what, "%s #%llu %s rank %d of the %s communicator",
+           send ? "ncclSend" : "ncclRecv", (unsigned long long)op.seq, send ? "to" : "from",
+           op.peer, g.label);
+  current.name = what;
+  wait_or_die(lock, g.cv, [&] { return ready(slot); }, [&] {
+    return std::string(send ? "the matching ncclRecv never came"
+                            : "the matching ncclSend never came");
+  });
+  return slot;
+}
+
 inline void complete_recv(const nccl_op &op) {
   comm_group &g = *op.comm->group;
-  auto key = p2p_key(op);
   std::unique_lock<std::mutex> lock(g.m);
-  p2p_slot &slot = g.p2p[key];
   char what[200];
-  snprintf(what, sizeof what, "ncclRecv #%llu from rank %d of the %s communicator",
-           (unsigned long long)op.seq, op.peer, g.label);
-  current.name = what;
-  wait_or_die(lock, g.cv, [&] { return slot.posted; },
-              [&] { return std::string("the matching ncclSend never came"); });
+  p2p_slot &slot = meet_peer(op, lock, what, [](const p2p_slot &s) { return s.posted; });
   if (slot.bytes != op.bytes)
     fatal(4, "%s: %s expects %zu bytes but the matching ncclSend has %zu",
           describe_current().c_str(), what, op.bytes, slot.bytes);
@@ -1187,21 +1191,15 @@ inline void complete_recv(const nccl_op &op) {
   count_bytes(g.global[op.peer], g.global[op.comm->rank], slot.sender->index, op.bytes, g.world);
   slot.done = true;
   g.cv.notify_all();
-  finish_p2p(g, key, slot);
+  finish_p2p(g, p2p_key(op), slot);
 }
 
 inline void wait_send(const nccl_op &op) {
   comm_group &g = *op.comm->group;
-  auto key = p2p_key(op);
   std::unique_lock<std::mutex> lock(g.m);
-  p2p_slot &slot = g.p2p[key];
   char what[200];
-  snprintf(what, sizeof what, "ncclSend #%llu to rank %d of the %s communicator",
-           (unsigned long long)op.seq, op.peer, g.label);
-  current.name = what;
-  wait_or_die(lock, g.cv, [&] { return slot.done; },
-              [&] { return std::string("the matching ncclRecv never came"); });
-  finish_p2p(g, key, slot);
+  p2p_slot &slot = meet_peer(op, lock, what, [](const p2p_slot &s) { return s.done; });
+  finish_p2p(g, p2p_key(op), slot);
 }
 
 // One NCCL group (or one ungrouped call) on one stream: post every send, then

@@ -1,8 +1,16 @@
 // coco_emu_harness.h — the emulation's harness (docs/gpu.md §3): create a world
 // of ranks, hand out their contexts, synchronize, read the statistics.
-// Included at the end of coco_runtime.h (it needs coco_context); extern "C",
-// weak, so that the one shared library built from an emitted .cu exports them.
+// g++ only. Added to an emitted .cu by the emulation build
+// (coconet_ir.backend.emu.build force-includes it); it includes coco_runtime.h
+// for coco_context. extern "C", weak, so that the one shared library built
+// from an emitted .cu exports them.
 #pragma once
+
+#ifdef __CUDACC__
+#error "coco_emu_harness.h drives the CPU emulation (g++); nvcc's is coco_gpu_harness.h"
+#endif
+
+#include "coco_runtime.h"
 
 static_assert(COCO_EMU_STREAMS == COCO_MAX_STREAMS, "one stream count");
 

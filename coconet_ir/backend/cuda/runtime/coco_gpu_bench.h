@@ -1,8 +1,9 @@
 // coco_gpu_bench.h — the standalone benchmark behind `-t 'cuda{main=true}'`
-// (docs/gpu.md §6). The printed file defines COCO_STANDALONE_MAIN and
-// COCO_GPU_HARNESS, the table `coco_bench_entries` (every entry: name, stage,
-// arguments with their element kind and count, a caller, the nccl-tests size
-// and bus bytes of its collectives) and `main`, which calls coco_bench::run.
+// (docs/gpu.md §6), nvcc only. The printed file includes it, then defines
+// the table `coco_bench_entries` (every entry: name,
+// stage, arguments with their element kind and count, a caller, the
+// nccl-tests size and bus bytes of its collectives) and `main`, which calls
+// coco_bench::run. It includes the GPU harness (coco_gpu_harness.h).
 //
 //   ./prog [--warmup W] [--iters I] [--world N] [--devices 0,1,...]
 //
@@ -28,9 +29,19 @@
 
 #include <condition_variable>
 #include <mutex>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <thread>
 #include <vector>
+
+#include "coco_gpu_harness.h"
+
+// What every printed module defines (docs/gpu.md §2): its world size and the
+// symmetric workspace and signal slots a rank needs.
+extern "C" int coco_world_size(void);
+extern "C" size_t coco_symmetric_bytes(void);
+extern "C" size_t coco_signal_slots(void);
 
 enum coco_bench_kind {
   COCO_BENCH_F32,

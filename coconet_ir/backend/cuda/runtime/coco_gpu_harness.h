@@ -2,10 +2,12 @@
 // of ranks in ONE process driving several GPUs, hand out their contexts,
 // synchronize, time, destroy. The GPU twin of coco_emu_harness.h.
 //
-// Included at the end of coco_runtime.h under nvcc when COCO_GPU_HARNESS is
-// defined (it needs coco_context); extern "C", weak, default visibility, so
-// the shared library built from an emitted .cu exports them (gpu_run.py loads
-// them with ctypes) and the benchmark main of `-t 'cuda{main=true}'` uses them.
+// nvcc only. Added to an emitted .cu by the build that drives it
+// (nvcc_command(harness=True) force-includes it, as gpu_run.py's shared
+// library does) or by coco_gpu_bench.h (the benchmark main of
+// `-t 'cuda{main=true}'`); it includes coco_runtime.h for coco_context.
+// extern "C", weak, default visibility, so the shared library built from an
+// emitted .cu exports them (gpu_run.py loads them with ctypes).
 //
 // Rank `r` of stage `s` (global rank g = s*world + r) runs on device
 // devices[g] (default: device g). Each stage gets one NCCL communicator over
@@ -18,7 +20,13 @@
 // disabled), a cuBLAS handle on stream 0, and a pair of timing events.
 #pragma once
 
+#ifndef __CUDACC__
+#error "coco_gpu_harness.h drives real GPUs (nvcc); the emulation's is coco_emu_harness.h"
+#endif
+
 #include <string.h>
+
+#include "coco_runtime.h"
 
 #define COCO_GPU_EXPORT extern "C" __attribute__((weak, visibility("default")))
 
@@ -48,24 +56,16 @@ inline bool failed(const char *what, const char *detail, int line) {
   return false;
 }
 
-#define COCO_GPU_TRY_CUDA(expr)                                                         \
-  do {                                                                                  \
-    cudaError_t coco_err_ = (expr);                                                     \
-    if (coco_err_ != cudaSuccess)                                                       \
-      return coco_gpu::failed(#expr, cudaGetErrorString(coco_err_), __LINE__);         \
-  } while (0)
-#define COCO_GPU_TRY_NCCL(expr)                                                         \
-  do {                                                                                  \
-    ncclResult_t coco_err_ = (expr);                                                    \
-    if (coco_err_ != ncclSuccess)                                                       \
-      return coco_gpu::failed(#expr, ncclGetErrorString(coco_err_), __LINE__);         \
-  } while (0)
-#define COCO_GPU_TRY_CUBLAS(expr)                                                       \
-  do {                                                                                  \
-    cublasStatus_t coco_err_ = (expr);                                                  \
-    if (coco_err_ != CUBLAS_STATUS_SUCCESS)                                             \
-      return coco_gpu::failed(#expr, cublasGetStatusString(coco_err_), __LINE__);      \
-  } while (0)
+// Return false from a creation step, the failure in create_error().
+#define COCO_GPU_TRY_CUDA(expr)                                   \
+  COCO_RETURN_UNLESS(cudaError_t, cudaSuccess, expr,              \
+                     coco_gpu::failed(#expr, cudaGetErrorString(coco_err_), __LINE__))
+#define COCO_GPU_TRY_NCCL(expr)                                   \
+  COCO_RETURN_UNLESS(ncclResult_t, ncclSuccess, expr,             \
+                     coco_gpu::failed(#expr, ncclGetErrorString(coco_err_), __LINE__))
+#define COCO_GPU_TRY_CUBLAS(expr)                                 \
+  COCO_RETURN_UNLESS(cublasStatus_t, CUBLAS_STATUS_SUCCESS, expr, \
+                     coco_gpu::failed(#expr, cublasGetStatusString(coco_err_), __LINE__))
 
 // Peer access between every ordered pair of a stage's devices. Already
 // enabled is fine; impossible is an error only when `required`.

@@ -5,6 +5,25 @@
 // other C++20 compiler it includes coco_emu.h, the CPU emulation that runs the
 // ranks of a world as threads of one process (docs/gpu.md §3). The names below
 // are the same in both modes.
+//
+// The runtime headers, each including what it uses (an arrow: "includes"):
+//
+//   coco_emu.h          the CPU emulation of CUDA, NCCL and cuBLAS (g++ only)
+//      ^
+//   coco_runtime.h      the context, the helpers, the macros (this file)
+//      ^         ^
+//      |     coco_gpu_harness.h   world creation on real GPUs (nvcc only)
+//      |         ^
+//      |     coco_gpu_bench.h     the standalone benchmark main (nvcc only)
+//   coco_emu_harness.h            world creation in the emulation (g++ only)
+//
+// A harness is added by the build that drives the program, not by this file:
+// the emulation build (coconet_ir.backend.emu.build) force-includes
+// coco_emu_harness.h (`-include`), nvcc_command(harness=True)
+// (coconet_ir.backend.cuda.toolchain) coco_gpu_harness.h, and a file printed
+// with `-t 'cuda{main=true}'` includes coco_gpu_bench.h under nvcc. A forced
+// harness comes before the program's own text, so the knobs below
+// (COCO_BLOCKS_PER_SM, COCO_EMU_MAX_BLOCKS) are set with -D, not #define.
 #pragma once
 
 #include <stddef.h>
@@ -325,7 +344,7 @@ __host__ __device__ __forceinline__ T minimum(T a, T b) {
 }
 
 // ---------------------------------------------------------------------------
-// Philox4x32-10 and the dropout uniform (COCO_DIALECT.md §6)
+// Philox4x32-10 and the dropout uniform (docs/interpreter.md, "Dropout")
 // ---------------------------------------------------------------------------
 
 __host__ __device__ __forceinline__ void philox4x32_10(const uint32_t counter[4],
@@ -368,30 +387,18 @@ __host__ __device__ __forceinline__ float philox_uniform(uint64_t seed, uint64_t
 // ---------------------------------------------------------------------------
 
 template <class T> struct dtype_of;
-template <> struct dtype_of<float> {
-  static constexpr ncclDataType_t nccl = ncclFloat;
-  static constexpr cudaDataType_t cuda = CUDA_R_32F;
-};
-template <> struct dtype_of<double> {
-  static constexpr ncclDataType_t nccl = ncclDouble;
-  static constexpr cudaDataType_t cuda = CUDA_R_64F;
-};
-template <> struct dtype_of<__half> {
-  static constexpr ncclDataType_t nccl = ncclHalf;
-  static constexpr cudaDataType_t cuda = CUDA_R_16F;
-};
-template <> struct dtype_of<__nv_bfloat16> {
-  static constexpr ncclDataType_t nccl = ncclBfloat16;
-  static constexpr cudaDataType_t cuda = CUDA_R_16BF;
-};
-template <> struct dtype_of<int32_t> {
-  static constexpr ncclDataType_t nccl = ncclInt32;
-  static constexpr cudaDataType_t cuda = CUDA_R_32I;
-};
-template <> struct dtype_of<bool> {
-  static constexpr ncclDataType_t nccl = ncclUint8;
-  static constexpr cudaDataType_t cuda = CUDA_R_8U;
-};
+#define COCO_DTYPE(T, NCCL, CUDA)                       \
+  template <> struct dtype_of<T> {                      \
+    static constexpr ncclDataType_t nccl = NCCL;        \
+    static constexpr cudaDataType_t cuda = CUDA;        \
+  };
+COCO_DTYPE(float, ncclFloat, CUDA_R_32F)
+COCO_DTYPE(double, ncclDouble, CUDA_R_64F)
+COCO_DTYPE(__half, ncclHalf, CUDA_R_16F)
+COCO_DTYPE(__nv_bfloat16, ncclBfloat16, CUDA_R_16BF)
+COCO_DTYPE(int32_t, ncclInt32, CUDA_R_32I)
+COCO_DTYPE(bool, ncclUint8, CUDA_R_8U)
+#undef COCO_DTYPE
 
 template <class T> constexpr ncclDataType_t nccl_type() { return dtype_of<T>::nccl; }
 template <class T> constexpr cudaDataType_t cuda_type() { return dtype_of<T>::cuda; }
@@ -464,35 +471,25 @@ inline cudaError_t launch_cooperative(void (*kernel)(Params...), dim3 grid, dim3
 #define COCO_SHARED_DYNAMIC(T, name) T *name = reinterpret_cast<T *>(coco_emu::dynamic_shared())
 #endif
 
+// Evaluate `expr`, which returns a status of type `T`; unless the status is
+// `ok`, return `failure`, an expression of the status `coco_err_`. Behind the
+// checks below and the GPU harness's.
+#define COCO_RETURN_UNLESS(T, ok, expr, failure) \
+  do {                                           \
+    T coco_err_ = (expr);                        \
+    if (coco_err_ != (ok)) return failure;       \
+  } while (0)
+
 // Return the failure from the entry (whose context is `ctx`), recording it.
-#define COCO_CHECK_CUDA(expr)                                                            \
-  do {                                                                                   \
-    cudaError_t coco_err_ = (expr);                                                      \
-    if (coco_err_ != cudaSuccess)                                                        \
-      return coco::fail(ctx, COCO_ERR_CUDA, #expr, cudaGetErrorString(coco_err_), __FILE__, \
-                        __LINE__);                                                       \
-  } while (0)
-#define COCO_CHECK_NCCL(expr)                                                             \
-  do {                                                                                    \
-    ncclResult_t coco_err_ = (expr);                                                      \
-    if (coco_err_ != ncclSuccess)                                                         \
-      return coco::fail(ctx, COCO_ERR_NCCL, #expr, ncclGetErrorString(coco_err_), __FILE__, \
-                        __LINE__);                                                        \
-  } while (0)
-#define COCO_CHECK_CUBLAS(expr)                                                       \
-  do {                                                                                \
-    cublasStatus_t coco_err_ = (expr);                                                \
-    if (coco_err_ != CUBLAS_STATUS_SUCCESS)                                           \
-      return coco::fail(ctx, COCO_ERR_CUBLAS, #expr, cublasGetStatusString(coco_err_), \
-                        __FILE__, __LINE__);                                          \
-  } while (0)
-
-#ifndef __CUDACC__
-#include "coco_emu_harness.h"
-#endif
-
-// The real-GPU harness (world creation for several GPUs in one process), for
-// the shared library gpu_run.py loads and the benchmark main.
-#if defined(__CUDACC__) && defined(COCO_GPU_HARNESS)
-#include "coco_gpu_harness.h"
-#endif
+#define COCO_CHECK_CUDA(expr)                                                  \
+  COCO_RETURN_UNLESS(cudaError_t, cudaSuccess, expr,                           \
+                     coco::fail(ctx, COCO_ERR_CUDA, #expr,                     \
+                                cudaGetErrorString(coco_err_), __FILE__, __LINE__))
+#define COCO_CHECK_NCCL(expr)                                                  \
+  COCO_RETURN_UNLESS(ncclResult_t, ncclSuccess, expr,                          \
+                     coco::fail(ctx, COCO_ERR_NCCL, #expr,                     \
+                                ncclGetErrorString(coco_err_), __FILE__, __LINE__))
+#define COCO_CHECK_CUBLAS(expr)                                                \
+  COCO_RETURN_UNLESS(cublasStatus_t, CUBLAS_STATUS_SUCCESS, expr,              \
+                     coco::fail(ctx, COCO_ERR_CUBLAS, #expr,                   \
+                                cublasGetStatusString(coco_err_), __FILE__, __LINE__))
