@@ -89,11 +89,6 @@ from coconet_ir.dialects.coco_gpu import (
     WaitSignalOp,
 )
 from coconet_ir.lowering.bufferize import alloc, local_shape, lowered_buffer
-from coconet_ir.lowering.coco_to_gpu import (
-    Lowering,
-    chunk_of,
-    replace_with_buffers,
-)
 from coconet_ir.lowering.kernels import (
     VECTOR_BYTES,
     Indexer,
@@ -121,6 +116,7 @@ from coconet_ir.lowering.kernels import (
     strides,
     to_compute,
 )
+from coconet_ir.lowering.state import Lowering, chunk_of, replace_with_buffers
 
 index = IndexType()
 

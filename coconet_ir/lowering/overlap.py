@@ -48,7 +48,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from xdsl.dialects import gpu, memref
 from xdsl.dialects.builtin import IndexType
@@ -73,9 +72,13 @@ from coconet_ir.dialects.coco_gpu import (
 from coconet_ir.lowering.bufferize import alloc, as_tensor, buffer_type, local_shape
 from coconet_ir.lowering.host import HostValues
 from coconet_ir.lowering.kernels import copy_block, memref_shape
-
-if TYPE_CHECKING:
-    from coconet_ir.lowering.coco_to_gpu import Lowering
+from coconet_ir.lowering.state import (
+    CHUNK_ATTR,
+    ChunkAt,
+    Lowering,
+    replace_with_buffers,
+    tensor_of,
+)
 
 index = IndexType()
 
@@ -290,13 +293,6 @@ def lower_overlap(
 ) -> None:
     """`coco.overlap chunks = K` → K unrolled chunks on two streams with
     events (the module docstring)."""
-    from coconet_ir.lowering.coco_to_gpu import (
-        CHUNK_ATTR,
-        ChunkAt,
-        replace_with_buffers,
-        tensor_of,
-    )
-
     world = lowering.world
     chunks = op.chunk_count
     input_dims = list(op.input_dims.get_values())

@@ -87,14 +87,6 @@ from coconet_ir.dialects.coco_gpu import (
     stream_of,
 )
 from coconet_ir.lowering.bufferize import alloc, as_tensor, buffer_type, local_shape
-from coconet_ir.lowering.coco_to_gpu import (
-    CHUNK_ATTR,
-    ChunkAt,
-    Lowering,
-    enclosing,
-    replace_with_buffers,
-    tensor_of,
-)
 from coconet_ir.lowering.fused_collectives import (
     SymmetricAllocator,
     if_then,
@@ -123,6 +115,14 @@ from coconet_ir.lowering.overlap import (
     chunk_view,
     copy_chunk_out,
     on_stream,
+)
+from coconet_ir.lowering.state import (
+    CHUNK_ATTR,
+    ChunkAt,
+    Lowering,
+    enclosing,
+    replace_with_buffers,
+    tensor_of,
 )
 
 index = IndexType()

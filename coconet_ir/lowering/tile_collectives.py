@@ -79,7 +79,6 @@ from coconet_ir.dialects.coco_gpu import (
     TileComputedOp,
     WaitSignalOp,
 )
-from coconet_ir.lowering.coco_to_gpu import Lowering, replace_with_buffers
 from coconet_ir.lowering.embedding import EmbeddingLookup, emit_pooled
 from coconet_ir.lowering.fused_collectives import (
     Ints,
@@ -103,6 +102,7 @@ from coconet_ir.lowering.kernels import (
     store,
     to_compute,
 )
+from coconet_ir.lowering.state import Lowering, replace_with_buffers
 
 
 def frame(b: Builder) -> tuple[SSAValue, SSAValue, SSAValue, SSAValue, SSAValue]:
