@@ -33,6 +33,7 @@ import math
 from abc import ABC
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from xdsl.builder import Builder
 from xdsl.context import Context
@@ -158,6 +159,74 @@ class CocoLoweringPattern(RewritePattern, ABC):
     def world(self) -> int:
         return self.lowering.world
 
+    def rank_major(
+        self,
+        op: Operation,
+        source: SSAValue,
+        dest: SSAValue,
+        shape: Sequence[int],
+        dim: int,
+        *,
+        pack: bool,
+    ) -> list[Operation]:
+        """The `<op>_pack` (or `_unpack`) kernel's launch: `rank_major`."""
+        lowering = self.lowering
+        return rank_major(
+            lowering.host(op),
+            lowering.kernels,
+            lowering.threads,
+            lowering.kernel_name(op, "pack" if pack else "unpack"),
+            source,
+            dest,
+            shape,
+            dim,
+            self.world,
+            pack=pack,
+        )
+
+    def packed(
+        self,
+        op: Operation,
+        host: list[Operation],
+        source: SSAValue,
+        t: TensorType,
+        shape: Sequence[int],
+        dim: int,
+    ) -> SSAValue:
+        """`source` (a buffer of `t`, of `shape`) as the rank-major blocks
+        along `dim` that NCCL sends: itself when `dim` is outermost, else a
+        scratch buffer `host` packs it into."""
+        if math.prod(shape[:dim]) == 1:
+            return source
+        packed = scratch(t, self.world)
+        packed.memref.name_hint = "packed"
+        host.append(packed)
+        host += self.rank_major(op, source, packed.memref, shape, dim, pack=True)
+        return packed.memref
+
+    def unpacked(
+        self,
+        op: Operation,
+        host: list[Operation],
+        call: Callable[[SSAValue], Operation],
+        out: SSAValue,
+        t: TensorType,
+        shape: Sequence[int],
+        dim: int,
+        hint: str,
+    ) -> None:
+        """The NCCL `call(buffer)` receiving rank-major blocks along `dim`
+        into `out` (a buffer of `t`, of `shape`): directly when `dim` is
+        outermost, else into a scratch buffer (named `hint`) unpacked into
+        `out`."""
+        if math.prod(shape[:dim]) == 1:
+            host.append(call(out))
+            return
+        received = scratch(t, self.world)
+        received.memref.name_hint = hint
+        host += [received, call(received.memref)]
+        host += self.rank_major(op, received.memref, out, shape, dim, pack=False)
+
 
 def ready(op: Operation) -> bool:
     """Whether every operand's producer is lowered already: patterns wait for
@@ -179,9 +248,9 @@ class LowerElementwise(CocoLoweringPattern):
             return
         lowering = self.lowering
         result = result_type(op)
-        host, buffers = lowering.buffers(op.operands)
-        more, out = lowering.result_buffer(op, op.results[0], reads_in_place=True)
-        host += more
+        host, buffers, out = lowering.operands_and_result(
+            op, op.operands, reads_in_place=True
+        )
         inputs = [(b, v.type) for b, v in zip(buffers, op.operands)]
         chunk = chunk_of(op)
 
@@ -301,9 +370,7 @@ class LowerMatmul(CocoLoweringPattern):
         if not ready(op):
             return
         lowering = self.lowering
-        host, (a, b) = lowering.buffers([op.lhs, op.rhs])
-        more, out = lowering.result_buffer(op, op.result)
-        host += more
+        host, (a, b), out = lowering.operands_and_result(op, [op.lhs, op.rhs])
         if element_info(tensor_of(op.result).element_type).is_float:
             host.append(GemmOp(a, b, out))
         else:
@@ -326,9 +393,9 @@ class LowerEmbedding(CocoLoweringPattern):
         if not ready(op):
             return
         lowering = self.lowering
-        host, (tables, indices) = lowering.buffers([op.tables, op.indices])
-        more, out = lowering.result_buffer(op, op.result)
-        host += more
+        host, (tables, indices), out = lowering.operands_and_result(
+            op, [op.tables, op.indices]
+        )
         host += embedding_kernel(
             lowering.host(op),
             lowering.kernels,
@@ -351,11 +418,9 @@ def lower_reduction(
 ) -> None:
     """`op` → a reduction kernel over `dims` (None: all, a norm) of its
     operand's per-rank buffer (docs/gpu.md, "Reductions")."""
-    host, source = lowering.buffer(op.operand)
-    more, out = lowering.result_buffer(op, op.result)
+    host, (source,), out = lowering.operands_and_result(op, [op.operand])
     shape = local_shape(tensor_of(op.operand), lowering.world)
     norm = dims is None
-    host += more
     host += reduce_kernel(
         lowering.host(op),
         lowering.kernels,
@@ -403,12 +468,10 @@ class LowerAllSlice(CocoLoweringPattern):
             return
         lowering = self.lowering
         dim = op.dim.value.data
-        host, source = lowering.buffer(op.operand)
-        more, out = lowering.result_buffer(op, op.result)
+        host, (source,), out = lowering.operands_and_result(op, [op.operand])
         block = local_shape(result_type(op), self.world)[dim]
         values = lowering.host(op)
         offset = values.times(values.rank(), block, "offset")
-        host += more
         host += copy_block(
             values,
             lowering.kernels,
@@ -483,58 +546,47 @@ def copy_launches(
 
 
 @dataclass
-class LowerConcat(CocoLoweringPattern):
+class LowerBucketCopies(CocoLoweringPattern):
     """`coco.concat` → one kernel copying every operand into its place in
-    the flat bucket; the concats right after it go in the same launch (at
-    most MAX_COPY_ARGS buffers a launch)."""
+    the flat bucket; `coco.split` → one kernel copying every piece out of
+    the flat bucket (into an updated parameter's buffer when it may). The
+    concats (splits) right after it go in the same launch (at most
+    MAX_COPY_ARGS buffers a launch)."""
 
     @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: coco.ConcatOp, rewriter: PatternRewriter) -> None:
+    def match_and_rewrite(
+        self, op: coco.ConcatOp | coco.SplitOp, rewriter: PatternRewriter
+    ) -> None:
         if not ready(op):
             return
-        lowering = self.lowering
+        pack = isinstance(op, coco.ConcatOp)
         host: list[Operation] = []
         buckets: list[BucketCopy] = []
-        run = [o for o in bucket_run(op) if isinstance(o, coco.ConcatOp)]
-        for concat in run:
-            more, pieces = lowering.buffers(concat.pieces)
+        run = bucket_run(op)
+        for each in run:
+            more, bucket = self.bucket(each)
             host += more
-            more, out = lowering.result_buffer(concat, concat.result)
-            host += more
-            buckets.append(
-                BucketCopy(out, pieces, bucket_rows(result_type(concat), self.world))
-            )
-        host += copy_launches(lowering, op, buckets, pack=True)
-        replace_run(rewriter, run, host, [[b.flat] for b in buckets])
+            buckets.append(bucket)
+        host += copy_launches(self.lowering, op, buckets, pack=pack)
+        results = [[b.flat] if pack else list(b.pieces) for b in buckets]
+        replace_run(rewriter, run, host, results)
 
-
-@dataclass
-class LowerSplit(CocoLoweringPattern):
-    """`coco.split` → one kernel copying every piece out of the flat bucket
-    (into an updated parameter's buffer when it may); the splits right after
-    it go in the same launch (at most MAX_COPY_ARGS buffers a launch)."""
-
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: coco.SplitOp, rewriter: PatternRewriter) -> None:
-        if not ready(op):
-            return
+    def bucket(self, op: Operation) -> tuple[list[Operation], BucketCopy]:
+        """The host ops making the buffers of a concat or split `op`, and
+        the bucket copy between them."""
         lowering = self.lowering
-        host: list[Operation] = []
-        buckets: list[BucketCopy] = []
-        run = [o for o in bucket_run(op) if isinstance(o, coco.SplitOp)]
-        for split in run:
-            more, flat = lowering.buffer(split.flat)
+        if isinstance(op, coco.ConcatOp):
+            host, pieces, out = lowering.operands_and_result(op, op.pieces)
+            rows = bucket_rows(result_type(op), self.world)
+            return host, BucketCopy(out, pieces, rows)
+        assert isinstance(op, coco.SplitOp)
+        host, flat = lowering.buffer(op.flat)
+        outs: list[SSAValue] = []
+        for piece in op.pieces:
+            more, out = lowering.result_buffer(op, piece)
             host += more
-            outs: list[SSAValue] = []
-            for piece in split.pieces:
-                more, out = lowering.result_buffer(split, piece)
-                host += more
-                outs.append(out)
-            buckets.append(
-                BucketCopy(flat, outs, bucket_rows(tensor_of(split.flat), self.world))
-            )
-        host += copy_launches(lowering, op, buckets, pack=False)
-        replace_run(rewriter, run, host, [list(b.pieces) for b in buckets])
+            outs.append(out)
+        return host, BucketCopy(flat, outs, bucket_rows(tensor_of(op.flat), self.world))
 
 
 def replace_run(
@@ -555,20 +607,30 @@ def scratch(t: TensorType, world: int) -> memref.AllocOp:
     return alloc(t.element_type, [element_count(t, world)])
 
 
-@dataclass
-class LowerAllReduce(CocoLoweringPattern):
-    """`coco.all_reduce` → `coco_gpu.nccl_all_reduce`."""
+NCCL_CALLS: dict[type[Operation], Callable[[Any, SSAValue, SSAValue], Operation]] = {
+    coco.AllReduceOp: lambda op, source, out: NcclAllReduceOp(
+        source, out, op.reduction
+    ),
+    coco.BroadcastOp: lambda op, source, out: NcclBroadcastOp(
+        source, out, op.root.value.data
+    ),
+}
+"""The collectives that are one NCCL call from the operand's buffer into
+the result's: `(op, source, out)` → the call."""
 
-    @op_type_rewrite_pattern
-    def match_and_rewrite(
-        self, op: coco.AllReduceOp, rewriter: PatternRewriter
-    ) -> None:
-        if not ready(op):
+
+@dataclass
+class LowerNcclCall(CocoLoweringPattern):
+    """`coco.all_reduce` → `coco_gpu.nccl_all_reduce`; `coco.broadcast root
+    = K` → `coco_gpu.nccl_broadcast` (`NCCL_CALLS`)."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        call = NCCL_CALLS.get(type(op))
+        if call is None or not ready(op):
             return
-        host, source = self.lowering.buffer(op.operand)
-        more, out = self.lowering.result_buffer(op, op.result)
-        call = NcclAllReduceOp(source, out, op.reduction)
-        replace_with_buffers(rewriter, op, [*host, *more, call], [out])
+        host, (source,), out = self.lowering.operands_and_result(op, [op.operands[0]])
+        host.append(call(op, source, out))
+        replace_with_buffers(rewriter, op, host, [out])
 
 
 @dataclass
@@ -583,29 +645,10 @@ class LowerReduceScatter(CocoLoweringPattern):
     ) -> None:
         if not ready(op):
             return
-        lowering = self.lowering
-        dim = op.dim.value.data
         operand = tensor_of(op.operand)
-        host, source = lowering.buffer(op.operand)
-        more, out = lowering.result_buffer(op, op.result)
-        host += more
-        if math.prod(operand.dims[:dim]) > 1:
-            packed = scratch(operand, self.world)
-            packed.memref.name_hint = "packed"
-            host.append(packed)
-            host += rank_major(
-                lowering.host(op),
-                lowering.kernels,
-                lowering.threads,
-                lowering.kernel_name(op, "pack"),
-                source,
-                packed.memref,
-                operand.dims,
-                dim,
-                self.world,
-                pack=True,
-            )
-            source = packed.memref
+        host, (source,), out = self.lowering.operands_and_result(op, [op.operand])
+        dim = op.dim.value.data
+        source = self.packed(op, host, source, operand, operand.dims, dim)
         host.append(NcclReduceScatterOp(source, out, op.reduction))
         replace_with_buffers(rewriter, op, host, [out])
 
@@ -621,48 +664,20 @@ class LowerAllGather(CocoLoweringPattern):
     ) -> None:
         if not ready(op):
             return
-        lowering = self.lowering
         result = result_type(op)
         dim = tensor_of(op.operand).layout.sliced_dim
-        host, source = lowering.buffer(op.operand)
-        more, out = lowering.result_buffer(op, op.result)
-        host += more
-        if math.prod(result.dims[:dim]) == 1:
-            host.append(NcclAllGatherOp(source, out))
-            replace_with_buffers(rewriter, op, host, [out])
-            return
-        gathered = scratch(result, self.world)
-        gathered.memref.name_hint = "gathered"
-        host += [gathered, NcclAllGatherOp(source, gathered.memref)]
-        host += rank_major(
-            lowering.host(op),
-            lowering.kernels,
-            lowering.threads,
-            lowering.kernel_name(op, "unpack"),
-            gathered.memref,
+        host, (source,), out = self.lowering.operands_and_result(op, [op.operand])
+        self.unpacked(
+            op,
+            host,
+            lambda buffer: NcclAllGatherOp(source, buffer),
             out,
+            result,
             result.dims,
             dim,
-            self.world,
-            pack=False,
+            "gathered",
         )
         replace_with_buffers(rewriter, op, host, [out])
-
-
-@dataclass
-class LowerBroadcast(CocoLoweringPattern):
-    """`coco.broadcast root = K` → `coco_gpu.nccl_broadcast`."""
-
-    @op_type_rewrite_pattern
-    def match_and_rewrite(
-        self, op: coco.BroadcastOp, rewriter: PatternRewriter
-    ) -> None:
-        if not ready(op):
-            return
-        host, source = self.lowering.buffer(op.operand)
-        more, out = self.lowering.result_buffer(op, op.result)
-        call = NcclBroadcastOp(source, out, op.root.value.data)
-        replace_with_buffers(rewriter, op, [*host, *more, call], [out])
 
 
 @dataclass
@@ -676,54 +691,25 @@ class LowerAllToAll(CocoLoweringPattern):
     def match_and_rewrite(self, op: coco.AllToAllOp, rewriter: PatternRewriter) -> None:
         if not ready(op):
             return
-        lowering = self.lowering
         world = self.world
         operand, result = tensor_of(op.operand), result_type(op)
         source_dim, dim = operand.layout.sliced_dim, op.dim.value.data
-        host, source = lowering.buffer(op.operand)
-        more, out = lowering.result_buffer(op, op.result)
-        host += more
+        host, (source,), out = self.lowering.operands_and_result(op, [op.operand])
         if source_dim == dim:
             host.append(memref.CopyOp(source, out))
             replace_with_buffers(rewriter, op, host, [out])
             return
         in_shape = local_shape(operand, world)
-        if math.prod(in_shape[:dim]) > 1:
-            packed = scratch(operand, world)
-            packed.memref.name_hint = "packed"
-            host.append(packed)
-            host += rank_major(
-                lowering.host(op),
-                lowering.kernels,
-                lowering.threads,
-                lowering.kernel_name(op, "pack"),
-                source,
-                packed.memref,
-                in_shape,
-                dim,
-                world,
-                pack=True,
-            )
-            source = packed.memref
-        out_shape = local_shape(result, world)
-        if math.prod(out_shape[:source_dim]) == 1:
-            host.append(NcclAllToAllOp(source, out))
-            replace_with_buffers(rewriter, op, host, [out])
-            return
-        received = scratch(result, world)
-        received.memref.name_hint = "received"
-        host += [received, NcclAllToAllOp(source, received.memref)]
-        host += rank_major(
-            lowering.host(op),
-            lowering.kernels,
-            lowering.threads,
-            lowering.kernel_name(op, "unpack"),
-            received.memref,
+        source = self.packed(op, host, source, operand, in_shape, dim)
+        self.unpacked(
+            op,
+            host,
+            lambda buffer: NcclAllToAllOp(source, buffer),
             out,
-            out_shape,
+            result,
+            local_shape(result, world),
             source_dim,
-            world,
-            pack=False,
+            "received",
         )
         replace_with_buffers(rewriter, op, host, [out])
 
@@ -973,12 +959,10 @@ def patterns(lowering: Lowering) -> list[RewritePattern]:
         LowerReduce,
         LowerNorm,
         LowerAllSlice,
-        LowerConcat,
-        LowerSplit,
-        LowerAllReduce,
+        LowerBucketCopies,
+        LowerNcclCall,
         LowerReduceScatter,
         LowerAllGather,
-        LowerBroadcast,
         LowerAllToAll,
         LowerShift,
         LowerSend,

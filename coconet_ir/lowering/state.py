@@ -166,6 +166,15 @@ class Lowering:
             found.append(buffer)
         return ops, found
 
+    def operands_and_result(
+        self, op: Operation, operands: Sequence[SSAValue], reads_in_place: bool = False
+    ) -> tuple[list[Operation], list[SSAValue], SSAValue]:
+        """The host ops making the buffers of `operands` and the buffer of
+        `op`'s result (`result_buffer`), and those buffers."""
+        host, buffers = self.buffers(operands)
+        more, out = self.result_buffer(op, op.results[0], reads_in_place)
+        return [*host, *more], buffers, out
+
     def result_buffer(
         self, producer: Operation, value: SSAValue, reads_in_place: bool = False
     ) -> tuple[list[Operation], SSAValue]:
