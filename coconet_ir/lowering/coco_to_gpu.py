@@ -581,12 +581,9 @@ class LowerBucketCopies(CocoLoweringPattern):
             return host, BucketCopy(out, pieces, rows)
         assert isinstance(op, coco.SplitOp)
         host, flat = lowering.buffer(op.flat)
-        outs: list[SSAValue] = []
-        for piece in op.pieces:
-            more, out = lowering.result_buffer(op, piece)
-            host += more
-            outs.append(out)
-        return host, BucketCopy(flat, outs, bucket_rows(tensor_of(op.flat), self.world))
+        more, outs = lowering.result_buffers(op)
+        rows = bucket_rows(tensor_of(op.flat), self.world)
+        return [*host, *more], BucketCopy(flat, outs, rows)
 
 
 def replace_run(

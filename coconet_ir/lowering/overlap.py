@@ -288,6 +288,41 @@ def copy_chunk_out(
     return host, piece
 
 
+def chunk_input(
+    lowering: Lowering,
+    values: HostValues,
+    host: list[Operation],
+    name: str,
+    value: SSAValue,
+    arg: SSAValue,
+    dim: int,
+    c: int | SSAValue,
+    stream: int | None = None,
+) -> tuple[SSAValue, bool]:
+    """Chunk `c` along `dim` of the region input `value`, as the value of
+    the block argument `arg` (the chunk's type), the host ops making it
+    appended to `host`: a view when contiguous, else a copy out of its
+    buffer (`copy_chunk_out`, on `stream` when given); and whether it is a
+    copy."""
+    more, source = lowering.buffer(value)
+    host += more
+    chunk = tensor_of(arg)
+    view = chunk_view(values, source, chunk, dim, c, lowering.world)
+    if view is not None:
+        view.result.name_hint = f"{arg.name_hint or 'in'}_chunk"
+        cast = as_tensor(view.result, arg.type)
+        host += [view, cast]
+        return cast.results[0], False
+    hint = f"{arg.name_hint or 'in'}_chunk"
+    copy, piece = copy_chunk_out(
+        lowering, values, name, source, tensor_of(value), chunk, dim, c, hint
+    )
+    host += copy if stream is None else on_stream(copy, stream)
+    cast = as_tensor(piece.memref, arg.type)
+    host.append(cast)
+    return cast.results[0], True
+
+
 def lower_overlap(
     lowering: Lowering, op: coco.OverlapOp, rewriter: PatternRewriter
 ) -> None:
@@ -306,12 +341,7 @@ def lower_overlap(
             readers.setdefault(value, set()).add(streams[inner])
     two_streams = COMMUNICATION_STREAM in streams.values()
 
-    host: list[Operation] = []
-    outputs: list[SSAValue] = []
-    for result in op.results:
-        more, out = lowering.result_buffer(op, result)
-        host += more
-        outputs.append(out)
+    host, outputs = lowering.result_buffers(op)
     if two_streams:
         start = RecordEventOp(COMPUTE_STREAM)
         start.event.name_hint = "overlap_start"
@@ -327,31 +357,11 @@ def lower_overlap(
                 mapping[arg] = value
                 continue
             stream = min(readers.get(arg, {COMPUTE_STREAM}))
-            more, source = lowering.buffer(value)
-            view = chunk_view(values, source, tensor_of(arg), dim, c, world)
-            if view is not None:
-                view.result.name_hint = f"{arg.name_hint or 'in'}_chunk"
-                cast = as_tensor(view.result, arg.type)
-                host += [*more, view, cast]
-                mapping[arg] = cast.results[0]
-                continue
-            hint = f"{arg.name_hint or 'in'}_chunk"
-            copy, piece = copy_chunk_out(
-                lowering,
-                values,
-                name,
-                source,
-                tensor_of(value),
-                tensor_of(arg),
-                dim,
-                c,
-                hint,
+            mapping[arg], copied = chunk_input(
+                lowering, values, host, name, value, arg, dim, c, stream
             )
-            host += [*more, *on_stream(copy, stream)]
-            cast = as_tensor(piece.memref, arg.type)
-            host.append(cast)
-            mapping[arg] = cast.results[0]
-            chunk.produced(cast.results[0], arg, stream)
+            if copied:
+                chunk.produced(mapping[arg], arg, stream)
         views: dict[SSAValue, SSAValue] = {}
         for value, out, dim in zip(op.yield_op.arguments, outputs, output_dims):
             view = chunk_view(values, out, tensor_of(value), dim, c, world)

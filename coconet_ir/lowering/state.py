@@ -166,6 +166,12 @@ class Lowering:
             found.append(buffer)
         return ops, found
 
+    def result_buffers(self, op: Operation) -> tuple[list[Operation], list[SSAValue]]:
+        """The host ops making the buffers of every result of `op`
+        (`result_buffer`), and those buffers."""
+        made = [self.result_buffer(op, result) for result in op.results]
+        return [o for ops, _ in made for o in ops], [out for _, out in made]
+
     def operands_and_result(
         self, op: Operation, operands: Sequence[SSAValue], reads_in_place: bool = False
     ) -> tuple[list[Operation], list[SSAValue], SSAValue]:
