@@ -1186,33 +1186,51 @@ def matmul_kernel(
     else:
         b_start = index_constant(loop, 0)
     element_type = memref_element(c_flat.type)
-    products = Block(arg_types=[index, element_type])
-    kk, acc = products.args
-    kk.name_hint, acc.name_hint = "k", "acc"
-    pb = Builder(InsertPoint.at_end(products))
-    x = load(pb, a_arg, [pb.insert(arith.AddiOp(row_start, kk)).result])
-    y = load(
-        pb,
-        b_arg,
-        [pb.insert(arith.AddiOp(b_start, linear(pb, [kk, col], (k, cols)))).result],
-    )
-    product = pb.insert(arith.MuliOp(x, y)).result
-    pb.insert(scf.YieldOp(pb.insert(arith.AddiOp(acc, product)).result))
+
+    def a_at(pb: Builder, kk: SSAValue) -> SSAValue:
+        return binary(pb, arith.AddiOp, row_start, kk)
+
+    def b_at(pb: Builder, kk: SSAValue) -> SSAValue:
+        return binary(pb, arith.AddiOp, b_start, linear(pb, [kk, col], (k, cols)))
+
     zero, one = index_constant(loop, 0), index_constant(loop, 1)
-    total = loop.insert(
-        scf.ForOp(
-            zero,
-            index_constant(loop, k),
-            one,
-            [constant(loop, 0, element_type)],
-            products,
-        )
-    ).results[0]
+    bounds = (zero, index_constant(loop, k), one)
+    initial = constant(loop, 0, element_type)
+    total = sum_of_products(loop, bounds, initial, (a_arg, a_at), (b_arg, b_at))
     store(loop, total, c_arg, [i])
     return [
         *views,
         *launch(host, kernels, kernel, rows * cols, [a_flat, b_flat, c_flat], threads),
     ]
+
+
+Operand = tuple[SSAValue, Callable[[Builder, SSAValue], SSAValue]]
+"""A buffer a loop reads, and where step `k` reads it: `at(b, k)`."""
+
+
+def sum_of_products(
+    b: Builder,
+    bounds: tuple[SSAValue, SSAValue, SSAValue],
+    initial: SSAValue,
+    x: Operand,
+    w: Operand,
+) -> SSAValue:
+    """`initial + sum_k x[at_x(k)] * w[at_w(k)]` for `k` over `bounds` (an
+    `scf.for`'s start, end and step), in `initial`'s type: the compute type
+    of the elements (f32 for halves; integers wrap). The dot product of a
+    row and a column in `matmul_kernel` and in the tile kernels."""
+    acc_type = initial.type
+    products = Block(arg_types=[index, acc_type])
+    k, acc = products.args
+    k.name_hint, acc.name_hint = "k", "acc"
+    inner = Builder(InsertPoint.at_end(products))
+    (xs, x_at), (ws, w_at) = x, w
+    a = to_compute(inner, load(inner, xs, [x_at(inner, k)]))
+    bv = to_compute(inner, load(inner, ws, [w_at(inner, k)]))
+    multiply = arith.MuliOp if isinstance(acc_type, IntegerType) else arith.MulfOp
+    product = binary(inner, multiply, a, bv)
+    inner.insert(scf.YieldOp(combine(inner, "sum", acc, product)))
+    return b.insert(scf.ForOp(*bounds, [initial], products)).results[0]
 
 
 def block_stride_loop(b: Builder, n: SSAValue) -> tuple[Builder, SSAValue]:

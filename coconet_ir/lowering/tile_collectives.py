@@ -100,6 +100,7 @@ from coconet_ir.lowering.kernels import (
     load,
     memref_element,
     store,
+    sum_of_products,
     to_compute,
 )
 from coconet_ir.lowering.state import Lowering, replace_with_buffers
@@ -126,19 +127,18 @@ def dot(
     compute type (f32 for halves): `row` is `(x, start)`, `column` is
     `(w, offset, stride)`."""
     (x, start), (w, offset, stride) = row, column
-    acc_type = compute_type(memref_element(x.type))
-    products = Block(arg_types=[index, acc_type])
-    k, acc = products.args
-    k.name_hint, acc.name_hint = "k", "acc"
-    inner = Builder(InsertPoint.at_end(products))
-    i = Ints(inner)
-    a = to_compute(inner, load(inner, x, [i.add(start, k)]))
-    bv = to_compute(inner, load(inner, w, [i.add(offset, i.mul(k, stride))]))
-    product = inner.insert(arith.MulfOp(a, bv)).result
-    inner.insert(scf.YieldOp(inner.insert(arith.AddfOp(acc, product)).result))
+
+    def x_at(inner: Builder, k: SSAValue) -> SSAValue:
+        return Ints(inner).add(start, k)
+
+    def w_at(inner: Builder, k: SSAValue) -> SSAValue:
+        i = Ints(inner)
+        return i.add(offset, i.mul(k, stride))
+
+    zero = constant(b, 0, compute_type(memref_element(x.type)))
     n = Ints(b)
-    zero = constant(b, 0, acc_type)
-    return b.insert(scf.ForOp(n.c(0), n.c(depth), n.c(1), [zero], products)).results[0]
+    bounds = (n.c(0), n.c(depth), n.c(1))
+    return sum_of_products(b, bounds, zero, (x, x_at), (w, w_at))
 
 
 def open_to_peers(
