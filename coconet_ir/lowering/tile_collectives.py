@@ -141,6 +141,27 @@ def dot(
     return sum_of_products(b, bounds, zero, (x, x_at), (w, w_at))
 
 
+def tile_element(
+    m: Ints,
+    t: SSAValue,
+    e: SSAValue,
+    width: int,
+    stacked: tuple[int, int] | None = None,
+) -> tuple[SSAValue, SSAValue]:
+    """Row and column of element `e` (row-major) of tile `t` of a matrix cut
+    into tiles `width` columns wide: side by side, each as tall as the
+    matrix (tile `t` is columns `t·width ...`), or with `stacked = (height,
+    across)` in rows of `across` tiles `height` rows tall."""
+    if stacked is None:
+        row = m.div(e, width)
+        tile_column: SSAValue = t
+    else:
+        height, across = stacked
+        row = m.add(m.mul(m.div(t, across), height), m.div(e, width))
+        tile_column = m.rem(t, across)
+    return row, m.add(m.mul(tile_column, width), m.rem(e, width))
+
+
 def open_to_peers(
     b: Builder,
     who: tuple[SSAValue, SSAValue],
@@ -196,6 +217,7 @@ class TilePlan(ABC):
     the tiles a rank computes and the bytes it stores into each peer."""
 
     fusion: FusionOp
+    world: int
 
     @property
     def element(self) -> Attribute:
@@ -237,7 +259,47 @@ class TilePlan(ABC):
 
 
 @dataclass(frozen=True)
-class EmbeddingAllToAll(TilePlan):
+class AllToAllPlan(TilePlan):
+    """The plan of a tile kernel exchanging tiles as an all_to_all does
+    (`AllToAllTiles`): `per_peer` tiles of `tile` elements for each
+    destination."""
+
+    @property
+    @abstractmethod
+    def per_peer(self) -> int:
+        """Tiles per destination."""
+
+    @property
+    @abstractmethod
+    def tile(self) -> int:
+        """Elements of one tile."""
+
+    def peer_bytes(self) -> int:
+        """Bytes this rank stores into each peer per launch: its tiles."""
+        return self.per_peer * self.tile * self.element_bytes
+
+    @property
+    def computed(self) -> int:
+        """Tiles this rank computes per launch: each destination's."""
+        return self.world * self.per_peer
+
+    @property
+    def symmetric(self) -> list[tuple[str, int]]:
+        return [("recv", self.world * self.per_peer * self.tile)]
+
+    @property
+    def slots(self) -> int:
+        """READY (one per source rank), then TILE (per source and tile)."""
+        return self.world + self.world * self.per_peer
+
+    def exchange(self) -> AllToAllTiles:
+        return AllToAllTiles(
+            self.world, self.per_peer, self.tile, self.tile * self.element_bytes
+        )
+
+
+@dataclass(frozen=True)
+class EmbeddingAllToAll(AllToAllPlan):
     """The plan of an embedding + all_to_all fusion: table-parallel lookup
     (`tables` and the result cut along the tables), then `all_to_all` to the
     batch split."""
@@ -252,13 +314,8 @@ class EmbeddingAllToAll(TilePlan):
             return None
         embedding = pair[0]
         assert isinstance(embedding, EmbeddingOp)
-        return EmbeddingAllToAll(
-            fusion, embedding, EmbeddingLookup.of(embedding, world)
-        )
-
-    @property
-    def world(self) -> int:
-        return self.lookup.world
+        lookup = EmbeddingLookup.of(embedding, world)
+        return EmbeddingAllToAll(fusion, world, embedding, lookup)
 
     @property
     def tables(self) -> int:
@@ -279,30 +336,17 @@ class EmbeddingAllToAll(TilePlan):
         """Elements of one tile: one table's bags for one destination."""
         return self.bags * self.width
 
-    def peer_bytes(self) -> int:
-        """Bytes this rank stores into each peer per launch."""
-        return self.tables * self.tile * self.element_bytes
-
     @property
-    def computed(self) -> int:
-        """Tiles this rank computes per launch: `T'` for each destination."""
-        return self.world * self.tables
+    def per_peer(self) -> int:
+        """A tile per table of the rank (`T'`)."""
+        return self.tables
 
     @property
     def reads(self) -> list[SSAValue]:
         return [self.embedding.tables, self.embedding.indices]
 
-    @property
-    def symmetric(self) -> list[tuple[str, int]]:
-        return [("recv", self.world * self.tables * self.tile)]
-
     def kernel(self) -> TileKernel:
         return EmbeddingAllToAllKernel(self)
-
-    @property
-    def slots(self) -> int:
-        """READY (one per source rank), then TILE (one per source and table)."""
-        return self.world + self.world * self.tables
 
 
 TileValue = Callable[[Builder, SSAValue, SSAValue, SSAValue], tuple[SSAValue, SSAValue]]
@@ -430,8 +474,9 @@ class EmbeddingAllToAllKernel:
             q = Ints(b)
             return q.add(q.mul(q.add(q.mul(source, per_rank), t), tile), e)
 
-        exchange = AllToAllTiles(plan.world, per_rank, tile, tile * plan.element_bytes)
-        exchange.build(b, (rank, epoch, peers, slots, recv, out), value_of, place)
+        plan.exchange().build(
+            b, (rank, epoch, peers, slots, recv, out), value_of, place
+        )
         return func
 
 
@@ -448,7 +493,6 @@ class GemvAllReduce(TilePlan):
     `c mod N`."""
 
     matmul: MatmulOp
-    world: int
 
     @staticmethod
     def of(fusion: FusionOp, world: int) -> GemvAllReduce | None:
@@ -457,7 +501,7 @@ class GemvAllReduce(TilePlan):
             return None
         matmul = pair[0]
         assert isinstance(matmul, MatmulOp)
-        plan = GemvAllReduce(fusion, matmul, world)
+        plan = GemvAllReduce(fusion, world, matmul)
         return plan if plan.tile_columns else None
 
     @property
@@ -559,14 +603,6 @@ class GemvAllReduceKernel:
         done = n.add(ready, world + world * plan.tiles)
         partial_slots.name_hint, done.name_hint = "partial_slots", "done_slots"
 
-        def tile_element(
-            m: Ints, c: SSAValue, e: SSAValue
-        ) -> tuple[SSAValue, SSAValue]:
-            """Row and column (in the output) of element `e` of tile `c`."""
-            row = m.div(e, width)
-            column = m.add(m.mul(c, width), m.rem(e, width))
-            return row, column
-
         # 0. Block 0 opens this rank's buffers to every peer.
         open_to_peers(b, (leader, bid), (rank, peers, epoch), world, ready)
 
@@ -586,7 +622,7 @@ class GemvAllReduceKernel:
         target = work.insert(PeerViewOp(peers, partials, owner)).result
         elements, e = for_loop(work, tid, m.c(tile), bdim, "e")
         q = Ints(elements)
-        row, column = tile_element(q, c, e)
+        row, column = tile_element(q, c, e, width)
         total = dot(elements, (x, q.mul(row, depth)), (w, column, cols), depth)
         value = from_compute(elements, total, element)
         at = q.add(q.mul(rank, rows * cols), q.add(q.mul(row, cols), column))
@@ -622,7 +658,7 @@ class GemvAllReduceKernel:
         work.insert(gpu.BarrierOp())
         elements, e = for_loop(work, tid, m.c(tile), bdim, "e")
         q = Ints(elements)
-        row, column = tile_element(q, c, e)
+        row, column = tile_element(q, c, e, width)
         place = q.add(q.mul(row, cols), column)
         ranks = Block(arg_types=[index, acc_type])
         source, acc = ranks.args
@@ -662,7 +698,7 @@ class GemvAllReduceKernel:
         copies.insert(gpu.BarrierOp())
         moving, e = for_loop(copies, tid, m.c(tile), bdim, "e")
         q = Ints(moving)
-        row, column = tile_element(q, c, e)
+        row, column = tile_element(q, c, e, width)
         place = q.add(q.mul(row, cols), column)
         store(moving, load(moving, gather, [place]), out, [place])
         return func
@@ -682,7 +718,7 @@ weights, four times over)."""
 
 
 @dataclass(frozen=True)
-class GemmAllToAll(TilePlan):
+class GemmAllToAll(AllToAllPlan):
     """The plan of a GEMM + all_to_all fusion (mixture of experts): a
     `coco.batch_matmul` (`sliced<0> x sliced<0>`: each rank its experts) or
     a `coco.matmul` (`sliced<0> x replicated`) whose result is `sliced<0>`,
@@ -696,7 +732,6 @@ class GemmAllToAll(TilePlan):
 
     matmul: MatmulOp | BatchMatmulOp
     dim: int
-    world: int
 
     @staticmethod
     def of(fusion: FusionOp, world: int) -> GemmAllToAll | None:
@@ -706,7 +741,7 @@ class GemmAllToAll(TilePlan):
         matmul, exchange = pair
         assert isinstance(matmul, MatmulOp | BatchMatmulOp)
         dim = tensor_type(exchange.results[0]).layout.sliced_dim
-        plan = GemmAllToAll(fusion, matmul, dim, world)
+        plan = GemmAllToAll(fusion, world, matmul, dim)
         narrow = plan.tile_columns < min(GEMM_MIN_TILE_COLUMNS, plan.columns)
         return None if narrow else plan
 
@@ -773,30 +808,16 @@ class GemmAllToAll(TilePlan):
         """Elements of one destination's part (one source's, received)."""
         return self.rows * self.columns
 
-    def peer_bytes(self) -> int:
-        """Bytes this rank stores into each peer per launch: its part."""
-        return self.chunk * self.element_bytes
-
     @property
-    def computed(self) -> int:
-        """Tiles this rank computes per launch: each destination's."""
-        return self.world * self.tiles
+    def per_peer(self) -> int:
+        return self.tiles
 
     @property
     def reads(self) -> list[SSAValue]:
         return [self.matmul.lhs, self.matmul.rhs]
 
-    @property
-    def symmetric(self) -> list[tuple[str, int]]:
-        return [("recv", self.world * self.chunk)]
-
     def kernel(self) -> TileKernel:
         return GemmAllToAllKernel(self)
-
-    @property
-    def slots(self) -> int:
-        """READY (one per source rank), then TILE (per source and tile)."""
-        return self.world + self.world * self.tiles
 
 
 @dataclass
@@ -813,13 +834,7 @@ class GemmAllToAllKernel:
         `t`."""
         plan = self.plan
         across = plan.columns // plan.tile_columns
-        row = m.add(
-            m.mul(m.div(t, across), plan.tile_rows), m.div(e, plan.tile_columns)
-        )
-        column = m.add(
-            m.mul(m.rem(t, across), plan.tile_columns), m.rem(e, plan.tile_columns)
-        )
-        return row, column
+        return tile_element(m, t, e, plan.tile_columns, (plan.tile_rows, across))
 
     def build(self, lowering: Lowering, name: str) -> gpu.FuncOp:
         plan = self.plan
@@ -866,10 +881,9 @@ class GemmAllToAllKernel:
             row, column = self.tile_element(q, t, e)
             return q.add(q.mul(source, chunk), q.add(q.mul(row, cols), column))
 
-        exchange = AllToAllTiles(
-            world, plan.tiles, plan.tile, plan.tile * plan.element_bytes
+        plan.exchange().build(
+            b, (rank, epoch, peers, slots, recv, out), value_of, place
         )
-        exchange.build(b, (rank, epoch, peers, slots, recv, out), value_of, place)
         return func
 
 
