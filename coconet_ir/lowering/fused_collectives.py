@@ -41,6 +41,7 @@ the module), signal slots per fusion (`coco_gpu.signal_slots`), then one
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from math import prod
@@ -158,24 +159,31 @@ class Ints:
         return self.c(x) if isinstance(x, int) else x
 
     def add(self, x: Index, y: Index) -> SSAValue:
-        if isinstance(x, int) and isinstance(y, int):
-            return self.c(x + y)
-        if y == 0:
-            return self.v(x)
-        if x == 0:
-            return self.v(y)
-        return binary(self.b, arith.AddiOp, self.v(x), self.v(y))
+        return self.fold(arith.AddiOp, operator.add, 0, x, y)
 
     def mul(self, x: Index, y: Index) -> SSAValue:
+        return self.fold(arith.MuliOp, operator.mul, 1, x, y, zero=0)
+
+    def fold(
+        self,
+        kind: type[Operation],
+        compute: Callable[[int, int], int],
+        identity: int,
+        x: Index,
+        y: Index,
+        zero: int | None = None,
+    ) -> SSAValue:
+        """`x kind y`, computed now when both are known, `zero` when one is
+        (`x * 0`), the other operand when one is the `identity`."""
         if isinstance(x, int) and isinstance(y, int):
-            return self.c(x * y)
-        if x == 0 or y == 0:
-            return self.c(0)
-        if y == 1:
+            return self.c(compute(x, y))
+        if zero is not None and (x == zero or y == zero):
+            return self.c(zero)
+        if y == identity:
             return self.v(x)
-        if x == 1:
+        if x == identity:
             return self.v(y)
-        return binary(self.b, arith.MuliOp, self.v(x), self.v(y))
+        return binary(self.b, kind, self.v(x), self.v(y))
 
     def div(self, x: SSAValue, y: int) -> SSAValue:
         return x if y == 1 else binary(self.b, arith.DivUIOp, x, self.c(y))
