@@ -40,7 +40,7 @@ Otherwise a chunked input is copied out (`<label>_chunk` kernel at offset
 `c * chunk`) on the stream of its readers (stream 0 when both read it), and
 each output chunk is copied into the full-size output (`<label>_unchunk`) on
 the stream that produced it. A dropout keeps its global index
-(`coco_gpu.chunk`, COCO_DIALECT.md §7).
+(`coco_gpu.chunk`; docs/dialect.md, `coco.overlap`).
 """
 
 from __future__ import annotations
