@@ -45,7 +45,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from math import prod
-from typing import Protocol
+from typing import ClassVar, Self
 
 from xdsl.builder import Builder
 from xdsl.dialects import arith, scf
@@ -206,10 +206,6 @@ def tiled_pair(
     return first, second
 
 
-class TileKernel(Protocol):
-    def build(self, lowering: Lowering, name: str) -> gpu.FuncOp: ...
-
-
 @dataclass(frozen=True)
 class TilePlan(ABC):
     """What every tile kernel's plan says (`lower_tiles` reads it): the
@@ -218,6 +214,26 @@ class TilePlan(ABC):
 
     fusion: FusionOp
     world: int
+
+    producers: ClassVar[tuple[type[Operation], ...]]
+    """The producers the kernel computes."""
+    collective: ClassVar[type[Operation]]
+    """The collective consuming the producer that the kernel performs."""
+
+    @classmethod
+    def of(cls, fusion: FusionOp, world: int) -> Self | None:
+        """The plan of `fusion` on `world` ranks, or None: the fusion is not
+        one of `producers` into `collective` with a tile kernel
+        (`tiled_pair`), or the plan finds no tiling (`planned`)."""
+        pair = tiled_pair(fusion, cls.producers, cls.collective)
+        return None if pair is None else cls.planned(fusion, world, *pair)
+
+    @classmethod
+    @abstractmethod
+    def planned(
+        cls, fusion: FusionOp, world: int, producer: Operation, collective: Operation
+    ) -> Self | None:
+        """The plan of the pair `tiled_pair` found, or None."""
 
     @property
     def element(self) -> Attribute:
@@ -229,9 +245,12 @@ class TilePlan(ABC):
         return element_info(self.element).bytes
 
     @property
-    @abstractmethod
     def reads(self) -> list[SSAValue]:
-        """The fusion's block arguments the kernel reads, in its order."""
+        """The fusion's block arguments the kernel reads, in its order: the
+        operands of its producer, the fusion's first op (`tiled_pair`)."""
+        producer = self.fusion.block.first_op
+        assert producer is not None
+        return list(producer.operands)
 
     @property
     @abstractmethod
@@ -253,8 +272,8 @@ class TilePlan(ABC):
         """Bytes this rank stores into each peer per launch."""
 
     @abstractmethod
-    def kernel(self) -> TileKernel:
-        """The kernel builder (its first signal slot is its argument
+    def build(self, lowering: Lowering, name: str) -> gpu.FuncOp:
+        """The kernel, named `name` (its first signal slot is its argument
         `slots`)."""
 
 
@@ -307,15 +326,15 @@ class EmbeddingAllToAll(AllToAllPlan):
     embedding: EmbeddingOp
     lookup: EmbeddingLookup
 
-    @staticmethod
-    def of(fusion: FusionOp, world: int) -> EmbeddingAllToAll | None:
-        pair = tiled_pair(fusion, EmbeddingOp, AllToAllOp)
-        if pair is None:
-            return None
-        embedding = pair[0]
-        assert isinstance(embedding, EmbeddingOp)
-        lookup = EmbeddingLookup.of(embedding, world)
-        return EmbeddingAllToAll(fusion, world, embedding, lookup)
+    producers = (EmbeddingOp,)
+    collective = AllToAllOp
+
+    @classmethod
+    def planned(
+        cls, fusion: FusionOp, world: int, producer: Operation, collective: Operation
+    ) -> Self | None:
+        assert isinstance(producer, EmbeddingOp)
+        return cls(fusion, world, producer, EmbeddingLookup.of(producer, world))
 
     @property
     def tables(self) -> int:
@@ -341,12 +360,49 @@ class EmbeddingAllToAll(AllToAllPlan):
         """A tile per table of the rank (`T'`)."""
         return self.tables
 
-    @property
-    def reads(self) -> list[SSAValue]:
-        return [self.embedding.tables, self.embedding.indices]
+    def build(self, lowering: Lowering, name: str) -> gpu.FuncOp:
+        plan = self
+        element = tensor_type(plan.embedding.result).element_type
+        tables_t, indices_t = (
+            MemRefType(tensor_type(v).element_type, [_count(plan, v)])
+            for v in (plan.embedding.tables, plan.embedding.indices)
+        )
+        block_elements = plan.world * plan.tables * plan.tile
+        func, b = lowering.kernels.kernel(
+            name,
+            [
+                ("rank", index),
+                ("epoch", i64),
+                ("peers", PeersType()),
+                ("slots", index),
+                ("tables", tables_t),
+                ("indices", indices_t),
+                ("recv", MemRefType(element, [block_elements])),
+                ("out", MemRefType(element, [block_elements])),
+            ],
+        )
+        rank, epoch, peers, slots, tables, indices, recv, out = func.body.block.args
+        tile, per_rank = plan.tile, plan.tables
 
-    def kernel(self) -> TileKernel:
-        return EmbeddingAllToAllKernel(self)
+        def value_of(
+            b: Builder, peer: SSAValue, t: SSAValue, e: SSAValue
+        ) -> tuple[SSAValue, SSAValue]:
+            # Bag `peer·B' + e / D` of table `t`, at table r·T' + t (the
+            # output's place for the own part, the peer's receive buffer's).
+            q = Ints(b)
+            bag = q.add(q.mul(peer, plan.bags), q.div(e, plan.width))
+            d = q.rem(e, plan.width)
+            value = emit_pooled(b, plan.lookup, tables, indices, rank, t, bag, d)
+            return value, q.add(q.mul(q.add(q.mul(rank, per_rank), t), tile), e)
+
+        def place(b: Builder, source: SSAValue, t: SSAValue, e: SSAValue) -> SSAValue:
+            q = Ints(b)
+            return q.add(q.mul(q.add(q.mul(source, per_rank), t), tile), e)
+
+        plan.exchange().build(
+            b, (rank, epoch, peers, slots, recv, out), value_of, place
+        )
+        return func
 
 
 TileValue = Callable[[Builder, SSAValue, SSAValue, SSAValue], tuple[SSAValue, SSAValue]]
@@ -431,55 +487,6 @@ class AllToAllTiles:
         store(moving, load(moving, recv, [at]), out, [at])
 
 
-@dataclass
-class EmbeddingAllToAllKernel:
-    plan: EmbeddingAllToAll
-
-    def build(self, lowering: Lowering, name: str) -> gpu.FuncOp:
-        plan = self.plan
-        element = tensor_type(plan.embedding.result).element_type
-        tables_t, indices_t = (
-            MemRefType(tensor_type(v).element_type, [_count(plan, v)])
-            for v in (plan.embedding.tables, plan.embedding.indices)
-        )
-        block_elements = plan.world * plan.tables * plan.tile
-        func, b = lowering.kernels.kernel(
-            name,
-            [
-                ("rank", index),
-                ("epoch", i64),
-                ("peers", PeersType()),
-                ("slots", index),
-                ("tables", tables_t),
-                ("indices", indices_t),
-                ("recv", MemRefType(element, [block_elements])),
-                ("out", MemRefType(element, [block_elements])),
-            ],
-        )
-        rank, epoch, peers, slots, tables, indices, recv, out = func.body.block.args
-        tile, per_rank = plan.tile, plan.tables
-
-        def value_of(
-            b: Builder, peer: SSAValue, t: SSAValue, e: SSAValue
-        ) -> tuple[SSAValue, SSAValue]:
-            # Bag `peer·B' + e / D` of table `t`, at table r·T' + t (the
-            # output's place for the own part, the peer's receive buffer's).
-            q = Ints(b)
-            bag = q.add(q.mul(peer, plan.bags), q.div(e, plan.width))
-            d = q.rem(e, plan.width)
-            value = emit_pooled(b, plan.lookup, tables, indices, rank, t, bag, d)
-            return value, q.add(q.mul(q.add(q.mul(rank, per_rank), t), tile), e)
-
-        def place(b: Builder, source: SSAValue, t: SSAValue, e: SSAValue) -> SSAValue:
-            q = Ints(b)
-            return q.add(q.mul(q.add(q.mul(source, per_rank), t), tile), e)
-
-        plan.exchange().build(
-            b, (rank, epoch, peers, slots, recv, out), value_of, place
-        )
-        return func
-
-
 GEMV_TILE_ELEMENTS = 256
 """Elements of one GEMV output tile (rows x columns), at most."""
 
@@ -494,14 +501,15 @@ class GemvAllReduce(TilePlan):
 
     matmul: MatmulOp
 
-    @staticmethod
-    def of(fusion: FusionOp, world: int) -> GemvAllReduce | None:
-        pair = tiled_pair(fusion, MatmulOp, AllReduceOp)
-        if pair is None:
-            return None
-        matmul = pair[0]
-        assert isinstance(matmul, MatmulOp)
-        plan = GemvAllReduce(fusion, world, matmul)
+    producers = (MatmulOp,)
+    collective = AllReduceOp
+
+    @classmethod
+    def planned(
+        cls, fusion: FusionOp, world: int, producer: Operation, collective: Operation
+    ) -> Self | None:
+        assert isinstance(producer, MatmulOp)
+        plan = cls(fusion, world, producer)
         return plan if plan.tile_columns else None
 
     @property
@@ -555,29 +563,17 @@ class GemvAllReduce(TilePlan):
         return self.world * self.per_rank
 
     @property
-    def reads(self) -> list[SSAValue]:
-        return [self.matmul.lhs, self.matmul.rhs]
-
-    @property
     def symmetric(self) -> list[tuple[str, int]]:
         size = self.rows * self.columns
         return [("partials", self.world * size), ("gather", size)]
-
-    def kernel(self) -> TileKernel:
-        return GemvAllReduceKernel(self)
 
     @property
     def slots(self) -> int:
         """READY (per source), PARTIAL (per source and tile), DONE (per tile)."""
         return self.world + self.world * self.tiles + self.tiles
 
-
-@dataclass
-class GemvAllReduceKernel:
-    plan: GemvAllReduce
-
     def build(self, lowering: Lowering, name: str) -> gpu.FuncOp:
-        plan = self.plan
+        plan = self
         world, rows, cols = plan.world, plan.rows, plan.columns
         depth, width, tile = plan.depth, plan.tile_columns, plan.tile
         element = tensor_type(plan.matmul.result).element_type
@@ -733,15 +729,16 @@ class GemmAllToAll(AllToAllPlan):
     matmul: MatmulOp | BatchMatmulOp
     dim: int
 
-    @staticmethod
-    def of(fusion: FusionOp, world: int) -> GemmAllToAll | None:
-        pair = tiled_pair(fusion, (MatmulOp, BatchMatmulOp), AllToAllOp)
-        if pair is None:
-            return None
-        matmul, exchange = pair
-        assert isinstance(matmul, MatmulOp | BatchMatmulOp)
-        dim = tensor_type(exchange.results[0]).layout.sliced_dim
-        plan = GemmAllToAll(fusion, world, matmul, dim)
+    producers = (MatmulOp, BatchMatmulOp)
+    collective = AllToAllOp
+
+    @classmethod
+    def planned(
+        cls, fusion: FusionOp, world: int, producer: Operation, collective: Operation
+    ) -> Self | None:
+        assert isinstance(producer, MatmulOp | BatchMatmulOp)
+        dim = tensor_type(collective.results[0]).layout.sliced_dim
+        plan = cls(fusion, world, producer, dim)
         narrow = plan.tile_columns < min(GEMM_MIN_TILE_COLUMNS, plan.columns)
         return None if narrow else plan
 
@@ -812,32 +809,18 @@ class GemmAllToAll(AllToAllPlan):
     def per_peer(self) -> int:
         return self.tiles
 
-    @property
-    def reads(self) -> list[SSAValue]:
-        return [self.matmul.lhs, self.matmul.rhs]
-
-    def kernel(self) -> TileKernel:
-        return GemmAllToAllKernel(self)
-
-
-@dataclass
-class GemmAllToAllKernel:
-    """The GEMM + all_to_all kernel of `plan`, its signal slots from its
-    argument `slots` (READY, then TILE; docs/gpu.md, 5b)."""
-
-    plan: GemmAllToAll
-
     def tile_element(
         self, m: Ints, t: SSAValue, e: SSAValue
     ) -> tuple[SSAValue, SSAValue]:
         """Row and column, in a destination's part, of element `e` of tile
         `t`."""
-        plan = self.plan
-        across = plan.columns // plan.tile_columns
-        return tile_element(m, t, e, plan.tile_columns, (plan.tile_rows, across))
+        across = self.columns // self.tile_columns
+        return tile_element(m, t, e, self.tile_columns, (self.tile_rows, across))
 
     def build(self, lowering: Lowering, name: str) -> gpu.FuncOp:
-        plan = self.plan
+        """The GEMM + all_to_all kernel, its signal slots from its argument
+        `slots` (READY, then TILE; docs/gpu.md, 5b)."""
+        plan = self
         world = plan.world
         depth, cols, chunk = plan.depth, plan.columns, plan.chunk
         element = tensor_type(plan.matmul.result).element_type
@@ -930,7 +913,7 @@ def lower_tiles(
     fusion = plan.fusion
     allocator = SymmetricAllocator.of(module)
     func = lowering.shared_kernel(
-        fusion, "fused", lambda name: plan.kernel().build(lowering, name)
+        fusion, "fused", lambda name: plan.build(lowering, name)
     )
     values = lowering.host(fusion)
     epoch = next_epoch()
