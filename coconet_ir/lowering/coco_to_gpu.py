@@ -894,43 +894,29 @@ class LowerFusion(CocoLoweringPattern):
             lower_fusion_with_collectives(self.lowering, op, rewriter)
 
 
-@dataclass
-class LowerOverlap(CocoLoweringPattern):
-    """`coco.overlap chunks = K` → K chunks on two streams with events
-    (`coconet_ir.lowering.overlap`)."""
-
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: coco.OverlapOp, rewriter: PatternRewriter) -> None:
-        if not ready(op):
-            return
-        lower_overlap(self.lowering, op, rewriter)
-
-
-@dataclass
-class LowerShift(CocoLoweringPattern):
-    """`coco.shift by = K` → a peer copy of the rank's buffer to rank `r - K`
-    with credit and arrival flags (`coconet_ir.lowering.per_peer`)."""
-
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: coco.ShiftOp, rewriter: PatternRewriter) -> None:
-        if not ready(op):
-            return
-
-        lower_shift(self.lowering, op, rewriter)
+DELEGATED: dict[type[Operation], Callable[[Lowering, Any, PatternRewriter], None]] = {
+    # K chunks on two streams with events
+    coco.OverlapOp: lower_overlap,
+    # a peer copy of the rank's buffer to rank r - K with credit and arrival
+    # flags
+    coco.ShiftOp: lower_shift,
+    # N unrolled steps on three streams, the gathered blocks and
+    # reduce-scattered partials moved by peer copies
+    coco.PerPeerOp: lower_per_peer,
+}
+"""The ops a module of their own lowers (`coconet_ir.lowering.overlap`,
+`coconet_ir.lowering.per_peer`): op → its lowering."""
 
 
 @dataclass
-class LowerPerPeer(CocoLoweringPattern):
-    """`coco.per_peer` → N unrolled steps on three streams, the gathered
-    blocks and reduce-scattered partials moved by peer copies
-    (`coconet_ir.lowering.per_peer`)."""
+class LowerDelegated(CocoLoweringPattern):
+    """`coco.overlap`, `coco.shift`, `coco.per_peer` → their lowerings
+    (`DELEGATED`)."""
 
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: coco.PerPeerOp, rewriter: PatternRewriter) -> None:
-        if not ready(op):
-            return
-
-        lower_per_peer(self.lowering, op, rewriter)
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        lower = DELEGATED.get(type(op))
+        if lower is not None and ready(op):
+            lower(self.lowering, op, rewriter)
 
 
 @dataclass
@@ -961,12 +947,10 @@ def patterns(lowering: Lowering) -> list[RewritePattern]:
         LowerReduceScatter,
         LowerAllGather,
         LowerAllToAll,
-        LowerShift,
         LowerSend,
         LowerRecv,
         LowerFusion,
-        LowerOverlap,
-        LowerPerPeer,
+        LowerDelegated,
         LowerUpdate,
         LowerReturn,
     ]

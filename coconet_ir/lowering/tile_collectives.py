@@ -44,8 +44,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from math import prod
-from typing import ClassVar, Self
+from typing import Any, ClassVar, Generic, Self, TypeVar, cast
 
 from xdsl.builder import Builder
 from xdsl.dialects import arith, scf
@@ -206,14 +207,20 @@ def tiled_pair(
     return first, second
 
 
+P = TypeVar("P", bound=Operation)
+"""The producer of a tile plan."""
+
+
 @dataclass(frozen=True)
-class TilePlan(ABC):
+class TilePlan(ABC, Generic[P]):
     """What every tile kernel's plan says (`lower_tiles` reads it): the
     fusion it lowers, its reads, its symmetric buffers, its signal slots,
     the tiles a rank computes and the bytes it stores into each peer."""
 
     fusion: FusionOp
     world: int
+    producer: P
+    """The fusion's first op, whose result its collective moves."""
 
     producers: ClassVar[tuple[type[Operation], ...]]
     """The producers the kernel computes."""
@@ -224,16 +231,25 @@ class TilePlan(ABC):
     def of(cls, fusion: FusionOp, world: int) -> Self | None:
         """The plan of `fusion` on `world` ranks, or None: the fusion is not
         one of `producers` into `collective` with a tile kernel
-        (`tiled_pair`), or the plan finds no tiling (`planned`)."""
+        (`tiled_pair`), or the plan finds no tiling (`tiled`)."""
         pair = tiled_pair(fusion, cls.producers, cls.collective)
-        return None if pair is None else cls.planned(fusion, world, *pair)
+        if pair is None:
+            return None
+        plan = cls(fusion, world, cast(Any, pair[0]))
+        return plan if plan.tiled else None
 
-    @classmethod
-    @abstractmethod
-    def planned(
-        cls, fusion: FusionOp, world: int, producer: Operation, collective: Operation
-    ) -> Self | None:
-        """The plan of the pair `tiled_pair` found, or None."""
+    @property
+    def tiled(self) -> bool:
+        """Whether the plan finds a tiling (else the fusion is lowered
+        another way)."""
+        return True
+
+    @property
+    def consumer(self) -> Operation:
+        """The collective consuming the producer's result."""
+        op = self.producer.next_op
+        assert op is not None
+        return op
 
     @property
     def element(self) -> Attribute:
@@ -248,9 +264,7 @@ class TilePlan(ABC):
     def reads(self) -> list[SSAValue]:
         """The fusion's block arguments the kernel reads, in its order: the
         operands of its producer, the fusion's first op (`tiled_pair`)."""
-        producer = self.fusion.block.first_op
-        assert producer is not None
-        return list(producer.operands)
+        return list(self.producer.operands)
 
     @property
     @abstractmethod
@@ -278,7 +292,7 @@ class TilePlan(ABC):
 
 
 @dataclass(frozen=True)
-class AllToAllPlan(TilePlan):
+class AllToAllPlan(TilePlan[P]):
     """The plan of a tile kernel exchanging tiles as an all_to_all does
     (`AllToAllTiles`): `per_peer` tiles of `tile` elements for each
     destination."""
@@ -318,23 +332,17 @@ class AllToAllPlan(TilePlan):
 
 
 @dataclass(frozen=True)
-class EmbeddingAllToAll(AllToAllPlan):
+class EmbeddingAllToAll(AllToAllPlan[EmbeddingOp]):
     """The plan of an embedding + all_to_all fusion: table-parallel lookup
     (`tables` and the result cut along the tables), then `all_to_all` to the
     batch split."""
 
-    embedding: EmbeddingOp
-    lookup: EmbeddingLookup
-
     producers = (EmbeddingOp,)
     collective = AllToAllOp
 
-    @classmethod
-    def planned(
-        cls, fusion: FusionOp, world: int, producer: Operation, collective: Operation
-    ) -> Self | None:
-        assert isinstance(producer, EmbeddingOp)
-        return cls(fusion, world, producer, EmbeddingLookup.of(producer, world))
+    @cached_property
+    def lookup(self) -> EmbeddingLookup:
+        return EmbeddingLookup.of(self.producer, self.world)
 
     @property
     def tables(self) -> int:
@@ -344,11 +352,11 @@ class EmbeddingAllToAll(AllToAllPlan):
     @property
     def bags(self) -> int:
         """Bags per destination (`B'`)."""
-        return tensor_type(self.embedding.result).dims[1] // self.world
+        return tensor_type(self.producer.result).dims[1] // self.world
 
     @property
     def width(self) -> int:
-        return tensor_type(self.embedding.result).dims[2]
+        return tensor_type(self.producer.result).dims[2]
 
     @property
     def tile(self) -> int:
@@ -362,10 +370,10 @@ class EmbeddingAllToAll(AllToAllPlan):
 
     def build(self, lowering: Lowering, name: str) -> gpu.FuncOp:
         plan = self
-        element = tensor_type(plan.embedding.result).element_type
+        element = tensor_type(plan.producer.result).element_type
         tables_t, indices_t = (
             MemRefType(tensor_type(v).element_type, [_count(plan, v)])
-            for v in (plan.embedding.tables, plan.embedding.indices)
+            for v in (plan.producer.tables, plan.producer.indices)
         )
         block_elements = plan.world * plan.tables * plan.tile
         func, b = lowering.kernels.kernel(
@@ -492,39 +500,33 @@ GEMV_TILE_ELEMENTS = 256
 
 
 @dataclass(frozen=True)
-class GemvAllReduce(TilePlan):
+class GemvAllReduce(TilePlan[MatmulOp]):
     """The plan of a GEMV + all_reduce fusion: a row-parallel matmul (`x`
     cut along K, `w` along its rows: local partial sums) of at most
     `GEMV_ROWS` rows, then `all_reduce sum`. The output's columns are cut
     into `tiles` tiles of `rows x columns`; tile `c` is reduced by rank
     `c mod N`."""
 
-    matmul: MatmulOp
-
     producers = (MatmulOp,)
     collective = AllReduceOp
 
-    @classmethod
-    def planned(
-        cls, fusion: FusionOp, world: int, producer: Operation, collective: Operation
-    ) -> Self | None:
-        assert isinstance(producer, MatmulOp)
-        plan = cls(fusion, world, producer)
-        return plan if plan.tile_columns else None
+    @property
+    def tiled(self) -> bool:
+        return bool(self.tile_columns)
 
     @property
     def rows(self) -> int:
-        return prod(tensor_type(self.matmul.result).dims[:-1])
+        return prod(tensor_type(self.producer.result).dims[:-1])
 
     @property
     def columns(self) -> int:
         """Output columns (`M`)."""
-        return tensor_type(self.matmul.result).dims[-1]
+        return tensor_type(self.producer.result).dims[-1]
 
     @property
     def depth(self) -> int:
         """The contraction each rank holds (`K / N`)."""
-        return tensor_type(self.matmul.rhs).dims[0] // self.world
+        return tensor_type(self.producer.rhs).dims[0] // self.world
 
     @property
     def tile_columns(self) -> int:
@@ -576,7 +578,7 @@ class GemvAllReduce(TilePlan):
         plan = self
         world, rows, cols = plan.world, plan.rows, plan.columns
         depth, width, tile = plan.depth, plan.tile_columns, plan.tile
-        element = tensor_type(plan.matmul.result).element_type
+        element = tensor_type(plan.producer.result).element_type
         acc_type = compute_type(element)
         func, b = lowering.kernels.kernel(
             name,
@@ -714,7 +716,7 @@ weights, four times over)."""
 
 
 @dataclass(frozen=True)
-class GemmAllToAll(AllToAllPlan):
+class GemmAllToAll(AllToAllPlan[MatmulOp | BatchMatmulOp]):
     """The plan of a GEMM + all_to_all fusion (mixture of experts): a
     `coco.batch_matmul` (`sliced<0> x sliced<0>`: each rank its experts) or
     a `coco.matmul` (`sliced<0> x replicated`) whose result is `sliced<0>`,
@@ -726,26 +728,22 @@ class GemmAllToAll(AllToAllPlan):
     outermost, so each source's part is contiguous). A *tile* is `tile_rows
     x tile_columns` of that matrix; each destination has `tiles` of them."""
 
-    matmul: MatmulOp | BatchMatmulOp
-    dim: int
-
     producers = (MatmulOp, BatchMatmulOp)
     collective = AllToAllOp
 
-    @classmethod
-    def planned(
-        cls, fusion: FusionOp, world: int, producer: Operation, collective: Operation
-    ) -> Self | None:
-        assert isinstance(producer, MatmulOp | BatchMatmulOp)
-        dim = tensor_type(collective.results[0]).layout.sliced_dim
-        plan = cls(fusion, world, producer, dim)
-        narrow = plan.tile_columns < min(GEMM_MIN_TILE_COLUMNS, plan.columns)
-        return None if narrow else plan
+    @cached_property
+    def dim(self) -> int:
+        """The dim `t` the all_to_all moves to."""
+        return tensor_type(self.consumer.results[0]).layout.sliced_dim
+
+    @property
+    def tiled(self) -> bool:
+        return self.tile_columns >= min(GEMM_MIN_TILE_COLUMNS, self.columns)
 
     @property
     def block(self) -> tuple[int, ...]:
         """The rank's block of the GEMM's result (`L`)."""
-        dims = tensor_type(self.matmul.result).dims
+        dims = tensor_type(self.producer.result).dims
         return (dims[0] // self.world, *dims[1:])
 
     @property
@@ -768,12 +766,12 @@ class GemmAllToAll(AllToAllPlan):
     @property
     def depth(self) -> int:
         """The contraction (`K`)."""
-        return tensor_type(self.matmul.lhs).dims[-1]
+        return tensor_type(self.producer.lhs).dims[-1]
 
     @property
     def grouped(self) -> bool:
         """Each group has its own weights (`coco.batch_matmul`)."""
-        return isinstance(self.matmul, BatchMatmulOp)
+        return isinstance(self.producer, BatchMatmulOp)
 
     @property
     def tile_columns(self) -> int:
@@ -823,7 +821,7 @@ class GemmAllToAll(AllToAllPlan):
         plan = self
         world = plan.world
         depth, cols, chunk = plan.depth, plan.columns, plan.chunk
-        element = tensor_type(plan.matmul.result).element_type
+        element = tensor_type(plan.producer.result).element_type
         lhs_count = prod(plan.block[:-1]) * depth
         groups = plan.block[0] if plan.grouped else 1
         func, b = lowering.kernels.kernel(
