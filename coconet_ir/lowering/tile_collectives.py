@@ -42,7 +42,7 @@ copied everything out.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from math import prod
@@ -140,6 +140,16 @@ def dot(
     n = Ints(b)
     bounds = (n.c(0), n.c(depth), n.c(1))
     return sum_of_products(b, bounds, zero, (x, x_at), (w, w_at))
+
+
+def tile_kernel(
+    lowering: Lowering, name: str, args: Sequence[tuple[str, Attribute]]
+) -> tuple[gpu.FuncOp, Builder]:
+    """The tile kernel `name`, its arguments those `lower_tiles` passes
+    every tile kernel (rank, epoch, peers, its first signal slot), then
+    `args` (its reads, its symmetric buffers, the output)."""
+    common = [("rank", index), ("epoch", i64), ("peers", PeersType()), ("slots", index)]
+    return lowering.kernels.kernel(name, [*common, *args])
 
 
 def tile_element(
@@ -268,6 +278,11 @@ class TilePlan(ABC, Generic[P]):
 
     @property
     @abstractmethod
+    def tile(self) -> int:
+        """Elements of one tile."""
+
+    @property
+    @abstractmethod
     def symmetric(self) -> list[tuple[str, int]]:
         """The symmetric buffers: (name hint, elements)."""
 
@@ -303,13 +318,13 @@ class AllToAllPlan(TilePlan[P]):
         """Tiles per destination."""
 
     @property
-    @abstractmethod
-    def tile(self) -> int:
-        """Elements of one tile."""
+    def chunk(self) -> int:
+        """Elements of one destination's part (one source's, received)."""
+        return self.per_peer * self.tile
 
     def peer_bytes(self) -> int:
-        """Bytes this rank stores into each peer per launch: its tiles."""
-        return self.per_peer * self.tile * self.element_bytes
+        """Bytes this rank stores into each peer per launch: its part."""
+        return self.chunk * self.element_bytes
 
     @property
     def computed(self) -> int:
@@ -318,7 +333,7 @@ class AllToAllPlan(TilePlan[P]):
 
     @property
     def symmetric(self) -> list[tuple[str, int]]:
-        return [("recv", self.world * self.per_peer * self.tile)]
+        return [("recv", self.world * self.chunk)]
 
     @property
     def slots(self) -> int:
@@ -375,14 +390,11 @@ class EmbeddingAllToAll(AllToAllPlan[EmbeddingOp]):
             MemRefType(tensor_type(v).element_type, [_count(plan, v)])
             for v in (plan.producer.tables, plan.producer.indices)
         )
-        block_elements = plan.world * plan.tables * plan.tile
-        func, b = lowering.kernels.kernel(
+        block_elements = plan.world * plan.chunk
+        func, b = tile_kernel(
+            lowering,
             name,
             [
-                ("rank", index),
-                ("epoch", i64),
-                ("peers", PeersType()),
-                ("slots", index),
                 ("tables", tables_t),
                 ("indices", indices_t),
                 ("recv", MemRefType(element, [block_elements])),
@@ -580,13 +592,10 @@ class GemvAllReduce(TilePlan[MatmulOp]):
         depth, width, tile = plan.depth, plan.tile_columns, plan.tile
         element = tensor_type(plan.producer.result).element_type
         acc_type = compute_type(element)
-        func, b = lowering.kernels.kernel(
+        func, b = tile_kernel(
+            lowering,
             name,
             [
-                ("rank", index),
-                ("epoch", i64),
-                ("peers", PeersType()),
-                ("slots", index),
                 ("x", MemRefType(element, [rows * depth])),
                 ("w", MemRefType(element, [depth * cols])),
                 ("partials", MemRefType(element, [world * rows * cols])),
@@ -726,7 +735,7 @@ class GemmAllToAll(AllToAllPlan[MatmulOp | BatchMatmulOp]):
     needs `L`'s part `p` along `t`, a `[rows, M]` matrix (`rows`: its dims
     but the last), and puts it at chunk `r` of its output (dim 0 is
     outermost, so each source's part is contiguous). A *tile* is `tile_rows
-    x tile_columns` of that matrix; each destination has `tiles` of them."""
+    x tile_columns` of that matrix; each destination has `per_peer` of them."""
 
     producers = (MatmulOp, BatchMatmulOp)
     collective = AllToAllOp
@@ -790,22 +799,12 @@ class GemmAllToAll(AllToAllPlan[MatmulOp | BatchMatmulOp]):
         return max(r for r in range(1, min(limit, self.rows) + 1) if self.rows % r == 0)
 
     @property
-    def tiles(self) -> int:
-        """Tiles per destination."""
+    def per_peer(self) -> int:
         return (self.rows // self.tile_rows) * (self.columns // self.tile_columns)
 
     @property
     def tile(self) -> int:
         return self.tile_rows * self.tile_columns
-
-    @property
-    def chunk(self) -> int:
-        """Elements of one destination's part (one source's, received)."""
-        return self.rows * self.columns
-
-    @property
-    def per_peer(self) -> int:
-        return self.tiles
 
     def tile_element(
         self, m: Ints, t: SSAValue, e: SSAValue
@@ -824,13 +823,10 @@ class GemmAllToAll(AllToAllPlan[MatmulOp | BatchMatmulOp]):
         element = tensor_type(plan.producer.result).element_type
         lhs_count = prod(plan.block[:-1]) * depth
         groups = plan.block[0] if plan.grouped else 1
-        func, b = lowering.kernels.kernel(
+        func, b = tile_kernel(
+            lowering,
             name,
             [
-                ("rank", index),
-                ("epoch", i64),
-                ("peers", PeersType()),
-                ("slots", index),
                 ("x", MemRefType(element, [lhs_count])),
                 ("w", MemRefType(element, [groups * depth * cols])),
                 ("recv", MemRefType(element, [world * chunk])),
