@@ -172,10 +172,7 @@ class CocoLoweringPattern(RewritePattern, ABC):
         """The `<op>_pack` (or `_unpack`) kernel's launch: `rank_major`."""
         lowering = self.lowering
         return rank_major(
-            lowering.host(op),
-            lowering.kernels,
-            lowering.threads,
-            lowering.kernel_name(op, "pack" if pack else "unpack"),
+            lowering.kernel_site(op, "pack" if pack else "unpack"),
             source,
             dest,
             shape,
@@ -374,10 +371,7 @@ class LowerMatmul(CocoLoweringPattern):
         if element_info(tensor_of(op.result).element_type).is_float:
             host.append(GemmOp(a, b, out))
         else:
-            name = lowering.kernel_name(op)
-            host += matmul_kernel(
-                lowering.host(op), lowering.kernels, lowering.threads, name, a, b, out
-            )
+            host += matmul_kernel(lowering.kernel_site(op), a, b, out)
         replace_with_buffers(rewriter, op, host, [out])
 
 
@@ -397,10 +391,7 @@ class LowerEmbedding(CocoLoweringPattern):
             op, [op.tables, op.indices]
         )
         host += embedding_kernel(
-            lowering.host(op),
-            lowering.kernels,
-            lowering.threads,
-            lowering.kernel_name(op),
+            lowering.kernel_site(op),
             EmbeddingLookup.of(op, lowering.world),
             tables,
             indices,
@@ -422,10 +413,7 @@ def lower_reduction(
     shape = local_shape(tensor_of(op.operand), lowering.world)
     norm = dims is None
     host += reduce_kernel(
-        lowering.host(op),
-        lowering.kernels,
-        lowering.threads,
-        lowering.kernel_name(op),
+        lowering.kernel_site(op),
         source,
         out,
         shape,
@@ -473,10 +461,7 @@ class LowerAllSlice(CocoLoweringPattern):
         values = lowering.host(op)
         offset = values.times(values.rank(), block, "offset")
         host += copy_block(
-            values,
-            lowering.kernels,
-            lowering.threads,
-            lowering.kernel_name(op),
+            lowering.kernel_site(op),
             source,
             out,
             tensor_of(op.operand).dims,
@@ -532,13 +517,9 @@ def copy_launches(
         launches[-1].append(part)
         used += size
     host: list[Operation] = []
-    values = lowering.host(op)
     for parts in launches:
         host += bucket_copy(
-            values,
-            lowering.kernels,
-            lowering.threads,
-            lowering.kernel_name(op, "concat" if pack else "split"),
+            lowering.kernel_site(op, "concat" if pack else "split"),
             parts,
             pack=pack,
         )

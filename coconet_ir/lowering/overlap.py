@@ -71,7 +71,7 @@ from coconet_ir.dialects.coco_gpu import (
 )
 from coconet_ir.lowering.bufferize import alloc, as_tensor, buffer_type, local_shape
 from coconet_ir.lowering.host import HostValues
-from coconet_ir.lowering.kernels import copy_block, memref_shape
+from coconet_ir.lowering.kernels import KernelSite, copy_block, memref_shape
 from coconet_ir.lowering.state import (
     CHUNK_ATTR,
     ChunkAt,
@@ -272,10 +272,7 @@ def copy_chunk_out(
     host = [
         piece,
         *copy_block(
-            values,
-            lowering.kernels,
-            lowering.threads,
-            f"{name}_chunk",
+            KernelSite(values, lowering.kernels, lowering.threads, f"{name}_chunk"),
             source,
             piece.memref,
             local_shape(whole, world),
@@ -401,10 +398,9 @@ def lower_overlap(
                 continue
             block = local_shape(tensor_of(value), world)[dim]
             copy = copy_block(
-                values,
-                lowering.kernels,
-                lowering.threads,
-                f"{name}_unchunk",
+                KernelSite(
+                    values, lowering.kernels, lowering.threads, f"{name}_unchunk"
+                ),
                 piece,
                 out,
                 memref_shape(out.type),

@@ -95,6 +95,7 @@ from coconet_ir.lowering.fused_collectives import (
 )
 from coconet_ir.lowering.host import HostValues
 from coconet_ir.lowering.kernels import (
+    KernelSite,
     X,
     combine,
     compute_type,
@@ -613,10 +614,12 @@ def lower_per_peer(
                 )
             block = local_shape(tensor_of(value), world)[dim]
             host += copy_block(
-                values,
-                lowering.kernels,
-                lowering.threads,
-                f"{emitter.name}_unchunk",
+                KernelSite(
+                    values,
+                    lowering.kernels,
+                    lowering.threads,
+                    f"{emitter.name}_unchunk",
+                ),
                 piece_buffer,
                 out,
                 memref_shape(out.type),

@@ -49,6 +49,7 @@ from coconet_ir.lowering.host import HostValues
 from coconet_ir.lowering.kernels import (
     Indexer,
     KernelModule,
+    KernelSite,
     as_i64,
     flat_args,
     grid_stride_loop,
@@ -236,6 +237,13 @@ class Lowering:
         if label is None:
             return self.kind_name(op, kind)
         return f"{self.function_prefix(op)}_{label}"
+
+    def kernel_site(self, op: Operation, kind: str | None = None) -> KernelSite:
+        """Where the kernel of `op` (`kernel_name`) is built and launched
+        from."""
+        return KernelSite(
+            self.host(op), self.kernels, self.threads, self.kernel_name(op, kind)
+        )
 
     def kind_name(self, op: Operation, kind: str | None = None) -> str:
         """`<function>_<kind>`: the name of a kernel that ops of different
