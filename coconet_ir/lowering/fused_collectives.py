@@ -117,7 +117,12 @@ from coconet_ir.lowering.kernels import (
     strides,
     to_compute,
 )
-from coconet_ir.lowering.state import Lowering, chunk_of, replace_with_buffers
+from coconet_ir.lowering.state import (
+    ElementContext,
+    Lowering,
+    chunk_of,
+    replace_with_buffers,
+)
 
 index = IndexType()
 
@@ -1315,7 +1320,7 @@ class FusedCollectiveLowering:
         return True
 
     def dropout_index(self, plan: FusedPlan) -> Callable[[Operation], DropoutIndex]:
-        """Dropout's global index: `Lowering.global_index`, with the overlap
+        """Dropout's global index: `ElementContext.global_index`, with the overlap
         chunk frame a cloned dropout carries."""
         lowering = self.lowering
         t = coco.tensor_type(plan.reductions[0].result)
@@ -1326,7 +1331,9 @@ class FusedCollectiveLowering:
 
             def index_of(b: Builder, element: SSAValue, rank: SSAValue) -> SSAValue:
                 indexer = Indexer(b, element, shape)
-                return lowering.global_index(b, indexer, t, t, rank, chunk)
+                return ElementContext(lowering, b, indexer, t, rank).global_index(
+                    t, chunk
+                )
 
             return index_of
 

@@ -5,7 +5,7 @@ patterns and region lowerings share (docs/gpu.md §1).
 the launch width, the kernel module, where each value's buffer must be
 (`result_buffer` writes in place when it may), the host values of each
 function, and how a kernel over a domain indexes its operands (`plan`,
-`element_index`, `global_index`, `map_kernel`). `replace_with_buffers`
+`map_kernel`; `ElementContext.element_index`, `global_index`). `replace_with_buffers`
 replaces a coco op by host ops, its results by casts of their buffers;
 `chunk_of` reads where a dropout cloned into an overlap chunk or a per-peer
 step sits (`CHUNK_ATTR`).
@@ -303,73 +303,6 @@ class Lowering:
         """Whether a buffer of `value` is indexed by the domain's flat index."""
         return local_shape(value, self.world) == local_shape(domain, self.world)
 
-    def element_index(
-        self,
-        b: Builder,
-        indexer: Indexer,
-        value: TensorType,
-        domain: TensorType,
-        rank: SSAValue | None,
-    ) -> SSAValue | None:
-        """The flat index into a buffer of `value` of the domain's element
-        `indexer.flat` (None for a rank-0 buffer)."""
-        if value.rank == 0:
-            return None
-        if self.is_identity(value, domain):
-            return indexer.flat
-        digits: list[SSAValue | int] = []
-        for axis in self.plan(value, domain):
-            if axis.digit is None:
-                digits.append(0)
-                continue
-            digit = indexer.digit(axis.digit)
-            if axis.rank_stride:
-                assert rank is not None
-                offset = b.insert(
-                    arith.MuliOp(rank, index_constant(b, axis.rank_stride))
-                ).result
-                digit = b.insert(arith.AddiOp(digit, offset)).result
-            digits.append(digit)
-        return linear(b, digits, local_shape(value, self.world))
-
-    def global_index(
-        self,
-        b: Builder,
-        indexer: Indexer,
-        value: TensorType,
-        domain: TensorType,
-        rank: SSAValue | None,
-        chunk: ChunkAt | None,
-    ) -> SSAValue:
-        """The global linear index (an i64) of the element of `value` the
-        domain's element `indexer.flat` reads: its block offset when sliced,
-        its chunk offset inside an overlap chunk or a per-peer step."""
-        shape = local_shape(value, self.world)
-        global_shape = list(value.dims)
-        digits: list[SSAValue | int] = []
-        plan = self.plan(value, domain)
-        for a, axis in enumerate(plan):
-            digit: SSAValue | int = (
-                0 if axis.digit is None else indexer.digit(axis.digit)
-            )
-            sliced_here = value.layout.is_sliced and value.layout.sliced_dim == a
-            if axis.rank_stride or sliced_here:
-                # a replicated value read at the domain's block, or the rank's
-                # own block of a sliced value
-                assert rank is not None
-                block = axis.rank_stride or shape[a]
-                offset = b.insert(arith.MuliOp(rank, index_constant(b, block)))
-                digit = (
-                    offset.result
-                    if isinstance(digit, int)
-                    else b.insert(arith.AddiOp(digit, offset.result)).result
-                )
-            if chunk is not None and chunk.dim == a:
-                global_shape[a] *= chunk.chunks
-                digit = self.chunk_start(b, chunk, value.dims[a], digit, rank)
-            digits.append(digit)
-        return as_i64(b, linear(b, digits, global_shape))
-
     @staticmethod
     def chunk_start(
         b: Builder,
@@ -451,21 +384,21 @@ class Lowering:
             loop, i = grid_stride_loop(b, kernel_args[0])
             indexer = Indexer(loop, i, local_shape(domain, self.world))
             loaded: dict[int, SSAValue] = {}
+            context = ElementContext(
+                self, loop, indexer, domain, rank, dict(zip(dropouts, seeds))
+            )
 
             def load(k: int) -> SSAValue:
                 if k not in loaded:
-                    at = self.element_index(loop, indexer, inputs[k][1], domain, rank)
+                    at = context.element_index(inputs[k][1])
                     loaded[k] = loop.insert(
                         memref.LoadOp.get(buffers[k], [] if at is None else [at])
                     ).res
                 return loaded[k]
 
-            context = ElementContext(
-                self, loop, indexer, domain, rank, dict(zip(dropouts, seeds))
-            )
             results = body(loop, load, context)
             for (_, t), result, buffer in zip(outputs, results, buffers[len(inputs) :]):
-                at = self.element_index(loop, indexer, t, domain, rank)
+                at = context.element_index(t)
                 loop.insert(
                     memref.StoreOp.get(result, buffer, [] if at is None else [at])
                 )
@@ -488,7 +421,8 @@ class Lowering:
 
 @dataclass
 class ElementContext:
-    """Where a map kernel's body is: what `global_index` needs."""
+    """Where a map kernel's body is: what indexing an operand's buffer
+    (`element_index`) or a dropout's global index (`global_index`) needs."""
 
     lowering: Lowering
     b: Builder
@@ -501,9 +435,60 @@ class ElementContext:
     """The kernel's seed argument of each of the body's dropouts."""
 
     def global_index(self, value: TensorType, chunk: ChunkAt | None = None) -> SSAValue:
-        return self.lowering.global_index(
-            self.b, self.indexer, value, self.domain, self.rank, chunk
-        )
+        """The global linear index (an i64) of the element of `value` the
+        domain's element `indexer.flat` reads: its block offset when sliced,
+        its chunk offset inside an overlap chunk or a per-peer step."""
+        b, indexer, domain, rank = self.b, self.indexer, self.domain, self.rank
+        lowering = self.lowering
+        shape = local_shape(value, lowering.world)
+        global_shape = list(value.dims)
+        digits: list[SSAValue | int] = []
+        plan = lowering.plan(value, domain)
+        for a, axis in enumerate(plan):
+            digit: SSAValue | int = (
+                0 if axis.digit is None else indexer.digit(axis.digit)
+            )
+            sliced_here = value.layout.is_sliced and value.layout.sliced_dim == a
+            if axis.rank_stride or sliced_here:
+                # a replicated value read at the domain's block, or the rank's
+                # own block of a sliced value
+                assert rank is not None
+                block = axis.rank_stride or shape[a]
+                offset = b.insert(arith.MuliOp(rank, index_constant(b, block)))
+                digit = (
+                    offset.result
+                    if isinstance(digit, int)
+                    else b.insert(arith.AddiOp(digit, offset.result)).result
+                )
+            if chunk is not None and chunk.dim == a:
+                global_shape[a] *= chunk.chunks
+                digit = lowering.chunk_start(b, chunk, value.dims[a], digit, rank)
+            digits.append(digit)
+        return as_i64(b, linear(b, digits, global_shape))
+
+    def element_index(self, value: TensorType) -> SSAValue | None:
+        """The flat index into a buffer of `value` of the domain's element
+        `indexer.flat` (None for a rank-0 buffer)."""
+        b, indexer, domain, rank = self.b, self.indexer, self.domain, self.rank
+        lowering = self.lowering
+        if value.rank == 0:
+            return None
+        if lowering.is_identity(value, domain):
+            return indexer.flat
+        digits: list[SSAValue | int] = []
+        for axis in lowering.plan(value, domain):
+            if axis.digit is None:
+                digits.append(0)
+                continue
+            digit = indexer.digit(axis.digit)
+            if axis.rank_stride:
+                assert rank is not None
+                offset = b.insert(
+                    arith.MuliOp(rank, index_constant(b, axis.rank_stride))
+                ).result
+                digit = b.insert(arith.AddiOp(digit, offset)).result
+            digits.append(digit)
+        return linear(b, digits, local_shape(value, lowering.world))
 
     def seed(self, op: coco.DropoutOp) -> SSAValue:
         return self.seeds[op]
