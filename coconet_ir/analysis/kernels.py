@@ -25,6 +25,12 @@ from coconet_ir.dialects.coco import (
     tensor_type,
 )
 
+PRODUCERS = (EmbeddingOp, MatmulOp, BatchMatmulOp)
+"""The ops coco-fuse-collective fuses with the collective consuming them."""
+COLLECTIVES = (AllToAllOp, AllReduceOp, ReduceScatterOp)
+"""The collectives coco-fuse-collective fuses with their producer (the
+pairs `tile_kernel_problem` accepts are some of these)."""
+
 GEMV_ROWS = 16
 """A matmul with at most this many rows (the product of its result's dims
 but the last) is a GEMV: decode-time batch sizes."""

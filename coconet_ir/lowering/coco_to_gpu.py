@@ -11,7 +11,8 @@ gemm), or `memref.copy`.
 
 The conversion runs one rewrite pattern per coco op (elementwise ops share
 one), as xDSL's `lower_mpi.py` does, over a shared base holding the
-conversion's state (`Lowering`). A coco value and its buffer meet through
+conversion's state (`Lowering`, in `coconet_ir.lowering.state`, which the
+region lowerings build on too). A coco value and its buffer meet through
 `builtin.unrealized_conversion_cast` until every coco op is gone.
 
 A `coco.overlap` runs its chunks on two streams with events
@@ -30,16 +31,16 @@ from __future__ import annotations
 
 import math
 from abc import ABC
-from collections.abc import Callable, Hashable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from xdsl.builder import Builder
 from xdsl.context import Context
-from xdsl.dialects import arith, func, memref
+from xdsl.dialects import func, memref
 from xdsl.dialects.builtin import (
     DenseArrayBase,
     FunctionType,
-    IndexType,
     IntegerAttr,
     MemRefType,
     ModuleOp,
@@ -47,7 +48,7 @@ from xdsl.dialects.builtin import (
     UnrealizedConversionCastOp,
     i64,
 )
-from xdsl.ir import Attribute, Block, BlockArgument, Operation, OpResult, SSAValue
+from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
@@ -64,17 +65,13 @@ from coconet_ir.analysis.chunks import ChunkConflict, chunk_dims, step_of
 from coconet_ir.analysis.costs import function_costs
 from coconet_ir.analysis.fused_plan import DEFAULT_CHUNK_ELEMENTS
 from coconet_ir.diagnostics import CocoError, value_name
-from coconet_ir.dialects import (
-    coco,
-    gpu,  # xDSL's gpu, in MLIR's syntax
-)
+from coconet_ir.dialects import coco
 from coconet_ir.dialects.coco import (
     ELEMENTWISE_OPS,
     WORLD_SIZE_ATTR,
     TensorType,
     divisibility_problem,
     element_info,
-    label_of,
 )
 from coconet_ir.dialects.coco_gpu import (
     BYTES_ATTR,
@@ -95,76 +92,49 @@ from coconet_ir.lowering.absorb import absorb_producers
 from coconet_ir.lowering.bufferize import (
     alloc,
     as_tensor,
-    buffer_of,
     buffer_type,
     element_count,
     fold_casts,
     local_shape,
 )
 from coconet_ir.lowering.embedding import EmbeddingLookup, embedding_kernel
-from coconet_ir.lowering.host import HostValues
+from coconet_ir.lowering.fused_collectives import lower_fused_collective
 from coconet_ir.lowering.kernels import (
     BucketCopy,
-    Indexer,
     KernelModule,
-    as_i64,
     bucket_copy,
     copy_block,
     emit_elementwise,
-    flat_args,
-    grid_stride_loop,
-    index_constant,
     kernel_users,
-    launch,
-    linear,
     matmul_kernel,
     printed_form,
     rank_major,
     reduce_kernel,
 )
 from coconet_ir.lowering.overlap import OnItsStream, lower_overlap
+from coconet_ir.lowering.per_peer import lower_per_peer, lower_shift
+from coconet_ir.lowering.state import (
+    ElementContext,
+    Lowering,
+    chunk_of,
+    enclosing,
+    needs_rank_for_dropout,
+    replace_with_buffers,
+    result_type,
+    tensor_of,
+)
+from coconet_ir.lowering.tile_collectives import lower_tile_collective
 from coconet_ir.passes.base import move_contents
 
 __all__ = [
-    "CHUNK_ATTR",
     "KERNELS_MODULE",
     "CocoLoweringPattern",
     "ConversionRefused",
     "ConvertCocoToGpu",
-    "ElementContext",
-    "Lowering",
     "lower_fused_elementwise",
     "lower_fusion_with_collectives",
-    "lower_overlap",
     "patterns",
-    "replace_with_buffers",
 ]
-
-index = IndexType()
-
-CHUNK_ATTR = "coco_gpu.chunk"
-"""On a dropout cloned into one chunk of a `coco.overlap` or one step of a
-`coco.per_peer` (while lowering): `array<i64: DIM, INDEX, CHUNKS>` — its
-operand is chunk INDEX of CHUNKS along DIM of the un-chunked value — or
-`array<i64: DIM, STEP, CHUNKS, 1>` — chunk `(rank + STEP) mod CHUNKS`, known
-only at run time —, so that its global index is kept."""
-
-
-@dataclass(frozen=True)
-class ChunkAt:
-    """Where the chunk a cloned dropout runs on sits (`CHUNK_ATTR`): chunk
-    `index` of `chunks` along `dim`, or with `rotating`, chunk `(rank + index)
-    mod chunks` (step `index` of a per-peer region)."""
-
-    dim: int
-    index: int
-    chunks: int
-    rotating: bool = False
-
-    def attribute(self) -> DenseArrayBase:
-        values = [self.dim, self.index, self.chunks] + [1] * self.rotating
-        return DenseArrayBase.from_list(i64, values)
-
 
 KERNELS_MODULE = "kernels"
 """The name of the `gpu.module` holding every kernel."""
@@ -172,446 +142,6 @@ KERNELS_MODULE = "kernels"
 
 class ConversionRefused(CocoError, PassFailedException):
     """convert-coco-to-gpu cannot convert this module; nothing was changed."""
-
-
-# ============================================================================
-# The state of one conversion
-# ============================================================================
-
-
-@dataclass(frozen=True)
-class Axis:
-    """How one axis of a value's buffer is indexed from a kernel's domain: the
-    domain digit `digit` (None: always 0) plus `rank * rank_stride`."""
-
-    digit: int | None
-    rank_stride: int = 0
-
-
-@dataclass
-class Lowering:
-    """What the patterns of one conversion share: the world size, the launch
-    width, the kernel module, and where each value's buffer must be."""
-
-    world: int
-    threads: int
-    kernels: KernelModule
-    fused_chunk: int = DEFAULT_CHUNK_ELEMENTS
-    """Elements per chunk of a fused collective kernel's slice."""
-    destinations: dict[SSAValue, SSAValue] = field(
-        default_factory=dict[SSAValue, SSAValue]
-    )
-    """coco value → the buffer its final value must be in (an updated
-    parameter's or an out-parameter)."""
-    out_params: dict[func.FuncOp, list[BlockArgument]] = field(
-        default_factory=dict[func.FuncOp, list[BlockArgument]]
-    )
-    updates: dict[func.FuncOp, list[tuple[SSAValue, SSAValue]]] = field(
-        default_factory=dict[func.FuncOp, list[tuple[SSAValue, SSAValue]]]
-    )
-    """The (value, parameter) buffer copies the updates of each function
-    still need (emitted together by `finish_updates`)."""
-    hosts: dict[func.FuncOp, HostValues] = field(
-        default_factory=dict[func.FuncOp, HostValues]
-    )
-
-    def host(self, op: Operation) -> HostValues:
-        """The shared host values (constants, the rank, grids, flat views) of
-        the function `op` is in."""
-        function = enclosing(op)
-        assert function is not None
-        found = self.hosts.get(function)
-        if found is None:
-            found = self.hosts[function] = HostValues(function.body.block, self.world)
-        return found
-
-    # -- buffers -------------------------------------------------------------
-
-    def buffer(self, value: SSAValue) -> tuple[list[Operation], SSAValue]:
-        """The buffer of the coco value `value` (see `buffer_of`)."""
-        return buffer_of(value, self.world)
-
-    def buffers(
-        self, values: Sequence[SSAValue]
-    ) -> tuple[list[Operation], list[SSAValue]]:
-        ops: list[Operation] = []
-        found: list[SSAValue] = []
-        for value in values:
-            more, buffer = self.buffer(value)
-            ops += more
-            found.append(buffer)
-        return ops, found
-
-    def result_buffer(
-        self, producer: Operation, value: SSAValue, reads_in_place: bool = False
-    ) -> tuple[list[Operation], SSAValue]:
-        """The buffer `producer` writes `value` into: its destination when the
-        producer may write there (the parameter's old value is dead by then;
-        `reads_in_place`: the producer may itself read it, element by element
-        at the index it writes), else a new `memref.alloc`."""
-        destination = self.destinations.get(value)
-        if destination is not None and self.may_overwrite(
-            producer, destination, reads_in_place
-        ):
-            return [], destination
-        assert isinstance(value.type, TensorType)
-        made = alloc(value.type.element_type, local_shape(value.type, self.world))
-        if value.name_hint:
-            made.memref.name_hint = value.name_hint
-        return [made], made.memref
-
-    def may_overwrite(
-        self, producer: Operation, buffer: SSAValue, reads_in_place: bool
-    ) -> bool:
-        """Whether nothing after `producer` (nor `producer` itself, unless it
-        reads in place) reads the old contents of `buffer`."""
-        function = enclosing(producer)
-        if function is None:
-            return False
-        if any(buffer is arg for arg in self.out_params.get(function, [])):
-            return True
-        top = function.body.block
-        here = top_level(producer, top)
-        uses = list(buffer.uses)
-        for use in list(buffer.uses):
-            if isinstance(use.operation, UnrealizedConversionCastOp):
-                uses += [u for r in use.operation.results for u in r.uses]
-        for use in uses:
-            reader = use.operation
-            if isinstance(reader, UnrealizedConversionCastOp) or (
-                isinstance(reader, coco.UpdateOp) and use.index == 0
-            ):
-                continue  # a cast, or the update of this very parameter
-            if isinstance(reader, memref.CopyOp) and use.index == 1:
-                continue  # a copy into the buffer does not read it
-            where = top_level(reader, top)
-            if follows(where, here) or (where is here and not reads_in_place):
-                return False
-        return True
-
-    # -- kernels -------------------------------------------------------------
-
-    def kernel_name(self, op: Operation, kind: str | None = None) -> str:
-        """`<function>_<label or kind>` (KernelModule adds `_<n>`)."""
-        label = label_of(op)
-        if label is None:
-            return self.kind_name(op, kind)
-        return f"{self.function_prefix(op)}_{label}"
-
-    def kind_name(self, op: Operation, kind: str | None = None) -> str:
-        """`<function>_<kind>`: the name of a kernel that ops of different
-        labels launch (`KernelModule.cached`)."""
-        return f"{self.function_prefix(op)}_{kind or op.name.removeprefix('coco.')}"
-
-    def shared_kernel(
-        self,
-        op: Operation,
-        kind: str,
-        build: Callable[[str], gpu.FuncOp],
-        *key: Hashable,
-    ) -> gpu.FuncOp:
-        """The kernel of what `op` computes on its types (its `printed_form`
-        without value names, seeds and labels; `key` what else the kernel
-        depends on), built by `build(name)` the first time and launched again
-        by every op computing the same: its seeds and signal slots are
-        arguments. Named after `op`'s label, or `<function>_<kind>` once
-        ops of different labels share it (`KernelModule.cached`)."""
-        name, generic = self.kernel_name(op, kind), self.kind_name(op, kind)
-        form = printed_form(op, names=False, seeds=False, labels=False)
-        return self.kernels.cached(
-            (generic, form, self.threads, *key), lambda: build(name), name, generic
-        )
-
-    @staticmethod
-    def function_prefix(op: Operation) -> str:
-        function = enclosing(op)
-        return function.sym_name.data if function is not None else "kernel"
-
-    def plan(self, value: TensorType, domain: TensorType) -> list[Axis]:
-        """How each axis of a buffer of type `value` is indexed from a kernel
-        over the elements of `domain` (broadcasting from the right; a
-        replicated operand of a sliced domain is read at the rank's block)."""
-        values, domains = (
-            local_shape(value, self.world),
-            local_shape(domain, self.world),
-        )
-        pad = len(domains) - len(values)
-        axes: list[Axis] = []
-        for a, size in enumerate(values):
-            j = a + pad
-            if size == 1:
-                axes.append(Axis(None))
-            elif size == domains[j]:
-                axes.append(Axis(j))
-            elif size == domains[j] * self.world:
-                axes.append(Axis(j, domains[j]))
-            else:
-                raise CocoError(f"cannot index {value} from a kernel over {domain}")
-        return axes
-
-    def needs_rank(self, value: TensorType, domain: TensorType) -> bool:
-        return any(axis.rank_stride for axis in self.plan(value, domain))
-
-    def is_identity(self, value: TensorType, domain: TensorType) -> bool:
-        """Whether a buffer of `value` is indexed by the domain's flat index."""
-        return local_shape(value, self.world) == local_shape(domain, self.world)
-
-    def element_index(
-        self,
-        b: Builder,
-        indexer: Indexer,
-        value: TensorType,
-        domain: TensorType,
-        rank: SSAValue | None,
-    ) -> SSAValue | None:
-        """The flat index into a buffer of `value` of the domain's element
-        `indexer.flat` (None for a rank-0 buffer)."""
-        if value.rank == 0:
-            return None
-        if self.is_identity(value, domain):
-            return indexer.flat
-        digits: list[SSAValue | int] = []
-        for axis in self.plan(value, domain):
-            if axis.digit is None:
-                digits.append(0)
-                continue
-            digit = indexer.digit(axis.digit)
-            if axis.rank_stride:
-                assert rank is not None
-                offset = b.insert(
-                    arith.MuliOp(rank, index_constant(b, axis.rank_stride))
-                ).result
-                digit = b.insert(arith.AddiOp(digit, offset)).result
-            digits.append(digit)
-        return linear(b, digits, local_shape(value, self.world))
-
-    def global_index(
-        self,
-        b: Builder,
-        indexer: Indexer,
-        value: TensorType,
-        domain: TensorType,
-        rank: SSAValue | None,
-        chunk: ChunkAt | None,
-    ) -> SSAValue:
-        """The global linear index (an i64) of the element of `value` the
-        domain's element `indexer.flat` reads: its block offset when sliced,
-        its chunk offset inside an overlap chunk or a per-peer step."""
-        shape = local_shape(value, self.world)
-        global_shape = list(value.dims)
-        digits: list[SSAValue | int] = []
-        plan = self.plan(value, domain)
-        for a, axis in enumerate(plan):
-            digit: SSAValue | int = (
-                0 if axis.digit is None else indexer.digit(axis.digit)
-            )
-            sliced_here = value.layout.is_sliced and value.layout.sliced_dim == a
-            if axis.rank_stride or sliced_here:
-                # a replicated value read at the domain's block, or the rank's
-                # own block of a sliced value
-                assert rank is not None
-                block = axis.rank_stride or shape[a]
-                offset = b.insert(arith.MuliOp(rank, index_constant(b, block)))
-                digit = (
-                    offset.result
-                    if isinstance(digit, int)
-                    else b.insert(arith.AddiOp(digit, offset.result)).result
-                )
-            if chunk is not None and chunk.dim == a:
-                global_shape[a] *= chunk.chunks
-                digit = self.chunk_start(b, chunk, value.dims[a], digit, rank)
-            digits.append(digit)
-        return as_i64(b, linear(b, digits, global_shape))
-
-    @staticmethod
-    def chunk_start(
-        b: Builder,
-        chunk: ChunkAt,
-        size: int,
-        digit: SSAValue | int,
-        rank: SSAValue | None,
-    ) -> SSAValue | int:
-        """`digit` moved to its chunk's place along the chunk dim (`size`
-        elements a chunk): `+ index * size`, or `+ ((rank + index) mod
-        chunks) * size` for a per-peer step."""
-        if not chunk.rotating:
-            start = chunk.index * size
-            if isinstance(digit, int):
-                return digit + start
-            if not start:
-                return digit
-            return b.insert(arith.AddiOp(digit, index_constant(b, start))).result
-        assert rank is not None
-        c = b.insert(arith.AddiOp(rank, index_constant(b, chunk.index))).result
-        c = b.insert(arith.RemUIOp(c, index_constant(b, chunk.chunks))).result
-        start = b.insert(arith.MuliOp(c, index_constant(b, size))).result
-        if isinstance(digit, int) and not digit:
-            return start
-        base = index_constant(b, digit) if isinstance(digit, int) else digit
-        return b.insert(arith.AddiOp(base, start)).result
-
-    def map_kernel(
-        self,
-        host: HostValues,
-        name: str,
-        domain: TensorType,
-        inputs: Sequence[tuple[SSAValue, TensorType]],
-        outputs: Sequence[tuple[SSAValue, TensorType]],
-        body: Callable[
-            [Builder, Callable[[int], SSAValue], ElementContext], list[SSAValue]
-        ],
-        needs_rank: bool = False,
-        dropouts: Sequence[coco.DropoutOp] = (),
-        form: Hashable | None = None,
-        generic: str | None = None,
-    ) -> list[Operation]:
-        """Host ops launching a grid-stride kernel over the elements of
-        `domain`: input `k` (a buffer and its coco type) is loaded when `body`
-        asks for it (`load(k)`, at the element its broadcast reads), `body`
-        computes the outputs' scalars, stored at each output's element.
-
-        The seeds of `dropouts` (the body's) are i64 kernel arguments, so
-        that `form` — what `body` computes, seeds left out (`printed_form`) —
-        names the kernel: a kernel already built for the same form and types
-        is launched again rather than built anew (every layer of a model).
-        With `generic`, the name of the computation's kind, `form` leaves the
-        ops' labels out: ops of different labels share the kernel, which
-        is then named `generic` (`KernelModule.cached`)."""
-        needs_rank = needs_rank or any(
-            self.needs_rank(t, domain) for _, t in (*inputs, *outputs)
-        )
-        args: list[SSAValue] = []
-        arg_specs: list[tuple[str, Attribute]] = [("n", index)]
-        if needs_rank:
-            args.append(host.rank())
-            arg_specs.append(("rank", index))
-        for dropout in dropouts:
-            args.append(host.integer(dropout.seed.value.data, i64))
-            arg_specs.append(("seed", i64))
-        buffers = [buffer for buffer, _ in (*inputs, *outputs)]
-        views, flats = flat_args(host, buffers)
-        args += flats
-        for k, (buffer, flat) in enumerate(zip(buffers, flats)):
-            hint = buffer.name_hint or ("in" if k < len(inputs) else "out")
-            arg_specs.append((hint, flat.type))
-
-        def build() -> gpu.FuncOp:
-            kernel, b = self.kernels.kernel(name, arg_specs)
-            kernel_args = list(kernel.body.block.args)
-            rank = kernel_args[1] if needs_rank else None
-            seeds = kernel_args[1 + needs_rank :][: len(dropouts)]
-            buffers = kernel_args[1 + needs_rank + len(dropouts) :]
-            loop, i = grid_stride_loop(b, kernel_args[0])
-            indexer = Indexer(loop, i, local_shape(domain, self.world))
-            loaded: dict[int, SSAValue] = {}
-
-            def load(k: int) -> SSAValue:
-                if k not in loaded:
-                    at = self.element_index(loop, indexer, inputs[k][1], domain, rank)
-                    loaded[k] = loop.insert(
-                        memref.LoadOp.get(buffers[k], [] if at is None else [at])
-                    ).res
-                return loaded[k]
-
-            context = ElementContext(
-                self, loop, indexer, domain, rank, dict(zip(dropouts, seeds))
-            )
-            results = body(loop, load, context)
-            for (_, t), result, buffer in zip(outputs, results, buffers[len(inputs) :]):
-                at = self.element_index(loop, indexer, t, domain, rank)
-                loop.insert(
-                    memref.StoreOp.get(result, buffer, [] if at is None else [at])
-                )
-            return kernel
-
-        if form is None:
-            kernel = build()
-        else:
-            key = (
-                generic or name,
-                form,
-                domain,
-                tuple(t for _, t in arg_specs),
-                tuple(t for _, t in (*inputs, *outputs)),
-            )
-            kernel = self.kernels.cached(key, build, name, generic)
-        count = element_count(domain, self.world)
-        return [*views, *launch(host, self.kernels, kernel, count, args, self.threads)]
-
-
-@dataclass
-class ElementContext:
-    """Where a map kernel's body is: what `global_index` needs."""
-
-    lowering: Lowering
-    b: Builder
-    indexer: Indexer
-    domain: TensorType
-    rank: SSAValue | None
-    seeds: dict[coco.DropoutOp, SSAValue] = field(
-        default_factory=dict[coco.DropoutOp, SSAValue]
-    )
-    """The kernel's seed argument of each of the body's dropouts."""
-
-    def global_index(self, value: TensorType, chunk: ChunkAt | None = None) -> SSAValue:
-        return self.lowering.global_index(
-            self.b, self.indexer, value, self.domain, self.rank, chunk
-        )
-
-    def seed(self, op: coco.DropoutOp) -> SSAValue:
-        return self.seeds[op]
-
-
-def chunk_of(op: Operation) -> ChunkAt | None:
-    """The `coco_gpu.chunk` frame of a dropout cloned into an overlap chunk
-    or a per-peer step."""
-    attr = op.attributes.get(CHUNK_ATTR)
-    if not isinstance(attr, DenseArrayBase):
-        return None
-    dim, chunk, chunks, *rotating = (int(v) for v in attr.get_values())
-    return ChunkAt(dim, chunk, chunks, bool(rotating and rotating[0]))
-
-
-def needs_rank_for_dropout(op: Operation) -> bool:
-    """A dropout of a sliced value, or in a per-peer step, needs the rank for
-    its global index."""
-    if not isinstance(op, coco.DropoutOp):
-        return False
-    chunk = chunk_of(op)
-    return tensor_of(op.result).layout.is_sliced or (
-        chunk is not None and chunk.rotating
-    )
-
-
-def enclosing(op: Operation) -> func.FuncOp | None:
-    parent = op.parent_op()
-    while parent is not None and not isinstance(parent, func.FuncOp):
-        parent = parent.parent_op()
-    return parent
-
-
-def follows(op: Operation, here: Operation) -> bool:
-    """Whether `op` comes after `here` in their block. It steps from `here`
-    both ways at once, so it costs the distance between them, not the length
-    of the block (a function of many parameters asks it for each one)."""
-    forward, backward = here.next_op, here.prev_op
-    while forward is not None or backward is not None:
-        if forward is op:
-            return True
-        if backward is op:
-            return False
-        forward = None if forward is None else forward.next_op
-        backward = None if backward is None else backward.prev_op
-    return False
-
-
-def top_level(op: Operation, block: Block) -> Operation:
-    """The ancestor of `op` (or `op`) directly in `block`."""
-    while op.parent_block() is not block:
-        parent = op.parent_op()
-        assert parent is not None
-        op = parent
-    return op
 
 
 # ============================================================================
@@ -629,10 +159,70 @@ class CocoLoweringPattern(RewritePattern, ABC):
     def world(self) -> int:
         return self.lowering.world
 
+    def rank_major(
+        self,
+        op: Operation,
+        source: SSAValue,
+        dest: SSAValue,
+        shape: Sequence[int],
+        dim: int,
+        *,
+        pack: bool,
+    ) -> list[Operation]:
+        """The `<op>_pack` (or `_unpack`) kernel's launch: `rank_major`."""
+        lowering = self.lowering
+        return rank_major(
+            lowering.kernel_site(op, "pack" if pack else "unpack"),
+            source,
+            dest,
+            shape,
+            dim,
+            self.world,
+            pack=pack,
+        )
 
-def tensor_of(value: SSAValue) -> TensorType:
-    assert isinstance(value.type, TensorType)
-    return value.type
+    def packed(
+        self,
+        op: Operation,
+        host: list[Operation],
+        source: SSAValue,
+        t: TensorType,
+        shape: Sequence[int],
+        dim: int,
+    ) -> SSAValue:
+        """`source` (a buffer of `t`, of `shape`) as the rank-major blocks
+        along `dim` that NCCL sends: itself when `dim` is outermost, else a
+        scratch buffer `host` packs it into."""
+        if math.prod(shape[:dim]) == 1:
+            return source
+        packed = scratch(t, self.world)
+        packed.memref.name_hint = "packed"
+        host.append(packed)
+        host += self.rank_major(op, source, packed.memref, shape, dim, pack=True)
+        return packed.memref
+
+    def unpacked(
+        self,
+        op: Operation,
+        host: list[Operation],
+        call: Callable[[SSAValue], Operation],
+        out: SSAValue,
+        t: TensorType,
+        shape: Sequence[int],
+        dim: int,
+        hint: str,
+    ) -> None:
+        """The NCCL `call(buffer)` receiving rank-major blocks along `dim`
+        into `out` (a buffer of `t`, of `shape`): directly when `dim` is
+        outermost, else into a scratch buffer (named `hint`) unpacked into
+        `out`."""
+        if math.prod(shape[:dim]) == 1:
+            host.append(call(out))
+            return
+        received = scratch(t, self.world)
+        received.memref.name_hint = hint
+        host += [received, call(received.memref)]
+        host += self.rank_major(op, received.memref, out, shape, dim, pack=False)
 
 
 def ready(op: Operation) -> bool:
@@ -642,23 +232,6 @@ def ready(op: Operation) -> bool:
         isinstance(v.owner, Operation) and v.owner.dialect_name() == "coco"
         for v in op.operands
     )
-
-
-def result_type(op: Operation, index: int = 0) -> TensorType:
-    t = op.results[index].type
-    assert isinstance(t, TensorType)
-    return t
-
-
-def replace_with_buffers(
-    rewriter: PatternRewriter,
-    op: Operation,
-    host: list[Operation],
-    results: Sequence[SSAValue],
-) -> None:
-    """Replace `op` by the host ops; its results by (casts of) `results`."""
-    casts = [as_tensor(buffer, r.type) for buffer, r in zip(results, op.results)]
-    rewriter.replace(op, [*host, *casts], [c.results[0] for c in casts])
 
 
 @dataclass
@@ -672,9 +245,9 @@ class LowerElementwise(CocoLoweringPattern):
             return
         lowering = self.lowering
         result = result_type(op)
-        host, buffers = lowering.buffers(op.operands)
-        more, out = lowering.result_buffer(op, op.results[0], reads_in_place=True)
-        host += more
+        host, buffers, out = lowering.operands_and_result(
+            op, op.operands, reads_in_place=True
+        )
         inputs = [(b, v.type) for b, v in zip(buffers, op.operands)]
         chunk = chunk_of(op)
 
@@ -794,16 +367,11 @@ class LowerMatmul(CocoLoweringPattern):
         if not ready(op):
             return
         lowering = self.lowering
-        host, (a, b) = lowering.buffers([op.lhs, op.rhs])
-        more, out = lowering.result_buffer(op, op.result)
-        host += more
+        host, (a, b), out = lowering.operands_and_result(op, [op.lhs, op.rhs])
         if element_info(tensor_of(op.result).element_type).is_float:
             host.append(GemmOp(a, b, out))
         else:
-            name = lowering.kernel_name(op)
-            host += matmul_kernel(
-                lowering.host(op), lowering.kernels, lowering.threads, name, a, b, out
-            )
+            host += matmul_kernel(lowering.kernel_site(op), a, b, out)
         replace_with_buffers(rewriter, op, host, [out])
 
 
@@ -819,14 +387,11 @@ class LowerEmbedding(CocoLoweringPattern):
         if not ready(op):
             return
         lowering = self.lowering
-        host, (tables, indices) = lowering.buffers([op.tables, op.indices])
-        more, out = lowering.result_buffer(op, op.result)
-        host += more
+        host, (tables, indices), out = lowering.operands_and_result(
+            op, [op.tables, op.indices]
+        )
         host += embedding_kernel(
-            lowering.host(op),
-            lowering.kernels,
-            lowering.threads,
-            lowering.kernel_name(op),
+            lowering.kernel_site(op),
             EmbeddingLookup.of(op, lowering.world),
             tables,
             indices,
@@ -844,16 +409,11 @@ def lower_reduction(
 ) -> None:
     """`op` → a reduction kernel over `dims` (None: all, a norm) of its
     operand's per-rank buffer (docs/gpu.md, "Reductions")."""
-    host, source = lowering.buffer(op.operand)
-    more, out = lowering.result_buffer(op, op.result)
+    host, (source,), out = lowering.operands_and_result(op, [op.operand])
     shape = local_shape(tensor_of(op.operand), lowering.world)
     norm = dims is None
-    host += more
     host += reduce_kernel(
-        lowering.host(op),
-        lowering.kernels,
-        lowering.threads,
-        lowering.kernel_name(op),
+        lowering.kernel_site(op),
         source,
         out,
         shape,
@@ -896,17 +456,12 @@ class LowerAllSlice(CocoLoweringPattern):
             return
         lowering = self.lowering
         dim = op.dim.value.data
-        host, source = lowering.buffer(op.operand)
-        more, out = lowering.result_buffer(op, op.result)
+        host, (source,), out = lowering.operands_and_result(op, [op.operand])
         block = local_shape(result_type(op), self.world)[dim]
         values = lowering.host(op)
         offset = values.times(values.rank(), block, "offset")
-        host += more
         host += copy_block(
-            values,
-            lowering.kernels,
-            lowering.threads,
-            lowering.kernel_name(op),
+            lowering.kernel_site(op),
             source,
             out,
             tensor_of(op.operand).dims,
@@ -962,13 +517,9 @@ def copy_launches(
         launches[-1].append(part)
         used += size
     host: list[Operation] = []
-    values = lowering.host(op)
     for parts in launches:
         host += bucket_copy(
-            values,
-            lowering.kernels,
-            lowering.threads,
-            lowering.kernel_name(op, "concat" if pack else "split"),
+            lowering.kernel_site(op, "concat" if pack else "split"),
             parts,
             pack=pack,
         )
@@ -976,58 +527,44 @@ def copy_launches(
 
 
 @dataclass
-class LowerConcat(CocoLoweringPattern):
+class LowerBucketCopies(CocoLoweringPattern):
     """`coco.concat` → one kernel copying every operand into its place in
-    the flat bucket; the concats right after it go in the same launch (at
-    most MAX_COPY_ARGS buffers a launch)."""
+    the flat bucket; `coco.split` → one kernel copying every piece out of
+    the flat bucket (into an updated parameter's buffer when it may). The
+    concats (splits) right after it go in the same launch (at most
+    MAX_COPY_ARGS buffers a launch)."""
 
     @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: coco.ConcatOp, rewriter: PatternRewriter) -> None:
+    def match_and_rewrite(
+        self, op: coco.ConcatOp | coco.SplitOp, rewriter: PatternRewriter
+    ) -> None:
         if not ready(op):
             return
-        lowering = self.lowering
+        pack = isinstance(op, coco.ConcatOp)
         host: list[Operation] = []
         buckets: list[BucketCopy] = []
-        run = [o for o in bucket_run(op) if isinstance(o, coco.ConcatOp)]
-        for concat in run:
-            more, pieces = lowering.buffers(concat.pieces)
+        run = bucket_run(op)
+        for each in run:
+            more, bucket = self.bucket(each)
             host += more
-            more, out = lowering.result_buffer(concat, concat.result)
-            host += more
-            buckets.append(
-                BucketCopy(out, pieces, bucket_rows(result_type(concat), self.world))
-            )
-        host += copy_launches(lowering, op, buckets, pack=True)
-        replace_run(rewriter, run, host, [[b.flat] for b in buckets])
+            buckets.append(bucket)
+        host += copy_launches(self.lowering, op, buckets, pack=pack)
+        results = [[b.flat] if pack else list(b.pieces) for b in buckets]
+        replace_run(rewriter, run, host, results)
 
-
-@dataclass
-class LowerSplit(CocoLoweringPattern):
-    """`coco.split` → one kernel copying every piece out of the flat bucket
-    (into an updated parameter's buffer when it may); the splits right after
-    it go in the same launch (at most MAX_COPY_ARGS buffers a launch)."""
-
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: coco.SplitOp, rewriter: PatternRewriter) -> None:
-        if not ready(op):
-            return
+    def bucket(self, op: Operation) -> tuple[list[Operation], BucketCopy]:
+        """The host ops making the buffers of a concat or split `op`, and
+        the bucket copy between them."""
         lowering = self.lowering
-        host: list[Operation] = []
-        buckets: list[BucketCopy] = []
-        run = [o for o in bucket_run(op) if isinstance(o, coco.SplitOp)]
-        for split in run:
-            more, flat = lowering.buffer(split.flat)
-            host += more
-            outs: list[SSAValue] = []
-            for piece in split.pieces:
-                more, out = lowering.result_buffer(split, piece)
-                host += more
-                outs.append(out)
-            buckets.append(
-                BucketCopy(flat, outs, bucket_rows(tensor_of(split.flat), self.world))
-            )
-        host += copy_launches(lowering, op, buckets, pack=False)
-        replace_run(rewriter, run, host, [list(b.pieces) for b in buckets])
+        if isinstance(op, coco.ConcatOp):
+            host, pieces, out = lowering.operands_and_result(op, op.pieces)
+            rows = bucket_rows(result_type(op), self.world)
+            return host, BucketCopy(out, pieces, rows)
+        assert isinstance(op, coco.SplitOp)
+        host, flat = lowering.buffer(op.flat)
+        more, outs = lowering.result_buffers(op)
+        rows = bucket_rows(tensor_of(op.flat), self.world)
+        return [*host, *more], BucketCopy(flat, outs, rows)
 
 
 def replace_run(
@@ -1048,20 +585,30 @@ def scratch(t: TensorType, world: int) -> memref.AllocOp:
     return alloc(t.element_type, [element_count(t, world)])
 
 
-@dataclass
-class LowerAllReduce(CocoLoweringPattern):
-    """`coco.all_reduce` → `coco_gpu.nccl_all_reduce`."""
+NCCL_CALLS: dict[type[Operation], Callable[[Any, SSAValue, SSAValue], Operation]] = {
+    coco.AllReduceOp: lambda op, source, out: NcclAllReduceOp(
+        source, out, op.reduction
+    ),
+    coco.BroadcastOp: lambda op, source, out: NcclBroadcastOp(
+        source, out, op.root.value.data
+    ),
+}
+"""The collectives that are one NCCL call from the operand's buffer into
+the result's: `(op, source, out)` → the call."""
 
-    @op_type_rewrite_pattern
-    def match_and_rewrite(
-        self, op: coco.AllReduceOp, rewriter: PatternRewriter
-    ) -> None:
-        if not ready(op):
+
+@dataclass
+class LowerNcclCall(CocoLoweringPattern):
+    """`coco.all_reduce` → `coco_gpu.nccl_all_reduce`; `coco.broadcast root
+    = K` → `coco_gpu.nccl_broadcast` (`NCCL_CALLS`)."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        call = NCCL_CALLS.get(type(op))
+        if call is None or not ready(op):
             return
-        host, source = self.lowering.buffer(op.operand)
-        more, out = self.lowering.result_buffer(op, op.result)
-        call = NcclAllReduceOp(source, out, op.reduction)
-        replace_with_buffers(rewriter, op, [*host, *more, call], [out])
+        host, (source,), out = self.lowering.operands_and_result(op, [op.operands[0]])
+        host.append(call(op, source, out))
+        replace_with_buffers(rewriter, op, host, [out])
 
 
 @dataclass
@@ -1076,29 +623,10 @@ class LowerReduceScatter(CocoLoweringPattern):
     ) -> None:
         if not ready(op):
             return
-        lowering = self.lowering
-        dim = op.dim.value.data
         operand = tensor_of(op.operand)
-        host, source = lowering.buffer(op.operand)
-        more, out = lowering.result_buffer(op, op.result)
-        host += more
-        if math.prod(operand.dims[:dim]) > 1:
-            packed = scratch(operand, self.world)
-            packed.memref.name_hint = "packed"
-            host.append(packed)
-            host += rank_major(
-                lowering.host(op),
-                lowering.kernels,
-                lowering.threads,
-                lowering.kernel_name(op, "pack"),
-                source,
-                packed.memref,
-                operand.dims,
-                dim,
-                self.world,
-                pack=True,
-            )
-            source = packed.memref
+        host, (source,), out = self.lowering.operands_and_result(op, [op.operand])
+        dim = op.dim.value.data
+        source = self.packed(op, host, source, operand, operand.dims, dim)
         host.append(NcclReduceScatterOp(source, out, op.reduction))
         replace_with_buffers(rewriter, op, host, [out])
 
@@ -1114,48 +642,20 @@ class LowerAllGather(CocoLoweringPattern):
     ) -> None:
         if not ready(op):
             return
-        lowering = self.lowering
         result = result_type(op)
         dim = tensor_of(op.operand).layout.sliced_dim
-        host, source = lowering.buffer(op.operand)
-        more, out = lowering.result_buffer(op, op.result)
-        host += more
-        if math.prod(result.dims[:dim]) == 1:
-            host.append(NcclAllGatherOp(source, out))
-            replace_with_buffers(rewriter, op, host, [out])
-            return
-        gathered = scratch(result, self.world)
-        gathered.memref.name_hint = "gathered"
-        host += [gathered, NcclAllGatherOp(source, gathered.memref)]
-        host += rank_major(
-            lowering.host(op),
-            lowering.kernels,
-            lowering.threads,
-            lowering.kernel_name(op, "unpack"),
-            gathered.memref,
+        host, (source,), out = self.lowering.operands_and_result(op, [op.operand])
+        self.unpacked(
+            op,
+            host,
+            lambda buffer: NcclAllGatherOp(source, buffer),
             out,
+            result,
             result.dims,
             dim,
-            self.world,
-            pack=False,
+            "gathered",
         )
         replace_with_buffers(rewriter, op, host, [out])
-
-
-@dataclass
-class LowerBroadcast(CocoLoweringPattern):
-    """`coco.broadcast root = K` → `coco_gpu.nccl_broadcast`."""
-
-    @op_type_rewrite_pattern
-    def match_and_rewrite(
-        self, op: coco.BroadcastOp, rewriter: PatternRewriter
-    ) -> None:
-        if not ready(op):
-            return
-        host, source = self.lowering.buffer(op.operand)
-        more, out = self.lowering.result_buffer(op, op.result)
-        call = NcclBroadcastOp(source, out, op.root.value.data)
-        replace_with_buffers(rewriter, op, [*host, *more, call], [out])
 
 
 @dataclass
@@ -1169,54 +669,25 @@ class LowerAllToAll(CocoLoweringPattern):
     def match_and_rewrite(self, op: coco.AllToAllOp, rewriter: PatternRewriter) -> None:
         if not ready(op):
             return
-        lowering = self.lowering
         world = self.world
         operand, result = tensor_of(op.operand), result_type(op)
         source_dim, dim = operand.layout.sliced_dim, op.dim.value.data
-        host, source = lowering.buffer(op.operand)
-        more, out = lowering.result_buffer(op, op.result)
-        host += more
+        host, (source,), out = self.lowering.operands_and_result(op, [op.operand])
         if source_dim == dim:
             host.append(memref.CopyOp(source, out))
             replace_with_buffers(rewriter, op, host, [out])
             return
         in_shape = local_shape(operand, world)
-        if math.prod(in_shape[:dim]) > 1:
-            packed = scratch(operand, world)
-            packed.memref.name_hint = "packed"
-            host.append(packed)
-            host += rank_major(
-                lowering.host(op),
-                lowering.kernels,
-                lowering.threads,
-                lowering.kernel_name(op, "pack"),
-                source,
-                packed.memref,
-                in_shape,
-                dim,
-                world,
-                pack=True,
-            )
-            source = packed.memref
-        out_shape = local_shape(result, world)
-        if math.prod(out_shape[:source_dim]) == 1:
-            host.append(NcclAllToAllOp(source, out))
-            replace_with_buffers(rewriter, op, host, [out])
-            return
-        received = scratch(result, world)
-        received.memref.name_hint = "received"
-        host += [received, NcclAllToAllOp(source, received.memref)]
-        host += rank_major(
-            lowering.host(op),
-            lowering.kernels,
-            lowering.threads,
-            lowering.kernel_name(op, "unpack"),
-            received.memref,
+        source = self.packed(op, host, source, operand, in_shape, dim)
+        self.unpacked(
+            op,
+            host,
+            lambda buffer: NcclAllToAllOp(source, buffer),
             out,
-            out_shape,
+            result,
+            local_shape(result, world),
             source_dim,
-            world,
-            pack=False,
+            "received",
         )
         replace_with_buffers(rewriter, op, host, [out])
 
@@ -1397,8 +868,6 @@ class LowerFusion(CocoLoweringPattern):
         if domain is not None:
             lower_fused_elementwise(self.lowering, op, domain, rewriter)
             return
-        from coconet_ir.lowering.fused_collectives import lower_fused_collective
-        from coconet_ir.lowering.tile_collectives import lower_tile_collective
 
         if lower_tile_collective(self.lowering, op, rewriter):
             return
@@ -1406,45 +875,29 @@ class LowerFusion(CocoLoweringPattern):
             lower_fusion_with_collectives(self.lowering, op, rewriter)
 
 
-@dataclass
-class LowerOverlap(CocoLoweringPattern):
-    """`coco.overlap chunks = K` → K chunks on two streams with events
-    (`coconet_ir.lowering.overlap`)."""
-
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: coco.OverlapOp, rewriter: PatternRewriter) -> None:
-        if not ready(op):
-            return
-        lower_overlap(self.lowering, op, rewriter)
-
-
-@dataclass
-class LowerShift(CocoLoweringPattern):
-    """`coco.shift by = K` → a peer copy of the rank's buffer to rank `r - K`
-    with credit and arrival flags (`coconet_ir.lowering.per_peer`)."""
-
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: coco.ShiftOp, rewriter: PatternRewriter) -> None:
-        if not ready(op):
-            return
-        from coconet_ir.lowering.per_peer import lower_shift
-
-        lower_shift(self.lowering, op, rewriter)
+DELEGATED: dict[type[Operation], Callable[[Lowering, Any, PatternRewriter], None]] = {
+    # K chunks on two streams with events
+    coco.OverlapOp: lower_overlap,
+    # a peer copy of the rank's buffer to rank r - K with credit and arrival
+    # flags
+    coco.ShiftOp: lower_shift,
+    # N unrolled steps on three streams, the gathered blocks and
+    # reduce-scattered partials moved by peer copies
+    coco.PerPeerOp: lower_per_peer,
+}
+"""The ops a module of their own lowers (`coconet_ir.lowering.overlap`,
+`coconet_ir.lowering.per_peer`): op → its lowering."""
 
 
 @dataclass
-class LowerPerPeer(CocoLoweringPattern):
-    """`coco.per_peer` → N unrolled steps on three streams, the gathered
-    blocks and reduce-scattered partials moved by peer copies
-    (`coconet_ir.lowering.per_peer`)."""
+class LowerDelegated(CocoLoweringPattern):
+    """`coco.overlap`, `coco.shift`, `coco.per_peer` → their lowerings
+    (`DELEGATED`)."""
 
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: coco.PerPeerOp, rewriter: PatternRewriter) -> None:
-        if not ready(op):
-            return
-        from coconet_ir.lowering.per_peer import lower_per_peer
-
-        lower_per_peer(self.lowering, op, rewriter)
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        lower = DELEGATED.get(type(op))
+        if lower is not None and ready(op):
+            lower(self.lowering, op, rewriter)
 
 
 @dataclass
@@ -1470,19 +923,15 @@ def patterns(lowering: Lowering) -> list[RewritePattern]:
         LowerReduce,
         LowerNorm,
         LowerAllSlice,
-        LowerConcat,
-        LowerSplit,
-        LowerAllReduce,
+        LowerBucketCopies,
+        LowerNcclCall,
         LowerReduceScatter,
         LowerAllGather,
-        LowerBroadcast,
         LowerAllToAll,
-        LowerShift,
         LowerSend,
         LowerRecv,
         LowerFusion,
-        LowerOverlap,
-        LowerPerPeer,
+        LowerDelegated,
         LowerUpdate,
         LowerReturn,
     ]

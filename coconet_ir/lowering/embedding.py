@@ -31,10 +31,9 @@ from coconet_ir.dialects.coco import (
 )
 from coconet_ir.dialects.coco_gpu import WORK_ATTR
 from coconet_ir.lowering.bufferize import local_shape
-from coconet_ir.lowering.host import HostValues
 from coconet_ir.lowering.kernels import (
     Indexer,
-    KernelModule,
+    KernelSite,
     combine,
     compute_type,
     constant,
@@ -188,10 +187,7 @@ def emit_pooled(
 
 
 def embedding_kernel(
-    host: HostValues,
-    kernels: KernelModule,
-    threads: int,
-    name: str,
+    site: KernelSite,
     lookup: EmbeddingLookup,
     tables: SSAValue,
     indices: SSAValue,
@@ -199,6 +195,7 @@ def embedding_kernel(
 ) -> list[Operation]:
     """Host ops launching the op-by-op lookup: a thread per element of this
     rank's result block."""
+    host, kernels, threads, name = site
     views, (tables_flat, indices_flat, out_flat) = flat_args(
         host, [tables, indices, out]
     )

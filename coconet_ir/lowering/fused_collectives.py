@@ -41,6 +41,7 @@ the module), signal slots per fusion (`coco_gpu.signal_slots`), then one
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from math import prod
@@ -89,11 +90,6 @@ from coconet_ir.dialects.coco_gpu import (
     WaitSignalOp,
 )
 from coconet_ir.lowering.bufferize import alloc, local_shape, lowered_buffer
-from coconet_ir.lowering.coco_to_gpu import (
-    Lowering,
-    chunk_of,
-    replace_with_buffers,
-)
 from coconet_ir.lowering.kernels import (
     VECTOR_BYTES,
     Indexer,
@@ -120,6 +116,12 @@ from coconet_ir.lowering.kernels import (
     store_lanes,
     strides,
     to_compute,
+)
+from coconet_ir.lowering.state import (
+    ElementContext,
+    Lowering,
+    chunk_of,
+    replace_with_buffers,
 )
 
 index = IndexType()
@@ -162,24 +164,31 @@ class Ints:
         return self.c(x) if isinstance(x, int) else x
 
     def add(self, x: Index, y: Index) -> SSAValue:
-        if isinstance(x, int) and isinstance(y, int):
-            return self.c(x + y)
-        if y == 0:
-            return self.v(x)
-        if x == 0:
-            return self.v(y)
-        return binary(self.b, arith.AddiOp, self.v(x), self.v(y))
+        return self.fold(arith.AddiOp, operator.add, 0, x, y)
 
     def mul(self, x: Index, y: Index) -> SSAValue:
+        return self.fold(arith.MuliOp, operator.mul, 1, x, y, zero=0)
+
+    def fold(
+        self,
+        kind: type[Operation],
+        compute: Callable[[int, int], int],
+        identity: int,
+        x: Index,
+        y: Index,
+        zero: int | None = None,
+    ) -> SSAValue:
+        """`x kind y`, computed now when both are known, `zero` when one is
+        (`x * 0`), the other operand when one is the `identity`."""
         if isinstance(x, int) and isinstance(y, int):
-            return self.c(x * y)
-        if x == 0 or y == 0:
-            return self.c(0)
-        if y == 1:
+            return self.c(compute(x, y))
+        if zero is not None and (x == zero or y == zero):
+            return self.c(zero)
+        if y == identity:
             return self.v(x)
-        if x == 1:
+        if x == identity:
             return self.v(y)
-        return binary(self.b, arith.MuliOp, self.v(x), self.v(y))
+        return binary(self.b, kind, self.v(x), self.v(y))
 
     def div(self, x: SSAValue, y: int) -> SSAValue:
         return x if y == 1 else binary(self.b, arith.DivUIOp, x, self.c(y))
@@ -1311,7 +1320,7 @@ class FusedCollectiveLowering:
         return True
 
     def dropout_index(self, plan: FusedPlan) -> Callable[[Operation], DropoutIndex]:
-        """Dropout's global index: `Lowering.global_index`, with the overlap
+        """Dropout's global index: `ElementContext.global_index`, with the overlap
         chunk frame a cloned dropout carries."""
         lowering = self.lowering
         t = coco.tensor_type(plan.reductions[0].result)
@@ -1322,7 +1331,9 @@ class FusedCollectiveLowering:
 
             def index_of(b: Builder, element: SSAValue, rank: SSAValue) -> SSAValue:
                 indexer = Indexer(b, element, shape)
-                return lowering.global_index(b, indexer, t, t, rank, chunk)
+                return ElementContext(lowering, b, indexer, t, rank).global_index(
+                    t, chunk
+                )
 
             return index_of
 

@@ -20,9 +20,10 @@ The pieces other lowerings reuse:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
+from typing import NamedTuple
 
 from xdsl.builder import Builder
 from xdsl.dialects import arith, memref, scf, vector
@@ -447,6 +448,17 @@ def from_lanes(b: Builder, values: Sequence[SSAValue]) -> SSAValue:
     return packed
 
 
+class KernelSite(NamedTuple):
+    """Where a kernel is built and launched from: the launching function's
+    host values, the kernel module, the launch width (threads a block), and
+    the kernel's name."""
+
+    host: HostValues
+    kernels: KernelModule
+    threads: int
+    name: str
+
+
 def launch(
     host: HostValues,
     kernels: KernelModule,
@@ -589,6 +601,8 @@ _FLOAT_UNARY: dict[type[Operation], type[Operation]] = {
     coco.LogOp: mathd.LogOp,
     coco.TanhOp: mathd.TanhOp,
 }
+_FLOAT_OPS = {**_FLOAT_BINARY, **_FLOAT_UNARY}
+"""The float ops one `arith` or `math` op computes."""
 _FLOAT_PREDICATES = {
     "eq": "oeq",
     "ne": "une",
@@ -651,20 +665,35 @@ def emit_elementwise(
         at = global_index()
         value = emit_dropout(b, op, values[0], element_type, at, seed and seed(op))
     elif element_info(element_type).is_float:
-        value = _float_op(b, op, values)
+        value = _scalar_op(b, op, values, _FLOAT_OPS, _float_op, "")
     else:
-        value = _int_op(b, op, values)
+        value = _scalar_op(b, op, values, _INT_BINARY, _int_op, " on integers")
     return from_compute(b, value, element_type)
 
 
-def _float_op(b: Builder, op: Operation, values: Sequence[SSAValue]) -> SSAValue:
-    t = values[0].type
+def _scalar_op(
+    b: Builder,
+    op: Operation,
+    values: Sequence[SSAValue],
+    table: Mapping[type[Operation], type[Operation]],
+    unary: Callable[[Builder, Operation, SSAValue], SSAValue | None],
+    on: str,
+) -> SSAValue:
+    """`op` on the scalars `values` in their compute type: the op `table`
+    maps it to, else `unary`'s code for it on its one operand; an op
+    neither has is refused (no scalar code `on` these types)."""
     kind = type(op)
-    if kind in _FLOAT_BINARY:
-        return b.insert(_FLOAT_BINARY[kind](*values)).results[0]  # type: ignore[call-arg]
+    if kind in table:
+        return b.insert(table[kind](*values)).results[0]  # type: ignore[call-arg]
     (x,) = values
-    if kind in _FLOAT_UNARY:
-        return b.insert(_FLOAT_UNARY[kind](x)).results[0]  # type: ignore[call-arg]
+    value = unary(b, op, x)
+    if value is None:
+        raise CocoError(f"has no scalar code{on} in a kernel", op)
+    return value
+
+
+def _float_op(b: Builder, op: Operation, x: SSAValue) -> SSAValue | None:
+    t = x.type
     if isinstance(op, coco.NegOp):
         return b.insert(arith.NegfOp(x)).result
     if isinstance(op, coco.RsqrtOp):
@@ -674,7 +703,7 @@ def _float_op(b: Builder, op: Operation, values: Sequence[SSAValue]) -> SSAValue
         return b.insert(arith.MaximumfOp(x, constant(b, 0.0, t))).result
     if isinstance(op, coco.GeluOp):
         return _gelu(b, x)
-    raise CocoError("has no scalar code in a kernel", op)
+    return None
 
 
 def _gelu(b: Builder, x: SSAValue) -> SSAValue:
@@ -692,19 +721,15 @@ def _gelu(b: Builder, x: SSAValue) -> SSAValue:
     return b.insert(arith.MulfOp(half_x, one_plus)).result
 
 
-def _int_op(b: Builder, op: Operation, values: Sequence[SSAValue]) -> SSAValue:
-    t = values[0].type
-    kind = type(op)
-    if kind in _INT_BINARY:
-        return b.insert(_INT_BINARY[kind](*values)).results[0]  # type: ignore[call-arg]
-    (x,) = values
+def _int_op(b: Builder, op: Operation, x: SSAValue) -> SSAValue | None:
+    t = x.type
     if isinstance(op, coco.NegOp):
         return b.insert(arith.SubiOp(constant(b, 0, t), x)).result
     if isinstance(op, coco.AbsOp):
         return b.insert(mathd.AbsIOp(x)).result
     if isinstance(op, coco.ReluOp):
         return b.insert(arith.MaxSIOp(x, constant(b, 0, t))).result
-    raise CocoError("has no scalar code on integers in a kernel", op)
+    return None
 
 
 def emit_compare(b: Builder, predicate: str, x: SSAValue, y: SSAValue) -> SSAValue:
@@ -833,10 +858,7 @@ def flat_args(
 
 
 def copy_kernel(
-    host: HostValues,
-    kernels: KernelModule,
-    threads: int,
-    name: str,
+    site: KernelSite,
     key: object,
     count: int,
     source: SSAValue,
@@ -847,6 +869,7 @@ def copy_kernel(
     """Host ops launching a grid-stride copy of `count` elements from `source`
     to `dest` (`dest[to] = source[from]` with `(from, to) = remap(i, extra)`);
     the kernel is built once per `key`."""
+    host, kernels, threads, name = site
     views, (src, dst) = flat_args(host, [source, dest])
 
     def build() -> gpu.FuncOp:
@@ -876,10 +899,7 @@ def block_split(shape: Sequence[int], dim: int) -> tuple[int, int, int]:
 
 
 def copy_block(
-    host: HostValues,
-    kernels: KernelModule,
-    threads: int,
-    name: str,
+    site: KernelSite,
     source: SSAValue,
     dest: SSAValue,
     outer: Sequence[int],
@@ -904,10 +924,7 @@ def copy_block(
 
     key = ("block", extract, pre, size, post, block)
     return copy_kernel(
-        host,
-        kernels,
-        threads,
-        name,
+        site,
         key,
         pre * block * post,
         source,
@@ -918,10 +935,7 @@ def copy_block(
 
 
 def rank_major(
-    host: HostValues,
-    kernels: KernelModule,
-    threads: int,
-    name: str,
+    site: KernelSite,
     source: SSAValue,
     dest: SSAValue,
     shape: Sequence[int],
@@ -947,9 +961,7 @@ def rank_major(
         return (natural, i) if pack else (i, natural)
 
     key = ("rank_major", pack, pre, size, post, world)
-    return copy_kernel(
-        host, kernels, threads, name, key, pre * size * post, source, dest, [], remap
-    )
+    return copy_kernel(site, key, pre * size * post, source, dest, [], remap)
 
 
 @dataclass(frozen=True)
@@ -977,10 +989,7 @@ class BucketCopy:
 
 
 def bucket_copy(
-    host: HostValues,
-    kernels: KernelModule,
-    threads: int,
-    name: str,
+    site: KernelSite,
     buckets: Sequence[BucketCopy],
     *,
     pack: bool,
@@ -994,6 +1003,7 @@ def bucket_copy(
     elements per row starting at column `o` is element `(i / c) * row + o +
     i % c` of the flat buffer. The kernel runs one grid-stride loop per
     piece."""
+    host, kernels, threads, name = site
     views: list[Operation] = []
     layouts: list[tuple[int, int, tuple[int, ...], Attribute]] = []
     args: list[SSAValue] = []
@@ -1058,10 +1068,7 @@ def bucket_copy(
 
 
 def reduce_kernel(
-    host: HostValues,
-    kernels: KernelModule,
-    threads: int,
-    name: str,
+    site: KernelSite,
     source: SSAValue,
     dest: SSAValue,
     shape: Sequence[int],
@@ -1078,6 +1085,7 @@ def reduce_kernel(
     block's worth of elements, a block computes each output (its threads
     stride over the elements, then `block_reduce`); otherwise a thread does
     (docs/gpu.md, "Reductions")."""
+    host, kernels, threads, name = site
     kept = [d for d in range(len(shape)) if d not in dims]
     kept_shape = tuple(shape[d] for d in kept)
     reduced_shape = tuple(shape[d] for d in dims)
@@ -1153,10 +1161,7 @@ def reduce_kernel(
 
 
 def matmul_kernel(
-    host: HostValues,
-    kernels: KernelModule,
-    threads: int,
-    name: str,
+    site: KernelSite,
     a: SSAValue,
     b: SSAValue,
     c: SSAValue,
@@ -1166,6 +1171,7 @@ def matmul_kernel(
     element types, which cuBLAS has no GEMM for: a thread per output element
     sums its K products, wrapping on overflow as the interpreter's integers
     do. (Floats go to cuBLAS: `coco_gpu.gemm`.)"""
+    host, kernels, threads, name = site
     *groups, k, cols = memref_shape(b.type)
     rows = element_count_of(memref_type(a)) // max(1, k)  # over all groups
     views, (a_flat, b_flat, c_flat) = flat_args(host, [a, b, c])
@@ -1186,33 +1192,51 @@ def matmul_kernel(
     else:
         b_start = index_constant(loop, 0)
     element_type = memref_element(c_flat.type)
-    products = Block(arg_types=[index, element_type])
-    kk, acc = products.args
-    kk.name_hint, acc.name_hint = "k", "acc"
-    pb = Builder(InsertPoint.at_end(products))
-    x = load(pb, a_arg, [pb.insert(arith.AddiOp(row_start, kk)).result])
-    y = load(
-        pb,
-        b_arg,
-        [pb.insert(arith.AddiOp(b_start, linear(pb, [kk, col], (k, cols)))).result],
-    )
-    product = pb.insert(arith.MuliOp(x, y)).result
-    pb.insert(scf.YieldOp(pb.insert(arith.AddiOp(acc, product)).result))
+
+    def a_at(pb: Builder, kk: SSAValue) -> SSAValue:
+        return binary(pb, arith.AddiOp, row_start, kk)
+
+    def b_at(pb: Builder, kk: SSAValue) -> SSAValue:
+        return binary(pb, arith.AddiOp, b_start, linear(pb, [kk, col], (k, cols)))
+
     zero, one = index_constant(loop, 0), index_constant(loop, 1)
-    total = loop.insert(
-        scf.ForOp(
-            zero,
-            index_constant(loop, k),
-            one,
-            [constant(loop, 0, element_type)],
-            products,
-        )
-    ).results[0]
+    bounds = (zero, index_constant(loop, k), one)
+    initial = constant(loop, 0, element_type)
+    total = sum_of_products(loop, bounds, initial, (a_arg, a_at), (b_arg, b_at))
     store(loop, total, c_arg, [i])
     return [
         *views,
         *launch(host, kernels, kernel, rows * cols, [a_flat, b_flat, c_flat], threads),
     ]
+
+
+Operand = tuple[SSAValue, Callable[[Builder, SSAValue], SSAValue]]
+"""A buffer a loop reads, and where step `k` reads it: `at(b, k)`."""
+
+
+def sum_of_products(
+    b: Builder,
+    bounds: tuple[SSAValue, SSAValue, SSAValue],
+    initial: SSAValue,
+    x: Operand,
+    w: Operand,
+) -> SSAValue:
+    """`initial + sum_k x[at_x(k)] * w[at_w(k)]` for `k` over `bounds` (an
+    `scf.for`'s start, end and step), in `initial`'s type: the compute type
+    of the elements (f32 for halves; integers wrap). The dot product of a
+    row and a column in `matmul_kernel` and in the tile kernels."""
+    acc_type = initial.type
+    products = Block(arg_types=[index, acc_type])
+    k, acc = products.args
+    k.name_hint, acc.name_hint = "k", "acc"
+    inner = Builder(InsertPoint.at_end(products))
+    (xs, x_at), (ws, w_at) = x, w
+    a = to_compute(inner, load(inner, xs, [x_at(inner, k)]))
+    bv = to_compute(inner, load(inner, ws, [w_at(inner, k)]))
+    multiply = arith.MuliOp if isinstance(acc_type, IntegerType) else arith.MulfOp
+    product = binary(inner, multiply, a, bv)
+    inner.insert(scf.YieldOp(combine(inner, "sum", acc, product)))
+    return b.insert(scf.ForOp(*bounds, [initial], products)).results[0]
 
 
 def block_stride_loop(b: Builder, n: SSAValue) -> tuple[Builder, SSAValue]:

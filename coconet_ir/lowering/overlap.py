@@ -40,7 +40,7 @@ Otherwise a chunked input is copied out (`<label>_chunk` kernel at offset
 `c * chunk`) on the stream of its readers (stream 0 when both read it), and
 each output chunk is copied into the full-size output (`<label>_unchunk`) on
 the stream that produced it. A dropout keeps its global index
-(`coco_gpu.chunk`, COCO_DIALECT.md §7).
+(`coco_gpu.chunk`; docs/dialect.md, `coco.overlap`).
 """
 
 from __future__ import annotations
@@ -48,7 +48,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from xdsl.dialects import gpu, memref
 from xdsl.dialects.builtin import IndexType
@@ -72,10 +71,14 @@ from coconet_ir.dialects.coco_gpu import (
 )
 from coconet_ir.lowering.bufferize import alloc, as_tensor, buffer_type, local_shape
 from coconet_ir.lowering.host import HostValues
-from coconet_ir.lowering.kernels import copy_block, memref_shape
-
-if TYPE_CHECKING:
-    from coconet_ir.lowering.coco_to_gpu import Lowering
+from coconet_ir.lowering.kernels import KernelSite, copy_block, memref_shape
+from coconet_ir.lowering.state import (
+    CHUNK_ATTR,
+    ChunkAt,
+    Lowering,
+    replace_with_buffers,
+    tensor_of,
+)
 
 index = IndexType()
 
@@ -269,10 +272,7 @@ def copy_chunk_out(
     host = [
         piece,
         *copy_block(
-            values,
-            lowering.kernels,
-            lowering.threads,
-            f"{name}_chunk",
+            KernelSite(values, lowering.kernels, lowering.threads, f"{name}_chunk"),
             source,
             piece.memref,
             local_shape(whole, world),
@@ -285,18 +285,46 @@ def copy_chunk_out(
     return host, piece
 
 
+def chunk_input(
+    lowering: Lowering,
+    values: HostValues,
+    host: list[Operation],
+    name: str,
+    value: SSAValue,
+    arg: SSAValue,
+    dim: int,
+    c: int | SSAValue,
+    stream: int | None = None,
+) -> tuple[SSAValue, bool]:
+    """Chunk `c` along `dim` of the region input `value`, as the value of
+    the block argument `arg` (the chunk's type), the host ops making it
+    appended to `host`: a view when contiguous, else a copy out of its
+    buffer (`copy_chunk_out`, on `stream` when given); and whether it is a
+    copy."""
+    more, source = lowering.buffer(value)
+    host += more
+    chunk = tensor_of(arg)
+    view = chunk_view(values, source, chunk, dim, c, lowering.world)
+    if view is not None:
+        view.result.name_hint = f"{arg.name_hint or 'in'}_chunk"
+        cast = as_tensor(view.result, arg.type)
+        host += [view, cast]
+        return cast.results[0], False
+    hint = f"{arg.name_hint or 'in'}_chunk"
+    copy, piece = copy_chunk_out(
+        lowering, values, name, source, tensor_of(value), chunk, dim, c, hint
+    )
+    host += copy if stream is None else on_stream(copy, stream)
+    cast = as_tensor(piece.memref, arg.type)
+    host.append(cast)
+    return cast.results[0], True
+
+
 def lower_overlap(
     lowering: Lowering, op: coco.OverlapOp, rewriter: PatternRewriter
 ) -> None:
     """`coco.overlap chunks = K` → K unrolled chunks on two streams with
     events (the module docstring)."""
-    from coconet_ir.lowering.coco_to_gpu import (
-        CHUNK_ATTR,
-        ChunkAt,
-        replace_with_buffers,
-        tensor_of,
-    )
-
     world = lowering.world
     chunks = op.chunk_count
     input_dims = list(op.input_dims.get_values())
@@ -310,12 +338,7 @@ def lower_overlap(
             readers.setdefault(value, set()).add(streams[inner])
     two_streams = COMMUNICATION_STREAM in streams.values()
 
-    host: list[Operation] = []
-    outputs: list[SSAValue] = []
-    for result in op.results:
-        more, out = lowering.result_buffer(op, result)
-        host += more
-        outputs.append(out)
+    host, outputs = lowering.result_buffers(op)
     if two_streams:
         start = RecordEventOp(COMPUTE_STREAM)
         start.event.name_hint = "overlap_start"
@@ -331,31 +354,11 @@ def lower_overlap(
                 mapping[arg] = value
                 continue
             stream = min(readers.get(arg, {COMPUTE_STREAM}))
-            more, source = lowering.buffer(value)
-            view = chunk_view(values, source, tensor_of(arg), dim, c, world)
-            if view is not None:
-                view.result.name_hint = f"{arg.name_hint or 'in'}_chunk"
-                cast = as_tensor(view.result, arg.type)
-                host += [*more, view, cast]
-                mapping[arg] = cast.results[0]
-                continue
-            hint = f"{arg.name_hint or 'in'}_chunk"
-            copy, piece = copy_chunk_out(
-                lowering,
-                values,
-                name,
-                source,
-                tensor_of(value),
-                tensor_of(arg),
-                dim,
-                c,
-                hint,
+            mapping[arg], copied = chunk_input(
+                lowering, values, host, name, value, arg, dim, c, stream
             )
-            host += [*more, *on_stream(copy, stream)]
-            cast = as_tensor(piece.memref, arg.type)
-            host.append(cast)
-            mapping[arg] = cast.results[0]
-            chunk.produced(cast.results[0], arg, stream)
+            if copied:
+                chunk.produced(mapping[arg], arg, stream)
         views: dict[SSAValue, SSAValue] = {}
         for value, out, dim in zip(op.yield_op.arguments, outputs, output_dims):
             view = chunk_view(values, out, tensor_of(value), dim, c, world)
@@ -395,10 +398,9 @@ def lower_overlap(
                 continue
             block = local_shape(tensor_of(value), world)[dim]
             copy = copy_block(
-                values,
-                lowering.kernels,
-                lowering.threads,
-                f"{name}_unchunk",
+                KernelSite(
+                    values, lowering.kernels, lowering.threads, f"{name}_unchunk"
+                ),
                 piece,
                 out,
                 memref_shape(out.type),

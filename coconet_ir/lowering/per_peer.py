@@ -87,14 +87,6 @@ from coconet_ir.dialects.coco_gpu import (
     stream_of,
 )
 from coconet_ir.lowering.bufferize import alloc, as_tensor, buffer_type, local_shape
-from coconet_ir.lowering.coco_to_gpu import (
-    CHUNK_ATTR,
-    ChunkAt,
-    Lowering,
-    enclosing,
-    replace_with_buffers,
-    tensor_of,
-)
 from coconet_ir.lowering.fused_collectives import (
     SymmetricAllocator,
     if_then,
@@ -103,6 +95,7 @@ from coconet_ir.lowering.fused_collectives import (
 )
 from coconet_ir.lowering.host import HostValues
 from coconet_ir.lowering.kernels import (
+    KernelSite,
     X,
     combine,
     compute_type,
@@ -119,10 +112,18 @@ from coconet_ir.lowering.kernels import (
 from coconet_ir.lowering.overlap import (
     COMMUNICATION_STREAM,
     COMPUTE_STREAM,
+    chunk_input,
     chunk_start,
     chunk_view,
-    copy_chunk_out,
     on_stream,
+)
+from coconet_ir.lowering.state import (
+    CHUNK_ATTR,
+    ChunkAt,
+    Lowering,
+    enclosing,
+    replace_with_buffers,
+    tensor_of,
 )
 
 index = IndexType()
@@ -442,12 +443,7 @@ def lower_per_peer(
     summed_outputs = [j for j, dim in enumerate(output_dims) if dim == -1]
     families = len(gathered) + len(scattered_outputs)
 
-    host: list[Operation] = []
-    outputs: list[SSAValue] = []
-    for result in op.results:
-        more, out = lowering.result_buffer(op, result)
-        host += more
-        outputs.append(out)
+    host, outputs = lowering.result_buffers(op)
     context, transfers, allocator = transfers_of(lowering, op, families * world)
     values = transfers.values
     host += context
@@ -548,7 +544,9 @@ def lower_per_peer(
                 host.append(cast)
                 mapping[arg] = cast.results[0]
                 continue
-            mapping[arg] = chunk_input(emitter, value, arg, dim, c)
+            mapping[arg], _ = chunk_input(
+                lowering, values, host, emitter.name, value, arg, dim, c
+            )
         if s >= 3 and scattered:
             host.append(WaitEventOp(pushed[s - 2].event, COMPUTE_STREAM))
         # Stream 0: the body, each yielded value written in place where it can.
@@ -616,10 +614,12 @@ def lower_per_peer(
                 )
             block = local_shape(tensor_of(value), world)[dim]
             host += copy_block(
-                values,
-                lowering.kernels,
-                lowering.threads,
-                f"{emitter.name}_unchunk",
+                KernelSite(
+                    values,
+                    lowering.kernels,
+                    lowering.threads,
+                    f"{emitter.name}_unchunk",
+                ),
                 piece_buffer,
                 out,
                 memref_shape(out.type),
@@ -788,35 +788,6 @@ def fresh_view(host: list[Operation], buffer: SSAValue) -> SSAValue:
     view.result.name_hint = f"{buffer.name_hint or 'out'}_step"
     host.append(view)
     return view.result
-
-
-def chunk_input(
-    emitter: PerPeerLowering,
-    value: SSAValue,
-    arg: SSAValue,
-    dim: int,
-    c: SSAValue,
-) -> SSAValue:
-    """Chunk `c` (a shared host index) of a chunked input along `dim`: a view
-    when contiguous, else a copy out of its buffer (stream 0)."""
-    lowering, host, values = emitter.lowering, emitter.host, emitter.values
-    more, source = lowering.buffer(value)
-    host += more
-    chunk = tensor_of(arg)
-    view = chunk_view(values, source, chunk, dim, c, lowering.world)
-    if view is not None:
-        view.result.name_hint = f"{arg.name_hint or 'in'}_chunk"
-        cast = as_tensor(view.result, arg.type)
-        host += [view, cast]
-        return cast.results[0]
-    hint = f"{arg.name_hint or 'in'}_chunk"
-    copy, piece = copy_chunk_out(
-        lowering, values, emitter.name, source, tensor_of(value), chunk, dim, c, hint
-    )
-    host += copy
-    cast = as_tensor(piece.memref, arg.type)
-    host.append(cast)
-    return cast.results[0]
 
 
 def reduce_step(

@@ -1,4 +1,5 @@
-"""Philox4x32-10 as `arith` ops, for dropout kernels (COCO_DIALECT.md §6).
+"""Philox4x32-10 as `arith` ops, for dropout kernels (`coco.dropout`:
+docs/dialect.md; its generator: docs/interpreter.md, "Dropout").
 
 `u(seed, i)` is Philox4x32-10 (Salmon et al., SC'11, as in Random123) with
 counter `(i mod 2^32, i div 2^32, 0, 0)` and key `(seed mod 2^32, seed div

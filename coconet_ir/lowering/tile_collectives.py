@@ -42,10 +42,11 @@ copied everything out.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from math import prod
-from typing import Protocol
+from typing import Any, ClassVar, Generic, Self, TypeVar, cast
 
 from xdsl.builder import Builder
 from xdsl.dialects import arith, scf
@@ -79,7 +80,6 @@ from coconet_ir.dialects.coco_gpu import (
     TileComputedOp,
     WaitSignalOp,
 )
-from coconet_ir.lowering.coco_to_gpu import Lowering, replace_with_buffers
 from coconet_ir.lowering.embedding import EmbeddingLookup, emit_pooled
 from coconet_ir.lowering.fused_collectives import (
     Ints,
@@ -101,8 +101,10 @@ from coconet_ir.lowering.kernels import (
     load,
     memref_element,
     store,
+    sum_of_products,
     to_compute,
 )
+from coconet_ir.lowering.state import Lowering, replace_with_buffers
 
 
 def frame(b: Builder) -> tuple[SSAValue, SSAValue, SSAValue, SSAValue, SSAValue]:
@@ -126,19 +128,49 @@ def dot(
     compute type (f32 for halves): `row` is `(x, start)`, `column` is
     `(w, offset, stride)`."""
     (x, start), (w, offset, stride) = row, column
-    acc_type = compute_type(memref_element(x.type))
-    products = Block(arg_types=[index, acc_type])
-    k, acc = products.args
-    k.name_hint, acc.name_hint = "k", "acc"
-    inner = Builder(InsertPoint.at_end(products))
-    i = Ints(inner)
-    a = to_compute(inner, load(inner, x, [i.add(start, k)]))
-    bv = to_compute(inner, load(inner, w, [i.add(offset, i.mul(k, stride))]))
-    product = inner.insert(arith.MulfOp(a, bv)).result
-    inner.insert(scf.YieldOp(inner.insert(arith.AddfOp(acc, product)).result))
+
+    def x_at(inner: Builder, k: SSAValue) -> SSAValue:
+        return Ints(inner).add(start, k)
+
+    def w_at(inner: Builder, k: SSAValue) -> SSAValue:
+        i = Ints(inner)
+        return i.add(offset, i.mul(k, stride))
+
+    zero = constant(b, 0, compute_type(memref_element(x.type)))
     n = Ints(b)
-    zero = constant(b, 0, acc_type)
-    return b.insert(scf.ForOp(n.c(0), n.c(depth), n.c(1), [zero], products)).results[0]
+    bounds = (n.c(0), n.c(depth), n.c(1))
+    return sum_of_products(b, bounds, zero, (x, x_at), (w, w_at))
+
+
+def tile_kernel(
+    lowering: Lowering, name: str, args: Sequence[tuple[str, Attribute]]
+) -> tuple[gpu.FuncOp, Builder]:
+    """The tile kernel `name`, its arguments those `lower_tiles` passes
+    every tile kernel (rank, epoch, peers, its first signal slot), then
+    `args` (its reads, its symmetric buffers, the output)."""
+    common = [("rank", index), ("epoch", i64), ("peers", PeersType()), ("slots", index)]
+    return lowering.kernels.kernel(name, [*common, *args])
+
+
+def tile_element(
+    m: Ints,
+    t: SSAValue,
+    e: SSAValue,
+    width: int,
+    stacked: tuple[int, int] | None = None,
+) -> tuple[SSAValue, SSAValue]:
+    """Row and column of element `e` (row-major) of tile `t` of a matrix cut
+    into tiles `width` columns wide: side by side, each as tall as the
+    matrix (tile `t` is columns `t·width ...`), or with `stacked = (height,
+    across)` in rows of `across` tiles `height` rows tall."""
+    if stacked is None:
+        row = m.div(e, width)
+        tile_column: SSAValue = t
+    else:
+        height, across = stacked
+        row = m.add(m.mul(m.div(t, across), height), m.div(e, width))
+        tile_column = m.rem(t, across)
+    return row, m.add(m.mul(tile_column, width), m.rem(e, width))
 
 
 def open_to_peers(
@@ -185,17 +217,49 @@ def tiled_pair(
     return first, second
 
 
-class TileKernel(Protocol):
-    def build(self, lowering: Lowering, name: str) -> gpu.FuncOp: ...
+P = TypeVar("P", bound=Operation)
+"""The producer of a tile plan."""
 
 
 @dataclass(frozen=True)
-class TilePlan(ABC):
+class TilePlan(ABC, Generic[P]):
     """What every tile kernel's plan says (`lower_tiles` reads it): the
     fusion it lowers, its reads, its symmetric buffers, its signal slots,
     the tiles a rank computes and the bytes it stores into each peer."""
 
     fusion: FusionOp
+    world: int
+    producer: P
+    """The fusion's first op, whose result its collective moves."""
+
+    producers: ClassVar[tuple[type[Operation], ...]]
+    """The producers the kernel computes."""
+    collective: ClassVar[type[Operation]]
+    """The collective consuming the producer that the kernel performs."""
+
+    @classmethod
+    def of(cls, fusion: FusionOp, world: int) -> Self | None:
+        """The plan of `fusion` on `world` ranks, or None: the fusion is not
+        one of `producers` into `collective` with a tile kernel
+        (`tiled_pair`), or the plan finds no tiling (`tiled`)."""
+        pair = tiled_pair(fusion, cls.producers, cls.collective)
+        if pair is None:
+            return None
+        plan = cls(fusion, world, cast(Any, pair[0]))
+        return plan if plan.tiled else None
+
+    @property
+    def tiled(self) -> bool:
+        """Whether the plan finds a tiling (else the fusion is lowered
+        another way)."""
+        return True
+
+    @property
+    def consumer(self) -> Operation:
+        """The collective consuming the producer's result."""
+        op = self.producer.next_op
+        assert op is not None
+        return op
 
     @property
     def element(self) -> Attribute:
@@ -207,9 +271,15 @@ class TilePlan(ABC):
         return element_info(self.element).bytes
 
     @property
-    @abstractmethod
     def reads(self) -> list[SSAValue]:
-        """The fusion's block arguments the kernel reads, in its order."""
+        """The fusion's block arguments the kernel reads, in its order: the
+        operands of its producer, the fusion's first op (`tiled_pair`)."""
+        return list(self.producer.operands)
+
+    @property
+    @abstractmethod
+    def tile(self) -> int:
+        """Elements of one tile."""
 
     @property
     @abstractmethod
@@ -231,34 +301,63 @@ class TilePlan(ABC):
         """Bytes this rank stores into each peer per launch."""
 
     @abstractmethod
-    def kernel(self) -> TileKernel:
-        """The kernel builder (its first signal slot is its argument
+    def build(self, lowering: Lowering, name: str) -> gpu.FuncOp:
+        """The kernel, named `name` (its first signal slot is its argument
         `slots`)."""
 
 
 @dataclass(frozen=True)
-class EmbeddingAllToAll(TilePlan):
+class AllToAllPlan(TilePlan[P]):
+    """The plan of a tile kernel exchanging tiles as an all_to_all does
+    (`AllToAllTiles`): `per_peer` tiles of `tile` elements for each
+    destination."""
+
+    @property
+    @abstractmethod
+    def per_peer(self) -> int:
+        """Tiles per destination."""
+
+    @property
+    def chunk(self) -> int:
+        """Elements of one destination's part (one source's, received)."""
+        return self.per_peer * self.tile
+
+    def peer_bytes(self) -> int:
+        """Bytes this rank stores into each peer per launch: its part."""
+        return self.chunk * self.element_bytes
+
+    @property
+    def computed(self) -> int:
+        """Tiles this rank computes per launch: each destination's."""
+        return self.world * self.per_peer
+
+    @property
+    def symmetric(self) -> list[tuple[str, int]]:
+        return [("recv", self.world * self.chunk)]
+
+    @property
+    def slots(self) -> int:
+        """READY (one per source rank), then TILE (per source and tile)."""
+        return self.world + self.world * self.per_peer
+
+    def exchange(self) -> AllToAllTiles:
+        return AllToAllTiles(
+            self.world, self.per_peer, self.tile, self.tile * self.element_bytes
+        )
+
+
+@dataclass(frozen=True)
+class EmbeddingAllToAll(AllToAllPlan[EmbeddingOp]):
     """The plan of an embedding + all_to_all fusion: table-parallel lookup
     (`tables` and the result cut along the tables), then `all_to_all` to the
     batch split."""
 
-    embedding: EmbeddingOp
-    lookup: EmbeddingLookup
+    producers = (EmbeddingOp,)
+    collective = AllToAllOp
 
-    @staticmethod
-    def of(fusion: FusionOp, world: int) -> EmbeddingAllToAll | None:
-        pair = tiled_pair(fusion, EmbeddingOp, AllToAllOp)
-        if pair is None:
-            return None
-        embedding = pair[0]
-        assert isinstance(embedding, EmbeddingOp)
-        return EmbeddingAllToAll(
-            fusion, embedding, EmbeddingLookup.of(embedding, world)
-        )
-
-    @property
-    def world(self) -> int:
-        return self.lookup.world
+    @cached_property
+    def lookup(self) -> EmbeddingLookup:
+        return EmbeddingLookup.of(self.producer, self.world)
 
     @property
     def tables(self) -> int:
@@ -268,41 +367,62 @@ class EmbeddingAllToAll(TilePlan):
     @property
     def bags(self) -> int:
         """Bags per destination (`B'`)."""
-        return tensor_type(self.embedding.result).dims[1] // self.world
+        return tensor_type(self.producer.result).dims[1] // self.world
 
     @property
     def width(self) -> int:
-        return tensor_type(self.embedding.result).dims[2]
+        return tensor_type(self.producer.result).dims[2]
 
     @property
     def tile(self) -> int:
         """Elements of one tile: one table's bags for one destination."""
         return self.bags * self.width
 
-    def peer_bytes(self) -> int:
-        """Bytes this rank stores into each peer per launch."""
-        return self.tables * self.tile * self.element_bytes
-
     @property
-    def computed(self) -> int:
-        """Tiles this rank computes per launch: `T'` for each destination."""
-        return self.world * self.tables
+    def per_peer(self) -> int:
+        """A tile per table of the rank (`T'`)."""
+        return self.tables
 
-    @property
-    def reads(self) -> list[SSAValue]:
-        return [self.embedding.tables, self.embedding.indices]
+    def build(self, lowering: Lowering, name: str) -> gpu.FuncOp:
+        plan = self
+        element = tensor_type(plan.producer.result).element_type
+        tables_t, indices_t = (
+            MemRefType(tensor_type(v).element_type, [_count(plan, v)])
+            for v in (plan.producer.tables, plan.producer.indices)
+        )
+        block_elements = plan.world * plan.chunk
+        func, b = tile_kernel(
+            lowering,
+            name,
+            [
+                ("tables", tables_t),
+                ("indices", indices_t),
+                ("recv", MemRefType(element, [block_elements])),
+                ("out", MemRefType(element, [block_elements])),
+            ],
+        )
+        rank, epoch, peers, slots, tables, indices, recv, out = func.body.block.args
+        tile, per_rank = plan.tile, plan.tables
 
-    @property
-    def symmetric(self) -> list[tuple[str, int]]:
-        return [("recv", self.world * self.tables * self.tile)]
+        def value_of(
+            b: Builder, peer: SSAValue, t: SSAValue, e: SSAValue
+        ) -> tuple[SSAValue, SSAValue]:
+            # Bag `peer·B' + e / D` of table `t`, at table r·T' + t (the
+            # output's place for the own part, the peer's receive buffer's).
+            q = Ints(b)
+            bag = q.add(q.mul(peer, plan.bags), q.div(e, plan.width))
+            d = q.rem(e, plan.width)
+            value = emit_pooled(b, plan.lookup, tables, indices, rank, t, bag, d)
+            return value, q.add(q.mul(q.add(q.mul(rank, per_rank), t), tile), e)
 
-    def kernel(self) -> TileKernel:
-        return EmbeddingAllToAllKernel(self)
+        def place(b: Builder, source: SSAValue, t: SSAValue, e: SSAValue) -> SSAValue:
+            q = Ints(b)
+            return q.add(q.mul(q.add(q.mul(source, per_rank), t), tile), e)
 
-    @property
-    def slots(self) -> int:
-        """READY (one per source rank), then TILE (one per source and table)."""
-        return self.world + self.world * self.tables
+        plan.exchange().build(
+            b, (rank, epoch, peers, slots, recv, out), value_of, place
+        )
+        return func
 
 
 TileValue = Callable[[Builder, SSAValue, SSAValue, SSAValue], tuple[SSAValue, SSAValue]]
@@ -387,92 +507,38 @@ class AllToAllTiles:
         store(moving, load(moving, recv, [at]), out, [at])
 
 
-@dataclass
-class EmbeddingAllToAllKernel:
-    plan: EmbeddingAllToAll
-
-    def build(self, lowering: Lowering, name: str) -> gpu.FuncOp:
-        plan = self.plan
-        element = tensor_type(plan.embedding.result).element_type
-        tables_t, indices_t = (
-            MemRefType(tensor_type(v).element_type, [_count(plan, v)])
-            for v in (plan.embedding.tables, plan.embedding.indices)
-        )
-        block_elements = plan.world * plan.tables * plan.tile
-        func, b = lowering.kernels.kernel(
-            name,
-            [
-                ("rank", index),
-                ("epoch", i64),
-                ("peers", PeersType()),
-                ("slots", index),
-                ("tables", tables_t),
-                ("indices", indices_t),
-                ("recv", MemRefType(element, [block_elements])),
-                ("out", MemRefType(element, [block_elements])),
-            ],
-        )
-        rank, epoch, peers, slots, tables, indices, recv, out = func.body.block.args
-        tile, per_rank = plan.tile, plan.tables
-
-        def value_of(
-            b: Builder, peer: SSAValue, t: SSAValue, e: SSAValue
-        ) -> tuple[SSAValue, SSAValue]:
-            # Bag `peer·B' + e / D` of table `t`, at table r·T' + t (the
-            # output's place for the own part, the peer's receive buffer's).
-            q = Ints(b)
-            bag = q.add(q.mul(peer, plan.bags), q.div(e, plan.width))
-            d = q.rem(e, plan.width)
-            value = emit_pooled(b, plan.lookup, tables, indices, rank, t, bag, d)
-            return value, q.add(q.mul(q.add(q.mul(rank, per_rank), t), tile), e)
-
-        def place(b: Builder, source: SSAValue, t: SSAValue, e: SSAValue) -> SSAValue:
-            q = Ints(b)
-            return q.add(q.mul(q.add(q.mul(source, per_rank), t), tile), e)
-
-        exchange = AllToAllTiles(plan.world, per_rank, tile, tile * plan.element_bytes)
-        exchange.build(b, (rank, epoch, peers, slots, recv, out), value_of, place)
-        return func
-
-
 GEMV_TILE_ELEMENTS = 256
 """Elements of one GEMV output tile (rows x columns), at most."""
 
 
 @dataclass(frozen=True)
-class GemvAllReduce(TilePlan):
+class GemvAllReduce(TilePlan[MatmulOp]):
     """The plan of a GEMV + all_reduce fusion: a row-parallel matmul (`x`
     cut along K, `w` along its rows: local partial sums) of at most
     `GEMV_ROWS` rows, then `all_reduce sum`. The output's columns are cut
     into `tiles` tiles of `rows x columns`; tile `c` is reduced by rank
     `c mod N`."""
 
-    matmul: MatmulOp
-    world: int
+    producers = (MatmulOp,)
+    collective = AllReduceOp
 
-    @staticmethod
-    def of(fusion: FusionOp, world: int) -> GemvAllReduce | None:
-        pair = tiled_pair(fusion, MatmulOp, AllReduceOp)
-        if pair is None:
-            return None
-        matmul = pair[0]
-        assert isinstance(matmul, MatmulOp)
-        plan = GemvAllReduce(fusion, matmul, world)
-        return plan if plan.tile_columns else None
+    @property
+    def tiled(self) -> bool:
+        return bool(self.tile_columns)
 
     @property
     def rows(self) -> int:
-        return prod(tensor_type(self.matmul.result).dims[:-1])
+        return prod(tensor_type(self.producer.result).dims[:-1])
 
     @property
     def columns(self) -> int:
         """Output columns (`M`)."""
-        return tensor_type(self.matmul.result).dims[-1]
+        return tensor_type(self.producer.result).dims[-1]
 
     @property
     def depth(self) -> int:
         """The contraction each rank holds (`K / N`)."""
-        return tensor_type(self.matmul.rhs).dims[0] // self.world
+        return tensor_type(self.producer.rhs).dims[0] // self.world
 
     @property
     def tile_columns(self) -> int:
@@ -511,40 +577,25 @@ class GemvAllReduce(TilePlan):
         return self.world * self.per_rank
 
     @property
-    def reads(self) -> list[SSAValue]:
-        return [self.matmul.lhs, self.matmul.rhs]
-
-    @property
     def symmetric(self) -> list[tuple[str, int]]:
         size = self.rows * self.columns
         return [("partials", self.world * size), ("gather", size)]
-
-    def kernel(self) -> TileKernel:
-        return GemvAllReduceKernel(self)
 
     @property
     def slots(self) -> int:
         """READY (per source), PARTIAL (per source and tile), DONE (per tile)."""
         return self.world + self.world * self.tiles + self.tiles
 
-
-@dataclass
-class GemvAllReduceKernel:
-    plan: GemvAllReduce
-
     def build(self, lowering: Lowering, name: str) -> gpu.FuncOp:
-        plan = self.plan
+        plan = self
         world, rows, cols = plan.world, plan.rows, plan.columns
         depth, width, tile = plan.depth, plan.tile_columns, plan.tile
-        element = tensor_type(plan.matmul.result).element_type
+        element = tensor_type(plan.producer.result).element_type
         acc_type = compute_type(element)
-        func, b = lowering.kernels.kernel(
+        func, b = tile_kernel(
+            lowering,
             name,
             [
-                ("rank", index),
-                ("epoch", i64),
-                ("peers", PeersType()),
-                ("slots", index),
                 ("x", MemRefType(element, [rows * depth])),
                 ("w", MemRefType(element, [depth * cols])),
                 ("partials", MemRefType(element, [world * rows * cols])),
@@ -558,14 +609,6 @@ class GemvAllReduceKernel:
         partial_slots = n.add(ready, world)
         done = n.add(ready, world + world * plan.tiles)
         partial_slots.name_hint, done.name_hint = "partial_slots", "done_slots"
-
-        def tile_element(
-            m: Ints, c: SSAValue, e: SSAValue
-        ) -> tuple[SSAValue, SSAValue]:
-            """Row and column (in the output) of element `e` of tile `c`."""
-            row = m.div(e, width)
-            column = m.add(m.mul(c, width), m.rem(e, width))
-            return row, column
 
         # 0. Block 0 opens this rank's buffers to every peer.
         open_to_peers(b, (leader, bid), (rank, peers, epoch), world, ready)
@@ -586,7 +629,7 @@ class GemvAllReduceKernel:
         target = work.insert(PeerViewOp(peers, partials, owner)).result
         elements, e = for_loop(work, tid, m.c(tile), bdim, "e")
         q = Ints(elements)
-        row, column = tile_element(q, c, e)
+        row, column = tile_element(q, c, e, width)
         total = dot(elements, (x, q.mul(row, depth)), (w, column, cols), depth)
         value = from_compute(elements, total, element)
         at = q.add(q.mul(rank, rows * cols), q.add(q.mul(row, cols), column))
@@ -622,7 +665,7 @@ class GemvAllReduceKernel:
         work.insert(gpu.BarrierOp())
         elements, e = for_loop(work, tid, m.c(tile), bdim, "e")
         q = Ints(elements)
-        row, column = tile_element(q, c, e)
+        row, column = tile_element(q, c, e, width)
         place = q.add(q.mul(row, cols), column)
         ranks = Block(arg_types=[index, acc_type])
         source, acc = ranks.args
@@ -662,7 +705,7 @@ class GemvAllReduceKernel:
         copies.insert(gpu.BarrierOp())
         moving, e = for_loop(copies, tid, m.c(tile), bdim, "e")
         q = Ints(moving)
-        row, column = tile_element(q, c, e)
+        row, column = tile_element(q, c, e, width)
         place = q.add(q.mul(row, cols), column)
         store(moving, load(moving, gather, [place]), out, [place])
         return func
@@ -682,7 +725,7 @@ weights, four times over)."""
 
 
 @dataclass(frozen=True)
-class GemmAllToAll(TilePlan):
+class GemmAllToAll(AllToAllPlan[MatmulOp | BatchMatmulOp]):
     """The plan of a GEMM + all_to_all fusion (mixture of experts): a
     `coco.batch_matmul` (`sliced<0> x sliced<0>`: each rank its experts) or
     a `coco.matmul` (`sliced<0> x replicated`) whose result is `sliced<0>`,
@@ -692,28 +735,24 @@ class GemmAllToAll(TilePlan):
     needs `L`'s part `p` along `t`, a `[rows, M]` matrix (`rows`: its dims
     but the last), and puts it at chunk `r` of its output (dim 0 is
     outermost, so each source's part is contiguous). A *tile* is `tile_rows
-    x tile_columns` of that matrix; each destination has `tiles` of them."""
+    x tile_columns` of that matrix; each destination has `per_peer` of them."""
 
-    matmul: MatmulOp | BatchMatmulOp
-    dim: int
-    world: int
+    producers = (MatmulOp, BatchMatmulOp)
+    collective = AllToAllOp
 
-    @staticmethod
-    def of(fusion: FusionOp, world: int) -> GemmAllToAll | None:
-        pair = tiled_pair(fusion, (MatmulOp, BatchMatmulOp), AllToAllOp)
-        if pair is None:
-            return None
-        matmul, exchange = pair
-        assert isinstance(matmul, MatmulOp | BatchMatmulOp)
-        dim = tensor_type(exchange.results[0]).layout.sliced_dim
-        plan = GemmAllToAll(fusion, matmul, dim, world)
-        narrow = plan.tile_columns < min(GEMM_MIN_TILE_COLUMNS, plan.columns)
-        return None if narrow else plan
+    @cached_property
+    def dim(self) -> int:
+        """The dim `t` the all_to_all moves to."""
+        return tensor_type(self.consumer.results[0]).layout.sliced_dim
+
+    @property
+    def tiled(self) -> bool:
+        return self.tile_columns >= min(GEMM_MIN_TILE_COLUMNS, self.columns)
 
     @property
     def block(self) -> tuple[int, ...]:
         """The rank's block of the GEMM's result (`L`)."""
-        dims = tensor_type(self.matmul.result).dims
+        dims = tensor_type(self.producer.result).dims
         return (dims[0] // self.world, *dims[1:])
 
     @property
@@ -736,12 +775,12 @@ class GemmAllToAll(TilePlan):
     @property
     def depth(self) -> int:
         """The contraction (`K`)."""
-        return tensor_type(self.matmul.lhs).dims[-1]
+        return tensor_type(self.producer.lhs).dims[-1]
 
     @property
     def grouped(self) -> bool:
         """Each group has its own weights (`coco.batch_matmul`)."""
-        return isinstance(self.matmul, BatchMatmulOp)
+        return isinstance(self.producer, BatchMatmulOp)
 
     @property
     def tile_columns(self) -> int:
@@ -760,81 +799,34 @@ class GemmAllToAll(TilePlan):
         return max(r for r in range(1, min(limit, self.rows) + 1) if self.rows % r == 0)
 
     @property
-    def tiles(self) -> int:
-        """Tiles per destination."""
+    def per_peer(self) -> int:
         return (self.rows // self.tile_rows) * (self.columns // self.tile_columns)
 
     @property
     def tile(self) -> int:
         return self.tile_rows * self.tile_columns
 
-    @property
-    def chunk(self) -> int:
-        """Elements of one destination's part (one source's, received)."""
-        return self.rows * self.columns
-
-    def peer_bytes(self) -> int:
-        """Bytes this rank stores into each peer per launch: its part."""
-        return self.chunk * self.element_bytes
-
-    @property
-    def computed(self) -> int:
-        """Tiles this rank computes per launch: each destination's."""
-        return self.world * self.tiles
-
-    @property
-    def reads(self) -> list[SSAValue]:
-        return [self.matmul.lhs, self.matmul.rhs]
-
-    @property
-    def symmetric(self) -> list[tuple[str, int]]:
-        return [("recv", self.world * self.chunk)]
-
-    def kernel(self) -> TileKernel:
-        return GemmAllToAllKernel(self)
-
-    @property
-    def slots(self) -> int:
-        """READY (one per source rank), then TILE (per source and tile)."""
-        return self.world + self.world * self.tiles
-
-
-@dataclass
-class GemmAllToAllKernel:
-    """The GEMM + all_to_all kernel of `plan`, its signal slots from its
-    argument `slots` (READY, then TILE; docs/gpu.md, 5b)."""
-
-    plan: GemmAllToAll
-
     def tile_element(
         self, m: Ints, t: SSAValue, e: SSAValue
     ) -> tuple[SSAValue, SSAValue]:
         """Row and column, in a destination's part, of element `e` of tile
         `t`."""
-        plan = self.plan
-        across = plan.columns // plan.tile_columns
-        row = m.add(
-            m.mul(m.div(t, across), plan.tile_rows), m.div(e, plan.tile_columns)
-        )
-        column = m.add(
-            m.mul(m.rem(t, across), plan.tile_columns), m.rem(e, plan.tile_columns)
-        )
-        return row, column
+        across = self.columns // self.tile_columns
+        return tile_element(m, t, e, self.tile_columns, (self.tile_rows, across))
 
     def build(self, lowering: Lowering, name: str) -> gpu.FuncOp:
-        plan = self.plan
+        """The GEMM + all_to_all kernel, its signal slots from its argument
+        `slots` (READY, then TILE; docs/gpu.md, 5b)."""
+        plan = self
         world = plan.world
         depth, cols, chunk = plan.depth, plan.columns, plan.chunk
-        element = tensor_type(plan.matmul.result).element_type
+        element = tensor_type(plan.producer.result).element_type
         lhs_count = prod(plan.block[:-1]) * depth
         groups = plan.block[0] if plan.grouped else 1
-        func, b = lowering.kernels.kernel(
+        func, b = tile_kernel(
+            lowering,
             name,
             [
-                ("rank", index),
-                ("epoch", i64),
-                ("peers", PeersType()),
-                ("slots", index),
                 ("x", MemRefType(element, [lhs_count])),
                 ("w", MemRefType(element, [groups * depth * cols])),
                 ("recv", MemRefType(element, [world * chunk])),
@@ -866,10 +858,9 @@ class GemmAllToAllKernel:
             row, column = self.tile_element(q, t, e)
             return q.add(q.mul(source, chunk), q.add(q.mul(row, cols), column))
 
-        exchange = AllToAllTiles(
-            world, plan.tiles, plan.tile, plan.tile * plan.element_bytes
+        plan.exchange().build(
+            b, (rank, epoch, peers, slots, recv, out), value_of, place
         )
-        exchange.build(b, (rank, epoch, peers, slots, recv, out), value_of, place)
         return func
 
 
@@ -916,7 +907,7 @@ def lower_tiles(
     fusion = plan.fusion
     allocator = SymmetricAllocator.of(module)
     func = lowering.shared_kernel(
-        fusion, "fused", lambda name: plan.kernel().build(lowering, name)
+        fusion, "fused", lambda name: plan.build(lowering, name)
     )
     values = lowering.host(fusion)
     epoch = next_epoch()

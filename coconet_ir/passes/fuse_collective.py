@@ -51,23 +51,10 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 
-from coconet_ir.analysis.kernels import tile_kernel_problem
-from coconet_ir.dialects.coco import (
-    AllReduceOp,
-    AllToAllOp,
-    BatchMatmulOp,
-    EmbeddingOp,
-    FusionOp,
-    MatmulOp,
-    ReduceScatterOp,
-    label_attribute,
-    label_of,
-)
+from coconet_ir.analysis.kernels import COLLECTIVES, PRODUCERS, tile_kernel_problem
+from coconet_ir.dialects.coco import FusionOp, label_attribute, label_of
 from coconet_ir.passes.base import CocoPass, function_body_ops, rewrite_once
 from coconet_ir.passes.regions import Boundary, outline
-
-PRODUCERS = (EmbeddingOp, MatmulOp, BatchMatmulOp)
-COLLECTIVES = (AllToAllOp, AllReduceOp, ReduceScatterOp)
 
 
 def consumer(op: Operation) -> Operation | str:

@@ -289,7 +289,7 @@ def test_gemm_plan():
         16,
         48,
     )
-    assert (plan.tile_rows, plan.tile_columns, plan.tiles) == (16, 48, 1)
+    assert (plan.tile_rows, plan.tile_columns, plan.per_peer) == (16, 48, 1)
     assert plan.peer_bytes() == 16 * 48 * 4
     assert plan.slots == 4 + 4 * 1
 
