@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 from functools import cache
+from itertools import pairwise
 from pathlib import Path
 
 import networkx as nx
@@ -106,20 +107,6 @@ ALLOWED_CYCLES: frozenset[frozenset[str]] = frozenset(
 )
 """The only import circles coconet_ir may have (each the set of its modules)."""
 
-KNOWN_CYCLES_BEING_REMOVED: frozenset[frozenset[str]] = frozenset(
-    {
-        frozenset(
-            {
-                "coconet_ir.backend.cuda.printer",
-                "coconet_ir.backend.cuda.vectorize",
-            }
-        ),
-    }
-)
-"""Circles tolerated only until the work removing them lands (issue 25): once
-one is gone, `test_known_cycles_being_removed_are_still_there` fails and it
-must be taken out of here. Empty when none is left."""
-
 ALL_SOURCES = sorted(PACKAGE.rglob("*.py"))
 
 
@@ -142,26 +129,24 @@ def circles(graph: nx.DiGraph[str]) -> list[frozenset[str]]:
 
 
 def describe(graph: nx.DiGraph[str], circle: frozenset[str]) -> str:
-    """One cycle through `circle`, `a -> b -> a`, and all its modules."""
-    edges = nx.find_cycle(graph.subgraph(circle))
-    path = " -> ".join([*(a for a, _ in edges), edges[0][0]])
+    """A shortest cycle through the first module of `circle` (by name),
+    `a -> b -> a`, and all its modules: the same text on every run."""
+    inner = graph.subgraph(circle)
+    start = min(circle)
+    back = min(
+        (nx.shortest_path(inner, after, start) for after in sorted(inner[start])),
+        key=len,
+    )
+    path = " -> ".join([start, *back])
     return f"{path}  (all of {sorted(circle)})"
 
 
 def test_no_import_cycles():
     graph = import_graph()
-    allowed = ALLOWED_CYCLES | KNOWN_CYCLES_BEING_REMOVED
-    found = [c for c in circles(graph) if c not in allowed]
+    found = [c for c in circles(graph) if c not in ALLOWED_CYCLES]
     assert not found, "import circles in coconet_ir:\n" + "\n".join(
         describe(graph, c) for c in found
     )
-
-
-def test_known_cycles_being_removed_are_still_there():
-    """A circle removed must leave KNOWN_CYCLES_BEING_REMOVED too."""
-    present = set(circles(import_graph()))
-    gone = [sorted(c) for c in KNOWN_CYCLES_BEING_REMOVED if c not in present]
-    assert not gone, f"gone, take out of KNOWN_CYCLES_BEING_REMOVED: {gone}"
 
 
 def test_the_cycle_check_sees_cycles():
@@ -171,4 +156,7 @@ def test_the_cycle_check_sees_cycles():
     assert ALLOWED_CYCLES <= set(circles(graph))
     graph.add_edge("coconet_ir.diagnostics", "coconet_ir.ir")
     broken = [c for c in circles(graph) if "coconet_ir.diagnostics" in c]
-    assert broken and "coconet_ir.diagnostics -> " in describe(graph, broken[0])
+    assert broken
+    path = describe(graph, broken[0]).split("  (all of")[0].split(" -> ")
+    assert path[0] == path[-1] == min(broken[0])
+    assert all(graph.has_edge(a, b) for a, b in pairwise(path))
