@@ -1,4 +1,4 @@
-"""Run a coco program the way a GPU would, on the CPU (docs/gpu.md §3).
+"""Run a coco program the way a GPU would, on the CPU (docs/gpu/emulation.md).
 
 `emulate(module, world)` optimizes the program (`passes`, default
 `coco-optimize`), lowers it (`convert-coco-to-gpu{world=N}`), prints it as CUDA C
@@ -116,7 +116,7 @@ def emulate(
     compile error, or a failed or stuck run.
 
     `backend="cuda"` runs the same CUDA C on the machine's GPUs instead
-    (nvcc, NCCL, cuBLAS, cupy; docs/gpu.md §6): same inputs and outputs, no
+    (nvcc, NCCL, cuBLAS, cupy; docs/gpu/running.md): same inputs and outputs, no
     `stats`; without a GPU it raises a CocoError starting `no GPU:`."""
     from coconet_ir.backend.emu import EntryCall, compile_emulated, run_emulated
 
@@ -308,7 +308,7 @@ def compare_runs(
 
 @dataclass(frozen=True)
 class LaunchTimeline:
-    """One launch of a tile kernel on one rank (docs/gpu.md §3, "Timeline"):
+    """One launch of a tile kernel on one rank (docs/gpu/emulation.md, "Timeline"):
     the event numbers, on one process-wide counter, of its blocks' "tile
     computed" marks and of their stores into peers (-1: none). Two events
     of one thread are numbered in program order."""
@@ -332,7 +332,7 @@ class LaunchTimeline:
 
 @dataclass(frozen=True)
 class StreamEvent:
-    """One GEMM or copy a stream ran (docs/gpu.md §3, "Timeline"): the event
+    """One GEMM or copy a stream ran (docs/gpu/emulation.md, "Timeline"): the event
     numbers of its start and end on the counter the tile marks use, so that
     "this copy started before that GEMM ended" is an order the run had."""
 
@@ -352,7 +352,7 @@ class StreamEvent:
 
 
 class EmulatorStats:
-    """What an emulated run did, per call (docs/gpu.md §3): kernel launches
+    """What an emulated run did, per call (docs/gpu/emulation.md): kernel launches
     per rank and stream, library calls, bytes each rank sent to each other
     rank (by stream), and the timeline of each tile kernel's launches. `raw`
     is the emulator's JSON."""

@@ -4,7 +4,7 @@
 ranks (`coconet_ir.emulate.lower`: `passes`, then `convert-coco-to-gpu`, then
 the `cuda` target) and registers the `torch.library.custom_op` `NAME`, whose
 tensors are ONE rank's buffers in the order of the host entry's ABI
-(docs/gpu.md, "The ABI of a host entry"): the lowered function's arguments at
+(docs/gpu/cuda.md, "The ABI of a host entry"): the lowered function's arguments at
 their per-rank shapes, updated parameters mutated in place, results returned.
 
 - CUDA: the process is one rank of a `torch.distributed` group (one process
@@ -178,7 +178,7 @@ def runtime_constant(name: str) -> int:
 
 @cache
 def context_struct() -> type[ctypes.Structure]:
-    """`struct coco_context` of coco_runtime.h (docs/gpu.md, "The ABI of a host
+    """`struct coco_context` of coco_runtime.h (docs/gpu/cuda.md, "The ABI of a host
     entry"); tests/unit/frameworks checks its layout against the header."""
     streams = runtime_constant("COCO_MAX_STREAMS")
     events = runtime_constant("COCO_MAX_EVENTS")
@@ -234,7 +234,7 @@ def enqueue(lib: ctypes.CDLL, entry: str, context: int, tensors: Sequence[Any]) 
 
 
 def _query(lib: ctypes.CDLL, name: str, restype: Any = ctypes.c_int) -> int:
-    """A module query of the built library (docs/gpu.md, "The ABI of a host
+    """A module query of the built library (docs/gpu/cuda.md, "The ABI of a host
     entry"): `coco_world_size`, `coco_event_count` (`int`), ..."""
     function = getattr(lib, name)
     function.restype = restype
@@ -591,7 +591,7 @@ class CocoOp:
         self, gathered: list[list[np.ndarray]], rank: int
     ) -> dict[str, np.ndarray]:
         """This rank's outputs by the lowered CUDA C under the CPU emulation
-        (docs/gpu.md §3), every rank's buffers fed as they are."""
+        (docs/gpu/emulation.md), every rank's buffers fed as they are."""
         from coconet_ir.backend.emu import EntryCall, compile_emulated, run_emulated
 
         args = [

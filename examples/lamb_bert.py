@@ -33,9 +33,9 @@ does the same for every tensor at once: ONE `coco.fusion` per tensor holding
 reduce_scatter -> moments -> both norms' slice sums and scalar all_reduces
 -> update -> all_gather. `coco-optimize` gives the same regions, and
 `convert-coco-to-gpu` makes each ONE cooperative kernel launch: 391 launches
-per step for BERT-large, no NCCL call (docs/gpu.md, "Reductions inside a
+per step for BERT-large, no NCCL call (docs/gpu/fused.md, "Reductions inside a
 fused kernel"), of 8 kernels, one per distinct tensor shape: each launch
-passes its tensor's signal slots (docs/gpu.md, "Kernels").
+passes its tensor's signal slots (docs/gpu/device.md, "Kernels").
 
 Run: `python examples/lamb_bert.py` prints the model's size and what the
 schedule makes of it; `--layers 2 --hidden 64 --ffn 256 --vocab 1000

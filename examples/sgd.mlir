@@ -1,4 +1,4 @@
-// Data-parallel SGD, the program of COCO_DIALECT.md section 1 (CoCoNet's
+// Data-parallel SGD, the program of docs/dialect.md, "Programs" (CoCoNet's
 // running example): every rank holds its own gradient %g (local); an
 // all_reduce sums them, then every rank applies w <- w - lr * sum.
 // Built in Python by examples/sgd.py.

@@ -96,7 +96,7 @@ class PipelineChannels:
         """Each function's stage number within its pipeline: its position, in
         module order, among the functions connected to it (0 for a function
         that is a pipeline of its own). Rank `r` of stage `s` is global rank
-        `s * N + r` of a pipeline's communicator (docs/gpu.md §2)."""
+        `s * N + r` of a pipeline's communicator (docs/gpu/cuda.md)."""
         edges = [(c.source, c.dest) for c in self.ends.values()]
         return stage_indices(self.functions, edges)
 

@@ -1,6 +1,6 @@
 """What a device-level program does per call, predicted from its IR: kernel
 launches and the bytes each rank sends to each other rank, per stream
-(docs/gpu.md, "Exact counts").
+(docs/gpu/emulation.md, "Proof and exact counts").
 
 The emulator measures the same numbers (`coconet-run --backend emu --stats`)
 and the tests require the two to agree exactly. The conventions:

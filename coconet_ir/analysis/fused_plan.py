@@ -1,5 +1,5 @@
 """The shape of a fused collective: what one fused kernel computes for a
-`coco.fusion` holding reduce_scatters (docs/gpu.md, "The fused all-reduce
+`coco.fusion` holding reduce_scatters (docs/gpu/fused.md, "The fused all-reduce
 kernel").
 
 A fusion the kernel handles is, in body order:
@@ -20,7 +20,7 @@ Slice reductions cut the per-element work into *stages* (`FusedPlan.stage`):
 stage 0 is everything computed from the reduce_scatters and the inputs; an
 all_reduce's scalar belongs to the stage after the one its partial is reduced
 in, and an op to the latest stage of its operands. Between two stages the
-kernel reduces every partial across its grid and across the ranks (docs/gpu.md,
+kernel reduces every partial across its grid and across the ranks (docs/gpu/fused.md,
 "Reductions inside a fused kernel").
 
 Every other operand comes from the fusion's inputs: a slice of the same type,

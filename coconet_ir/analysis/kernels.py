@@ -1,7 +1,7 @@
 """Which coco regions `convert-coco-to-gpu` lowers as one kernel: the
-tile-granular kernels of docs/gpu.md 5b (`tile_kernel_problem`, which
+tile-granular kernels of docs/gpu/tile-kernels.md (`tile_kernel_problem`, which
 coco-fuse-collective's `where_it_pays` rule and the lowering's plans check),
-the fused collective kernel of docs/gpu.md §5 (`FusedPlan`), an elementwise
+the fused collective kernel of docs/gpu/fused.md (`FusedPlan`), an elementwise
 chain. The cost model prices a `coco.fusion` by it (`one_kernel`)."""
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def rows(matmul: MatmulOp | BatchMatmulOp) -> int:
 def tile_kernel_problem(op: Operation, collective: Operation) -> str | None:
     """Why `convert-coco-to-gpu` has no tile-granular kernel for `op` and
     the collective consuming it, or None when it has one: the paper's three
-    operators in the layouts their kernels take (docs/gpu.md, 5b). The
+    operators in the layouts their kernels take (docs/gpu/tile-kernels.md). The
     lowering's plans check this, then what depends on the world size."""
     result = tensor_type(op.results[0])
     moved = tensor_type(collective.results[0])

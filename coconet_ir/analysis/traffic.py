@@ -1,5 +1,5 @@
 """Static prediction of the bytes a fused collective kernel moves between ranks
-(docs/gpu.md, "The fused all-reduce kernel"), to compare with what the
+(docs/gpu/fused.md, "The fused all-reduce kernel"), to compare with what the
 emulator measures.
 
 Per launch, rank `r` stores into each other rank `p`:

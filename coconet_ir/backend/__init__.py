@@ -1,1 +1,1 @@
-"""Backends: printers from the device level to source code (docs/gpu.md §2)."""
+"""Backends: printers from the device level to source code (docs/gpu/cuda.md)."""

@@ -47,13 +47,13 @@ from coconet_ir.dialects.coco.layout import chunk_type
 TRANSFER_LAUNCHES = 4
 """Launches of one per-peer block transfer besides the copy: the receiver's
 credit, the sender's wait and arrival signal, the receiver's arrival wait
-(one-thread flag kernels; docs/gpu.md, "Per-peer overlap")."""
+(one-thread flag kernels; docs/gpu/overlap.md, "Per-peer overlap")."""
 
 STREAMS = {COMPUTE: "compute", COMMUNICATION: "communication"}
 """The stream each kind of work runs on."""
 PARTIALS_STREAM = "partials"
 """A per-peer region pushes partial sums on a stream of their own, so that
-the next block's copy need not wait behind them (docs/gpu.md)."""
+the next block's copy need not wait behind them (docs/gpu/overlap.md)."""
 
 
 @dataclass(frozen=True)
@@ -187,7 +187,7 @@ class Coster:
         (`analysis.costs.fusion_work`), overlapped with its collectives.
         These move what NCCL's rings would, but by stores into peers' buffers
         and signals: a hop of latency per wait (`signal_phases`), not a
-        ring's (docs/gpu.md §5)."""
+        ring's (docs/gpu/fused.md)."""
         body = list(op.block.ops)
         if not one_kernel(op, self.world):
             # lowered op by op (NCCL calls and kernels, one after another)

@@ -1,6 +1,6 @@
 """The `coco_gpu` dialect: what MLIR's upstream `gpu` dialect lacks for coco.
 
-The device level of docs/gpu.md §1. Kernels and launches are upstream
+The device level of docs/gpu/device.md. Kernels and launches are upstream
 (`gpu.module`, `gpu.func`, `gpu.launch_func`, `memref`, `arith`, `scf`,
 `math`); this dialect adds only the collective-communication library calls
 (NCCL), the matmul library call (cuBLAS), cross-stream events, launch sizing,
@@ -89,7 +89,7 @@ sends (`coconet_ir.analysis.costs`), what the benchmark main reports."""
 
 
 def stream_of(op: Operation) -> int:
-    """The stream `op` runs on (docs/gpu.md §1)."""
+    """The stream `op` runs on (docs/gpu/device.md)."""
     attr = op.attributes.get(STREAM_ATTR)
     return attr.value.data if isinstance(attr, IntegerAttr) else 0
 
@@ -136,7 +136,7 @@ class PeersType(ParametrizedAttribute, TypeAttribute):
 
 class NcclCollectiveOp(IRDLOperation):
     """A NCCL collective from `input` into `output` on the stage's
-    communicator (docs/gpu.md §2). The base of the collectives: their buffers,
+    communicator (docs/gpu/cuda.md). The base of the collectives: their buffers,
     their assembly format and their builder."""
 
     input = operand_def(MemRefType)
@@ -284,7 +284,7 @@ class PeerCopyOp(IRDLOperation):
     mapped memory, `cudaMemcpyAsync` on the op's stream; the emulation counts
     its bytes as traffic from this rank to that peer). The peer must have
     said the target is free, and is told it has arrived, by signals
-    (docs/gpu.md, "Per-peer overlap")."""
+    (docs/gpu/overlap.md, "Per-peer overlap")."""
 
     name = "coco_gpu.peer_copy"
     source = operand_def(MemRefType)

@@ -8,7 +8,7 @@ a kernel with a `kernel` *property* where MLIR uses the discardable attribute
 what mlir-opt prints. This module subclasses the three ops (same names, same
 fields) with MLIR 22's custom syntax and MLIR's kernel marker, and `GPU` is
 xDSL's dialect with them swapped in. `coconet-opt` and `ir.make_context` load
-it in place of xDSL's (plain `xdsl-opt` keeps xDSL's own); docs/gpu.md §4.
+it in place of xDSL's (plain `xdsl-opt` keeps xDSL's own); docs/gpu/mlir.md.
 
     gpu.module @kernels {
       gpu.func @k(%n: index, %x: memref<4xf32>) kernel attributes {...} {...}

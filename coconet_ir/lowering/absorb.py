@@ -1,5 +1,5 @@
 """Before a `coco.fusion` becomes one kernel, it takes in the elementwise ops
-that only feed it (docs/gpu.md §1, "Kernels").
+that only feed it (docs/gpu/device.md, "Kernels").
 
 After `coco-optimize`, the scalar bookkeeping of an optimizer (`1 - beta1`,
 `beta1 * m`, the constants) is computed outside the fusion that uses it; each

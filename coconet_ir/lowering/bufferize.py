@@ -1,5 +1,5 @@
 """Bufferization for convert-coco-to-gpu: per-rank buffers of coco values
-(docs/gpu.md §1, "Bufferization").
+(docs/gpu/device.md, "Bufferization").
 
 A `!coco.tensor<SHAPE x T, LAYOUT>` lives on each rank as the buffer
 `memref<LOCAL_SHAPE x T>`: the global shape for `replicated` and `local`, the

@@ -1,4 +1,4 @@
-"""convert-coco-to-gpu: coco programs to the device level (docs/gpu.md §1).
+"""convert-coco-to-gpu: coco programs to the device level (docs/gpu/device.md).
 
 Every function becomes a host `func.func` on per-rank buffers
 (`coconet_ir.lowering.bufferize`): its coco arguments become memrefs, its
@@ -408,7 +408,7 @@ def lower_reduction(
     kind: str,
 ) -> None:
     """`op` → a reduction kernel over `dims` (None: all, a norm) of its
-    operand's per-rank buffer (docs/gpu.md, "Reductions")."""
+    operand's per-rank buffer (docs/gpu/device.md, "Reductions")."""
     host, (source,), out = lowering.operands_and_result(op, [op.operand])
     shape = local_shape(tensor_of(op.operand), lowering.world)
     norm = dims is None
@@ -1034,7 +1034,7 @@ def remaining_coco(module: ModuleOp) -> Iterator[Operation]:
 @dataclass(frozen=True)
 class ConvertCocoToGpu(ModulePass):
     """Lower a coco module to per-rank buffers, kernels in a `gpu.module`,
-    NCCL and cuBLAS calls (docs/gpu.md §1)."""
+    NCCL and cuBLAS calls (docs/gpu/device.md)."""
 
     name = "convert-coco-to-gpu"
 
@@ -1046,7 +1046,7 @@ class ConvertCocoToGpu(ModulePass):
 
     fused_chunk: int = DEFAULT_CHUNK_ELEMENTS
     """Elements of a rank's slice per pipelined chunk of a fused collective
-    kernel (docs/gpu.md §5)."""
+    kernel (docs/gpu/fused.md)."""
 
     def resolve_world(self, module: ModuleOp) -> int:
         declared = declared_world_size(module)

@@ -1,5 +1,5 @@
 """`coco.embedding` on the device: the pooled lookup of one output element,
-and the op-by-op kernel (docs/gpu.md, "Embedding").
+and the op-by-op kernel (docs/gpu/device.md, "Embedding").
 
 Rank `r` computes its block `[T', B', D']` of the result from the tables and
 indices it holds (`EmbeddingLookup`): element `(t, b, d)` loops over the bag's

@@ -1,6 +1,6 @@
 """The fused collective kernel: a `coco.fusion` holding reduce_scatter(s),
 elementwise compute on the slices and all_gather(s) (CoCoNet's fused
-all-reduce), or sends of the slices, becomes ONE `gpu.func` (docs/gpu.md, "The
+all-reduce), or sends of the slices, becomes ONE `gpu.func` (docs/gpu/fused.md, "The
 fused all-reduce kernel").
 
 The kernel is a two-shot push over peer pointers into symmetric buffers, with
@@ -253,7 +253,7 @@ class FusedKernel:
     The first of its signal slots (`slots`) and its dropouts' seeds are
     kernel arguments, not constants: the kernel is the same for every fusion
     computing the same thing on the same types (every parameter of a shape),
-    and the lowering builds it once (docs/gpu.md, "Symmetric buffers and
+    and the lowering builds it once (docs/gpu/fused.md, "Symmetric buffers and
     signal slots")."""
 
     plan: FusedPlan
@@ -332,7 +332,7 @@ class FusedKernel:
         """Elements per vector access: 16 bytes of the widest element the
         kernel moves, if every chunk and every row of a slice is a whole
         number of vectors (so vectors never straddle a chunk or a row); else
-        1 (docs/gpu.md §5, "Vector accesses")."""
+        1 (docs/gpu/fused.md, "Vector accesses")."""
         g = self.plan.geometry
         widest = max(
             element_info(t.element_type).storage.itemsize
@@ -720,7 +720,7 @@ class FusedKernel:
         """The body ops stage `stage` computes per element: those its
         outputs, gathers and slice reductions need, back to the inputs, the
         scalars of completed reductions and the values of earlier stages
-        stored in a buffer (docs/gpu.md, "Reductions inside a fused
+        stored in a buffer (docs/gpu/fused.md, "Reductions inside a fused
         kernel")."""
         plan = self.plan
         needed: set[SSAValue] = {
@@ -838,7 +838,7 @@ class FusedKernel:
         return self.shared_buffers[t]
 
     def complete_reductions(self, b: Builder, stage: int) -> None:
-        """The boundary after stage `stage` (docs/gpu.md, "Reductions inside a
+        """The boundary after stage `stage` (docs/gpu/fused.md, "Reductions inside a
         fused kernel"), as top-level steps every block takes in order:
 
         1. each block combines its threads' accumulators (`block_reduce`);

@@ -1,5 +1,5 @@
 """The values a function's host code shares, each made once, at the top of the
-function (docs/gpu.md §1, "Host values").
+function (docs/gpu/device.md, "Host values").
 
 The lowering of a model's thousands of coco ops asks, thousands of times, for
 the same few values: the constants of its launches (`1`, the block size, the

@@ -1,6 +1,6 @@
 """Kernels for convert-coco-to-gpu: the `gpu.module`, kernel functions,
 grid-stride loops, launches, element indices and the scalar code of every
-elementwise coco op (docs/gpu.md §1, "Kernels").
+elementwise coco op (docs/gpu/device.md, "Kernels").
 
 The pieces other lowerings reuse:
 
@@ -1084,7 +1084,7 @@ def reduce_kernel(
     square root at the end (a norm). When each output reduces at least a
     block's worth of elements, a block computes each output (its threads
     stride over the elements, then `block_reduce`); otherwise a thread does
-    (docs/gpu.md, "Reductions")."""
+    (docs/gpu/device.md, "Reductions")."""
     host, kernels, threads, name = site
     kept = [d for d in range(len(shape)) if d not in dims]
     kept_shape = tuple(shape[d] for d in kept)

@@ -1,4 +1,4 @@
-"""The two-stream lowering of `coco.overlap chunks = K` (docs/gpu.md, "Overlap").
+"""The two-stream lowering of `coco.overlap chunks = K` (docs/gpu/overlap.md).
 
 CoCoNet's chunked overlap: the region's body runs once per chunk, the chunks
 unrolled on the host (K is small and static, so launches and bytes can be

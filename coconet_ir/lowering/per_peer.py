@@ -1,4 +1,4 @@
-"""The lowering of `coco.shift` and `coco.per_peer` (docs/gpu.md, "Per-peer
+"""The lowering of `coco.shift` and `coco.per_peer` (docs/gpu/overlap.md, "Per-peer
 overlap").
 
 Both move whole blocks between ranks by **transfers**: transfer `t` brings

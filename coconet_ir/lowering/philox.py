@@ -8,7 +8,7 @@ and a few `arith.xori`, so a dropout kernel stays upstream-only. The seed is
 either a compile-time integer (the key schedule is folded into constants) or
 an `i64` value, a kernel argument (the round keys are `arith.addi`s of the
 key words, wrapping as Philox's do), so that one kernel serves dropouts that
-differ only in their seed (docs/gpu.md, "Kernels"). `keep = u >= p` is
+differ only in their seed (docs/gpu/device.md, "Kernels"). `keep = u >= p` is
 decided on integers: `out[0] >> 8 >= ceil(p * 2^24)` (exact, as `u` is a
 multiple of 2^-24), the same mask as the interpreter's
 (coconet_ir/interpreter/philox.py).

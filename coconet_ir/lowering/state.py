@@ -1,5 +1,5 @@
 """The state of one convert-coco-to-gpu conversion and the helpers its
-patterns and region lowerings share (docs/gpu.md §1).
+patterns and region lowerings share (docs/gpu/device.md).
 
 `Lowering` holds what the patterns of one conversion share: the world size,
 the launch width, the kernel module, where each value's buffer must be

@@ -1,4 +1,4 @@
-"""Tile-granular fused computation-collective kernels (docs/gpu.md, "Fused
+"""Tile-granular fused computation-collective kernels (docs/gpu/tile-kernels.md, "Fused
 computation-collective operators"): a `coco.fusion` of a producer and the
 collective consuming it (what `coco-fuse-collective` builds) becomes ONE
 kernel whose blocks store each tile they finish straight into the rank that
@@ -9,7 +9,7 @@ communication (Punniyamurthy et al., 2023).
 
 Built: embedding + all_to_all (below), GEMV + all_reduce (`GemvAllReduce`:
 a two-shot all-reduce whose first shot is computed tile by tile) and GEMM +
-all_to_all (`GemmAllToAll`: a mixture of experts' combine); docs/gpu.md, 5b.
+all_to_all (`GemmAllToAll`: a mixture of experts' combine); docs/gpu/tile-kernels.md.
 Each plan (`TilePlan`) says whether a fusion is its kernel's
 (`fuse_collective.tile_kernel_problem`, then what depends on the world
 size), and `lower_tiles` builds the host side of any of them.
@@ -436,7 +436,7 @@ sits in the receive buffer and the output."""
 
 @dataclass
 class AllToAllTiles:
-    """The exchange both all_to_all tile kernels share (docs/gpu.md, 5b):
+    """The exchange both all_to_all tile kernels share (docs/gpu/tile-kernels.md):
     `per_peer` tiles of `tile` elements for each destination; signal slots
     READY (one per source), then TILE (per source and tile) from the
     kernel's first slot `slots`; destinations `r+1, r+2, ..., r` (own part
@@ -816,7 +816,7 @@ class GemmAllToAll(AllToAllPlan[MatmulOp | BatchMatmulOp]):
 
     def build(self, lowering: Lowering, name: str) -> gpu.FuncOp:
         """The GEMM + all_to_all kernel, its signal slots from its argument
-        `slots` (READY, then TILE; docs/gpu.md, 5b)."""
+        `slots` (READY, then TILE; docs/gpu/tile-kernels.md)."""
         plan = self
         world = plan.world
         depth, cols, chunk = plan.depth, plan.columns, plan.chunk

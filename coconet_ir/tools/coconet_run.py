@@ -472,7 +472,7 @@ def stats_report(result: EmulationResult) -> str:
 def stream_lines(stats: EmulatorStats, stage: int) -> list[str]:
     """Per rank of `stage`, the GEMMs and peer copies each stream ran (event
     numbers: an order, not times), and how many of its GEMMs had a copy into
-    or out of the rank in flight at the same time (docs/gpu.md §3,
+    or out of the rank in flight at the same time (docs/gpu/emulation.md,
     "Timeline")."""
     ranks = stats.stage_ranks(stage)
     lines: list[str] = []
@@ -510,7 +510,7 @@ def stream_lines(stats: EmulatorStats, stage: int) -> list[str]:
 
 def timeline_lines(stats: EmulatorStats, stage: int) -> list[str]:
     """The first call's launch of each tile kernel, rank by rank: when its
-    first remote store and its last computed tile happened (docs/gpu.md §3,
+    first remote store and its last computed tile happened (docs/gpu/emulation.md,
     "Timeline")."""
     ranks = stats.stage_ranks(stage)
     first_call: dict[tuple[str, int], LaunchTimeline] = {}

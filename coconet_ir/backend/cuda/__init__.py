@@ -1,4 +1,4 @@
-"""The `cuda` target: the device level printed as CUDA C (docs/gpu.md §2)."""
+"""The `cuda` target: the device level printed as CUDA C (docs/gpu/cuda.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The CUDA C spelling of the device level's types and the library enums
-(NCCL, cuBLAS) that go with them (docs/gpu.md §2)."""
+(NCCL, cuBLAS) that go with them (docs/gpu/cuda.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Build an emitted `.cu` for real GPUs and run its entries (docs/gpu.md §6).
+"""Build an emitted `.cu` for real GPUs and run its entries (docs/gpu/running.md).
 
 The GPU twin of `coconet_ir.backend.emu`: `compile_gpu` builds the source
 with nvcc into a shared library with the GPU harness (coco_gpu_harness.h,

@@ -1,4 +1,4 @@
-"""The device level through real MLIR (docs/gpu.md §4).
+"""The device level through real MLIR (docs/gpu/mlir.md).
 
 `upstream_kernels(module)` keeps, of a device-level module, the kernels whose
 bodies use only upstream ops and types (gpu, arith, scf, memref, math, cf):

@@ -14,14 +14,14 @@ from coconet_ir.backend.cuda.printer import CudaPrinter
 
 @dataclass(frozen=True)
 class CudaTarget(Target):
-    """Prints a device-level module (docs/gpu.md §1) as one `.cu` file against
-    `coco_runtime.h` (docs/gpu.md §2)."""
+    """Prints a device-level module (docs/gpu/device.md) as one `.cu` file against
+    `coco_runtime.h` (docs/gpu/cuda.md)."""
 
     name = "cuda"
 
     main: bool = False
     """Also print the standalone benchmark: an `int main(int argc, char
-    **argv)` (under nvcc, with the GPU harness; docs/gpu.md §6)."""
+    **argv)` (under nvcc, with the GPU harness; docs/gpu/running.md)."""
 
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
         CudaPrinter(stream=output, main=self.main).print(module)

@@ -1,5 +1,5 @@
 """Where nvcc, the CUDA headers and the NCCL/cuBLAS wheels are, and the nvcc
-command line an emitted `.cu` compiles with (docs/gpu.md §2).
+command line an emitted `.cu` compiles with (docs/gpu/cuda.md).
 
 NCCL and cuBLAS come from the `nvidia-nccl-cu13` and `nvidia-cublas` wheels
 (the `cuda` extra); their `include`/`lib` directories are found through the
@@ -115,7 +115,7 @@ def nvcc_command(
     into `out`: an object file (`-c`), or with `shared` a shared library, or
     with `executable` a program (a file printed with `-t 'cuda{main=true}'`),
     both linked against NCCL and cuBLAS. `harness` compiles the real-GPU
-    harness in (`-include coco_gpu_harness.h`, docs/gpu.md §6); `optimize`
+    harness in (`-include coco_gpu_harness.h`, docs/gpu/running.md); `optimize`
     adds `-O3`."""
     compiler = nvcc()
     command = [str(compiler or "nvcc"), f"-arch={arch}", *NVCC_FLAGS]
@@ -136,7 +136,7 @@ def nvcc_command(
 
 def _main(argv: list[str] | None = None) -> int:
     """`python -m coconet_ir.backend.cuda.toolchain`: print the nvcc command
-    (or its flags) that builds an emitted `.cu` (docs/gpu.md §6)."""
+    (or its flags) that builds an emitted `.cu` (docs/gpu/running.md)."""
     import argparse
     import shlex
 

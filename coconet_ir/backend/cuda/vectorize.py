@@ -1,4 +1,4 @@
-"""Vectorized grid-stride loops (docs/gpu.md §2, "Vectorization").
+"""Vectorized grid-stride loops (docs/gpu/cuda.md, "Vectorization").
 
 A kernel whose body is the lowering's grid-stride elementwise loop
 

@@ -1,4 +1,4 @@
-"""The CPU emulation of the emitted CUDA C (docs/gpu.md §3): build a `.cu`
+"""The CPU emulation of the emitted CUDA C (docs/gpu/emulation.md): build a `.cu`
 with g++ against `coco_emu.h`, run its entries on a world of ranks in a
 subprocess, read back outputs and statistics."""
 

@@ -20,7 +20,7 @@ from entry_args import c_scalar  # a sibling: this script runs by path
 
 
 def c_argument(value: object) -> ctypes._SimpleCData:
-    """An entry argument as ctypes passes it (docs/gpu.md §3): an array as
+    """An entry argument as ctypes passes it (docs/gpu/emulation.md): an array as
     its (host, hence device) pointer, a scalar by value."""
     if isinstance(value, np.ndarray):
         if not value.flags.c_contiguous or not value.flags.writeable:
@@ -31,7 +31,7 @@ def c_argument(value: object) -> ctypes._SimpleCData:
 
 def needed(lib: ctypes.CDLL, query: str) -> int:
     """What the emitted code says it needs (`coco_symmetric_bytes()`,
-    `coco_signal_slots()`; docs/gpu.md §2), 0 if the library has no such
+    `coco_signal_slots()`; docs/gpu/cuda.md), 0 if the library has no such
     query: a world is never made smaller than its kernels address."""
     function = getattr(lib, query, None)
     if function is None:

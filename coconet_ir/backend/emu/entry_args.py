@@ -1,4 +1,4 @@
-"""How an entry's scalar arguments cross ctypes (docs/gpu.md §3), for the
+"""How an entry's scalar arguments cross ctypes (docs/gpu/emulation.md), for the
 emulation's child process and the GPU runner alike.
 
 numpy and ctypes only: `_child.py` runs by path, outside the package, and

@@ -48,7 +48,7 @@ class EmulationError(CocoError):
 class EntryCall:
     """One call of the `extern "C"` entry `entry` on every rank of `stage`.
 
-    `args[r]` holds rank `r`'s arguments in ABI order (docs/gpu.md §2: the
+    `args[r]` holds rank `r`'s arguments in ABI order (docs/gpu/cuda.md: the
     function's arguments, then its out-parameters), without the context.
     `outputs` names the arguments to read back after the run: name → index
     into `args[r]`. The same array object passed to several calls is the same
@@ -132,7 +132,7 @@ def run_emulated(
     Every rank runs, on its own thread, the calls of its stage in order
     (entries only enqueue work), then synchronizes its streams. Returns the
     outputs (name → one array per rank of the call's stage) and the
-    statistics (docs/gpu.md §3). `watchdog` sets COCO_EMU_TIMEOUT (seconds)
+    statistics (docs/gpu/emulation.md). `watchdog` sets COCO_EMU_TIMEOUT (seconds)
     in the child; `timeout` bounds the whole run."""
     library = Path(library)
     checked = check_calls(world, num_stages, calls)

@@ -5,7 +5,7 @@
 // RUN: filecheck %s < %t.ptx
 // RUN: %ptxas -arch=sm_90 %t.ptx -o %t.cubin
 // Kernels made of upstream ops go through real MLIR's own NVVM pipeline to PTX
-// that ptxas assembles (docs/gpu.md §4): `-t upstream-kernels` keeps them (the
+// that ptxas assembles (docs/gpu/mlir.md): `-t upstream-kernels` keeps them (the
 // kernel that uses coco_gpu ops is left out) in the generic form, mlir-opt 22
 // lowers them (math ops link libdevice from the CUDA toolkit), and ptxas
 // -arch=sm_90 assembles the PTX.

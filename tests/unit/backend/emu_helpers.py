@@ -34,7 +34,7 @@ def kernels_source() -> str:
 
 def ring_bytes(kind: str, n: int, payload: int, root: int = 0) -> np.ndarray:
     """The bytes[src][dst] matrix (one stream) the emulation counts for one
-    NCCL collective on `n` ranks (docs/gpu.md §3): `payload` is the
+    NCCL collective on `n` ranks (docs/gpu/emulation.md): `payload` is the
     all-reduce/broadcast message, the reduce-scatter input, the all-gather
     output."""
     expected = np.zeros((n, n), dtype=np.int64)

@@ -1,4 +1,4 @@
-"""The `cuda` target (docs/gpu.md §2): every op family prints, the printed files
+"""The `cuda` target (docs/gpu/cuda.md): every op family prints, the printed files
 compile with nvcc for sm_90 and sm_80 without a warning, and no kernel spills.
 
 The FileCheck inputs under tests/filecheck/backend/cuda/ are the op families;

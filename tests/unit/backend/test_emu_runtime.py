@@ -1,4 +1,4 @@
-"""The CPU emulation of coco_runtime.h (docs/gpu.md §3), through the driver:
+"""The CPU emulation of coco_runtime.h (docs/gpu/emulation.md), through the driver:
 hand-written kernels and entries (cuda/runtime_kernels.cu) built with g++ and
 run on worlds of 2, 4 and 8 ranks, against numpy."""
 

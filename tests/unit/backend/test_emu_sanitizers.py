@@ -1,6 +1,6 @@
 """The emulation under ThreadSanitizer and AddressSanitizer: flag ping-pong
 between blocks, streams and ranks, and every NCCL call, three runs back to back
-with no report (docs/gpu.md §3). Kept small: tsan slows threads down a lot."""
+with no report (docs/gpu/emulation.md). Kept small: tsan slows threads down a lot."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The proof of the lowering (docs/gpu.md, "Proof"): every example, optimized
+"""The proof of the lowering (docs/gpu/emulation.md, "Proof"): every example, optimized
 by `coco-optimize` and by each single transformation, lowered, printed as
 CUDA C and run under the CPU emulation, gives the reference interpreter's
 results on the ORIGINAL program; the emulator's launch and byte counts equal

@@ -1,4 +1,4 @@
-"""Reductions and norms on the CPU emulation (docs/gpu.md, "Reductions"):
+"""Reductions and norms on the CPU emulation (docs/gpu/device.md, "Reductions"):
 a block per output (strided partials, then a shared-memory tree) when each
 output reduces at least a block's worth of elements, a thread per output
 otherwise; both give the interpreter's results, for block sizes that are

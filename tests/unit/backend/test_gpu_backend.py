@@ -1,4 +1,4 @@
-"""The real-GPU backend (docs/gpu.md §6): the harness header and every
+"""The real-GPU backend (docs/gpu/running.md): the harness header and every
 example's printed `.cu` build with the harness (`-include coco_gpu_harness.h`) into
 shared libraries
 that link against the NCCL and cuBLAS wheels and load; the benchmark main of

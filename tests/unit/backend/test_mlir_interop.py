@@ -1,4 +1,4 @@
-"""MLIR interop (docs/gpu.md §4): the gpu syntax is MLIR's, `upstream_kernels`
+"""MLIR interop (docs/gpu/mlir.md): the gpu syntax is MLIR's, `upstream_kernels`
 keeps the kernels mlir-opt's NVVM pipeline takes, `ptx_of` reads PTX back.
 The mlir-opt and ptxas runs themselves are lit tests
 (tests/filecheck/mlir-compat/gpu-*.mlir)."""

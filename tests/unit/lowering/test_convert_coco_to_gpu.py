@@ -22,7 +22,7 @@ FUSED_OPS = (
     "coco_gpu.wait_signal",
     "coco_gpu.count_peer_bytes",
     "coco_gpu.tile_computed",
-    "vector.",  # 16-byte accesses (docs/gpu.md §5)
+    "vector.",  # 16-byte accesses (docs/gpu/fused.md)
 )
 
 

@@ -27,7 +27,7 @@ def test_lowered_example_matches_the_interpreter(name: str, optimize: bool, worl
 def test_fused_kernels_scalar_loops(name: str, monkeypatch: pytest.MonkeyPatch):
     """With buffers that do not start at a multiple of 16 bytes, the fused
     kernels run their scalar loops instead of the vector ones, with the same
-    results (docs/gpu.md §5, "Vector accesses")."""
+    results (docs/gpu/fused.md, "Vector accesses")."""
     monkeypatch.setattr(device_eval, "POINTER_OFFSET", 4)
     check_example(name, True, 4)
 

@@ -200,7 +200,7 @@ def layers_program(rows: tuple[int, ...], seeds: tuple[int, ...]) -> ModuleOp:
 @pytest.mark.parametrize("world", [2, 4, 8])
 def test_fusions_of_one_form_share_a_kernel(world: int):
     """Layers that compute the same on the same types launch one kernel, each
-    launch with its own signal slots and seed (docs/gpu.md, "Symmetric
+    launch with its own signal slots and seed (docs/gpu/fused.md, "Symmetric
     buffers and signal slots"): bit-identical to the interpreter over three
     back-to-back calls, so every layer drew its own dropout mask."""
     module = layers_program((2, 2, 4, 2), (11, 12, 13, 14))

@@ -2,7 +2,7 @@
 they compile, use libcu++'s system-scope atomics, spill nothing, and need few
 enough registers that the capped grid (COCO_BLOCKS_PER_SM = 4 blocks of 256
 threads per SM) is resident, which the kernel's spin-waits require
-(docs/gpu.md §5, Limits)."""
+(docs/gpu/fused.md, "Limits")."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ func.func @half(%g: !coco.tensor<4096xf16, local>, %w: !coco.tensor<4096xf16, re
 @pytest.mark.parametrize("name", ["sgd", "megatron", "adam", "lamb", "half"])
 def test_fused_kernels_move_16_bytes_per_access(name: str, tmp_path: Path):
     """The fused kernels' element loops load and store 16 bytes at a time
-    (docs/gpu.md §5, "Vector accesses"): nvcc emits ld/st.global.v4 (4
+    (docs/gpu/fused.md, "Vector accesses"): nvcc emits ld/st.global.v4 (4
     floats, or 8 halves as 4 words) for the pushes into peers' scratch, the
     reduction's reads, the stores of results to every peer and the gather
     copies."""

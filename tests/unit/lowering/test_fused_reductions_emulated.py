@@ -1,4 +1,4 @@
-"""Fused kernels with slice reductions (docs/gpu.md, "Reductions inside a
+"""Fused kernels with slice reductions (docs/gpu/fused.md, "Reductions inside a
 fused kernel"): LAMB as one cooperative launch, and a three-boundary program
 with max, sum and min reductions, run under the CPU emulation on N ranks,
 three calls back to back, against the interpreter; the bytes each rank stores

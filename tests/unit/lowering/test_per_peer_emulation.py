@@ -1,5 +1,5 @@
 """`coco.per_peer` and `coco.shift` through convert-coco-to-gpu, the CUDA
-target and the CPU emulation (coconet_ir/lowering/per_peer.py; docs/gpu.md,
+target and the CPU emulation (coconet_ir/lowering/per_peer.py; docs/gpu/overlap.md,
 "Per-peer overlap"): after `coco-overlap{per_peer=true}` the three programs
 (all_gather -> matmul -> gelu, matmul -> reduce_scatter, and the
 sequence-parallel MLP with both) equal the interpreter on 2, 4 and 8 ranks,
@@ -240,8 +240,8 @@ def test_three_calls_back_to_back_are_thread_sanitizer_clean():
 def test_the_copy_of_step_s_plus_1_is_in_flight_before_the_gemm_of_step_s_ends():
     """On every rank, for every step s >= 1, the peer copy bringing step
     s+1's block (issued by rank r + s + 1 on its stream 1) starts before the
-    rank's gemm of step s ends (event numbers of one counter, docs/gpu.md
-    §3). Step 0 is left out: its gemm, on the rank's own block, starts at
+    rank's gemm of step s ends (event numbers of one counter, docs/gpu/emulation.md,
+    "Timeline"). Step 0 is left out: its gemm, on the rank's own block, starts at
     once while the first copy waits for its credit to travel, so its margin
     is the smallest (thread starts and polls on a loaded two-core machine
     can take as long as that gemm)."""

@@ -407,7 +407,7 @@ def test_the_timeline_shows_communication_before_computation_ends(program: str):
 @pytestmark_emulation
 def test_only_tile_kernels_have_a_timeline():
     """A fused all-reduce kernel stores into its peers but marks no tiles:
-    the emulator keeps no timeline for it (docs/gpu.md §3)."""
+    the emulator keeps no timeline for it (docs/gpu/emulation.md)."""
     from helpers import example
 
     from coconet_ir.emulate import emulate as emulate_program

@@ -1,6 +1,6 @@
 """Every pass alone, and the schedules built from them, on every example: the
 program after computes what the program before computed, on 2, 4 and 8 ranks
-(COCO_DIALECT.md §8), and still verifies."""
+(docs/interpreter.md, "Equivalence"), and still verifies."""
 
 
 import pytest

@@ -7,7 +7,7 @@ the pipeline to a clone, and checks that
   transform, so any error on these programs is a bug;
 - the result verifies;
 - the interpreter finds the result equivalent to the original
-  (COCO_DIALECT.md section 8) on 2, 4 and 8 ranks, within a tolerance set by
+  (docs/interpreter.md, "Equivalence") on 2, 4 and 8 ranks, within a tolerance set by
   the program's element types (reassociated sums round differently).
 
 A failure prints the minimized program (`program=...`), the pipeline, the world

@@ -1,4 +1,4 @@
-// coco_emu.h — the CPU emulation of what coco_runtime.h offers (docs/gpu.md §3).
+// coco_emu.h — the CPU emulation of what coco_runtime.h offers (docs/gpu/emulation.md).
 //
 // g++ -std=c++20 -pthread. The ranks of a world are threads of one process;
 // device memory is host memory. Every stream is a worker thread with a FIFO
@@ -575,7 +575,7 @@ struct cublasContext {
 
 namespace coco_emu {
 
-// The timeline of one kernel launch on one rank (docs/gpu.md §3): the
+// The timeline of one kernel launch on one rank (docs/gpu/emulation.md): the
 // sequence numbers, on one process-wide counter, of its blocks' "tile
 // computed" marks and of their stores into peers (`count_peer_bytes`, issued
 // right after a tile's stores). Two events of one thread are numbered in
@@ -607,7 +607,7 @@ inline thread_local launch_timeline *current_launch = nullptr;  // in kernel thr
 
 // A stream-level event of the timeline: one GEMM or copy a stream worker ran,
 // with the numbers (same counter as the tiles') of its start and its end
-// (docs/gpu.md §3, "Timeline"). `peer` is the rank a peer copy stored into
+// (docs/gpu/emulation.md, "Timeline"). `peer` is the rank a peer copy stored into
 // (global), -1 otherwise.
 struct stream_event {
   int rank = 0, stream = 0, peer = -1;  // rank: global
@@ -635,7 +635,7 @@ struct coco_emu_world {
   std::vector<std::unique_ptr<cublasContext>> blas;      // by global rank
   std::vector<char *> symmetric;                         // by global rank
   std::vector<uint64_t *> pads;                          // by global rank
-  // Statistics (docs/gpu.md §3).
+  // Statistics (docs/gpu/emulation.md).
   std::unique_ptr<std::atomic<uint64_t>[]> launches;    // [global][stream]
   std::unique_ptr<std::atomic<uint64_t>[]> nccl_calls;  // [global][stream]
   std::unique_ptr<std::atomic<uint64_t>[]> gemms;       // [global][stream]
@@ -1071,7 +1071,7 @@ inline void compute_collective_typed(std::vector<collective> &e) {
   }
 }
 
-// Bytes as NCCL's ring moves them (docs/gpu.md §3): each rank sends to the
+// Bytes as NCCL's ring moves them (docs/gpu/emulation.md): each rank sends to the
 // next rank of the ring (comm rank + 1 mod N).
 inline void count_collective(comm_group &g, std::vector<collective> &e) {
   const int n = g.size();

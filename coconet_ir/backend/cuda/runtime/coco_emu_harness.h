@@ -1,4 +1,4 @@
-// coco_emu_harness.h — the emulation's harness (docs/gpu.md §3): create a world
+// coco_emu_harness.h — the emulation's harness (docs/gpu/emulation.md): create a world
 // of ranks, hand out their contexts, synchronize, read the statistics.
 // g++ only. Added to an emitted .cu by the emulation build
 // (coconet_ir.backend.emu.build force-includes it); it includes coco_runtime.h
@@ -126,7 +126,7 @@ COCO_EMU_EXPORT void coco_emu_stats_reset(coco_emu_world *w) {
   w->stream_event_count = 0;
 }
 
-// The statistics as JSON (docs/gpu.md §3) into buf (NUL-terminated, cut at
+// The statistics as JSON (docs/gpu/emulation.md) into buf (NUL-terminated, cut at
 // cap); returns the full length, like snprintf.
 COCO_EMU_EXPORT size_t coco_emu_stats_json(coco_emu_world *w, char *buf, size_t cap) {
   const int R = w->ranks, S = COCO_EMU_STREAMS;

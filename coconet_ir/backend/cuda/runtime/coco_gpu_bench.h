@@ -1,5 +1,5 @@
 // coco_gpu_bench.h — the standalone benchmark behind `-t 'cuda{main=true}'`
-// (docs/gpu.md §6), nvcc only. The printed file includes it, then defines
+// (docs/gpu/running.md), nvcc only. The printed file includes it, then defines
 // the table `coco_bench_entries` (every entry: name,
 // stage, arguments with their element kind and count, a caller, the
 // nccl-tests size and bus bytes of its collectives) and `main`, which calls
@@ -37,7 +37,7 @@
 
 #include "coco_gpu_harness.h"
 
-// What every printed module defines (docs/gpu.md §2): its world size and the
+// What every printed module defines (docs/gpu/cuda.md): its world size and the
 // symmetric workspace and signal slots a rank needs.
 extern "C" int coco_world_size(void);
 extern "C" size_t coco_symmetric_bytes(void);

@@ -1,4 +1,4 @@
-// coco_gpu_harness.h — the real-GPU harness (docs/gpu.md §6): create a world
+// coco_gpu_harness.h — the real-GPU harness (docs/gpu/running.md): create a world
 // of ranks in ONE process driving several GPUs, hand out their contexts,
 // synchronize, time, destroy. The GPU twin of coco_emu_harness.h.
 //

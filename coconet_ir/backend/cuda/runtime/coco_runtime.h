@@ -1,9 +1,9 @@
-// coco_runtime.h — what the CUDA C printed by coconet-ir may use (docs/gpu.md §2).
+// coco_runtime.h — what the CUDA C printed by coconet-ir may use (docs/gpu/cuda.md).
 //
 // Included first by every emitted .cu. Under nvcc (__CUDACC__) it includes the
 // CUDA runtime, fp16/bf16, NCCL, cuBLAS and libcu++'s <cuda/atomic>; under any
 // other C++20 compiler it includes coco_emu.h, the CPU emulation that runs the
-// ranks of a world as threads of one process (docs/gpu.md §3). The names below
+// ranks of a world as threads of one process (docs/gpu/emulation.md). The names below
 // are the same in both modes.
 //
 // The runtime headers, each including what it uses (an arrow: "includes"):
@@ -131,7 +131,7 @@ inline uint64_t next_epoch(coco_context *ctx) { return ++ctx->epoch; }
 // copy of the symmetric buffer `target` points into: on a GPU a copy-engine
 // copy over the peer's mapped memory (peer access is enabled between the
 // GPUs of a stage), in the emulation a stream task counted as bytes sent to
-// that rank (docs/gpu.md, "Per-peer overlap").
+// that rank (docs/gpu/overlap.md, "Per-peer overlap").
 template <class T>
 inline cudaError_t peer_copy(coco_context *ctx, T *target, const T *source, int to,
                              size_t bytes, cudaStream_t stream) {

@@ -1,6 +1,6 @@
 // RUN: coconet-opt %s -p 'convert-coco-to-gpu{world=4}' | filecheck %s
 // RUN: coconet-opt %s -p convert-coco-to-gpu -o %t.mlir && coconet-opt %t.mlir | filecheck %s --check-prefix=REPARSED
-// Bufferization (docs/gpu.md §1): per-rank buffers, results as trailing
+// Bufferization (docs/gpu/device.md): per-rank buffers, results as trailing
 // out-parameters, coco.update written in place when the old value is dead.
 
 // CHECK:      builtin.module attributes {gpu.container_module, coco.world_size = 4 : i64} {

@@ -3,7 +3,7 @@
 // RUN: coconet-opt %s -p 'convert-coco-to-gpu{world=4}' -t cuda | filecheck %s --check-prefix=CUDA
 
 // The peer a fused collective kernel stores into, waits for or signals at
-// step s is rank (r + s) mod N (docs/gpu.md, "The fused all-reduce kernel"):
+// step s is rank (r + s) mod N (docs/gpu/fused.md, "The fused all-reduce kernel"):
 // phase 1's work items `it` (C chunks per peer) go to peer
 // (r + 1 + it / C) mod N, chunk it mod C; the loops over the other ranks run
 // k = 1 .. N-1 with peer (r + k) mod N. Pinned here in the device IR and the

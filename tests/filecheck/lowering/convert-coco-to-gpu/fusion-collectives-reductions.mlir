@@ -3,7 +3,7 @@
 
 // A fused collective with a slice reduction (the norm of the reduced
 // gradient, then the gradient divided by it): ONE kernel in two stages and a
-// cooperative launch on an occupancy-sized grid (docs/gpu.md, "Reductions
+// cooperative launch on an occupancy-sized grid (docs/gpu/fused.md, "Reductions
 // inside a fused kernel").
 
 // Slots: 2 phases x 4 ranks x 1 chunk, then 4 scalars slots, 3 arrival slots

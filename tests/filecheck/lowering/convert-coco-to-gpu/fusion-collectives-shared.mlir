@@ -3,7 +3,7 @@
 
 // Fusions that compute the same thing on the same types launch ONE kernel,
 // whatever their labels: each launch passes the fusion's own first signal
-// slot (`slots`) and its dropout's seed as arguments (docs/gpu.md, "Symmetric
+// slot (`slots`) and its dropout's seed as arguments (docs/gpu/fused.md, "Symmetric
 // buffers and signal slots"). A kernel launched under several labels is named
 // after its kind (`<function>_fused_<n>`); one asked for under one label
 // keeps it. Map kernels are shared the same way (`<function>_dropout_<n>`).

@@ -20,7 +20,7 @@
 
 // A fused all-reduce (reduce_scatter along an inner dim, compute with a
 // broadcast bias, dropout and an all_slice'd residual, all_gather) becomes ONE
-// kernel: no NCCL call, one launch, peer stores and signals (docs/gpu.md, "The
+// kernel: no NCCL call, one launch, peer stores and signals (docs/gpu/fused.md, "The
 // fused all-reduce kernel").
 
 // CHECK:      builtin.module attributes {{{.*}}coco_gpu.symmetric_bytes = 512 : i64, coco_gpu.signal_slots = 8 : i64

@@ -1,7 +1,7 @@
 // RUN: coconet-opt %s -p 'coco-fuse-collective,convert-coco-to-gpu{world=4}' | filecheck %s
 // RUN: coconet-opt %s -p 'coco-fuse-collective,convert-coco-to-gpu{world=4}' -t cuda | filecheck %s --check-prefix=CUDA
 // The experts' GEMM + all_to_all (mixture of experts) becomes ONE
-// tile-granular kernel (docs/gpu.md, "GEMM + all_to_all"): each tile of a
+// tile-granular kernel (docs/gpu/tile-kernels.md, "GEMM + all_to_all"): each tile of a
 // destination's tokens is computed (a K loop with the expert's weights),
 // stored into that rank's receive buffer and signalled at once,
 // destinations r+1, r+2, ..., own last; the tail copies tiles as they land.

@@ -1,7 +1,7 @@
 // RUN: coconet-opt %s -p 'coco-fuse-collective,convert-coco-to-gpu{world=4}' | filecheck %s
 // RUN: coconet-opt %s -p 'coco-fuse-collective,convert-coco-to-gpu{world=4}' -t cuda | filecheck %s --check-prefix=CUDA
 // The embedding + all_to_all fusion becomes ONE tile-granular kernel
-// (docs/gpu.md, "Fused computation-collective operators"): no NCCL call; each
+// (docs/gpu/tile-kernels.md): no NCCL call; each
 // tile (one table's bags for one destination) is stored into the peer's
 // receive buffer and signalled at once; the tail copies tiles as they land.
 

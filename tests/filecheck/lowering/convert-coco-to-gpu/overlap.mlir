@@ -1,5 +1,5 @@
 // RUN: coconet-opt %s -p convert-coco-to-gpu | filecheck %s
-// coco.overlap on two streams (docs/gpu.md, "Overlap"): stream 0 computes
+// coco.overlap on two streams (docs/gpu/overlap.md, "Chunked overlap"): stream 0 computes
 // (gemm), stream 1 communicates (NCCL or the fused kernel) and runs the
 // consumer chain; an event pair at the start (0 -> 1), one per hand-over of a
 // chunk value between the streams (recorded right after its producer, waited

@@ -1,5 +1,5 @@
 // RUN: coconet-opt %s -p 'convert-coco-to-gpu{world=4}' | filecheck %s
-// coco.per_peer and coco.shift (docs/gpu.md, "Per-peer overlap"): N steps
+// coco.per_peer and coco.shift (docs/gpu/overlap.md, "Per-peer overlap"): N steps
 // unrolled on the host, rank r on chunk (r + s) mod 4 at step s (computed
 // from coco_gpu.rank); each block moved by a transfer: the receiver credits
 // its sender (signal kernel), the sender waits for the credit, peer-copies

@@ -1,7 +1,7 @@
 // Hand-written kernels and entries that exercise coco_runtime.h: compiled by
 // g++ against the emulation (tests/unit/backend/test_emu_runtime.py) and by
 // nvcc for sm_80 and sm_90 (compile only). Entries follow the ABI of
-// docs/gpu.md §2 (a context, then device pointers), plus scalar sizes.
+// docs/gpu/cuda.md (a context, then device pointers), plus scalar sizes.
 #include "coco_runtime.h"
 
 // (a) elementwise, grid-stride
