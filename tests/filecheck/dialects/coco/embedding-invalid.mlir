@@ -1,6 +1,6 @@
 // RUN: coconet-opt --split-input-file --verify-diagnostics %s | filecheck %s
 // RUN: sed -e 's/pooling = sum/pooling = prod/' %s | not coconet-opt --split-input-file 2>&1 | filecheck %s --check-prefix=POOLING
-// POOLING: stdin:{{[0-9]+}}:40: error: Expected `sum`, `mean`, or `max`.
+// POOLING: <stdin>:{{[0-9]+}}:40: error: Expected `sum`, `mean`, or `max`.
 // coco.embedding's rules (docs/dialect.md): each rejected with a diagnostic
 // that names the op and states the rule.
 
