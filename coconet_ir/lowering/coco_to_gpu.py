@@ -30,10 +30,10 @@ A refusal leaves the module unchanged.
 from __future__ import annotations
 
 import math
-from abc import ABC
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, Generic, TypeVar, cast
 
 from xdsl.builder import Builder
 from xdsl.context import Context
@@ -234,6 +234,35 @@ def ready(op: Operation) -> bool:
     )
 
 
+LoweredOp = TypeVar("LoweredOp", bound=Operation)
+
+
+@dataclass
+class BufferLowering(CocoLoweringPattern, Generic[LoweredOp]):
+    """The lowering of an op of one result and of a type in `OPS`, once its
+    operands' producers are lowered (`ready`): `emit` appends to `host` (the
+    ops making the buffers) what computes the result's buffer `out` from the
+    operands' buffers `sources`; the op's result becomes `out`."""
+
+    OPS: ClassVar[tuple[type[Operation], ...]]
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, self.OPS) or not ready(op):
+            return
+        host, sources, out = self.lowering.operands_and_result(op, op.operands)
+        self.emit(cast(LoweredOp, op), host, sources, out)
+        replace_with_buffers(rewriter, op, host, [out])
+
+    @abstractmethod
+    def emit(
+        self,
+        op: LoweredOp,
+        host: list[Operation],
+        sources: list[SSAValue],
+        out: SSAValue,
+    ) -> None: ...
+
+
 @dataclass
 class LowerElementwise(CocoLoweringPattern):
     """Every elementwise op (and `coco.constant`): one grid-stride kernel over
@@ -354,115 +383,78 @@ class LowerReturn(CocoLoweringPattern):
 
 
 @dataclass
-class LowerMatmul(CocoLoweringPattern):
+class LowerMatmul(BufferLowering[coco.MatmulOp | coco.BatchMatmulOp]):
     """`coco.matmul` → `coco_gpu.gemm` of the per-rank buffers (cuBLAS), or a
     kernel for integers: every layout case of the dialect is a local matmul
     of what each rank holds. `coco.batch_matmul` likewise, its rank-3 `b`
     making the gemm one strided-batched call over the rank's groups."""
 
-    @op_type_rewrite_pattern
-    def match_and_rewrite(
-        self, op: coco.MatmulOp | coco.BatchMatmulOp, rewriter: PatternRewriter
-    ) -> None:
-        if not ready(op):
-            return
-        lowering = self.lowering
-        host, (a, b), out = lowering.operands_and_result(op, [op.lhs, op.rhs])
+    OPS = (coco.MatmulOp, coco.BatchMatmulOp)
+
+    def emit(self, op, host, sources, out) -> None:
+        a, b = sources
         if element_info(tensor_of(op.result).element_type).is_float:
             host.append(GemmOp(a, b, out))
         else:
-            host += matmul_kernel(lowering.kernel_site(op), a, b, out)
-        replace_with_buffers(rewriter, op, host, [out])
+            host += matmul_kernel(self.lowering.kernel_site(op), a, b, out)
 
 
 @dataclass
-class LowerEmbedding(CocoLoweringPattern):
+class LowerEmbedding(BufferLowering[coco.EmbeddingOp]):
     """`coco.embedding` → a kernel pooling each element of the rank's result
     block (coconet_ir/lowering/embedding.py)."""
 
-    @op_type_rewrite_pattern
-    def match_and_rewrite(
-        self, op: coco.EmbeddingOp, rewriter: PatternRewriter
-    ) -> None:
-        if not ready(op):
-            return
-        lowering = self.lowering
-        host, (tables, indices), out = lowering.operands_and_result(
-            op, [op.tables, op.indices]
-        )
+    OPS = (coco.EmbeddingOp,)
+
+    def emit(self, op, host, sources, out) -> None:
+        tables, indices = sources
         host += embedding_kernel(
-            lowering.kernel_site(op),
-            EmbeddingLookup.of(op, lowering.world),
+            self.lowering.kernel_site(op),
+            EmbeddingLookup.of(op, self.world),
             tables,
             indices,
             out,
         )
-        replace_with_buffers(rewriter, op, host, [out])
-
-
-def lower_reduction(
-    lowering: Lowering,
-    rewriter: PatternRewriter,
-    op: coco.ReduceOp | coco.NormOp,
-    dims: Sequence[int] | None,
-    kind: str,
-) -> None:
-    """`op` → a reduction kernel over `dims` (None: all, a norm) of its
-    operand's per-rank buffer (docs/gpu/device.md, "Reductions")."""
-    host, (source,), out = lowering.operands_and_result(op, [op.operand])
-    shape = local_shape(tensor_of(op.operand), lowering.world)
-    norm = dims is None
-    host += reduce_kernel(
-        lowering.kernel_site(op),
-        source,
-        out,
-        shape,
-        list(range(len(shape))) if dims is None else dims,
-        kind,
-        square=norm,
-        root=norm,
-    )
-    replace_with_buffers(rewriter, op, host, [out])
 
 
 @dataclass
-class LowerReduce(CocoLoweringPattern):
-    """`coco.reduce` → a reduction kernel."""
+class LowerReduction(BufferLowering[coco.ReduceOp | coco.NormOp]):
+    """`coco.reduce` → a reduction kernel over its dims of the operand's
+    per-rank buffer; `coco.norm` → one over all dims summing squares, then
+    the root (docs/gpu/device.md, "Reductions")."""
 
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: coco.ReduceOp, rewriter: PatternRewriter) -> None:
-        if ready(op):
-            dims = sorted(op.reduced_dims)
-            lower_reduction(self.lowering, rewriter, op, dims, str(op.kind.data))
+    OPS = (coco.ReduceOp, coco.NormOp)
+
+    def emit(self, op, host, sources, out) -> None:
+        shape = local_shape(tensor_of(op.operand), self.world)
+        norm = isinstance(op, coco.NormOp)
+        host += reduce_kernel(
+            self.lowering.kernel_site(op),
+            sources[0],
+            out,
+            shape,
+            list(range(len(shape))) if norm else sorted(op.reduced_dims),
+            "sum" if norm else str(op.kind.data),
+            square=norm,
+            root=norm,
+        )
 
 
 @dataclass
-class LowerNorm(CocoLoweringPattern):
-    """`coco.norm` → a reduction kernel summing squares, then the root."""
-
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: coco.NormOp, rewriter: PatternRewriter) -> None:
-        if ready(op):
-            lower_reduction(self.lowering, rewriter, op, None, "sum")
-
-
-@dataclass
-class LowerAllSlice(CocoLoweringPattern):
+class LowerAllSlice(BufferLowering[coco.AllSliceOp]):
     """`coco.all_slice %a dim = D` → a kernel copying block `rank` along D."""
 
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: coco.AllSliceOp, rewriter: PatternRewriter) -> None:
-        if not ready(op):
-            return
+    OPS = (coco.AllSliceOp,)
+
+    def emit(self, op, host, sources, out) -> None:
         lowering = self.lowering
         dim = op.dim.value.data
-        host, (source,), out = lowering.operands_and_result(op, [op.operand])
         block = local_shape(result_type(op), self.world)[dim]
         values = lowering.host(op)
         offset = values.times(values.rank(), block, "offset")
         host += copy_block(
             lowering.kernel_site(op),
-            source,
+            sources[0],
             out,
             tensor_of(op.operand).dims,
             dim,
@@ -470,7 +462,6 @@ class LowerAllSlice(CocoLoweringPattern):
             offset,
             extract=True,
         )
-        replace_with_buffers(rewriter, op, host, [out])
 
 
 def bucket_rows(flat: TensorType, world: int) -> int:
@@ -598,87 +589,71 @@ the result's: `(op, source, out)` → the call."""
 
 
 @dataclass
-class LowerNcclCall(CocoLoweringPattern):
+class LowerNcclCall(BufferLowering[Operation]):
     """`coco.all_reduce` → `coco_gpu.nccl_all_reduce`; `coco.broadcast root
     = K` → `coco_gpu.nccl_broadcast` (`NCCL_CALLS`)."""
 
-    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        call = NCCL_CALLS.get(type(op))
-        if call is None or not ready(op):
-            return
-        host, (source,), out = self.lowering.operands_and_result(op, [op.operands[0]])
-        host.append(call(op, source, out))
-        replace_with_buffers(rewriter, op, host, [out])
+    OPS = tuple(NCCL_CALLS)
+
+    def emit(self, op, host, sources, out) -> None:
+        host.append(NCCL_CALLS[type(op)](op, sources[0], out))
 
 
 @dataclass
-class LowerReduceScatter(CocoLoweringPattern):
+class LowerReduceScatter(BufferLowering[coco.ReduceScatterOp]):
     """`coco.reduce_scatter dim = D` → `coco_gpu.nccl_reduce_scatter`, after
     a pack kernel into rank-major blocks when D is not the outermost dim
     (NCCL scatters contiguous blocks of the flat buffer)."""
 
-    @op_type_rewrite_pattern
-    def match_and_rewrite(
-        self, op: coco.ReduceScatterOp, rewriter: PatternRewriter
-    ) -> None:
-        if not ready(op):
-            return
+    OPS = (coco.ReduceScatterOp,)
+
+    def emit(self, op, host, sources, out) -> None:
         operand = tensor_of(op.operand)
-        host, (source,), out = self.lowering.operands_and_result(op, [op.operand])
         dim = op.dim.value.data
-        source = self.packed(op, host, source, operand, operand.dims, dim)
+        source = self.packed(op, host, sources[0], operand, operand.dims, dim)
         host.append(NcclReduceScatterOp(source, out, op.reduction))
-        replace_with_buffers(rewriter, op, host, [out])
 
 
 @dataclass
-class LowerAllGather(CocoLoweringPattern):
+class LowerAllGather(BufferLowering[coco.AllGatherOp]):
     """`coco.all_gather` of `sliced<D>` → `coco_gpu.nccl_all_gather`, then an
     unpack kernel from rank-major blocks when D is not the outermost dim."""
 
-    @op_type_rewrite_pattern
-    def match_and_rewrite(
-        self, op: coco.AllGatherOp, rewriter: PatternRewriter
-    ) -> None:
-        if not ready(op):
-            return
+    OPS = (coco.AllGatherOp,)
+
+    def emit(self, op, host, sources, out) -> None:
         result = result_type(op)
         dim = tensor_of(op.operand).layout.sliced_dim
-        host, (source,), out = self.lowering.operands_and_result(op, [op.operand])
         self.unpacked(
             op,
             host,
-            lambda buffer: NcclAllGatherOp(source, buffer),
+            lambda buffer: NcclAllGatherOp(sources[0], buffer),
             out,
             result,
             result.dims,
             dim,
             "gathered",
         )
-        replace_with_buffers(rewriter, op, host, [out])
 
 
 @dataclass
-class LowerAllToAll(CocoLoweringPattern):
+class LowerAllToAll(BufferLowering[coco.AllToAllOp]):
     """`coco.all_to_all` `sliced<D>` → `sliced<E>`: pack the rank's block
     into rank-major blocks along E, `coco_gpu.nccl_all_to_all`, unpack the
     received blocks along D (each step skipped when its dim is outermost);
     D = E is a copy."""
 
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: coco.AllToAllOp, rewriter: PatternRewriter) -> None:
-        if not ready(op):
-            return
+    OPS = (coco.AllToAllOp,)
+
+    def emit(self, op, host, sources, out) -> None:
         world = self.world
         operand, result = tensor_of(op.operand), result_type(op)
         source_dim, dim = operand.layout.sliced_dim, op.dim.value.data
-        host, (source,), out = self.lowering.operands_and_result(op, [op.operand])
         if source_dim == dim:
-            host.append(memref.CopyOp(source, out))
-            replace_with_buffers(rewriter, op, host, [out])
+            host.append(memref.CopyOp(sources[0], out))
             return
         in_shape = local_shape(operand, world)
-        source = self.packed(op, host, source, operand, in_shape, dim)
+        source = self.packed(op, host, sources[0], operand, in_shape, dim)
         self.unpacked(
             op,
             host,
@@ -689,37 +664,29 @@ class LowerAllToAll(CocoLoweringPattern):
             source_dim,
             "received",
         )
-        replace_with_buffers(rewriter, op, host, [out])
 
 
 @dataclass
-class LowerSend(CocoLoweringPattern):
+class LowerSendRecv(CocoLoweringPattern):
     """`coco.send %a to @S channel = C` → `coco_gpu.nccl_send` to rank `r` of
-    stage @S on the channel (coconet_ir.analysis.channels)."""
+    stage @S on the channel (coconet_ir.analysis.channels); `coco.recv from
+    @S channel = C` → a buffer and `coco_gpu.nccl_recv` from rank `r` of
+    stage @S."""
 
     @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: coco.SendOp, rewriter: PatternRewriter) -> None:
+    def match_and_rewrite(
+        self, op: coco.SendOp | coco.RecvOp, rewriter: PatternRewriter
+    ) -> None:
         function = enclosing(op)
         if function is None or not ready(op):
             return
-        host, source = self.lowering.buffer(op.operand)
         channel = channel_of(op, function.sym_name.data)
-        call = NcclSendOp(source, channel.dest, channel.channel)
-        rewriter.replace(op, [*host, call], [])
-
-
-@dataclass
-class LowerRecv(CocoLoweringPattern):
-    """`coco.recv from @S channel = C` → a buffer and `coco_gpu.nccl_recv`
-    from rank `r` of stage @S."""
-
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: coco.RecvOp, rewriter: PatternRewriter) -> None:
-        function = enclosing(op)
-        if function is None:
+        if isinstance(op, coco.SendOp):
+            host, source = self.lowering.buffer(op.operand)
+            call = NcclSendOp(source, channel.dest, channel.channel)
+            rewriter.replace(op, [*host, call], [])
             return
         host, out = self.lowering.result_buffer(op, op.result)
-        channel = channel_of(op, function.sym_name.data)
         call = NcclRecvOp(out, channel.source, channel.channel)
         replace_with_buffers(rewriter, op, [*host, call], [out])
 
@@ -920,16 +887,14 @@ def patterns(lowering: Lowering) -> list[RewritePattern]:
         LowerElementwise,
         LowerMatmul,
         LowerEmbedding,
-        LowerReduce,
-        LowerNorm,
+        LowerReduction,
         LowerAllSlice,
         LowerBucketCopies,
         LowerNcclCall,
         LowerReduceScatter,
         LowerAllGather,
         LowerAllToAll,
-        LowerSend,
-        LowerRecv,
+        LowerSendRecv,
         LowerFusion,
         LowerDelegated,
         LowerUpdate,
