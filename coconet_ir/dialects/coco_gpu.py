@@ -430,18 +430,27 @@ class GridBlocksOp(IRDLOperation):
         )
 
 
+class NullaryOp(IRDLOperation):
+    """An op of no operands and one result, of the type `RESULT_TYPE`: a
+    value the context holds. The base of `rank`, `peers` and `next_epoch`,
+    printed as their name alone and built with no argument."""
+
+    RESULT_TYPE: ClassVar[Attribute]
+    assembly_format = "attr-dict"
+
+    def __init__(self):
+        super().__init__(result_types=[self.RESULT_TYPE])
+
+
 @irdl_op_definition
-class RankOp(IRDLOperation):
+class RankOp(NullaryOp):
     """This rank's index within its stage (`ctx->rank`), on the host; kernels
     that need it take it as an argument."""
 
     name = "coco_gpu.rank"
     traits = traits_def(Pure())
     result = result_def(IndexType)
-    assembly_format = "attr-dict"
-
-    def __init__(self):
-        super().__init__(result_types=[IndexType()])
+    RESULT_TYPE: ClassVar[Attribute] = IndexType()
 
 
 # ============================================================================
@@ -467,30 +476,24 @@ class SymmetricBufferOp(IRDLOperation):
 
 
 @irdl_op_definition
-class PeersOp(IRDLOperation):
+class PeersOp(NullaryOp):
     """The context's peer table (host side), to pass to a fused kernel."""
 
     name = "coco_gpu.peers"
     traits = traits_def(Pure())
     result = result_def(PeersType)
-    assembly_format = "attr-dict"
-
-    def __init__(self):
-        super().__init__(result_types=[PeersType()])
+    RESULT_TYPE: ClassVar[Attribute] = PeersType()
 
 
 @irdl_op_definition
-class NextEpochOp(IRDLOperation):
+class NextEpochOp(NullaryOp):
     """The next value of this rank's epoch counter (host side). Epochs only
     grow, so a signal slot never needs resetting: a launch waits for
     `slot >= its epoch`."""
 
     name = "coco_gpu.next_epoch"
     result = result_def(i64)
-    assembly_format = "attr-dict"
-
-    def __init__(self):
-        super().__init__(result_types=[i64])
+    RESULT_TYPE: ClassVar[Attribute] = i64
 
 
 @irdl_op_definition
@@ -573,9 +576,6 @@ class TileComputedOp(IRDLOperation):
 
     name = "coco_gpu.tile_computed"
     assembly_format = "attr-dict"
-
-    def __init__(self):
-        super().__init__()
 
 
 COCO_GPU_OPS = [
