@@ -26,15 +26,18 @@ import subprocess
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from coconet_ir.backend.cuda.toolchain import nvcc, nvcc_command
 from coconet_ir.backend.emu.build import build_cached
 from coconet_ir.backend.emu.entry_args import c_scalar
-from coconet_ir.backend.emu.run import EntryCall, check_calls
+from coconet_ir.backend.emu.run import EntryCall, World, WorldOptions
 from coconet_ir.diagnostics import CocoError
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 DEFAULT_ARCH = "sm_90"
 """The architecture `compile_gpu` builds for when no device says otherwise."""
@@ -224,16 +227,15 @@ def run_gpu(
     world: int,
     calls: Sequence[EntryCall],
     *,
-    num_stages: int = 1,
-    symmetric_bytes: int = 0,
-    signal_slots: int = 64,
     devices: Sequence[int] | None = None,
     warmup: int = 0,
     iters: int = 0,
     timeout: float = 300.0,
+    **options: Unpack[WorldOptions],
 ) -> tuple[dict[str, list[np.ndarray]], dict]:
-    """Run `calls` on a fresh world of `num_stages` stages of `world` ranks,
-    rank `r` of stage `s` on `devices[s * world + r]` (default 0, 1, ...).
+    """Run `calls` on a fresh `World(world, **options)` (`num_stages`
+    stages of `world` ranks, `symmetric_bytes`, `signal_slots`), rank `r` of
+    stage `s` on `devices[s * world + r]` (default 0, 1, ...).
 
     Every rank runs, on its own thread, the calls of its stage in order, then
     synchronizes its streams; the outputs (name → one array per rank of the
@@ -243,24 +245,25 @@ def run_gpu(
     first run's). The second result is the run's report: `world`,
     `num_stages`, `devices`, and with `iters` `timing` = {`warmup`, `iters`,
     `ms_per_iteration`: one per rank (stage-major), `ms`: the slowest}."""
-    names = check_calls(world, num_stages, calls)
+    shape = World(world, **options)
+    names = shape.check(calls)
     if warmup < 0 or iters < 0:
         raise CocoError("warmup and iters must be >= 0")
     cupy = _cupy()
-    ranks = world * num_stages
+    ranks = shape.ranks
     visible = cupy.cuda.runtime.getDeviceCount()
     chosen = list(devices) if devices is not None else list(range(ranks))
     if len(chosen) != ranks:
         raise GpuRunError(f"{len(chosen)} devices for {ranks} ranks")
     if ranks > visible and devices is None:
         raise GpuRunError(
-            f"no GPU for every rank: {ranks} ranks (world {world} x {num_stages} "
-            f"stages) need {ranks} GPUs, {visible} visible"
+            f"no GPU for every rank: {ranks} ranks (world {world} x "
+            f"{shape.num_stages} stages) need {ranks} GPUs, {visible} visible"
         )
     lib = load_library(library)
     c_devices = (ctypes.c_int * ranks)(*chosen)
     handle = lib.coco_gpu_create(
-        world, num_stages, c_devices, symmetric_bytes, signal_slots
+        world, shape.num_stages, c_devices, shape.symmetric_bytes, shape.signal_slots
     )
     if not handle:
         text = lib.coco_gpu_create_error().decode(errors="replace")
@@ -272,8 +275,7 @@ def run_gpu(
             lib,
             handle,
             cupy,
-            world,
-            num_stages,
+            shape,
             chosen,
             calls,
             names,
@@ -289,8 +291,7 @@ def _run(
     lib: ctypes.CDLL,
     handle: int,
     cupy: Any,
-    world: int,
-    num_stages: int,
+    shape: World,
     devices: list[int],
     calls: Sequence[EntryCall],
     names: dict[str, tuple[int, int, list[np.ndarray]]],
@@ -298,7 +299,7 @@ def _run(
     iters: int,
     timeout: float,
 ) -> tuple[dict[str, list[np.ndarray]], dict]:
-    ranks = world * num_stages
+    world, ranks = shape.world, shape.ranks
     entries = {call.entry: getattr(lib, call.entry) for call in calls}
     for function in entries.values():
         function.restype = ctypes.c_int
@@ -392,7 +393,7 @@ def _run(
     outputs = {name: [read[name, r] for r in range(world)] for name in names}
     report: dict[str, Any] = {
         "world": world,
-        "num_stages": num_stages,
+        "num_stages": shape.num_stages,
         "devices": devices,
     }
     if iters:

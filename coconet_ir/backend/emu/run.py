@@ -14,13 +14,17 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 
 from coconet_ir.backend.emu.build import compiler
 from coconet_ir.diagnostics import CocoError
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 CHILD = Path(__file__).with_name("_child.py")
 TSAN_SUPPRESSIONS = Path(__file__).with_name("tsan.supp")
@@ -60,33 +64,60 @@ class EntryCall:
     outputs: Mapping[str, int] = field(default_factory=dict)
 
 
-def check_calls(
-    world: int, num_stages: int, calls: Sequence[EntryCall]
-) -> dict[str, tuple[int, int, list[np.ndarray]]]:
-    """The outputs `calls` name, checked against the world (a stage in range,
-    arguments for every rank, each output an array named once): output name →
-    (call index, argument index, each rank's array). The emulation and the
-    GPU runner share it."""
-    names: dict[str, tuple[int, int, list[np.ndarray]]] = {}
-    for k, call in enumerate(calls):
-        if not 0 <= call.stage < num_stages:
-            raise CocoError(
-                f"{call.entry}: stage {call.stage} out of range (0..{num_stages - 1})"
-            )
-        if len(call.args) != world:
-            raise CocoError(
-                f"{call.entry}: arguments for {len(call.args)} ranks, world has {world}"
-            )
-        for name, index in call.outputs.items():
-            if name in names:
-                raise CocoError(f"output '{name}' named twice")
-            arrays = [
-                a for args in call.args if isinstance(a := args[index], np.ndarray)
-            ]
-            if len(arrays) != world:
-                raise CocoError(f"output '{name}' of {call.entry} is not an array")
-            names[name] = (k, index, arrays)
-    return names
+class WorldOptions(TypedDict, total=False):
+    """The keywords `run_emulated` and `run_gpu` take for the world they
+    create (`World`'s fields but its size, with its defaults)."""
+
+    num_stages: int
+    symmetric_bytes: int
+    signal_slots: int
+
+
+@dataclass(frozen=True)
+class World:
+    """The world a run creates: `num_stages` stages of `world` ranks, each
+    rank with `symmetric_bytes` of symmetric workspace and `signal_slots`
+    signal slots (raised to what the library's kernels say they need). The
+    emulation and the GPU runner share it."""
+
+    world: int
+    num_stages: int = 1
+    symmetric_bytes: int = 0
+    signal_slots: int = 64
+
+    @property
+    def ranks(self) -> int:
+        return self.world * self.num_stages
+
+    def check(
+        self, calls: Sequence[EntryCall]
+    ) -> dict[str, tuple[int, int, list[np.ndarray]]]:
+        """The outputs `calls` name, checked against the world (a stage in
+        range, arguments for every rank, each output an array named once):
+        output name → (call index, argument index, each rank's array)."""
+        world, num_stages = self.world, self.num_stages
+        names: dict[str, tuple[int, int, list[np.ndarray]]] = {}
+        for k, call in enumerate(calls):
+            if not 0 <= call.stage < num_stages:
+                raise CocoError(
+                    f"{call.entry}: stage {call.stage} out of range "
+                    f"(0..{num_stages - 1})"
+                )
+            if len(call.args) != world:
+                raise CocoError(
+                    f"{call.entry}: arguments for {len(call.args)} ranks, "
+                    f"world has {world}"
+                )
+            for name, index in call.outputs.items():
+                if name in names:
+                    raise CocoError(f"output '{name}' named twice")
+                arrays = [
+                    a for args in call.args if isinstance(a := args[index], np.ndarray)
+                ]
+                if len(arrays) != world:
+                    raise CocoError(f"output '{name}' of {call.entry} is not an array")
+                names[name] = (k, index, arrays)
+        return names
 
 
 def _sanitizer_of(library: Path) -> str | None:
@@ -121,13 +152,12 @@ def run_emulated(
     world: int,
     calls: Sequence[EntryCall],
     *,
-    num_stages: int = 1,
-    symmetric_bytes: int = 0,
-    signal_slots: int = 64,
     timeout: float = 120.0,
     watchdog: float | None = None,
+    **options: Unpack[WorldOptions],
 ) -> tuple[dict[str, list[np.ndarray]], dict]:
-    """Run `calls` on a fresh world of `num_stages` stages of `world` ranks.
+    """Run `calls` on a fresh `World(world, **options)` (`num_stages`,
+    `symmetric_bytes`, `signal_slots`).
 
     Every rank runs, on its own thread, the calls of its stage in order
     (entries only enqueue work), then synchronizes its streams. Returns the
@@ -135,14 +165,11 @@ def run_emulated(
     statistics (docs/gpu/emulation.md). `watchdog` sets COCO_EMU_TIMEOUT (seconds)
     in the child; `timeout` bounds the whole run."""
     library = Path(library)
-    checked = check_calls(world, num_stages, calls)
-    names = {name: arrays for name, (_, _, arrays) in checked.items()}
+    shape = World(world, **options)
+    names = {name: arrays for name, (_, _, arrays) in shape.check(calls).items()}
     request = {
         "library": str(library),
-        "world": world,
-        "num_stages": num_stages,
-        "symmetric_bytes": symmetric_bytes,
-        "signal_slots": signal_slots,
+        **asdict(shape),
         "calls": [
             (call.entry, call.stage, [list(a) for a in call.args], dict(call.outputs))
             for call in calls
