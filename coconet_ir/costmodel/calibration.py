@@ -31,21 +31,26 @@ def bf16_matmul(m: int, n: int, k: int) -> f.MatmulShape:
     return f.MatmulShape(m, n, k, element_type="bf16", element_bytes=2)
 
 
-def all_gather_gemm() -> tuple[float, float]:
-    """FLUX's AG + GEMM on 8xH800: gather M x K, multiply by K x N/TP; the
-    (GEMM, all-gather) times."""
+def flux_times(n: int, k: int) -> tuple[float, float]:
+    """A FLUX case on 8xH800: the times of its GEMM (M x `k` times `k` x
+    `n`) and of its collective of the M x K activations (gathered before the
+    GEMM, or its partials reduce-scattered after it)."""
     h800 = machine("h800x8")
-    gemm = f.matmul_s(bf16_matmul(FLUX_M, FLUX_N // FLUX_TP, FLUX_K), h800)
+    gemm = f.matmul_s(bf16_matmul(FLUX_M, n, k), h800)
     return gemm, f.gather_scatter_s(FLUX_ACTIVATION_BYTES, FLUX_TP, h800)
+
+
+def all_gather_gemm() -> tuple[float, float]:
+    """FLUX's AG + GEMM: gather M x K, multiply by K x N/TP; the (GEMM,
+    all-gather) times."""
+    return flux_times(FLUX_N // FLUX_TP, FLUX_K)
 
 
 def gemm_reduce_scatter() -> tuple[float, float]:
-    """FLUX's GEMM + RS on 8xH800: M x N/TP times N/TP x K, the M x K
-    partials reduce-scattered (FLUX's GEMM + RS case has n = 12288, k =
-    49152); the (GEMM, reduce-scatter) times."""
-    h800 = machine("h800x8")
-    gemm = f.matmul_s(bf16_matmul(FLUX_M, FLUX_K, FLUX_N // FLUX_TP), h800)
-    return gemm, f.gather_scatter_s(FLUX_ACTIVATION_BYTES, FLUX_TP, h800)
+    """FLUX's GEMM + RS: M x N/TP times N/TP x K, the M x K partials
+    reduce-scattered (FLUX's GEMM + RS case has n = 12288, k = 49152); the
+    (GEMM, reduce-scatter) times."""
+    return flux_times(FLUX_K, FLUX_N // FLUX_TP)
 
 
 def bus_bandwidth(name: str) -> float:
@@ -78,6 +83,37 @@ class Case:
         return self.predict() / self.measured - 1
 
 
+def flux_cases(
+    name: str,
+    times: Callable[[], tuple[float, float]],
+    separate_ms: float,
+    overlapped_ms: float,
+    *,
+    fitted: bool,
+) -> tuple[Case, Case]:
+    """FLUX's two measurements of `name` (H800, TP=8): its GEMM and
+    collective (`times`) as separate kernels, one after the other (held
+    out), and as one overlapped kernel (`fused_overlap_s`; `fitted` when a
+    constant was fitted to it)."""
+    source = "FLUX, H800 TP=8"
+    return (
+        Case(
+            f"FLUX {name}, separate kernels (ms)",
+            lambda: sum(times()) * 1e3,
+            separate_ms,
+            source,
+            fitted=False,
+        ),
+        Case(
+            f"FLUX {name}, overlapped kernel (ms)",
+            lambda: f.fused_overlap_s(*times(), machine("h800x8")) * 1e3,
+            overlapped_ms,
+            source,
+            fitted=fitted,
+        ),
+    )
+
+
 CASES: tuple[Case, ...] = (
     Case(
         "all-reduce busbw 8xA100 (GB/s)",
@@ -107,33 +143,7 @@ CASES: tuple[Case, ...] = (
         "cuBLAS, pranjalssh/fast.cu README",
         fitted=False,
     ),
-    Case(
-        "FLUX AG + GEMM, separate kernels (ms)",
-        lambda: sum(all_gather_gemm()) * 1e3,
-        1.429,
-        "FLUX, H800 TP=8",
-        fitted=False,
-    ),
-    Case(
-        "FLUX AG + GEMM, overlapped kernel (ms)",
-        lambda: f.fused_overlap_s(*all_gather_gemm(), machine("h800x8")) * 1e3,
-        0.957,
-        "FLUX, H800 TP=8",
-        fitted=True,
-    ),
-    Case(
-        "FLUX GEMM + RS, separate kernels (ms)",
-        lambda: sum(gemm_reduce_scatter()) * 1e3,
-        1.408,
-        "FLUX, H800 TP=8",
-        fitted=False,
-    ),
-    Case(
-        "FLUX GEMM + RS, overlapped kernel (ms)",
-        lambda: f.fused_overlap_s(*gemm_reduce_scatter(), machine("h800x8")) * 1e3,
-        0.932,
-        "FLUX, H800 TP=8",
-        fitted=False,
-    ),
+    *flux_cases("AG + GEMM", all_gather_gemm, 1.429, 0.957, fitted=True),
+    *flux_cases("GEMM + RS", gemm_reduce_scatter, 1.408, 0.932, fitted=False),
 )
 """Every case, by the order of docs/performance.md's calibration table."""
