@@ -353,10 +353,7 @@ def _users_of(op: Operation) -> set[Operation]:
 
 
 def _within(op: Operation, region: type[Operation]) -> bool:
-    parent = op.parent_op()
-    while parent is not None and not isinstance(parent, region):
-        parent = parent.parent_op()
-    return parent is not None
+    return coco.ancestor(op, region) is not None
 
 
 def _defining_op(target: Value) -> Operation | None:

@@ -72,6 +72,7 @@ from coconet_ir.dialects.coco import (
     TensorType,
     divisibility_problem,
     element_info,
+    enclosing_function,
 )
 from coconet_ir.dialects.coco_gpu import (
     BYTES_ATTR,
@@ -117,7 +118,6 @@ from coconet_ir.lowering.state import (
     ElementContext,
     Lowering,
     chunk_of,
-    enclosing,
     needs_rank_for_dropout,
     replace_with_buffers,
     result_type,
@@ -318,7 +318,7 @@ class LowerUpdate(CocoLoweringPattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: coco.UpdateOp, rewriter: PatternRewriter) -> None:
-        function = enclosing(op)
+        function = enclosing_function(op)
         if function is None or not ready(op):
             return
         host, target = self.lowering.buffer(op.param)
@@ -677,7 +677,7 @@ class LowerSendRecv(CocoLoweringPattern):
     def match_and_rewrite(
         self, op: coco.SendOp | coco.RecvOp, rewriter: PatternRewriter
     ) -> None:
-        function = enclosing(op)
+        function = enclosing_function(op)
         if function is None or not ready(op):
             return
         channel = channel_of(op, function.sym_name.data)

@@ -74,6 +74,7 @@ from coconet_ir.dialects.coco import (
     FusionOp,
     ReduceOp,
     ReduceScatterOp,
+    ancestor,
     element_info,
 )
 from coconet_ir.dialects.coco_gpu import (
@@ -1128,10 +1129,7 @@ def next_epoch() -> NextEpochOp:
 
 
 def module_of(op: Operation) -> ModuleOp | None:
-    parent = op.parent_op()
-    while parent is not None and not isinstance(parent, ModuleOp):
-        parent = parent.parent_op()
-    return parent
+    return ancestor(op, ModuleOp)
 
 
 def lower_fused_collective(

@@ -73,7 +73,7 @@ from coconet_ir.dialects import (
     coco,
     gpu,  # xDSL's gpu, in MLIR's syntax
 )
-from coconet_ir.dialects.coco import element_info
+from coconet_ir.dialects.coco import element_info, enclosing_function
 from coconet_ir.dialects.coco_gpu import (
     GemmOp,
     PeerCopyOp,
@@ -121,7 +121,6 @@ from coconet_ir.lowering.state import (
     CHUNK_ATTR,
     ChunkAt,
     Lowering,
-    enclosing,
     replace_with_buffers,
     tensor_of,
 )
@@ -235,7 +234,7 @@ def transfers_of(
     """The host op making the epoch and the `Transfers` of `count` transfers
     of `op`, with the module's symmetric allocator."""
     module = module_of(op)
-    function = enclosing(op)
+    function = enclosing_function(op)
     assert module is not None and function is not None
     allocator = SymmetricAllocator.of(module)
     epoch = next_epoch()

@@ -37,7 +37,7 @@ from coconet_ir.dialects import (
     coco,
     gpu,  # xDSL's gpu, in MLIR's syntax
 )
-from coconet_ir.dialects.coco import TensorType, label_of
+from coconet_ir.dialects.coco import TensorType, enclosing_function, label_of
 from coconet_ir.lowering.bufferize import (
     alloc,
     as_tensor,
@@ -66,7 +66,6 @@ __all__ = [
     "ElementContext",
     "Lowering",
     "chunk_of",
-    "enclosing",
     "needs_rank_for_dropout",
     "replace_with_buffers",
     "result_type",
@@ -143,7 +142,7 @@ class Lowering:
     def host(self, op: Operation) -> HostValues:
         """The shared host values (constants, the rank, grids, flat views) of
         the function `op` is in."""
-        function = enclosing(op)
+        function = enclosing_function(op)
         assert function is not None
         found = self.hosts.get(function)
         if found is None:
@@ -205,7 +204,7 @@ class Lowering:
     ) -> bool:
         """Whether nothing after `producer` (nor `producer` itself, unless it
         reads in place) reads the old contents of `buffer`."""
-        function = enclosing(producer)
+        function = enclosing_function(producer)
         if function is None:
             return False
         if any(buffer is arg for arg in self.out_params.get(function, [])):
@@ -271,7 +270,7 @@ class Lowering:
 
     @staticmethod
     def function_prefix(op: Operation) -> str:
-        function = enclosing(op)
+        function = enclosing_function(op)
         return function.sym_name.data if function is not None else "kernel"
 
     def plan(self, value: TensorType, domain: TensorType) -> list[Axis]:
@@ -513,13 +512,6 @@ def needs_rank_for_dropout(op: Operation) -> bool:
     return tensor_of(op.result).layout.is_sliced or (
         chunk is not None and chunk.rotating
     )
-
-
-def enclosing(op: Operation) -> func.FuncOp | None:
-    parent = op.parent_op()
-    while parent is not None and not isinstance(parent, func.FuncOp):
-        parent = parent.parent_op()
-    return parent
 
 
 def follows(op: Operation, here: Operation) -> bool:

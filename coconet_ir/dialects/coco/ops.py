@@ -20,7 +20,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
-from typing import Any, ClassVar, Self, cast
+from typing import Any, ClassVar, Self, TypeVar, cast
 
 from xdsl.dialects.builtin import (
     I64,
@@ -1366,11 +1366,20 @@ class ShiftOp(CollectiveOp):
 # ============================================================================
 
 
-def enclosing_function(op: Operation) -> FuncOp | None:
+AncestorT = TypeVar("AncestorT", bound=Operation)
+
+
+def ancestor(op: Operation, kind: type[AncestorT]) -> AncestorT | None:
+    """The nearest op of type `kind` that `op` is nested in, None outside
+    any (`enclosing_function`, the module of a lowered op)."""
     parent = op.parent_op()
-    while parent is not None and not isinstance(parent, FuncOp):
+    while parent is not None and not isinstance(parent, kind):
         parent = parent.parent_op()
     return parent
+
+
+def enclosing_function(op: Operation) -> FuncOp | None:
+    return ancestor(op, FuncOp)
 
 
 class NamesOtherStage(SymbolUserOpInterface):
