@@ -46,7 +46,7 @@ the stream that produced it. A dropout keeps its global index
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from xdsl.dialects import gpu, memref
@@ -285,6 +285,51 @@ def copy_chunk_out(
     return host, piece
 
 
+def copy_chunk_in(
+    lowering: Lowering,
+    values: HostValues,
+    name: str,
+    piece: SSAValue,
+    out: SSAValue,
+    chunk: TensorType,
+    dim: int,
+    c: int | SSAValue,
+) -> list[Operation]:
+    """The host ops copying `piece` (a buffer of `chunk`'s type) into chunk
+    `c` along `dim` of `out`: the `<name>_unchunk` kernel, for an output
+    chunk the body could not write in place (`copy_chunk_out`'s inverse)."""
+    block = local_shape(chunk, lowering.world)[dim]
+    return copy_block(
+        KernelSite(values, lowering.kernels, lowering.threads, f"{name}_unchunk"),
+        piece,
+        out,
+        memref_shape(out.type),
+        dim,
+        block,
+        chunk_start(values, c, block),
+        extract=False,
+    )
+
+
+def clone_chunk_op(
+    inner: Operation,
+    mapping: dict[SSAValue, SSAValue],
+    dims: Mapping[SSAValue, int],
+    chunk_at: Callable[[int], ChunkAt],
+) -> Operation:
+    """A clone of the region op `inner` for one chunk (operands through
+    `mapping`): each dropout in it of an operand chunked along `dim`
+    (`dims`) marked with `chunk_at(dim)` (`CHUNK_ATTR`), so that it draws
+    the numbers of its chunk of the whole tensor."""
+    clone = inner.clone(mapping)
+    for original, copied in zip(inner.walk(), clone.walk()):
+        if isinstance(original, coco.DropoutOp):
+            dim = dims.get(original.operand, -1)
+            if dim >= 0:
+                copied.attributes[CHUNK_ATTR] = chunk_at(dim).attribute()
+    return clone
+
+
 def chunk_input(
     lowering: Lowering,
     values: HostValues,
@@ -370,15 +415,10 @@ def lower_overlap(
             stream = streams[inner]
             for value in inner.operands:
                 chunk.visible(mapping.get(value, value), stream)
-            clone = inner.clone(mapping)
+            clone = clone_chunk_op(
+                inner, mapping, dims, lambda d, c=c: ChunkAt(d, c, chunks)
+            )
             set_stream(clone, stream)
-            for original, copied in zip(inner.walk(), clone.walk()):
-                if isinstance(original, coco.DropoutOp):
-                    dim = dims.get(original.operand, -1)
-                    if dim >= 0:
-                        copied.attributes[CHUNK_ATTR] = ChunkAt(
-                            dim, c, chunks
-                        ).attribute()
             host.append(clone)
             for old, new in zip(inner.results, clone.results):
                 mapping[old] = new
@@ -396,18 +436,8 @@ def lower_overlap(
                 set_stream(copy, stream)
                 host += [*more, copy]
                 continue
-            block = local_shape(tensor_of(value), world)[dim]
-            copy = copy_block(
-                KernelSite(
-                    values, lowering.kernels, lowering.threads, f"{name}_unchunk"
-                ),
-                piece,
-                out,
-                memref_shape(out.type),
-                dim,
-                block,
-                values.index(c * block),
-                extract=False,
+            copy = copy_chunk_in(
+                lowering, values, name, piece, out, tensor_of(value), dim, c
             )
             for o in copy:
                 if runs_on_a_stream(o):

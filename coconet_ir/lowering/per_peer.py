@@ -86,7 +86,7 @@ from coconet_ir.dialects.coco_gpu import (
     WaitSignalOp,
     stream_of,
 )
-from coconet_ir.lowering.bufferize import alloc, as_tensor, buffer_type, local_shape
+from coconet_ir.lowering.bufferize import alloc, as_tensor, buffer_type
 from coconet_ir.lowering.fused_collectives import (
     SymmetricAllocator,
     if_then,
@@ -95,11 +95,9 @@ from coconet_ir.lowering.fused_collectives import (
 )
 from coconet_ir.lowering.host import HostValues
 from coconet_ir.lowering.kernels import (
-    KernelSite,
     X,
     combine,
     compute_type,
-    copy_block,
     flat_args,
     from_compute,
     grid_stride_loop,
@@ -113,12 +111,12 @@ from coconet_ir.lowering.overlap import (
     COMMUNICATION_STREAM,
     COMPUTE_STREAM,
     chunk_input,
-    chunk_start,
     chunk_view,
+    clone_chunk_op,
+    copy_chunk_in,
     on_stream,
 )
 from coconet_ir.lowering.state import (
-    CHUNK_ATTR,
     ChunkAt,
     Lowering,
     replace_with_buffers,
@@ -584,13 +582,12 @@ def lower_per_peer(
                 running = s > 0 and total.slots is None
                 host += [*more, GemmOp(a, b, sink, accumulate=running)]
                 continue
-            clone = inner.clone(mapping)
-            for original, copied in zip(inner.walk(), clone.walk()):
-                if isinstance(original, coco.DropoutOp):
-                    dim = found.dims.get(original.operand, -1)
-                    if dim >= 0:
-                        rotating = ChunkAt(dim, s, world, rotating=True)
-                        copied.attributes[CHUNK_ATTR] = rotating.attribute()
+            clone = clone_chunk_op(
+                inner,
+                mapping,
+                found.dims,
+                lambda d, s=s: ChunkAt(d, s, world, rotating=True),
+            )
             host.append(clone)
             for old, new in zip(inner.results, clone.results):
                 mapping[old] = new
@@ -611,21 +608,15 @@ def lower_per_peer(
                 raise AssertionError(
                     "a scattered output is always computed in the body"
                 )
-            block = local_shape(tensor_of(value), world)[dim]
-            host += copy_block(
-                KernelSite(
-                    values,
-                    lowering.kernels,
-                    lowering.threads,
-                    f"{emitter.name}_unchunk",
-                ),
+            host += copy_chunk_in(
+                lowering,
+                values,
+                emitter.name,
                 piece_buffer,
                 out,
-                memref_shape(out.type),
+                tensor_of(value),
                 dim,
-                block,
-                chunk_start(values, c, block),
-                extract=False,
+                c,
             )
         # Stream 0: the gathered blocks of step s are read: credit step s + 2.
         if 1 <= s < world - 2:
