@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import TypeVar
 
 import numpy as np
 from xdsl.interpreter import (
@@ -277,6 +278,70 @@ def _elementwise_rule(kernel: Kernel) -> Callable[..., PythonValues]:
     return run
 
 
+OneOperandOp = TypeVar("OneOperandOp", bound=Operation)
+
+
+def _operand_rule(
+    kind: type[OneOperandOp], result: Callable[[OneOperandOp, DistValue], np.ndarray]
+) -> Callable[..., PythonValues]:
+    """The implementation of `kind`, an op of one operand whose result (every
+    rank's data, stacked) is `result(op, operand)`, rounded to the result's
+    element type."""
+
+    def run(
+        self: CocoFunctions,
+        interpreter: Interpreter,
+        op: OneOperandOp,
+        args: PythonValues,
+    ) -> PythonValues:
+        (operand,) = args
+        return (finish(op, result(op, operand), operand.world),)
+
+    return impl(kind)(run)
+
+
+def _converted(op: coco.ConvertOp, operand: DistValue) -> np.ndarray:
+    target = result_type(op).element_type
+    if target == coco.i1:
+        return operand.data != 0
+    if target == coco.i32:
+        return to_i32(operand.data)
+    return operand.data
+
+
+def _reduced(op: coco.ReduceOp, operand: DistValue) -> np.ndarray:
+    axes = tuple(d + 1 for d in op.reduced_dims)
+    data = in_compute_dtype(operand)
+    kind = op.kind.data.value
+    if kind == "sum":
+        return np.sum(data, axis=axes, dtype=data.dtype)
+    if kind == "max":
+        return np.max(data, axis=axes)
+    return np.min(data, axis=axes)
+
+
+def _norm(op: coco.NormOp, operand: DistValue) -> np.ndarray:
+    data = in_compute_dtype(operand)
+    axes = tuple(range(1, data.ndim))
+    return np.sqrt(np.sum(data * data, axis=axes, dtype=data.dtype))
+
+
+def _reduced_over_ranks(
+    op: coco.AllReduceOp | coco.ReduceScatterOp, operand: DistValue
+) -> np.ndarray:
+    """Every rank's value reduced (`op.reduction`), on every rank."""
+    return combine_ranks(operand, RANK_REDUCTIONS[op.reduction.data])
+
+
+def _root_value(op: coco.BroadcastOp, operand: DistValue) -> np.ndarray:
+    root = op.root.value.data
+    if not 0 <= root < operand.world:
+        raise CocoError(
+            f"root {root} is not a rank of the group of {operand.world}", op
+        )
+    return operand.rank(root)[np.newaxis]
+
+
 def _relu(x: np.ndarray) -> np.ndarray:
     return np.maximum(x, x.dtype.type(0))
 
@@ -331,20 +396,7 @@ class CocoFunctions(InterpreterFunctions):
     ) -> PythonValues:
         return elementwise(op, args, np.where, compute=False)
 
-    @impl(coco.ConvertOp)
-    def run_convert(
-        self, interpreter: Interpreter, op: coco.ConvertOp, args: PythonValues
-    ) -> PythonValues:
-        (operand,) = args
-        target = result_type(op).element_type
-        data = operand.data
-        if target == coco.i1:
-            converted = data != 0
-        elif target == coco.i32:
-            converted = to_i32(data)
-        else:
-            converted = data
-        return (finish(op, converted, operand.world),)
+    run_convert = _operand_rule(coco.ConvertOp, _converted)
 
     @impl(coco.ConstantOp)
     def run_constant(
@@ -368,31 +420,8 @@ class CocoFunctions(InterpreterFunctions):
         kept = np.where(u >= p, data, data.dtype.type(0))
         return (finish(op, kept / scale, operand.world),)
 
-    @impl(coco.ReduceOp)
-    def run_reduce(
-        self, interpreter: Interpreter, op: coco.ReduceOp, args: PythonValues
-    ) -> PythonValues:
-        (operand,) = args
-        axes = tuple(d + 1 for d in op.reduced_dims)
-        data = in_compute_dtype(operand)
-        kind = op.kind.data.value
-        if kind == "sum":
-            reduced = np.sum(data, axis=axes, dtype=data.dtype)
-        elif kind == "max":
-            reduced = np.max(data, axis=axes)
-        else:
-            reduced = np.min(data, axis=axes)
-        return (finish(op, reduced, operand.world),)
-
-    @impl(coco.NormOp)
-    def run_norm(
-        self, interpreter: Interpreter, op: coco.NormOp, args: PythonValues
-    ) -> PythonValues:
-        (operand,) = args
-        data = in_compute_dtype(operand)
-        axes = tuple(range(1, data.ndim))
-        squares = np.sum(data * data, axis=axes, dtype=data.dtype)
-        return (finish(op, np.sqrt(squares), operand.world),)
+    run_reduce = _operand_rule(coco.ReduceOp, _reduced)
+    run_norm = _operand_rule(coco.NormOp, _norm)
 
     def _run_products(
         self,
@@ -439,13 +468,9 @@ class CocoFunctions(InterpreterFunctions):
             pooled.append(pool_bags(picked, owned, pooling))
         return (finish(op, np.stack(pooled), world),)
 
-    @impl(coco.AllSliceOp)
-    def run_all_slice(
-        self, interpreter: Interpreter, op: coco.AllSliceOp, args: PythonValues
-    ) -> PythonValues:
-        (operand,) = args
-        blocks = cut(operand.data[0], op.dim.value.data, operand.world)
-        return (finish(op, blocks, operand.world),)
+    run_all_slice = _operand_rule(
+        coco.AllSliceOp, lambda op, x: cut(x.data[0], op.dim.value.data, x.world)
+    )
 
     @impl(coco.ConcatOp)
     def run_concat(
@@ -490,30 +515,14 @@ class CocoFunctions(InterpreterFunctions):
     # Collectives
     # ------------------------------------------------------------------------
 
-    @impl(coco.AllReduceOp)
-    def run_all_reduce(
-        self, interpreter: Interpreter, op: coco.AllReduceOp, args: PythonValues
-    ) -> PythonValues:
-        (operand,) = args
-        ufunc = RANK_REDUCTIONS[op.reduction.data]
-        return (finish(op, combine_ranks(operand, ufunc), operand.world),)
-
-    @impl(coco.ReduceScatterOp)
-    def run_reduce_scatter(
-        self, interpreter: Interpreter, op: coco.ReduceScatterOp, args: PythonValues
-    ) -> PythonValues:
-        (operand,) = args
-        ufunc = RANK_REDUCTIONS[op.reduction.data]
-        total = combine_ranks(operand, ufunc)[0]
-        blocks = cut(total, op.dim.value.data, operand.world)
-        return (finish(op, blocks, operand.world),)
-
-    @impl(coco.AllGatherOp)
-    def run_all_gather(
-        self, interpreter: Interpreter, op: coco.AllGatherOp, args: PythonValues
-    ) -> PythonValues:
-        (operand,) = args
-        return (finish(op, operand.global_value()[np.newaxis], operand.world),)
+    run_all_reduce = _operand_rule(coco.AllReduceOp, _reduced_over_ranks)
+    run_reduce_scatter = _operand_rule(
+        coco.ReduceScatterOp,
+        lambda op, x: cut(_reduced_over_ranks(op, x)[0], op.dim.value.data, x.world),
+    )
+    run_all_gather = _operand_rule(
+        coco.AllGatherOp, lambda op, x: x.global_value()[np.newaxis]
+    )
 
     @impl(coco.ShiftOp)
     def run_shift(
@@ -526,25 +535,11 @@ class CocoFunctions(InterpreterFunctions):
         rotated = np.roll(operand.stacked(), -op.offset, axis=0)
         return (operand.with_data(result_type(op), rotated),)
 
-    @impl(coco.BroadcastOp)
-    def run_broadcast(
-        self, interpreter: Interpreter, op: coco.BroadcastOp, args: PythonValues
-    ) -> PythonValues:
-        (operand,) = args
-        root = op.root.value.data
-        if not 0 <= root < operand.world:
-            raise CocoError(
-                f"root {root} is not a rank of the group of {operand.world}", op
-            )
-        return (finish(op, operand.rank(root)[np.newaxis], operand.world),)
-
-    @impl(coco.AllToAllOp)
-    def run_all_to_all(
-        self, interpreter: Interpreter, op: coco.AllToAllOp, args: PythonValues
-    ) -> PythonValues:
-        (operand,) = args
-        blocks = cut(operand.global_value(), op.dim.value.data, operand.world)
-        return (finish(op, blocks, operand.world),)
+    run_broadcast = _operand_rule(coco.BroadcastOp, _root_value)
+    run_all_to_all = _operand_rule(
+        coco.AllToAllOp,
+        lambda op, x: cut(x.global_value(), op.dim.value.data, x.world),
+    )
 
     @impl(coco.SendOp)
     def run_send(
