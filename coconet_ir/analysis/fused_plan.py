@@ -45,20 +45,6 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Attribute, BlockArgument, Operation, OpResult, SSAValue
 
 from coconet_ir.dialects import coco
-from coconet_ir.dialects.coco import (
-    ELEMENTWISE_OPS,
-    AllGatherOp,
-    AllReduceOp,
-    AllSliceOp,
-    ConstantOp,
-    FusionOp,
-    ReduceOp,
-    ReduceScatterOp,
-    SendOp,
-    TensorType,
-    YieldOp,
-    element_info,
-)
 
 DEFAULT_CHUNK_ELEMENTS = 4096
 """Elements of a rank's slice per pipelined chunk (16 KiB of f32): the unit a
@@ -166,16 +152,16 @@ class SliceGeometry:
 class FusedPlan:
     """What a fused collective kernel does for one `coco.fusion`."""
 
-    fusion: FusionOp
+    fusion: coco.FusionOp
     geometry: SliceGeometry
-    reductions: tuple[ReduceScatterOp, ...]
+    reductions: tuple[coco.ReduceScatterOp, ...]
     compute: tuple[Operation, ...]
     """Elementwise ops, all_slices and constants, in body order."""
-    gathers: tuple[AllGatherOp, ...]
-    sends: tuple[SendOp, ...]
-    slice_reductions: tuple[ReduceOp, ...] = ()
+    gathers: tuple[coco.AllGatherOp, ...]
+    sends: tuple[coco.SendOp, ...]
+    slice_reductions: tuple[coco.ReduceOp, ...] = ()
     """Whole-slice `coco.reduce`s: each rank's scalar partial."""
-    scalar_all_reduces: tuple[AllReduceOp, ...] = ()
+    scalar_all_reduces: tuple[coco.AllReduceOp, ...] = ()
     """The `coco.all_reduce`s completing them."""
     chunk_elements: int = DEFAULT_CHUNK_ELEMENTS
 
@@ -185,12 +171,12 @@ class FusedPlan:
 
     @staticmethod
     def of(
-        fusion: FusionOp, world: int, chunk_elements: int = DEFAULT_CHUNK_ELEMENTS
+        fusion: coco.FusionOp, world: int, chunk_elements: int = DEFAULT_CHUNK_ELEMENTS
     ) -> FusedPlan | str:
         """The plan of `fusion` on `world` ranks, or why the fused kernel does
         not handle it."""
-        ops = [op for op in fusion.block.ops if not isinstance(op, YieldOp)]
-        reductions = [op for op in ops if isinstance(op, ReduceScatterOp)]
+        ops = [op for op in fusion.block.ops if not isinstance(op, coco.YieldOp)]
+        reductions = [op for op in ops if isinstance(op, coco.ReduceScatterOp)]
         if not reductions:
             return "holds no coco.reduce_scatter"
         if chunk_elements < 1:
@@ -210,12 +196,14 @@ class FusedPlan:
             tuple(
                 op
                 for op in ops
-                if isinstance(op, (*ELEMENTWISE_OPS, AllSliceOp, ConstantOp))
+                if isinstance(
+                    op, (*coco.ELEMENTWISE_OPS, coco.AllSliceOp, coco.ConstantOp)
+                )
             ),
-            tuple(op for op in ops if isinstance(op, AllGatherOp)),
-            tuple(op for op in ops if isinstance(op, SendOp)),
-            tuple(op for op in ops if isinstance(op, ReduceOp)),
-            tuple(op for op in ops if isinstance(op, AllReduceOp)),
+            tuple(op for op in ops if isinstance(op, coco.AllGatherOp)),
+            tuple(op for op in ops if isinstance(op, coco.SendOp)),
+            tuple(op for op in ops if isinstance(op, coco.ReduceOp)),
+            tuple(op for op in ops if isinstance(op, coco.AllReduceOp)),
             chunk_elements,
         )
 
@@ -250,10 +238,10 @@ class FusedPlan:
         one, any other op in the latest stage of its operands."""
         found: dict[Operation, int] = {}
         for op in self.fusion.block.ops:
-            if isinstance(op, YieldOp):
+            if isinstance(op, coco.YieldOp):
                 continue
             stage = max((self.stage(v, found) for v in op.operands), default=0)
-            found[op] = stage + 1 if isinstance(op, AllReduceOp) else stage
+            found[op] = stage + 1 if isinstance(op, coco.AllReduceOp) else stage
         return found
 
     def stage(self, value: SSAValue, stages: dict[Operation, int] | None = None) -> int:
@@ -267,10 +255,10 @@ class FusedPlan:
         """Whether a stage that needs `op`'s value computes it again rather
         than reading it back: an all_slice (a read of an input), a constant,
         rank-0 arithmetic."""
-        if isinstance(op, AllSliceOp | ConstantOp):
+        if isinstance(op, coco.AllSliceOp | coco.ConstantOp):
             return True
         return (
-            isinstance(op, ELEMENTWISE_OPS)
+            isinstance(op, coco.ELEMENTWISE_OPS)
             and coco.tensor_type(op.results[0]).rank == 0
         )
 
@@ -280,7 +268,7 @@ class FusedPlan:
         recomputed value is read where its users run."""
         found: dict[SSAValue, int] = {}
         for op in reversed(list(self.fusion.block.ops)):
-            if isinstance(op, YieldOp):
+            if isinstance(op, coco.YieldOp):
                 continue
             if self.is_recomputed(op):
                 stage = max((found.get(r, -1) for r in op.results), default=-1)
@@ -298,7 +286,7 @@ class FusedPlan:
         return tuple(
             op.results[0]
             for op in self.fusion.block.ops
-            if isinstance(op, (ReduceScatterOp, *ELEMENTWISE_OPS))
+            if isinstance(op, (coco.ReduceScatterOp, *coco.ELEMENTWISE_OPS))
             and not self.is_recomputed(op)
             and self.read_stages.get(op.results[0], -1) > self.stages[op]
         )
@@ -320,13 +308,13 @@ class FusedPlan:
         """Signal-pad slots the kernel uses (`slots`)."""
         return self.slots.total
 
-    def reduction_element_bytes(self, op: ReduceScatterOp) -> int:
-        return element_info(coco.tensor_type(op.operand).element_type).bytes
+    def reduction_element_bytes(self, op: coco.ReduceScatterOp) -> int:
+        return coco.element_info(coco.tensor_type(op.operand).element_type).bytes
 
-    def gather_element_bytes(self, op: AllGatherOp) -> int:
-        return element_info(coco.tensor_type(op.operand).element_type).bytes
+    def gather_element_bytes(self, op: coco.AllGatherOp) -> int:
+        return coco.element_info(coco.tensor_type(op.operand).element_type).bytes
 
-    def partial_type(self, op: ReduceOp) -> Attribute:
+    def partial_type(self, op: coco.ReduceOp) -> Attribute:
         """The element type of a slice reduction's partial (and of the
         scalars its all_reduces exchange)."""
         return coco.tensor_type(op.result).element_type
@@ -348,7 +336,7 @@ class FusedPlan:
         ]
         for op in self.slice_reductions:
             t = self.partial_type(op)
-            compute = element_info(t).compute_type
+            compute = coco.element_info(t).compute_type
             found.append(SymmetricBuffer("partials", op, compute, self.max_blocks))
             found.append(SymmetricBuffer("exchange", op, t, n))
         found += [
@@ -377,7 +365,7 @@ class FusedPlan:
             sum(elements * self.reduction_element_bytes(op) for op in self.reductions)
             + sum(elements * self.gather_element_bytes(op) for op in self.gathers)
             + sum(
-                element_info(self.partial_type(op)).bytes
+                coco.element_info(self.partial_type(op)).bytes
                 for op in self.slice_reductions
             )
         )
@@ -395,7 +383,7 @@ class SymmetricBuffer:
 
     @property
     def bytes(self) -> int:
-        return self.count * element_info(self.element_type).bytes
+        return self.count * coco.element_info(self.element_type).bytes
 
 
 def _operand_type(op: Operation) -> Attribute:
@@ -410,28 +398,28 @@ def _align(n: int, alignment: int) -> int:
     return -(-n // alignment) * alignment
 
 
-def _problems(ops: list[Operation], slice_type: TensorType) -> list[str]:
+def _problems(ops: list[Operation], slice_type: coco.TensorType) -> list[str]:
     """Why `ops` are not a fused collective over slices of `slice_type`."""
     problems: list[str] = []
     dims = tuple(slice_type.dims)
     dim = slice_type.layout.sliced_dim
 
-    def is_slice(t: TensorType) -> bool:
+    def is_slice(t: coco.TensorType) -> bool:
         return (
             t.layout.is_sliced and tuple(t.dims) == dims and t.layout.sliced_dim == dim
         )
 
-    def is_scalar(t: TensorType) -> bool:
+    def is_scalar(t: coco.TensorType) -> bool:
         return t.rank == 0 and t.layout.is_replicated
 
-    def broadcasts(t: TensorType) -> bool:
+    def broadcasts(t: coco.TensorType) -> bool:
         if not t.layout.is_replicated or t.rank > len(dims):
             return False
         tail = dims[len(dims) - t.rank :]
         return all(a in (1, b) for a, b in zip(t.dims, tail))
 
     for op in ops:
-        if isinstance(op, ReduceScatterOp):
+        if isinstance(op, coco.ReduceScatterOp):
             t = coco.tensor_type(op.result)
             if not is_slice(t):
                 problems.append(
@@ -443,30 +431,30 @@ def _problems(ops: list[Operation], slice_type: TensorType) -> list[str]:
             if kind == coco.i1:
                 problems.append(f"reduces {t.element_type} values")
             continue
-        if isinstance(op, AllGatherOp):
+        if isinstance(op, coco.AllGatherOp):
             if not is_slice(coco.tensor_type(op.operand)):
                 problems.append(f"gathers {op.operand.type}, not a slice {slice_type}")
             continue
-        if isinstance(op, SendOp):
+        if isinstance(op, coco.SendOp):
             continue
-        if isinstance(op, ReduceOp):
+        if isinstance(op, coco.ReduceOp):
             problems.extend(_slice_reduction_problems(op, is_slice))
             continue
-        if isinstance(op, AllReduceOp):
-            if not isinstance(op.operand.owner, ReduceOp):
+        if isinstance(op, coco.AllReduceOp):
+            if not isinstance(op.operand.owner, coco.ReduceOp):
                 problems.append(
                     "all-reduces a value that is not the partial of a "
                     "coco.reduce in the fusion"
                 )
             continue
-        if isinstance(op, AllSliceOp):
+        if isinstance(op, coco.AllSliceOp):
             t = coco.tensor_type(op.result)
             if not is_slice(t):
                 problems.append(f"cuts {t}, not the fusion's slice {slice_type}")
             continue
-        if isinstance(op, ConstantOp):
+        if isinstance(op, coco.ConstantOp):
             continue
-        if not isinstance(op, ELEMENTWISE_OPS):
+        if not isinstance(op, coco.ELEMENTWISE_OPS):
             problems.append(f"holds {op.name}, which the fused kernel does not compute")
             continue
         t = coco.tensor_type(op.results[0])
@@ -477,7 +465,7 @@ def _problems(ops: list[Operation], slice_type: TensorType) -> list[str]:
     return problems
 
 
-def _slice_reduction_problems(op: ReduceOp, is_slice) -> list[str]:
+def _slice_reduction_problems(op: coco.ReduceOp, is_slice) -> list[str]:
     """A slice reduction must reduce a whole slice of the fusion's shape to a
     rank-0 partial that only all_reduces in the body read."""
     t = coco.tensor_type(op.operand)
@@ -489,7 +477,7 @@ def _slice_reduction_problems(op: ReduceOp, is_slice) -> list[str]:
     if t.element_type == coco.i1:
         return [f"holds a 'coco.reduce' of {t.element_type} values"]
     for use in op.result.uses:
-        if not isinstance(use.operation, AllReduceOp):
+        if not isinstance(use.operation, coco.AllReduceOp):
             return [
                 f"uses the partial of 'coco.reduce' in '{use.operation.name}', "
                 "not only in coco.all_reduce"
@@ -497,7 +485,7 @@ def _slice_reduction_problems(op: ReduceOp, is_slice) -> list[str]:
     return []
 
 
-def _yield_problems(fusion: FusionOp) -> list[str]:
+def _yield_problems(fusion: coco.FusionOp) -> list[str]:
     """The kernel writes slices computed in the body and gathered values; a
     yielded input or scalar has no element the kernel would store."""
     problems: list[str] = []
@@ -505,7 +493,7 @@ def _yield_problems(fusion: FusionOp) -> list[str]:
         t = coco.tensor_type(value)
         if isinstance(value, BlockArgument):
             problems.append("yields one of its inputs unchanged")
-        elif not (t.layout.is_sliced or isinstance(value.owner, AllGatherOp)):
+        elif not (t.layout.is_sliced or isinstance(value.owner, coco.AllGatherOp)):
             problems.append(f"yields {t}, neither a slice nor a gathered value")
     return problems
 
@@ -519,12 +507,12 @@ def _operand_problem(operand: SSAValue, is_slice, is_scalar, broadcasts) -> list
     return [f"computes on {t}, which the kernel cannot read per element"]
 
 
-def fused_plans(module: ModuleOp, world: int) -> dict[FusionOp, FusedPlan | str]:
+def fused_plans(module: ModuleOp, world: int) -> dict[coco.FusionOp, FusedPlan | str]:
     """The plan (or the refusal) of every `coco.fusion` with a reduce_scatter
     in `module`."""
     return {
         op: FusedPlan.of(op, world)
         for op in module.walk()
-        if isinstance(op, FusionOp)
-        and any(isinstance(o, ReduceScatterOp) for o in op.block.ops)
+        if isinstance(op, coco.FusionOp)
+        and any(isinstance(o, coco.ReduceScatterOp) for o in op.block.ops)
     }
