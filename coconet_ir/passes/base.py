@@ -176,6 +176,32 @@ class CocoPass(ModulePass, ABC):
         warn(f"{self.name} transforms no op with {options}: {reason}", candidates[0])
 
 
+class ListedOpsPass(CocoPass, ABC):
+    """A pass a schedule may also give an explicit list of ops (coco-fuse,
+    coco-reorder): with `ops=`, it rewrites exactly the ops labelled so, as
+    one group, instead of every candidate (or the one named by `op=`)."""
+
+    ops: tuple[str, ...]
+    """The option, declared (with its default and meaning) by each pass, in
+    its place among the pass's options."""
+
+    @abstractmethod
+    def rewrite_listed(self, module: ModuleOp, listed: list[Operation]) -> None:
+        """Rewrite the `ops=` ops (in the list's order) as one group, or
+        refuse before changing anything."""
+
+    def rewrites_all(self) -> bool:
+        return not self.ops and super().rewrites_all()
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if not self.ops:
+            super().apply(ctx, op)
+            return
+        if self.op is not None:
+            raise self.bad_option("give op= or ops=, not both")
+        self.rewrite_listed(op, self.listed_ops(op, self.ops))
+
+
 @dataclass(frozen=True)
 class AllReducePass(CocoPass, ABC):
     """A pass that transforms all_reduces (coco-split-all-reduce,

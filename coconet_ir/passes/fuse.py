@@ -44,7 +44,6 @@ from dataclasses import dataclass, field
 from functools import partial
 from math import prod
 
-from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Block, Operation, Region, SSAValue
@@ -55,22 +54,8 @@ from xdsl.pattern_rewriter import (
 )
 
 from coconet_ir.diagnostics import location_of
-from coconet_ir.dialects.coco import (
-    ELEMENTWISE_OPS,
-    AllGatherOp,
-    AllReduceOp,
-    AllSliceOp,
-    ConstantOp,
-    FusionOp,
-    PerPeerOp,
-    ReduceOp,
-    ReduceScatterOp,
-    SendOp,
-    label_attribute,
-    label_of,
-    tensor_type,
-)
-from coconet_ir.passes.base import CocoPass, function_body_ops, rewrite_once
+from coconet_ir.dialects import coco
+from coconet_ir.passes.base import ListedOpsPass, function_body_ops, rewrite_once
 from coconet_ir.passes.regions import (
     Boundary,
     descendants,
@@ -95,37 +80,39 @@ def joins_collective_group(
     """Slices flow into compute, gathers and sends, and (with `reductions`)
     into reductions of the whole slice whose scalar partials an all_reduce
     adds up; a gathered value only into a send."""
-    if isinstance(producer, SendOp):
+    if isinstance(producer, coco.SendOp):
         return False
-    if isinstance(op, SendOp):
+    if isinstance(op, coco.SendOp):
         return True
-    if isinstance(producer, AllGatherOp):
+    if isinstance(producer, coco.AllGatherOp):
         return False
-    if isinstance(op, ReduceOp | AllReduceOp):
+    if isinstance(op, coco.ReduceOp | coco.AllReduceOp):
         return reductions and is_reduction_step(op)
-    return isinstance(op, (*ELEMENTWISE_OPS, AllGatherOp))
+    return isinstance(op, (*coco.ELEMENTWISE_OPS, coco.AllGatherOp))
 
 
-def is_reduction_step(op: ReduceOp | AllReduceOp) -> bool:
+def is_reduction_step(op: coco.ReduceOp | coco.AllReduceOp) -> bool:
     """A slice reduction or the scalar all_reduce completing one."""
-    if isinstance(op, ReduceOp):
+    if isinstance(op, coco.ReduceOp):
         return is_slice_reduction(op)
     return is_scalar_all_reduce(op)
 
 
-def is_slice_reduction(op: ReduceOp) -> bool:
+def is_slice_reduction(op: coco.ReduceOp) -> bool:
     """A reduction of a sliced value over all its dims: each rank's scalar
     partial (local), which a scalar all_reduce completes."""
-    operand = tensor_type(op.operand)
+    operand = coco.tensor_type(op.operand)
     return operand.layout.is_sliced and len(op.reduced_dims) == operand.rank
 
 
-def is_scalar_all_reduce(op: AllReduceOp) -> bool:
-    return prod(tensor_type(op.operand).dims) <= SCALAR_ELEMENTS
+def is_scalar_all_reduce(op: coco.AllReduceOp) -> bool:
+    return prod(coco.tensor_type(op.operand).dims) <= SCALAR_ELEMENTS
 
 
 def joins_chain(op: Operation, producer: Operation) -> bool:
-    return isinstance(op, ELEMENTWISE_OPS) and isinstance(producer, ELEMENTWISE_OPS)
+    return isinstance(op, coco.ELEMENTWISE_OPS) and isinstance(
+        producer, coco.ELEMENTWISE_OPS
+    )
 
 
 @dataclass
@@ -292,9 +279,9 @@ class Grouping:
 
 
 def is_absorbable(op: Operation, reductions: bool) -> bool:
-    if isinstance(op, ReduceOp | AllReduceOp):
+    if isinstance(op, coco.ReduceOp | coco.AllReduceOp):
         return reductions and is_reduction_step(op)
-    return isinstance(op, (AllSliceOp, *ELEMENTWISE_OPS))
+    return isinstance(op, (coco.AllSliceOp, *coco.ELEMENTWISE_OPS))
 
 
 @dataclass
@@ -307,10 +294,10 @@ class HostScalars:
     def holds(self, value: SSAValue) -> bool:
         if value not in self.known:
             owner = value.owner
-            self.known[value] = tensor_type(value).rank == 0 and (
+            self.known[value] = coco.tensor_type(value).rank == 0 and (
                 not isinstance(owner, Operation)
                 or (
-                    isinstance(owner, (ConstantOp, *ELEMENTWISE_OPS))
+                    isinstance(owner, (coco.ConstantOp, *coco.ELEMENTWISE_OPS))
                     and all(self.holds(o) for o in owner.operands)
                 )
             )
@@ -328,7 +315,7 @@ def collective_groups(block: Block, reductions: bool = True) -> Grouping:
         block,
         Grouping(
             partial(joins_collective_group, reductions=reductions),
-            lambda op: isinstance(op, ReduceScatterOp),
+            lambda op: isinstance(op, coco.ReduceScatterOp),
             merge_reductions=True,
         ),
     )
@@ -341,7 +328,7 @@ def chain_groups(block: Block) -> Grouping:
         block,
         Grouping(
             joins_chain,
-            lambda op: isinstance(op, ELEMENTWISE_OPS),
+            lambda op: isinstance(op, coco.ELEMENTWISE_OPS),
             merge_reductions=False,
         ),
     )
@@ -350,17 +337,17 @@ def chain_groups(block: Block) -> Grouping:
 def fusion_label(ops: list[Operation]) -> str | None:
     """`LABEL_fused` after the first labelled reduce_scatter, else the first
     labelled op."""
-    ordered = sorted(ops, key=lambda op: not isinstance(op, ReduceScatterOp))
-    label = next((n for op in ordered if (n := label_of(op)) is not None), None)
+    ordered = sorted(ops, key=lambda op: not isinstance(op, coco.ReduceScatterOp))
+    label = next((n for op in ordered if (n := coco.label_of(op)) is not None), None)
     return None if label is None else f"{label}_fused"
 
 
-def build_fusion(found: Boundary, body: Block) -> FusionOp:
+def build_fusion(found: Boundary, body: Block) -> coco.FusionOp:
     label = fusion_label(list(found.ops))
-    return FusionOp.create(
+    return coco.FusionOp.create(
         operands=list(found.inputs),
         result_types=[v.type for v in found.outputs],
-        attributes=label_attribute(label),
+        attributes=coco.label_attribute(label),
         regions=[Region(body)],
     )
 
@@ -450,7 +437,7 @@ def fuse_function(
     fuse_groups(block, chain_groups(block), rewriter, plan)
     # A per-peer region's step body is a block of compute: its
     # elementwise chains become one kernel per step too.
-    for region in [op for op in block.ops if isinstance(op, PerPeerOp)]:
+    for region in [op for op in block.ops if isinstance(op, coco.PerPeerOp)]:
         inner = region.block
         fuse_groups(inner, chain_groups(inner), rewriter, plan)
 
@@ -471,7 +458,7 @@ class FuseFunction(RewritePattern):
             fuse_function(func, self.reductions, rewriter)
             return
         for ops in FusionPlan.of(func, self.reductions).regions:
-            if any(label_of(op) == self.label for op in ops):
+            if any(coco.label_of(op) == self.label for op in ops):
                 block = ops[0].parent_block()
                 assert block is not None
                 outline(
@@ -483,15 +470,15 @@ class FuseFunction(RewritePattern):
 
 def is_fusible(op: Operation) -> bool:
     """Whether `op` may be named by `op=`: a reduce_scatter or elementwise op."""
-    return isinstance(op, (ReduceScatterOp, *ELEMENTWISE_OPS))
+    return isinstance(op, (coco.ReduceScatterOp, *coco.ELEMENTWISE_OPS))
 
 
 def duplicate_reduction(group: Iterable[Operation]) -> str | None:
     """Why `group` cannot be one kernel, if it holds two reduce_scatters of
     the same value."""
-    reduced: dict[object, ReduceScatterOp] = {}
+    reduced: dict[object, coco.ReduceScatterOp] = {}
     for member in group:
-        if not isinstance(member, ReduceScatterOp):
+        if not isinstance(member, coco.ReduceScatterOp):
             continue
         first = reduced.setdefault(member.operand, member)
         if first is not member:
@@ -505,10 +492,17 @@ def duplicate_reduction(group: Iterable[Operation]) -> str | None:
 
 def can_be_fused(op: Operation) -> bool:
     """Whether a fused kernel can hold `op`."""
-    if isinstance(op, ReduceOp | AllReduceOp):
+    if isinstance(op, coco.ReduceOp | coco.AllReduceOp):
         return is_reduction_step(op)
     return isinstance(
-        op, (ReduceScatterOp, AllGatherOp, AllSliceOp, SendOp, *ELEMENTWISE_OPS)
+        op,
+        (
+            coco.ReduceScatterOp,
+            coco.AllGatherOp,
+            coco.AllSliceOp,
+            coco.SendOp,
+            *coco.ELEMENTWISE_OPS,
+        ),
     )
 
 
@@ -577,7 +571,7 @@ class FuseListed(RewritePattern):
 
 
 @dataclass(frozen=True)
-class Fuse(CocoPass):
+class Fuse(ListedOpsPass):
     """Fuse reduce_scatter + compute + all_gather/send, and elementwise chains,
     into `coco.fusion` regions."""
 
@@ -591,17 +585,9 @@ class Fuse(CocoPass):
     """A schedule's explicit stage list: fuse the ops labelled these, what
     lies between them and what only they read, into ONE region."""
 
-    def rewrites_all(self) -> bool:
-        return not self.ops and super().rewrites_all()
-
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        if not self.ops:
-            super().apply(ctx, op)
-            return
-        if self.op is not None:
-            raise self.bad_option("give op= or ops=, not both")
-        group = listed_group(self.listed_ops(op, self.ops), self.refuse)
-        rewrite_once(op, FuseListed(tuple(group)))
+    def rewrite_listed(self, module: ModuleOp, listed: list[Operation]) -> None:
+        group = listed_group(listed, self.refuse)
+        rewrite_once(module, FuseListed(tuple(group)))
 
     def candidates(self, module: ModuleOp) -> Iterable[Operation]:
         return (op for op in function_body_ops(module) if is_fusible(op))

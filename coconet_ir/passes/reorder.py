@@ -50,7 +50,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import Enum, auto
 
-from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, f32
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Block, Operation, SSAValue
@@ -83,7 +82,7 @@ from coconet_ir.dialects.coco import (
     tensor_type,
 )
 from coconet_ir.passes.base import (
-    CocoPass,
+    ListedOpsPass,
     function_body_ops,
     rewrite_once,
     rewriting,
@@ -482,7 +481,7 @@ class ReorderFunction(RewritePattern):
 
 
 @dataclass(frozen=True)
-class Reorder(CocoPass):
+class Reorder(ListedOpsPass):
     """Move the elementwise consumers of every (or the named) all_gather onto the
     slices, before the all_gather."""
 
@@ -492,17 +491,9 @@ class Reorder(CocoPass):
     """A schedule's explicit list: the all_gather and the computations that
     move onto its slices (CoCoNet's `reorder(ag, {...})`); nothing else moves."""
 
-    def rewrites_all(self) -> bool:
-        return not self.ops and super().rewrites_all()
-
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        if not self.ops:
-            super().apply(ctx, op)
-            return
-        if self.op is not None:
-            raise self.bad_option("give op= or ops=, not both")
-        moving = listed_slice_set(self.listed_ops(op, self.ops), self.refuse)
-        rewrite_once(op, ReorderListed(moving))
+    def rewrite_listed(self, module: ModuleOp, listed: list[Operation]) -> None:
+        moving = listed_slice_set(listed, self.refuse)
+        rewrite_once(module, ReorderListed(moving))
 
     def candidates(self, module: ModuleOp) -> Iterable[Operation]:
         return (op for op in function_body_ops(module) if isinstance(op, AllGatherOp))
