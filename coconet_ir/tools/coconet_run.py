@@ -26,7 +26,7 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
@@ -248,6 +248,21 @@ def load(path: str, pipeline: PassPipeline) -> ModuleOp:
     return module
 
 
+class RunInputs(TypedDict):
+    """What picks a run's inputs, the same for every run one command makes
+    (interpreted, emulated, compared): the seed they are drawn from and the
+    function called."""
+
+    seed: int
+    entry: str | None
+
+
+def run_inputs(args: argparse.Namespace) -> RunInputs:
+    """`--seed` and `--entry`, as the keywords of interpret, emulate and
+    equivalent."""
+    return RunInputs(seed=args.seed, entry=args.entry)
+
+
 def resolve_world(requested: int | None, modules: dict[str, ModuleOp]) -> int:
     """The world size: `--world`, else the modules' `coco.world_size`; all that
     are given must agree."""
@@ -402,7 +417,7 @@ def run(args: argparse.Namespace) -> int:
     pipeline = make_pipeline(args.passes)
     module = load(args.file, pipeline)
     world = resolve_world(args.world, {args.file: module})
-    result = interpret(module, world, seed=args.seed, entry=args.entry)
+    result = interpret(module, world, **run_inputs(args))
     print_run(args, result, world)
     return EXIT_OK
 
@@ -417,19 +432,14 @@ def run_emulated(args: argparse.Namespace) -> int:
     module = read_program(args.file)
     world = resolve_world(args.world, {args.file: module})
     result = emulate(
-        module,
-        world,
-        passes=args.passes,
-        seed=args.seed,
-        entry=args.entry,
-        backend=args.backend,
+        module, world, passes=args.passes, backend=args.backend, **run_inputs(args)
     )
     print_run(args, result, world)
     if args.stats and result.stats is not None:
         print(stats_report(result))
     if not args.check:
         return EXIT_OK
-    reference = interpret(module, world, seed=args.seed, entry=args.entry)
+    reference = interpret(module, world, **run_inputs(args))
     verdict = compare_runs(reference, result, module)
     print(comparison_report(verdict, world, args.seed, against="the interpreter"))
     return EXIT_OK if verdict.ok else EXIT_FAILED
@@ -567,10 +577,9 @@ def compare(args: argparse.Namespace) -> int:
             module_a,
             module_b,
             world,
-            seed=args.seed,
             rtol=args.rtol,
             atol=args.atol,
-            entry=args.entry,
+            **run_inputs(args),
         )
     except NotComparable as err:
         raise UsageError(
