@@ -178,18 +178,18 @@ BINARY_INT = {
     arith.DivSIOp: "/",
     arith.RemSIOp: "%",
     arith.ShRSIOp: ">>",
-}
-"""An integer op → its C operator, on the operands as they are."""
-WRAPPING = (arith.AddiOp, arith.SubiOp, arith.MuliOp)
-"""Integer ops computed in the unsigned type (two's-complement wrap, as MLIR
-means them; signed overflow is undefined in C) unless on index."""
-BINARY_UNSIGNED = {
     arith.DivUIOp: "/",
     arith.RemUIOp: "%",
     arith.ShLIOp: "<<",
     arith.ShRUIOp: ">>",
 }
-"""An integer op → its C operator, on the operands read as unsigned."""
+"""An integer op → its C operator."""
+WRAPPING = (arith.AddiOp, arith.SubiOp, arith.MuliOp)
+"""Integer ops computed in the unsigned type (two's-complement wrap, as MLIR
+means them; signed overflow is undefined in C) unless on index."""
+UNSIGNED = (arith.DivUIOp, arith.RemUIOp, arith.ShLIOp, arith.ShRUIOp)
+"""Integer ops on their operands read as unsigned (the others take them as
+they are)."""
 MIN_MAX = {
     arith.MaxSIOp: (">", False),
     arith.MinSIOp: ("<", False),
@@ -726,8 +726,8 @@ class CudaPrinter(BasePrinter):
     def print_binary_int(self, op: Operation) -> None:
         t = op.results[0].type
         lhs, rhs = (self.operand(v) for v in op.operands)
-        unsigned = type(op) in BINARY_UNSIGNED
-        symbol = (BINARY_UNSIGNED if unsigned else BINARY_INT)[type(op)]
+        symbol = BINARY_INT[type(op)]
+        unsigned = isinstance(op, UNSIGNED)
         if unsigned or (isinstance(op, WRAPPING) and not isinstance(t, IndexType)):
             u = unsigned_type(t)
             expr = f"({scalar_type(t)})(({u}){lhs} {symbol} ({u}){rhs})"
@@ -1378,7 +1378,7 @@ for _table, _case in (
     (MATH_FUNCTIONS, CudaPrinter.print_math),
     (BINARY_FLOAT, CudaPrinter.print_binary_float),
     (FLOAT_MIN_MAX | NAN_MIN_MAX, CudaPrinter.print_float_min_max),
-    (BINARY_INT | BINARY_UNSIGNED, CudaPrinter.print_binary_int),
+    (BINARY_INT, CudaPrinter.print_binary_int),
     (MIN_MAX, CudaPrinter.print_int_min_max),
 ):
     for _op in _table:
