@@ -6,6 +6,7 @@ tools fail. Tests import them as `from helpers import ...` (tests/unit is on
 from __future__ import annotations
 
 import importlib.util
+import re
 import shutil
 import subprocess
 import sys
@@ -80,6 +81,40 @@ def for_every_arch(command: list[str], arches: tuple[str, ...]) -> list[str]:
     arch = [i for i, flag in enumerate(command) if flag.startswith("-arch=")]
     assert len(arch) == 1, command
     return [*command[: arch[0]], *gencode, *command[arch[0] + 1 :]]
+
+
+def one_translation_unit(sources: dict[str, str]) -> str:
+    """Emitted `.cu` sources as one translation unit, for the tests that only
+    compile them: each source in a namespace of its own (`unit_<name>`), its
+    `extern "C"` dropped (a C name cannot repeat; the kernels and entries get
+    C++ names, which ptxas reports mangled: `_ZN...`), `coco_runtime.h`
+    included once at the top. nvcc then parses the CUDA, NCCL and cuBLAS
+    headers and compiles the host code once for all of them: most of a
+    compile. Sources printed with a `main` cannot be joined."""
+    include = '#include "coco_runtime.h"'
+    parts = [include]
+    for name, text in sources.items():
+        assert "COCO_STANDALONE_MAIN" not in text, f"{name} has a main"
+        body = text.replace(include + "\n", "").replace('extern "C" ', "")
+        space = "unit_" + re.sub(r"\W", "_", name)
+        parts.append(f"namespace {space} {{\n{body}\n}}  // namespace {space}")
+    return "\n".join(parts) + "\n"
+
+
+PTXAS_KERNEL = re.compile(
+    r"Compiling entry function '(?P<kernel>\w+)' for '(?P<arch>sm_\d+)'.*?"
+    r"(?P<spills>\d+) bytes spill stores.*?Used (?P<registers>\d+) registers",
+    re.DOTALL,
+)
+"""One kernel of ptxas's `-v` report: its name, arch, spill stores and
+registers."""
+
+
+def of_source(kernel: str, name: str) -> bool:
+    """Whether the (mangled) `kernel` is in `one_translation_unit`'s namespace
+    of the source `name`."""
+    space = "unit_" + re.sub(r"\W", "_", name)
+    return f"N{len(space)}{space}" in kernel
 
 
 # ---------------------------------------------------------------------------

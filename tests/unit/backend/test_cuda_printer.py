@@ -2,7 +2,8 @@
 compile with nvcc for sm_90 and sm_80 without a warning, and no kernel spills.
 
 The FileCheck inputs under tests/filecheck/backend/cuda/ are the op families;
-nvcc compiles all of them in one call per architecture (nvcc is slow). The
+nvcc compiles all of them in one call, as one translation unit (nvcc is
+slow; most of a compile is the CUDA, NCCL and cuBLAS headers). The
 compile tests skip, with the reason, where nvcc or the NCCL/cuBLAS header
 wheels are missing; they compile against the package's `coco_runtime.h`
 with `toolchain`'s flags and include path.
@@ -16,7 +17,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, for_every_arch
+from helpers import ROOT, for_every_arch, one_translation_unit
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import ModuleOp
 
@@ -140,15 +141,13 @@ SPILL = re.compile(
 def compile_all(
     sources: dict[str, str], workdir: Path, arches: tuple[str, ...] = ARCHES
 ) -> dict[str, str]:
-    """Compile every source with nvcc for each of `arches`, in one call (the
+    """Compile every source with nvcc for each of `arches`, in one call, as
+    one translation unit (`one_translation_unit`: the headers parsed and the
     host code compiled once, `for_every_arch`); return ptxas's report per
     arch. Fails with nvcc's output on any error or warning."""
     nvcc, includes = nvcc_or_skip()
-    files: list[str] = []
-    for name, text in sources.items():
-        path = workdir / f"{name}.cu"
-        path.write_text(text)
-        files.append(path.name)
+    (workdir / "all.cu").write_text(one_translation_unit(sources))
+    files = ["all.cu"]
     flags = [*toolchain.NVCC_FLAGS, "-Xptxas", "-v", "-c"]
     include_flags = [f"-I{p}" for p in includes]
     command = for_every_arch([nvcc, f"-arch={arches[0]}", *flags], arches)

@@ -1,7 +1,7 @@
-"""The real-GPU backend (docs/gpu/running.md): the harness header and every
-example's printed `.cu` build with the harness (`-include coco_gpu_harness.h`) into
-shared libraries
-that link against the NCCL and cuBLAS wheels and load; the benchmark main of
+"""The real-GPU backend (docs/gpu/running.md): every example's printed `.cu`
+(joined in one translation unit, and megatron alone) builds with the harness
+(`-include coco_gpu_harness.h`) into shared libraries that link against the
+NCCL and cuBLAS wheels and load; the benchmark main of
 `-t 'cuda{main=true}'` builds into an executable (sm_80, sm_90) that parses
 its options and fails cleanly without a GPU; `gpu_run` imports without cupy
 and refuses to run without a GPU. The run on GPUs is skipped where there is
@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import for_every_arch, one_translation_unit
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp
 from xdsl.dialects.func import FuncOp
 
@@ -273,26 +274,26 @@ def test_calls_are_checked_before_the_gpu():
 @needs_toolchain
 def test_harness_and_every_example_build_shared_libraries_that_link(tmp_path: Path):
     """Every example (coco-optimize'd, world 8) printed, compiled with the
-    harness (force-included, sm_90, warnings as errors) in one nvcc
-    call, each linked into a shared library against NCCL and cuBLAS; each
-    loads (every symbol resolves), exports the harness, and its
-    coco_gpu_create fails with a message where there is no GPU."""
+    harness (force-included, sm_90, warnings as errors) and linked into a
+    shared library against NCCL and cuBLAS, which loads (every symbol
+    resolves) and exports the harness; coco_gpu_create fails with a message
+    where there is no GPU. Two translation units in one nvcc call (most of a
+    compile is the headers): every example joined (`one_translation_unit`:
+    their functions get C++ names in a namespace each), and megatron alone,
+    whose library exports its entry under its C name."""
     modules = {name: lowered(name) for name in EXAMPLES}
     sources = {name: printed(module) for name, module in modules.items()}
-    sources["harness_only"] = (
-        '#include "coco_runtime.h"\n'
-        'extern "C" int coco_world_size(void) { return 1; }\n'
+    (tmp_path / "all.cu").write_text(
+        one_translation_unit(sources)
+        + 'extern "C" int coco_world_size(void) { return 1; }\n'
     )
-    for name, text in sources.items():
-        (tmp_path / f"{name}.cu").write_text(text)
+    (tmp_path / "megatron.cu").write_text(sources["megatron"])
     compile_flags = nvcc_command("X.cu", "sm_90", "X.o", harness=True)
     compile_flags = [
         f for f in compile_flags if f not in ("-x", "cu", "X.cu", "-o", "X.o")
     ]
-    run(
-        [*compile_flags, "-Xcompiler", "-fPIC", *[f"{n}.cu" for n in sources]], tmp_path
-    )
-    for name in sources:
+    run([*compile_flags, "-Xcompiler", "-fPIC", "all.cu", "megatron.cu"], tmp_path)
+    for name in ("all", "megatron"):
         library = tmp_path / f"lib{name}.so"
         run(
             [
@@ -317,26 +318,37 @@ def test_harness_and_every_example_build_shared_libraries_that_link(tmp_path: Pa
             "coco_last_error",
         ):
             assert hasattr(lib, symbol), (name, symbol)
-        for f in modules[name].ops if name in modules else ():
-            if isinstance(f, FuncOp):
-                assert hasattr(lib, f"coco_{f.sym_name.data}")
         if gpus() == 0:
             assert not lib.coco_gpu_create(1, 1, None, 0, 0)
             assert lib.coco_gpu_create_error().startswith(b"coco_gpu_harness.h:")
         assert not lib.coco_gpu_create(0, 1, None, 0, 0)
         assert b"1..16 ranks per stage" in lib.coco_gpu_create_error()
+    entries = {
+        (name, f.sym_name.data)
+        for name, module in modules.items()
+        for f in module.ops
+        if isinstance(f, FuncOp)
+    }
+    megatron = ctypes.CDLL(str(tmp_path / "libmegatron.so"))
+    for name, entry in entries:
+        if name == "megatron":
+            assert hasattr(megatron, f"coco_{entry}")
+    defined = run(["nm", "-DC", "--defined-only", "liball.so"], tmp_path)
+    for name, entry in entries:
+        assert f"unit_{name}::coco_{entry}(" in defined, (name, entry)
 
 
 @needs_toolchain
-@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-def test_benchmark_main_builds_an_executable(tmp_path: Path, arch: str):
+def test_benchmark_main_builds_an_executable(tmp_path: Path):
     """megatron with `-t 'cuda{main=true}'` at world 8: nvcc (warnings as
-    errors) builds and links a program; it prints its usage, and refuses a
-    world it was not converted for, or too few GPUs (no GPU run here)."""
+    errors; sm_80 and sm_90 in one call, `for_every_arch`) builds and links a
+    program; it prints its usage, and refuses a world it was not converted
+    for, or too few GPUs (no GPU run here)."""
     source = tmp_path / "megatron.cu"
     source.write_text(printed(lowered("megatron"), main=True))
     program = tmp_path / "megatron"
-    run(nvcc_command(source, arch, program, executable=True, harness=True), tmp_path)
+    command = nvcc_command(source, "sm_90", program, executable=True, harness=True)
+    run(for_every_arch(command, ("sm_80", "sm_90")), tmp_path)
     usage = run([str(program), "--help"], tmp_path, timeout=60)
     assert "--iters I" in usage and "(8)" in usage
     wrong = subprocess.run(

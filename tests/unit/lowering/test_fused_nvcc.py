@@ -12,7 +12,13 @@ from pathlib import Path
 
 import pytest
 from fused_emulation import cuda_source
-from helpers import example, for_every_arch
+from helpers import (
+    PTXAS_KERNEL,
+    example,
+    for_every_arch,
+    of_source,
+    one_translation_unit,
+)
 
 import coconet_ir as cc
 from coconet_ir.backend.cuda.toolchain import nvcc, nvcc_command
@@ -27,34 +33,58 @@ THREADS = 256
 ARCHS = ("sm_80", "sm_90")
 
 
-@pytest.mark.parametrize("name", ["adam", "megatron", "pipeline", "lamb"])
-def test_fused_kernels_compile_resident(name: str, tmp_path: Path):
-    """For sm_80 and sm_90 in one nvcc call (the host code compiled once);
-    ptxas reports every fused kernel for each."""
-    module = cc.Pipeline(
-        f"coco-optimize,convert-coco-to-gpu{{world=8 threads={THREADS}}}"
-    )(example(name))
-    source = tmp_path / f"{name}.cu"
-    source.write_text(cuda_source(module))
-    command = nvcc_command(source, "sm_90", tmp_path / f"{name}.o")
-    command = [*for_every_arch(command, ARCHS), "-Xptxas", "-v"]
-    done = subprocess.run(command, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    report = done.stderr
-    fused = re.findall(
-        r"Compiling entry function '(\w*fused\w*)' for '(sm_\d+)'"
-        r".*?Used (\d+) registers",
-        report,
-        re.DOTALL,
+RESIDENT = ("adam", "megatron", "pipeline", "lamb")
+
+
+def one_unit_command(sources: dict[str, str], directory: Path) -> list[str]:
+    """The nvcc command (`nvcc_command`, sm_90) that compiles the sources
+    joined into one translation unit (`one_translation_unit`)."""
+    source = directory / "all.cu"
+    source.write_text(one_translation_unit(sources))
+    return nvcc_command(source, "sm_90", directory / "all.o")
+
+
+@pytest.fixture(scope="module")
+def resident_report(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """ptxas's report (sm_80 and sm_90, `for_every_arch`: the host code
+    compiled once) on every RESIDENT example, lowered at world 8, in one nvcc
+    call."""
+    sources = {
+        name: cuda_source(
+            cc.Pipeline(
+                f"coco-optimize,convert-coco-to-gpu{{world=8 threads={THREADS}}}"
+            )(example(name))
+        )
+        for name in RESIDENT
+    }
+    command = one_unit_command(sources, tmp_path_factory.mktemp("resident"))
+    done = subprocess.run(
+        [*for_every_arch(command, ARCHS), "-Xptxas", "-v"],
+        capture_output=True,
+        text=True,
     )
-    assert fused, report
-    by_arch = {arch: sorted(k for k, a, _ in fused if a == arch) for arch in ARCHS}
+    assert done.returncode == 0, done.stderr
+    return done.stderr
+
+
+@pytest.mark.parametrize("name", RESIDENT)
+def test_fused_kernels_compile_resident(name: str, resident_report: str):
+    """ptxas reports every fused kernel for sm_80 and sm_90; none of the
+    example's kernels spills."""
+    kernels = [
+        k
+        for k in PTXAS_KERNEL.finditer(resident_report)
+        if of_source(k["kernel"], name)
+    ]
+    fused = [k for k in kernels if "fused" in k["kernel"]]
+    assert fused, resident_report
+    by_arch = {
+        arch: sorted(k["kernel"] for k in fused if k["arch"] == arch) for arch in ARCHS
+    }
     assert by_arch["sm_80"] and by_arch["sm_80"] == by_arch["sm_90"], by_arch
-    fused = [(kernel, registers) for kernel, _, registers in fused]
-    for kernel, registers in fused:
-        assert int(registers) * THREADS * BLOCKS_PER_SM <= REGISTERS_PER_SM, kernel
-    spills = re.findall(r"(\d+) bytes spill stores", report)
-    assert all(s == "0" for s in spills), report
+    for k in fused:
+        assert int(k["registers"]) * THREADS * BLOCKS_PER_SM <= REGISTERS_PER_SM, k[0]
+    assert all(k["spills"] == "0" for k in kernels), resident_report
 
 
 HALF_STEP = """
@@ -67,23 +97,41 @@ func.func @half(%g: !coco.tensor<4096xf16, local>, %w: !coco.tensor<4096xf16, re
 """  # noqa: E501
 
 
-@pytest.mark.parametrize("name", ["sgd", "megatron", "adam", "lamb", "half"])
-def test_fused_kernels_move_16_bytes_per_access(name: str, tmp_path: Path):
+VECTORIZED = ("sgd", "megatron", "adam", "lamb", "half")
+
+
+@pytest.fixture(scope="module")
+def vectorized_ptx(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The PTX (sm_90) of every VECTORIZED program lowered at world 4, from
+    one nvcc call."""
+    sources = {
+        name: cuda_source(
+            cc.Pipeline("coco-optimize,convert-coco-to-gpu{world=4}")(
+                cc.parse(HALF_STEP) if name == "half" else example(name)
+            )
+        )
+        for name in VECTORIZED
+    }
+    directory = tmp_path_factory.mktemp("vectorized")
+    command = one_unit_command(sources, directory)
+    command[command.index("-c")] = "-ptx"
+    command[command.index("-o") + 1] = str(directory / "all.ptx")
+    done = subprocess.run(command, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return (directory / "all.ptx").read_text()
+
+
+@pytest.mark.parametrize("name", VECTORIZED)
+def test_fused_kernels_move_16_bytes_per_access(name: str, vectorized_ptx: str):
     """The fused kernels' element loops load and store 16 bytes at a time
     (docs/gpu/fused.md, "Vector accesses"): nvcc emits ld/st.global.v4 (4
     floats, or 8 halves as 4 words) for the pushes into peers' scratch, the
     reduction's reads, the stores of results to every peer and the gather
     copies."""
-    program = cc.parse(HALF_STEP) if name == "half" else example(name)
-    module = cc.Pipeline("coco-optimize,convert-coco-to-gpu{world=4}")(program)
-    source = tmp_path / f"{name}.cu"
-    source.write_text(cuda_source(module))
-    ptx = tmp_path / f"{name}.ptx"
-    command = nvcc_command(source, "sm_90", ptx)
-    command[command.index("-c")] = "-ptx"
-    done = subprocess.run(command, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    fused = re.findall(r"\.entry (\w*fused\w*)\((.*?)\n}\n", ptx.read_text(), re.DOTALL)
+    entries = re.findall(
+        r"\.entry (\w*fused\w*)\((.*?)\n}\n", vectorized_ptx, re.DOTALL
+    )
+    fused = [(kernel, body) for kernel, body in entries if of_source(kernel, name)]
     assert fused
     element = "u32" if name == "half" else "f32"
     for kernel, body in fused:

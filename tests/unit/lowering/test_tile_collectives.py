@@ -139,34 +139,56 @@ def test_a_missing_tile_wait_is_caught(
         assert_close(run, rtol=1e-4)
 
 
-@pytest.mark.parametrize("program", ["dlrm", "gemv", "moe"])
-def test_the_kernel_compiles_with_nvcc_without_spills(program, tmp_path):
-    """For sm_80 and sm_90 in one nvcc call (the host code compiled once)."""
+NVCC_PROGRAMS = ("dlrm", "gemv", "moe")
+
+
+@pytest.fixture(scope="module")
+def nvcc_report(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """ptxas's report on the three fused programs (bf16, world 8), for sm_80
+    and sm_90, from one nvcc call on them joined (`one_translation_unit`)."""
     import subprocess
 
-    from helpers import for_every_arch
+    from helpers import for_every_arch, one_translation_unit
 
     from coconet_ir.backend.cuda.toolchain import nvcc, nvcc_command
 
     if nvcc() is None:
         pytest.skip("needs nvcc")
-    module = {
-        "dlrm": lambda: dlrm("bf16", pooling="mean"),
-        "gemv": lambda: gemv(4, 4096, 256, "bf16"),
-        "moe": lambda: moe(element="bf16"),
-    }[program]()
-    lowered = cc.Pipeline("convert-coco-to-gpu{world=8}")(module)
-    source = tmp_path / "dlrm.cu"
-    source.write_text(fused_emulation.cuda_source(lowered))
-    arches = ("sm_80", "sm_90")
-    command = for_every_arch(nvcc_command(source, "sm_90", tmp_path / "dlrm.o"), arches)
-    done = subprocess.run([*command, "-Xptxas", "-v"], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    for arch in arches:
-        assert re.search(
-            rf"Compiling entry function '\w+_fused_0' for '{arch}'", done.stderr
+    modules = {
+        "dlrm": dlrm("bf16", pooling="mean"),
+        "gemv": gemv(4, 4096, 256, "bf16"),
+        "moe": moe(element="bf16"),
+    }
+    sources = {
+        name: fused_emulation.cuda_source(
+            cc.Pipeline("convert-coco-to-gpu{world=8}")(module)
         )
-    assert re.findall(r"(\d+) bytes spill stores", done.stderr) == ["0"] * len(arches)
+        for name, module in modules.items()
+    }
+    directory = tmp_path_factory.mktemp("nvcc")
+    source = directory / "all.cu"
+    source.write_text(one_translation_unit(sources))
+    command = nvcc_command(source, "sm_90", directory / "all.o")
+    done = subprocess.run(
+        [*for_every_arch(command, ("sm_80", "sm_90")), "-Xptxas", "-v"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stderr
+
+
+@pytest.mark.parametrize("program", NVCC_PROGRAMS)
+def test_the_kernel_compiles_with_nvcc_without_spills(program, nvcc_report):
+    """For sm_80 and sm_90: one fused kernel each, no spill."""
+    from helpers import PTXAS_KERNEL, of_source
+
+    kernels = [
+        k for k in PTXAS_KERNEL.finditer(nvcc_report) if of_source(k["kernel"], program)
+    ]
+    assert sorted(k["arch"] for k in kernels) == ["sm_80", "sm_90"], nvcc_report
+    assert all(re.search(r"_fused_0", k["kernel"]) for k in kernels)
+    assert all(k["spills"] == "0" for k in kernels), nvcc_report
 
 
 # ------------------------------------------------------------ GEMV + all_reduce
