@@ -1,17 +1,20 @@
 """Build an emitted `.cu` into a shared library for the CPU emulation.
 
 `g++ -std=c++20 -O1 -fPIC -shared -pthread -I <runtime_dir> -include
-<runtime_dir>/coco_emu_harness.h -x c++` (the harness the driver calls: world
-creation, contexts, statistics), cached by the hash of the source, the
-runtime headers, the compiler and the flags under `$COCONET_CACHE/emu`
-(default `~/.cache/coconet-ir/emu`).
+<runtime_dir>/coco_runtime.h -x c++ FILE.cu -x none coco_emu_harness.o`,
+cached by the hash of the source, the runtime headers, the compiler and the
+flags under `$COCONET_CACHE/emu` (default `~/.cache/coconet-ir/emu`).
 
-With g++ the runtime headers are parsed once per flag set: the harness (which
-includes `coco_runtime.h`) is precompiled (`coco_emu_harness.h.gch`, cached
-under the same kind of key) and force-included from there; parsing the
-headers is most of a build. g++ checks that a `.gch` was built with
-compatible flags and, where it was not, reads the headers themselves, so the
-library is the same either way.
+Most of a build is the same for every program, so it is done once per flag
+set and cached under the same kind of key:
+
+- the harness the driver calls (`coco_emu_harness.h`: world creation,
+  contexts, statistics) is compiled once into an object file
+  (`harness_object`) that every library links;
+- with g++, the runtime headers are precompiled (`coco_runtime.h.gch`,
+  `precompiled_header`) and force-included from there. g++ checks that a
+  `.gch` was built with compatible flags and, where it was not, reads the
+  headers themselves, so the library is the same either way.
 """
 
 from __future__ import annotations
@@ -28,8 +31,11 @@ from coconet_ir.backend.cuda import runtime_dir
 from coconet_ir.diagnostics import CocoError
 
 BASE_FLAGS = ("-std=c++20", "-O1", "-fPIC", "-shared", "-pthread")
+RUNTIME = "coco_runtime.h"
+"""The runtime header every emulated build force-includes (and precompiles)."""
 HARNESS = "coco_emu_harness.h"
-"""The emulation's harness, which every emulated build includes."""
+"""The emulation's harness, compiled once per flag set and linked into every
+emulated library (`harness_object`)."""
 SANITIZER_FLAGS = {
     "thread": ("-fsanitize=thread", "-g"),
     "address": ("-fsanitize=address", "-fno-omit-frame-pointer", "-g"),
@@ -65,7 +71,7 @@ def emulation_flags(sanitize: str | None = None) -> list[str]:
         *BASE_FLAGS,
         f"-I{runtime_dir()}",
         "-include",
-        str(runtime_dir() / HARNESS),
+        str(runtime_dir() / RUNTIME),
     ]
     if sanitize:
         flags += SANITIZER_FLAGS[sanitize]
@@ -104,77 +110,110 @@ def build_cached(
     source = directory / f"{key}.cu"
     if not source.exists():
         source.write_text(cu_source)
-    with tempfile.NamedTemporaryFile(
-        dir=directory, prefix=f".{key}", suffix=".so", delete=False
-    ) as temporary:
-        partial = Path(temporary.name)
-    try:
-        result = subprocess.run(
-            command_for(source, partial), capture_output=True, text=True
-        )
-        if result.returncode != 0:
-            raise error(
-                f"{what} of {source} failed:\n{result.stderr.strip()}",
-                result.stderr,
-            )
-        os.replace(partial, library)
-    finally:
-        partial.unlink(missing_ok=True)
+    failed = build_once(library, lambda out: command_for(source, out))
+    if failed is not None:
+        raise error(f"{what} of {source} failed:\n{failed.strip()}", failed)
     return library
 
 
+def build_once(target: Path, command_for: Callable[[Path], list[str]]) -> str | None:
+    """Make `target`, if it is not there yet, with `command_for(partial)`,
+    which writes `partial`, renamed to `target` when the command succeeds
+    (atomic: builds running at once never see a half-written file). None
+    once `target` is there; the command's messages where it failed."""
+    if target.exists():
+        return None
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(
+        dir=target.parent, prefix=".", suffix=target.suffix, delete=False
+    ) as temporary:
+        partial = Path(temporary.name)
+    try:
+        result = subprocess.run(command_for(partial), capture_output=True, text=True)
+        if result.returncode != 0:
+            return result.stderr
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
+    return None
+
+
+def _shared_flags(command: list[str]) -> list[str]:
+    """`command`'s compiler and flags without what is a program's own: the
+    forced include (the precompiled header stands for it) and `-shared`."""
+    runtime = str(runtime_dir() / RUNTIME)
+    return [flag for flag in command if flag not in ("-shared", "-include", runtime)]
+
+
 def precompiled_header(command: list[str]) -> Path | None:
-    """A directory holding the harness `coco_emu_harness.h` (a one-line stub
-    that includes the runtime's) and its `.gch`, precompiled by g++ with
+    """A directory holding the runtime header `coco_runtime.h` (a one-line
+    stub that includes the package's) and its `.gch`, precompiled by g++ with
     `command`'s flags (built once, cached under the hash of the runtime
     headers and the command), or None where the compiler is not g++ or the
     header cannot be precompiled (the build then parses the headers)."""
     if "g++" not in Path(command[0]).name:
         return None
-    harness = str(runtime_dir() / HARNESS)
-    flags = [
-        flag for flag in command[1:] if flag not in ("-shared", "-include", harness)
-    ]
-    directory = cache_dir() / f"pch-{_key(HARNESS, [command[0], *flags])}"
-    header = directory / f"{HARNESS}.gch"
-    if header.exists():
-        return directory
-    directory.mkdir(parents=True, exist_ok=True)
-    stub = directory / HARNESS
-    stub.write_text(f'#include "{harness}"\n')
-    with tempfile.NamedTemporaryFile(
-        dir=directory, prefix=".", suffix=".gch", delete=False
-    ) as temporary:
-        partial = Path(temporary.name)
-    try:
-        result = subprocess.run(
-            [command[0], *flags, "-x", "c++-header", str(stub), "-o", str(partial)],
-            capture_output=True,
-            text=True,
+    flags = _shared_flags(command)
+    directory = cache_dir() / f"pch-{_key(RUNTIME, flags)}"
+    stub = directory / RUNTIME
+    if not stub.exists():
+        directory.mkdir(parents=True, exist_ok=True)
+        stub.write_text(f'#include "{runtime_dir() / RUNTIME}"\n')
+    failed = build_once(
+        directory / f"{RUNTIME}.gch",
+        lambda out: [*flags, "-x", "c++-header", str(stub), "-o", str(out)],
+    )
+    return directory if failed is None else None
+
+
+def harness_object(command: list[str]) -> Path:
+    """The harness `coco_emu_harness.h` compiled with `command`'s flags into
+    an object file (once, cached under the hash of the runtime headers and
+    the command), which every library built with `command` links."""
+    flags = _shared_flags(command)
+    directory = cache_dir() / f"harness-{_key(HARNESS, flags)}"
+    stub = directory / "coco_emu_harness.cc"
+    if not stub.exists():
+        directory.mkdir(parents=True, exist_ok=True)
+        stub.write_text(f'#include "{runtime_dir() / HARNESS}"\n')
+    target = directory / "coco_emu_harness.o"
+    failed = build_once(target, lambda out: [*flags, "-c", str(stub), "-o", str(out)])
+    if failed is not None:
+        raise EmulatorCompileError(
+            f"emulation build of the harness {HARNESS} failed:\n{failed.strip()}",
+            failed,
         )
-        if result.returncode != 0:
-            return None
-        os.replace(partial, header)
-    finally:
-        partial.unlink(missing_ok=True)
-    return directory
+    return target
 
 
 def emulation_command(command: list[str], source: Path, out: Path) -> list[str]:
     """`command` (the compiler and its flags) building `source` into `out`,
-    force-including the precompiled harness where there is one (g++ reads
-    `coco_emu_harness.h.gch` beside the stub)."""
+    linking the harness object (`harness_object`) and force-including the
+    precompiled runtime header where there is one (g++ reads
+    `coco_runtime.h.gch` beside the stub)."""
+    harness = harness_object(command)
     pch = precompiled_header(command)
-    harness = str(runtime_dir() / HARNESS)
+    runtime = str(runtime_dir() / RUNTIME)
     if pch is not None:
-        command = [str(pch / HARNESS) if flag == harness else flag for flag in command]
-    return [*command, "-x", "c++", str(source), "-o", str(out)]
+        command = [str(pch / RUNTIME) if flag == runtime else flag for flag in command]
+    return [
+        *command,
+        "-x",
+        "c++",
+        str(source),
+        "-x",
+        "none",
+        str(harness),
+        "-o",
+        str(out),
+    ]
 
 
 def compile_emulated(cu_source: str, sanitize: str | None = None) -> Path:
     """The shared library built from `cu_source` for the emulation (with
     `sanitize` = "thread" or "address", instrumented), built once per content
-    (with the runtime headers precompiled, `precompiled_header`)."""
+    (the runtime headers precompiled and the harness compiled once per flag
+    set: `precompiled_header`, `harness_object`)."""
     command = [compiler(), *emulation_flags(sanitize)]
     return build_cached(
         cu_source,

@@ -1,7 +1,8 @@
-"""The emulation build's precompiled runtime header (`backend/emu/build.py`):
-with g++, the force-included harness `coco_emu_harness.h` (which includes
-`coco_runtime.h`) is precompiled once per flag set and every build reads the
-`.gch` instead of parsing the headers (most of a build's time)."""
+"""What the emulation build does once per flag set (`backend/emu/build.py`):
+with g++, the force-included `coco_runtime.h` is precompiled and every build
+reads the `.gch` instead of parsing the headers; the harness
+`coco_emu_harness.h` is compiled into one object file that every library
+links (together most of a build's time)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ def gxx():
 def test_the_runtime_header_is_precompiled_once_and_used(gxx, tmp_path):
     directory = build.precompiled_header(gxx)
     assert directory is not None and directory.parent == build.cache_dir()
-    header = directory / "coco_emu_harness.h.gch"
+    header = directory / "coco_runtime.h.gch"
     built = header.stat().st_mtime_ns
     assert build.precompiled_header(gxx) == directory
     assert header.stat().st_mtime_ns == built
@@ -36,3 +37,22 @@ def test_the_runtime_header_is_precompiled_once_and_used(gxx, tmp_path):
         [*command, "-H", "-fsyntax-only"], capture_output=True, text=True
     ).stderr
     assert shown.startswith(f"! {header}"), shown[:300]
+
+
+def test_the_harness_is_compiled_once_and_linked(gxx, tmp_path):
+    harness = build.harness_object(gxx)
+    assert harness.parent.parent == build.cache_dir()
+    built = harness.stat().st_mtime_ns
+    assert build.harness_object(gxx) == harness
+    assert harness.stat().st_mtime_ns == built
+    source = tmp_path / "uses.cu"
+    source.write_text('#include "coco_runtime.h"\n')
+    command = build.emulation_command(gxx, source, tmp_path / "uses.so")
+    assert command[-3:] == [str(harness), "-o", str(tmp_path / "uses.so")]
+    subprocess.run(command, check=True)
+    exported = subprocess.run(
+        ["nm", "-D", "--defined-only", str(tmp_path / "uses.so")],
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert "coco_emu_create" in exported

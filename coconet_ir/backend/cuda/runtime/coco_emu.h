@@ -2,9 +2,10 @@
 //
 // g++ -std=c++20 -pthread. The ranks of a world are threads of one process;
 // device memory is host memory. Every stream is a worker thread with a FIFO
-// (the streams of a rank run concurrently); a kernel launch runs every thread
-// of every block as an OS thread with a small stack, so a thread spinning on a
-// flag set by another block, stream or rank makes progress. NCCL calls
+// (the streams of a rank run concurrently); a kernel launch runs every block
+// as an OS thread, its threads as fibers taking turns (every thread an OS
+// thread under a sanitizer), so a thread spinning on a flag set by another
+// block, stream or rank makes progress. NCCL calls
 // rendezvous in the stream workers of the ranks of a communicator; cuBLAS
 // calls run in the stream worker. Polls are atomics (std::atomic_ref).
 //
@@ -18,11 +19,15 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <ucontext.h>
 #include <stdarg.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <atomic>
 #include <barrier>
 #include <chrono>
@@ -733,6 +738,50 @@ inline void peer_copy(void *dst, const void *src, size_t bytes, stream_state *s,
 }
 
 // ---------------------------------------------------------------------------
+// Fibers: a block's threads taking turns on one OS thread
+// ---------------------------------------------------------------------------
+
+// By default a launch runs each block on one OS thread whose CUDA threads are
+// fibers (ucontext) that take turns: a fiber runs until it waits (at
+// `__syncthreads()`, or polling a signal) or returns, then the next one
+// runs. Hundreds of OS threads per launch on a few cores spent most of a run
+// creating threads and waking them to find nothing to do. Under a sanitizer
+// (which would need to be told of every switch) and with COCO_EMU_FIBERS=0,
+// every CUDA thread is an OS thread, as on a GPU where they run at once.
+inline bool use_fibers() {
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+  return false;
+#else
+  static const bool on = [] {
+    const char *text = getenv("COCO_EMU_FIBERS");
+    return !(text && strcmp(text, "0") == 0);
+  }();
+  return on;
+#endif
+}
+
+// The fibers of one block and their scheduler (`run_block_fibers`).
+struct fiber_block {
+  ucontext_t scheduler;
+  std::vector<ucontext_t> fibers;
+  std::vector<char> done;
+  std::vector<unsigned> barrier_wait;  // 1 + the barrier phase a fiber waits to end; 0: none
+  size_t running = 0;
+  bool busy = false;  // a fiber did something since the round began
+};
+
+inline thread_local fiber_block *current_fibers = nullptr;
+
+// Give the block's other fibers a turn. `idle`: the caller's wait saw nothing
+// change since its last turn (a round in which every fiber was idle backs off
+// as an OS thread's poll does).
+inline void fiber_wait(bool idle) {
+  fiber_block *b = current_fibers;
+  if (!idle) b->busy = true;
+  swapcontext(&b->fibers[b->running], &b->scheduler);
+}
+
+// ---------------------------------------------------------------------------
 // Signals: the poll loop's pause and watchdog
 // ---------------------------------------------------------------------------
 
@@ -761,12 +810,15 @@ struct poller {
 
   void pause(uint64_t seen) {
     ++spins;
-    if (spins < 16) {
+    if (current_fibers) {
+      fiber_wait(spins > 1);
+    } else if (spins < 16) {
       std::this_thread::yield();
       return;
+    } else {
+      struct timespec ts = {0, 20000};
+      nanosleep(&ts, nullptr);
     }
-    struct timespec ts = {0, 20000};
-    nanosleep(&ts, nullptr);
     if ((spins & 63) != 0) return;
     uint64_t now = progress().load(std::memory_order_relaxed);
     if (now != seen_progress) {  // something moved: the wait starts over
@@ -802,7 +854,7 @@ struct poller {
 };
 
 // ---------------------------------------------------------------------------
-// Kernel launches: every thread of every block is an OS thread
+// Kernel launches: a block is an OS thread, its threads fibers (or OS threads)
 // ---------------------------------------------------------------------------
 
 // __syncthreads(): a barrier on the block's own atomics. libstdc++'s
@@ -818,6 +870,13 @@ struct block_barrier {
     unsigned phase = generation.load(std::memory_order_acquire);
     std::ptrdiff_t n = arrived.fetch_add(1, std::memory_order_acq_rel) + 1;
     if (n == expected.load(std::memory_order_acquire)) complete(n);
+    if (fiber_block *b = current_fibers) {
+      // The scheduler passes over this fiber until the phase ends.
+      b->barrier_wait[b->running] = phase + 1;
+      while (generation.load(std::memory_order_acquire) == phase) fiber_wait(false);
+      b->barrier_wait[b->running] = 0;
+      return;
+    }
     for (unsigned spins = 0; generation.load(std::memory_order_acquire) == phase; ++spins) {
       if (spins < 64) {
         std::this_thread::yield();
@@ -826,6 +885,11 @@ struct block_barrier {
         nanosleep(&ts, nullptr);
       }
     }
+  }
+
+  // Whether the phase that began as `wait - 1` (fiber_block::barrier_wait) is over.
+  bool passed(unsigned wait) const {
+    return generation.load(std::memory_order_acquire) != wait - 1;
   }
 
   void arrive_and_drop() {
@@ -897,25 +961,135 @@ struct kernel_thread {
   stream_state *stream;
   const char *name;
   launch_timeline *timeline;
+
+  // The calling OS thread's view of the launch: its block (all but threadIdx).
+  void enter() const {
+    blockIdx = bid;
+    blockDim = bdim;
+    gridDim = gdim;
+    current_block = block;
+    current.stream = stream;
+    current.name = name;
+    current_launch = timeline;
+  }
 };
 
 inline void *kernel_thread_main(void *arg) {
   auto *t = static_cast<kernel_thread *>(arg);
+  t->enter();
   threadIdx = t->tid;
-  blockIdx = t->bid;
-  blockDim = t->bdim;
-  gridDim = t->gdim;
-  current_block = t->block;
-  current.stream = t->stream;
-  current.name = t->name;
-  current_launch = t->timeline;
   (*t->body)();
   t->block->barrier.arrive_and_drop();
   return nullptr;
 }
 
+// A block as fibers (use_fibers), on the OS thread that runs
+// `run_block_fibers(t)`, `t` the block's description (its `tid` unused):
+// every fiber has a stack of thread_stack_bytes(), mapped (pages are touched
+// as used). The scheduler resumes the fibers in thread order, passing over
+// those at a barrier whose phase has not ended.
+inline thread_local kernel_thread *current_fiber_launch = nullptr;
+
+inline void fiber_entry() {
+  kernel_thread *t = current_fiber_launch;
+  (*t->body)();
+  t->block->barrier.arrive_and_drop();
+  fiber_block *b = current_fibers;
+  b->done[b->running] = 1;
+  b->busy = true;
+}  // returns to the scheduler (uc_link)
+
+inline void *run_block_fibers(void *arg) {
+  auto *t = static_cast<kernel_thread *>(arg);
+  t->enter();
+  current_fiber_launch = t;
+  const size_t n = (size_t)t->bdim.x * t->bdim.y * t->bdim.z;
+  const size_t stack = thread_stack_bytes();
+  void *stacks = mmap(nullptr, n * stack, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (stacks == MAP_FAILED)
+    fatal(5, "%s: kernel '%s': cannot map the stacks of %zu fibers (%s)",
+          describe_current().c_str(), t->name, n, strerror(errno));
+  fiber_block b;
+  b.fibers.resize(n);
+  b.done.assign(n, 0);
+  b.barrier_wait.assign(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    ucontext_t &f = b.fibers[i];
+    getcontext(&f);
+    f.uc_stack.ss_sp = static_cast<char *>(stacks) + i * stack;
+    f.uc_stack.ss_size = stack;
+    f.uc_link = &b.scheduler;
+    makecontext(&f, fiber_entry, 0);
+  }
+  current_fibers = &b;
+  size_t live = n;
+  for (unsigned idle = 0; live > 0;) {
+    b.busy = false;
+    for (size_t i = 0; i < n; ++i) {
+      if (b.done[i] || (b.barrier_wait[i] && !t->block->barrier.passed(b.barrier_wait[i])))
+        continue;
+      threadIdx = uint3((unsigned)(i % t->bdim.x), (unsigned)(i / t->bdim.x % t->bdim.y),
+                        (unsigned)(i / ((size_t)t->bdim.x * t->bdim.y)));
+      b.running = i;
+      swapcontext(&b.scheduler, &b.fibers[i]);
+      if (b.done[i]) --live;
+    }
+    if (b.busy) {
+      idle = 0;
+    } else if (++idle < 16) {
+      sched_yield();
+    } else {
+      struct timespec ts = {0, 20000};
+      nanosleep(&ts, nullptr);
+    }
+  }
+  current_fibers = nullptr;
+  munmap(stacks, n * stack);
+  return nullptr;
+}
+
+// A launch's tiles, if its kernel counted any, in the world's timeline.
+inline void record_timeline(stream_state *s, const char *name, const launch_timeline &timeline) {
+  if (timeline.tiles.load(std::memory_order_relaxed) > 0 && s->world) {
+    std::lock_guard<std::mutex> lock(s->world->names_mutex);
+    s->world->timelines.push_back(timeline.record(s->global, name));
+  }
+}
+
+inline void run_grid_fibers(stream_state *s, const char *name, dim3 grid, dim3 block,
+                            size_t shared_bytes, const std::function<void()> &body) {
+  size_t blocks = (size_t)grid.x * grid.y * grid.z;
+  size_t threads = (size_t)block.x * block.y * block.z;
+  launch_timeline timeline;
+  std::vector<std::unique_ptr<block_state>> states;
+  std::vector<kernel_thread> args;
+  states.reserve(blocks);
+  args.reserve(blocks);
+  for (unsigned bz = 0; bz < grid.z; ++bz)
+    for (unsigned by = 0; by < grid.y; ++by)
+      for (unsigned bx = 0; bx < grid.x; ++bx) {
+        states.push_back(std::make_unique<block_state>((std::ptrdiff_t)threads, shared_bytes));
+        args.push_back(kernel_thread{states.back().get(), uint3(0, 0, 0), uint3(bx, by, bz), block,
+                                     grid, &body, s, name, &timeline});
+      }
+  std::vector<pthread_t> handles(blocks);
+  for (size_t b = 0; b < blocks; ++b) {
+    int err = pthread_create(&handles[b], nullptr, run_block_fibers, &args[b]);
+    if (err)
+      fatal(5, "%s: kernel '%s': cannot start block %zu of %zu (%s)", describe_current().c_str(),
+            name, b, blocks, strerror(err));
+  }
+  for (auto &h : handles) pthread_join(h, nullptr);
+  record_timeline(s, name, timeline);
+}
+
 inline void run_grid(stream_state *s, const char *name, dim3 grid, dim3 block, size_t shared_bytes,
                      const std::function<void()> &body) {
+  if (use_fibers()) {
+    run_grid_fibers(s, name, grid, block, shared_bytes, body);
+    return;
+  }
   size_t blocks = (size_t)grid.x * grid.y * grid.z;
   size_t threads = (size_t)block.x * block.y * block.z;
   std::vector<std::unique_ptr<block_state>> states;
@@ -948,10 +1122,7 @@ inline void run_grid(stream_state *s, const char *name, dim3 grid, dim3 block, s
       }
   pthread_attr_destroy(&attr);
   for (auto &h : handles) pthread_join(h, nullptr);
-  if (timeline.tiles.load(std::memory_order_relaxed) > 0 && s->world) {
-    std::lock_guard<std::mutex> lock(s->world->names_mutex);
-    s->world->timelines.push_back(timeline.record(s->global, name));
-  }
+  record_timeline(s, name, timeline);
 }
 
 inline void count_launch(stream_state *s, const char *name) {

@@ -1,9 +1,9 @@
 // coco_emu_harness.h — the emulation's harness (docs/gpu/emulation.md): create a world
 // of ranks, hand out their contexts, synchronize, read the statistics.
-// g++ only. Added to an emitted .cu by the emulation build
-// (coconet_ir.backend.emu.build force-includes it); it includes coco_runtime.h
-// for coco_context. extern "C", weak, so that the one shared library built
-// from an emitted .cu exports them.
+// g++ only. The emulation build compiles it once per flag set into an object
+// file that every library built from an emitted .cu links
+// (coconet_ir.backend.emu.build.harness_object); it includes coco_runtime.h
+// for coco_context. extern "C", weak, exported by each such library.
 #pragma once
 
 #ifdef __CUDACC__

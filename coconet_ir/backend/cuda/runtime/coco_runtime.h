@@ -18,11 +18,12 @@
 //   coco_emu_harness.h            world creation in the emulation (g++ only)
 //
 // A harness is added by the build that drives the program, not by this file:
-// the emulation build (coconet_ir.backend.emu.build) force-includes
-// coco_emu_harness.h (`-include`), nvcc_command(harness=True)
-// (coconet_ir.backend.cuda.toolchain) coco_gpu_harness.h, and a file printed
-// with `-t 'cuda{main=true}'` includes coco_gpu_bench.h under nvcc. A forced
-// harness comes before the program's own text, so the knobs below
+// the emulation build (coconet_ir.backend.emu.build) links coco_emu_harness.h
+// compiled once into an object file and force-includes this file (`-include`,
+// precompiled), nvcc_command(harness=True) (coconet_ir.backend.cuda.toolchain)
+// force-includes coco_gpu_harness.h, and a file printed with
+// `-t 'cuda{main=true}'` includes coco_gpu_bench.h under nvcc. What is forced
+// comes before the program's own text, so the knobs below
 // (COCO_BLOCKS_PER_SM, COCO_EMU_MAX_BLOCKS) are set with -D, not #define.
 #pragma once
 
