@@ -5,11 +5,14 @@ tools fail. Tests import them as `from helpers import ...` (tests/unit is on
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
+import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from types import ModuleType
 
@@ -153,6 +156,42 @@ def write(tmp_path: Path, name: str, contents: str | bytes | None) -> Path:
     elif contents is not None:
         path.write_bytes(contents)
     return path
+
+
+FORKSERVER = ROOT / "tests" / "filecheck" / "forkserver.py"
+_forkserver: str | None = None
+
+
+def tool_command(tool: str) -> list[str]:
+    """The command that runs `tool` (`coconet-opt`, `coconet-run`) as the
+    installed script does: its `main` with the caller's arguments, standard
+    streams, working directory and environment, and its exit status. Through
+    the FileCheck suites' fork server (tests/filecheck/forkserver.py), started
+    once per test process, so that a call is a fork, not the imports (most of
+    a call's cost); `python -m` where COCONET_LIT_FORKSERVER=0."""
+    global _forkserver
+    module = "coconet_ir.tools." + tool.replace("-", "_")
+    if os.environ.get("COCONET_LIT_FORKSERVER") == "0":
+        return [sys.executable, "-m", module]
+    if _forkserver is None:
+        directory = tempfile.mkdtemp(prefix="coconet-pytest-")
+        path = os.path.join(directory, "socket")
+        server = subprocess.Popen(
+            [sys.executable, str(FORKSERVER), "serve", path],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+        )
+        assert server.stdout is not None
+        assert server.stdout.readline().strip() == b"ready"
+
+        def stop() -> None:
+            server.terminate()
+            server.wait()
+            shutil.rmtree(directory, ignore_errors=True)
+
+        atexit.register(stop)
+        _forkserver = path
+    return [sys.executable, "-S", str(FORKSERVER), _forkserver, tool]
 
 
 def assert_clean_error(proc: subprocess.CompletedProcess, message: str, code: int = 1):

@@ -8,11 +8,10 @@ refusals, which leave the module as it was."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from helpers import EXAMPLES_DIR, mlir_opt, write
+from helpers import EXAMPLES_DIR, mlir_opt, tool_command, write
 
 import coconet_ir as cc
 from coconet_ir.backend.cuda.printer import emit_cuda
@@ -178,7 +177,7 @@ GRADIENT_SUM_BY_HAND = """func.func @sgd(%xt: !coco.tensor<32x16xf32, sliced<1>>
 
 def tool(module: str, *args: str | Path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", f"coconet_ir.tools.{module}", *map(str, args)],
+        [*tool_command(module.replace("_", "-")), *map(str, args)],
         capture_output=True,
         text=True,
     )

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import EXAMPLES_DIR, assert_clean_error, write
+from helpers import EXAMPLES_DIR, assert_clean_error, tool_command, write
 
 T = "!coco.tensor<16x4xf32, {}>"
 LOCAL, REPL = T.format("local"), T.format("replicated")
@@ -61,9 +61,9 @@ BAD_INPUTS: dict[str, tuple[bytes | None, str]] = {
 
 
 def coconet_opt(*args: str | Path, stdin: bytes = b"") -> subprocess.CompletedProcess:
-    """Run the tool as an installed user would (`python -m`, no source tree)."""
+    """Run the tool as an installed user would (`tool_command`)."""
     proc = subprocess.run(
-        [sys.executable, "-m", "coconet_ir.tools.coconet_opt", *map(str, args)],
+        [*tool_command("coconet-opt"), *map(str, args)],
         capture_output=True,
         input=stdin,
         timeout=120,

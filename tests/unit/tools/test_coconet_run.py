@@ -9,12 +9,11 @@ traceback) for every bad input.
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import assert_clean_error, write
+from helpers import assert_clean_error, tool_command, write
 
 WORLDS = (2, 4, 8)
 
@@ -93,9 +92,9 @@ BAD_INPUTS: dict[str, tuple[bytes | None, str]] = {
 
 
 def coconet_run(*args: str | Path, stdin: str = "") -> subprocess.CompletedProcess:
-    """Run the tool as an installed user would (`python -m`, no source tree)."""
+    """Run the tool as an installed user would (`tool_command`)."""
     return subprocess.run(
-        [sys.executable, "-m", "coconet_ir.tools.coconet_run", *map(str, args)],
+        [*tool_command("coconet-run"), *map(str, args)],
         capture_output=True,
         text=True,
         input=stdin,
@@ -283,7 +282,7 @@ def test_bad_usage_exits_2(tmp_path: Path, args: list[str], message: str):
 def test_argparse_usage_errors_exit_2(tmp_path: Path, args: list[str]):
     write(tmp_path, "p.mlir", ALL_REDUCE_ADD)
     proc = subprocess.run(
-        [sys.executable, "-m", "coconet_ir.tools.coconet_run", *args],
+        [*tool_command("coconet-run"), *args],
         capture_output=True,
         text=True,
         cwd=tmp_path,
