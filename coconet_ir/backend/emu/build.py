@@ -145,6 +145,18 @@ def _shared_flags(command: list[str]) -> list[str]:
     return [flag for flag in command if flag not in ("-shared", "-include", runtime)]
 
 
+def _stub(kind: str, header: str, name: str, flags: list[str]) -> Path:
+    """`$COCONET_CACHE/emu/KIND-KEY/NAME` (KEY: the hash of the runtime
+    headers and `flags`), a one-line file that includes the runtime's
+    `header`, written if it is not there: what is built once per flag set
+    (`precompiled_header`, `harness_object`) is built from it, beside it."""
+    stub = cache_dir() / f"{kind}-{_key(header, flags)}" / name
+    if not stub.exists():
+        stub.parent.mkdir(parents=True, exist_ok=True)
+        stub.write_text(f'#include "{runtime_dir() / header}"\n')
+    return stub
+
+
 def precompiled_header(command: list[str]) -> Path | None:
     """A directory holding the runtime header `coco_runtime.h` (a one-line
     stub that includes the package's) and its `.gch`, precompiled by g++ with
@@ -154,16 +166,12 @@ def precompiled_header(command: list[str]) -> Path | None:
     if "g++" not in Path(command[0]).name:
         return None
     flags = _shared_flags(command)
-    directory = cache_dir() / f"pch-{_key(RUNTIME, flags)}"
-    stub = directory / RUNTIME
-    if not stub.exists():
-        directory.mkdir(parents=True, exist_ok=True)
-        stub.write_text(f'#include "{runtime_dir() / RUNTIME}"\n')
+    stub = _stub("pch", RUNTIME, RUNTIME, flags)
     failed = build_once(
-        directory / f"{RUNTIME}.gch",
+        stub.with_name(f"{RUNTIME}.gch"),
         lambda out: [*flags, "-x", "c++-header", str(stub), "-o", str(out)],
     )
-    return directory if failed is None else None
+    return stub.parent if failed is None else None
 
 
 def harness_object(command: list[str]) -> Path:
@@ -171,12 +179,8 @@ def harness_object(command: list[str]) -> Path:
     an object file (once, cached under the hash of the runtime headers and
     the command), which every library built with `command` links."""
     flags = _shared_flags(command)
-    directory = cache_dir() / f"harness-{_key(HARNESS, flags)}"
-    stub = directory / "coco_emu_harness.cc"
-    if not stub.exists():
-        directory.mkdir(parents=True, exist_ok=True)
-        stub.write_text(f'#include "{runtime_dir() / HARNESS}"\n')
-    target = directory / "coco_emu_harness.o"
+    stub = _stub("harness", HARNESS, "coco_emu_harness.cc", flags)
+    target = stub.with_suffix(".o")
     failed = build_once(target, lambda out: [*flags, "-c", str(stub), "-o", str(out)])
     if failed is not None:
         raise EmulatorCompileError(
