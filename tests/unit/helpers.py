@@ -86,6 +86,11 @@ def for_every_arch(command: list[str], arches: tuple[str, ...]) -> list[str]:
     return [*command[: arch[0]], *gencode, *command[arch[0] + 1 :]]
 
 
+def unit_namespace(name: str) -> str:
+    """The namespace `one_translation_unit` puts the source `name` in."""
+    return "unit_" + re.sub(r"\W", "_", name)
+
+
 def one_translation_unit(sources: dict[str, str]) -> str:
     """Emitted `.cu` sources as one translation unit, for the tests that only
     compile them: each source in a namespace of its own (`unit_<name>`), its
@@ -99,9 +104,20 @@ def one_translation_unit(sources: dict[str, str]) -> str:
     for name, text in sources.items():
         assert "COCO_STANDALONE_MAIN" not in text, f"{name} has a main"
         body = text.replace(include + "\n", "").replace('extern "C" ', "")
-        space = "unit_" + re.sub(r"\W", "_", name)
+        space = unit_namespace(name)
         parts.append(f"namespace {space} {{\n{body}\n}}  // namespace {space}")
     return "\n".join(parts) + "\n"
+
+
+def one_unit_command(sources: dict[str, str], directory: Path) -> list[str]:
+    """The nvcc command (`toolchain.nvcc_command`, sm_90) that compiles the
+    sources joined into one translation unit (`one_translation_unit`),
+    written to `directory`/all.cu."""
+    from coconet_ir.backend.cuda.toolchain import nvcc_command
+
+    source = directory / "all.cu"
+    source.write_text(one_translation_unit(sources))
+    return nvcc_command(source, "sm_90", directory / "all.o")
 
 
 PTXAS_KERNEL = re.compile(
@@ -116,7 +132,7 @@ registers."""
 def of_source(kernel: str, name: str) -> bool:
     """Whether the (mangled) `kernel` is in `one_translation_unit`'s namespace
     of the source `name`."""
-    space = "unit_" + re.sub(r"\W", "_", name)
+    space = unit_namespace(name)
     return f"N{len(space)}{space}" in kernel
 
 

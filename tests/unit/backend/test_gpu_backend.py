@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import for_every_arch, one_translation_unit
+from helpers import for_every_arch, one_translation_unit, unit_namespace
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp
 from xdsl.dialects.func import FuncOp
 
@@ -335,7 +335,7 @@ def test_harness_and_every_example_build_shared_libraries_that_link(tmp_path: Pa
             assert hasattr(megatron, f"coco_{entry}")
     defined = run(["nm", "-DC", "--defined-only", "liball.so"], tmp_path)
     for name, entry in entries:
-        assert f"unit_{name}::coco_{entry}(" in defined, (name, entry)
+        assert f"{unit_namespace(name)}::coco_{entry}(" in defined, (name, entry)
 
 
 @needs_toolchain

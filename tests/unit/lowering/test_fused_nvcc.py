@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-from pathlib import Path
 
 import pytest
 from fused_emulation import cuda_source
@@ -17,11 +16,11 @@ from helpers import (
     example,
     for_every_arch,
     of_source,
-    one_translation_unit,
+    one_unit_command,
 )
 
 import coconet_ir as cc
-from coconet_ir.backend.cuda.toolchain import nvcc, nvcc_command
+from coconet_ir.backend.cuda.toolchain import nvcc
 
 pytestmark = pytest.mark.skipif(nvcc() is None, reason="needs nvcc")
 
@@ -34,14 +33,6 @@ ARCHS = ("sm_80", "sm_90")
 
 
 RESIDENT = ("adam", "megatron", "pipeline", "lamb")
-
-
-def one_unit_command(sources: dict[str, str], directory: Path) -> list[str]:
-    """The nvcc command (`nvcc_command`, sm_90) that compiles the sources
-    joined into one translation unit (`one_translation_unit`)."""
-    source = directory / "all.cu"
-    source.write_text(one_translation_unit(sources))
-    return nvcc_command(source, "sm_90", directory / "all.o")
 
 
 @pytest.fixture(scope="module")

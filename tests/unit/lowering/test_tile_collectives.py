@@ -148,9 +148,9 @@ def nvcc_report(tmp_path_factory: pytest.TempPathFactory) -> str:
     and sm_90, from one nvcc call on them joined (`one_translation_unit`)."""
     import subprocess
 
-    from helpers import for_every_arch, one_translation_unit
+    from helpers import for_every_arch, one_unit_command
 
-    from coconet_ir.backend.cuda.toolchain import nvcc, nvcc_command
+    from coconet_ir.backend.cuda.toolchain import nvcc
 
     if nvcc() is None:
         pytest.skip("needs nvcc")
@@ -165,10 +165,7 @@ def nvcc_report(tmp_path_factory: pytest.TempPathFactory) -> str:
         )
         for name, module in modules.items()
     }
-    directory = tmp_path_factory.mktemp("nvcc")
-    source = directory / "all.cu"
-    source.write_text(one_translation_unit(sources))
-    command = nvcc_command(source, "sm_90", directory / "all.o")
+    command = one_unit_command(sources, tmp_path_factory.mktemp("nvcc"))
     done = subprocess.run(
         [*for_every_arch(command, ("sm_80", "sm_90")), "-Xptxas", "-v"],
         capture_output=True,
