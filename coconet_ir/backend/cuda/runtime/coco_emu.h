@@ -20,16 +20,16 @@
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
-#include <sys/mman.h>
-#include <ucontext.h>
 #include <stdarg.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <atomic>
 #include <barrier>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -760,8 +760,11 @@ inline bool use_fibers() {
 #endif
 }
 
+struct kernel_thread;
+
 // The fibers of one block and their scheduler (`run_block_fibers`).
 struct fiber_block {
+  const kernel_thread *launch;  // the block's: body, barrier, ids
   ucontext_t scheduler;
   std::vector<ucontext_t> fibers;
   std::vector<char> done;
@@ -983,26 +986,23 @@ inline void *kernel_thread_main(void *arg) {
   return nullptr;
 }
 
+// A fiber's life: the kernel's body, then out of the block's barrier.
+inline void fiber_entry() {
+  fiber_block *b = current_fibers;
+  (*b->launch->body)();
+  b->launch->block->barrier.arrive_and_drop();
+  b->done[b->running] = 1;
+  b->busy = true;
+}  // returns to the scheduler (uc_link)
+
 // A block as fibers (use_fibers), on the OS thread that runs
 // `run_block_fibers(t)`, `t` the block's description (its `tid` unused):
 // every fiber has a stack of thread_stack_bytes(), mapped (pages are touched
 // as used). The scheduler resumes the fibers in thread order, passing over
 // those at a barrier whose phase has not ended.
-inline thread_local kernel_thread *current_fiber_launch = nullptr;
-
-inline void fiber_entry() {
-  kernel_thread *t = current_fiber_launch;
-  (*t->body)();
-  t->block->barrier.arrive_and_drop();
-  fiber_block *b = current_fibers;
-  b->done[b->running] = 1;
-  b->busy = true;
-}  // returns to the scheduler (uc_link)
-
 inline void *run_block_fibers(void *arg) {
   auto *t = static_cast<kernel_thread *>(arg);
   t->enter();
-  current_fiber_launch = t;
   const size_t n = (size_t)t->bdim.x * t->bdim.y * t->bdim.z;
   const size_t stack = thread_stack_bytes();
   void *stacks = mmap(nullptr, n * stack, PROT_READ | PROT_WRITE,
@@ -1011,6 +1011,7 @@ inline void *run_block_fibers(void *arg) {
     fatal(5, "%s: kernel '%s': cannot map the stacks of %zu fibers (%s)",
           describe_current().c_str(), t->name, n, strerror(errno));
   fiber_block b;
+  b.launch = t;
   b.fibers.resize(n);
   b.done.assign(n, 0);
   b.barrier_wait.assign(n, 0);
