@@ -473,8 +473,7 @@ def bucket_rows(flat: TensorType, world: int) -> int:
 
 MAX_COPY_ARGS = 256
 """The most buffers one bucket-copy launch takes (2 KB of pointers, half of
-CUDA's 4 KB parameter limit before 12.1; the emulator passes a launch's
-arguments in a `std::tuple`, which g++ compiles in minutes at 500)."""
+CUDA's 4 KB parameter limit before 12.1)."""
 
 
 def bucket_run(op: coco.ConcatOp | coco.SplitOp) -> list[Operation]:

@@ -147,9 +147,10 @@ def test_main_prints_a_table_and_main_under_nvcc_only():
 
 
 RUNTIME_INCLUDES = {
-    "coco_emu.h": set(),
-    "coco_runtime.h": {"coco_emu.h"},
-    "coco_emu_harness.h": {"coco_runtime.h"},
+    "coco_emu_api.h": set(),
+    "coco_emu.h": {"coco_emu_api.h"},
+    "coco_runtime.h": {"coco_emu_api.h"},
+    "coco_emu_harness.h": {"coco_emu.h", "coco_runtime.h"},
     "coco_gpu_harness.h": {"coco_runtime.h"},
     "coco_gpu_bench.h": {"coco_gpu_harness.h"},
 }

@@ -9,8 +9,9 @@
 // rendezvous in the stream workers of the ranks of a communicator; cuBLAS
 // calls run in the stream worker. Polls are atomics (std::atomic_ref).
 //
-// `cuda::atomic_ref` and `cuda::thread_scope_system` are a shim over
-// std::atomic_ref here (libcu++ is not needed to build the emulation).
+// This file defines what coco_emu_api.h declares. It is compiled once, into
+// the harness object (coco_emu_harness.h includes it), and never into a
+// program's own build.
 #pragma once
 
 #ifdef __CUDACC__
@@ -50,322 +51,8 @@
 #include <utility>
 #include <vector>
 
-// ===========================================================================
-// CUDA language
-// ===========================================================================
-
-#define __global__
-#define __launch_bounds__(...)
-#define __device__
-#define __host__
-#define __forceinline__ inline __attribute__((always_inline))
-#define __noinline__ __attribute__((noinline))
-#define __align__(n) __attribute__((aligned(n)))
-#define __launch_bounds__(...)
-// A `__shared__` variable would be per thread here: use COCO_SHARED.
-#define __shared__ [[deprecated("the emulation has no __shared__ storage: use COCO_SHARED")]]
-
-#ifndef COCO_EMU_MAX_BLOCKS
-#define COCO_EMU_MAX_BLOCKS 2
-#endif
-
-struct dim3 {
-  unsigned int x, y, z;
-  constexpr dim3(unsigned int x_ = 1, unsigned int y_ = 1, unsigned int z_ = 1)
-      : x(x_), y(y_), z(z_) {}
-};
-typedef dim3 uint3;
-
-// CUDA's vector types (their alignment is what makes vector loads legal).
-struct __attribute__((aligned(8))) float2 { float x, y; };
-struct __attribute__((aligned(16))) float4 { float x, y, z, w; };
-struct __attribute__((aligned(8))) int2 { int x, y; };
-struct __attribute__((aligned(16))) int4 { int x, y, z, w; };
-struct __attribute__((aligned(8))) uint2 { unsigned int x, y; };
-struct __attribute__((aligned(16))) uint4 { unsigned int x, y, z, w; };
-struct __attribute__((aligned(16))) double2 { double x, y; };
-inline float2 make_float2(float x, float y) { return {x, y}; }
-inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
-inline int2 make_int2(int x, int y) { return {x, y}; }
-inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
-inline uint2 make_uint2(unsigned int x, unsigned int y) { return {x, y}; }
-inline uint4 make_uint4(unsigned int x, unsigned int y, unsigned int z, unsigned int w) {
-  return {x, y, z, w};
-}
-
-inline thread_local uint3 threadIdx{0, 0, 0};
-inline thread_local uint3 blockIdx{0, 0, 0};
-inline thread_local dim3 blockDim{1, 1, 1};
-inline thread_local dim3 gridDim{1, 1, 1};
-
-#if defined(__SANITIZE_THREAD__)
-// ThreadSanitizer ignores fences: model one as an RMW on a shared atomic,
-// which orders (for tsan) what every fenced thread did before and after.
-inline std::atomic<unsigned> coco_emu_fence_{0};
-inline void __threadfence() { coco_emu_fence_.fetch_add(1, std::memory_order_acq_rel); }
-#else
-inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
-#endif
-inline void __threadfence_block() { __threadfence(); }
-inline void __threadfence_system() { __threadfence(); }
-
-inline unsigned int __umulhi(unsigned int a, unsigned int b) {
-  return (unsigned int)(((unsigned long long)a * b) >> 32);
-}
-inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
-  return (unsigned long long)(((unsigned __int128)a * b) >> 64);
-}
-
-inline int __mulhi(int a, int b) { return (int)(((long long)a * b) >> 32); }
-inline long long __mul64hi(long long a, long long b) {
-  return (long long)(((__int128)a * b) >> 64);
-}
-
-template <class To, class From> inline To coco_emu_bit_cast(From from) {
-  static_assert(sizeof(To) == sizeof(From), "same size");
-  To to;
-  std::memcpy(&to, &from, sizeof to);
-  return to;
-}
-inline float __int_as_float(int x) { return coco_emu_bit_cast<float>(x); }
-inline int __float_as_int(float x) { return coco_emu_bit_cast<int>(x); }
-inline float __uint_as_float(unsigned int x) { return coco_emu_bit_cast<float>(x); }
-inline unsigned int __float_as_uint(float x) { return coco_emu_bit_cast<unsigned int>(x); }
-inline double __longlong_as_double(long long x) { return coco_emu_bit_cast<double>(x); }
-inline long long __double_as_longlong(double x) { return coco_emu_bit_cast<long long>(x); }
-
-template <class T> inline T coco_emu_atomic_add(T *address, T value) {
-  // CUDA's atomicAdd is relaxed; seq_cst here lets ThreadSanitizer see the
-  // "__threadfence(), then atomicAdd a counter" pattern as synchronization.
-  return std::atomic_ref<T>(*address).fetch_add(value, std::memory_order_seq_cst);
-}
-inline float atomicAdd(float *a, float v) { return coco_emu_atomic_add(a, v); }
-inline double atomicAdd(double *a, double v) { return coco_emu_atomic_add(a, v); }
-inline int atomicAdd(int *a, int v) { return coco_emu_atomic_add(a, v); }
-inline unsigned int atomicAdd(unsigned int *a, unsigned int v) { return coco_emu_atomic_add(a, v); }
-inline unsigned long long atomicAdd(unsigned long long *a, unsigned long long v) {
-  return coco_emu_atomic_add(a, v);
-}
-
-inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
-inline double rsqrt(double x) { return 1.0 / sqrt(x); }
-
-// ---------------------------------------------------------------------------
-// __half and __nv_bfloat16: storage types, round-to-nearest-even conversions
-// ---------------------------------------------------------------------------
-
-namespace coco_emu {
-
-inline uint32_t float_bits(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  return x;
-}
-inline float bits_float(uint32_t x) {
-  float f;
-  std::memcpy(&f, &x, 4);
-  return f;
-}
-
-inline uint16_t float_to_half_bits(float f) {
-  uint32_t x = float_bits(f);
-  uint32_t sign = (x >> 16) & 0x8000u;
-  uint32_t ax = x & 0x7fffffffu;
-  if (ax >= 0x7f800000u) {  // inf, nan (quiet, keeping the top payload bits)
-    return (uint16_t)(ax > 0x7f800000u ? sign | 0x7e00u | ((ax >> 13) & 0x3ffu)
-                                       : sign | 0x7c00u);
-  }
-  if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);  // rounds to inf
-  if (ax < 0x38800000u) {                                    // half subnormal or zero
-    if (ax <= 0x33000000u) return (uint16_t)sign;            // <= 2^-25: ties to 0
-    uint32_t e = ax >> 23;
-    uint32_t m = (ax & 0x7fffffu) | 0x800000u;
-    uint32_t shift = 126u - e;  // 14..24
-    uint32_t r = m >> shift;
-    uint32_t rem = m & ((1u << shift) - 1u);
-    uint32_t half = 1u << (shift - 1u);
-    if (rem > half || (rem == half && (r & 1u))) ++r;
-    return (uint16_t)(sign | r);
-  }
-  uint32_t r = ax - 0x38000000u;  // rebias the exponent
-  uint32_t h = r >> 13;
-  uint32_t rem = r & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;
-  return (uint16_t)(sign | h);
-}
-
-inline float half_bits_to_float(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-  uint32_t e = (h >> 10) & 0x1fu;
-  uint32_t m = h & 0x3ffu;
-  if (e == 0x1fu) return bits_float(sign | 0x7f800000u | (m << 13));
-  if (e == 0) {
-    if (m == 0) return bits_float(sign);
-    float v = (float)m * 5.9604644775390625e-08f;  // m * 2^-24
-    return sign ? -v : v;
-  }
-  return bits_float(sign | ((e + 112u) << 23) | (m << 13));
-}
-
-inline uint16_t float_to_bfloat16_bits(float f) {
-  uint32_t x = float_bits(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);
-  x += 0x7fffu + ((x >> 16) & 1u);
-  return (uint16_t)(x >> 16);
-}
-
-inline float bfloat16_bits_to_float(uint16_t b) { return bits_float((uint32_t)b << 16); }
-
-// A 16-bit float held as its bits (`__x`, as CUDA's types hold them), made
-// from float, double and int by `ToBits` (round to nearest even) and read as
-// float by `FromBits`: __half and __nv_bfloat16.
-template <uint16_t (*ToBits)(float), float (*FromBits)(uint16_t)> struct float16_bits {
-  unsigned short __x;
-  float16_bits() = default;
-  float16_bits(float f) : __x(ToBits(f)) {}
-  float16_bits(double f) : __x(ToBits((float)f)) {}
-  float16_bits(int i) : __x(ToBits((float)i)) {}
-  operator float() const { return FromBits(__x); }
-};
-
-}  // namespace coco_emu
-
-struct __half : coco_emu::float16_bits<coco_emu::float_to_half_bits, coco_emu::half_bits_to_float> {
-  using float16_bits::float16_bits;
-};
-
-struct __nv_bfloat16
-    : coco_emu::float16_bits<coco_emu::float_to_bfloat16_bits, coco_emu::bfloat16_bits_to_float> {
-  using float16_bits::float16_bits;
-};
-
-inline __half __float2half(float f) { return f; }
-inline __half __float2half_rn(float f) { return f; }
-inline float __half2float(__half h) { return h; }
-inline __nv_bfloat16 __float2bfloat16(float f) { return f; }
-inline __nv_bfloat16 __float2bfloat16_rn(float f) { return f; }
-inline float __bfloat162float(__nv_bfloat16 b) { return b; }
-
-// ---------------------------------------------------------------------------
-// libcu++'s cuda::atomic_ref, as a shim over std::atomic_ref
-// ---------------------------------------------------------------------------
-
-namespace cuda {
-enum thread_scope {
-  thread_scope_system = 0,
-  thread_scope_device = 1,
-  thread_scope_block = 2,
-  thread_scope_thread = 3,
-};
-namespace std {
-using ::std::memory_order;
-using ::std::memory_order_acq_rel;
-using ::std::memory_order_acquire;
-using ::std::memory_order_relaxed;
-using ::std::memory_order_release;
-using ::std::memory_order_seq_cst;
-}  // namespace std
-using namespace cuda::std;  // cuda::memory_order_* too, as libcu++ has them
-
-template <class T, thread_scope Scope = thread_scope_system>
-struct atomic_ref : ::std::atomic_ref<T> {
-  using ::std::atomic_ref<T>::atomic_ref;
-  using ::std::atomic_ref<T>::operator=;
-};
-}  // namespace cuda
-
-// ===========================================================================
-// CUDA runtime, NCCL and cuBLAS types
-// ===========================================================================
-
-typedef enum cudaError {
-  cudaSuccess = 0,
-  cudaErrorInvalidValue = 1,
-  cudaErrorMemoryAllocation = 2,
-  cudaErrorInvalidConfiguration = 9,
-  cudaErrorInvalidResourceHandle = 400,
-  cudaErrorLaunchFailure = 719,
-  cudaErrorUnknown = 999,
-} cudaError_t;
-
-enum cudaMemcpyKind {
-  cudaMemcpyHostToHost = 0,
-  cudaMemcpyHostToDevice = 1,
-  cudaMemcpyDeviceToHost = 2,
-  cudaMemcpyDeviceToDevice = 3,
-  cudaMemcpyDefault = 4,
-};
-
-enum cudaEventFlags_ { cudaEventDefault = 0, cudaEventBlockingSync = 1, cudaEventDisableTiming = 2 };
-
-typedef enum cudaDataType_t {
-  CUDA_R_32F = 0,
-  CUDA_R_64F = 1,
-  CUDA_R_16F = 2,
-  CUDA_R_8I = 3,
-  CUDA_R_8U = 8,
-  CUDA_R_32I = 10,
-  CUDA_R_16BF = 14,
-} cudaDataType_t;
-typedef cudaDataType_t cudaDataType;
-
-struct CUstream_st;
-struct CUevent_st;
-struct ncclComm;
-struct cublasContext;
-typedef CUstream_st *cudaStream_t;
-typedef CUevent_st *cudaEvent_t;
-typedef ncclComm *ncclComm_t;
-typedef cublasContext *cublasHandle_t;
-
-typedef enum {
-  ncclSuccess = 0,
-  ncclUnhandledCudaError = 1,
-  ncclSystemError = 2,
-  ncclInternalError = 3,
-  ncclInvalidArgument = 4,
-  ncclInvalidUsage = 5,
-  ncclRemoteError = 6,
-  ncclInProgress = 7,
-} ncclResult_t;
-
-typedef enum {
-  ncclInt8 = 0,
-  ncclChar = 0,
-  ncclUint8 = 1,
-  ncclInt32 = 2,
-  ncclInt = 2,
-  ncclUint32 = 3,
-  ncclInt64 = 4,
-  ncclUint64 = 5,
-  ncclFloat16 = 6,
-  ncclHalf = 6,
-  ncclFloat32 = 7,
-  ncclFloat = 7,
-  ncclFloat64 = 8,
-  ncclDouble = 8,
-  ncclBfloat16 = 9,
-} ncclDataType_t;
-
-typedef enum { ncclSum = 0, ncclProd = 1, ncclMax = 2, ncclMin = 3, ncclAvg = 4 } ncclRedOp_t;
-
-typedef enum {
-  CUBLAS_STATUS_SUCCESS = 0,
-  CUBLAS_STATUS_NOT_INITIALIZED = 1,
-  CUBLAS_STATUS_ALLOC_FAILED = 3,
-  CUBLAS_STATUS_INVALID_VALUE = 7,
-  CUBLAS_STATUS_NOT_SUPPORTED = 15,
-} cublasStatus_t;
-typedef enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1, CUBLAS_OP_C = 2 } cublasOperation_t;
-typedef enum {
-  CUBLAS_COMPUTE_16F = 64,
-  CUBLAS_COMPUTE_32F = 68,
-  CUBLAS_COMPUTE_32F_FAST_16F = 74,
-  CUBLAS_COMPUTE_32F_FAST_16BF = 75,
-  CUBLAS_COMPUTE_32F_FAST_TF32 = 77,
-  CUBLAS_COMPUTE_64F = 70,
-} cublasComputeType_t;
-typedef enum { CUBLAS_GEMM_DEFAULT = -1, CUBLAS_GEMM_DEFAULT_TENSOR_OP = 99 } cublasGemmAlgo_t;
+// After the standard headers: coco_emu_api.h defines CUDA's qualifiers as macros.
+#include "coco_emu_api.h"
 
 // ===========================================================================
 // The emulator
@@ -696,7 +383,7 @@ inline void stamp(std::atomic<uint64_t> &count, std::atomic<uint64_t> &first,
   }
 }
 
-inline void count_peer_bytes(int rank, int p, unsigned long long n) {
+void count_peer_bytes(int rank, int p, unsigned long long n) {
   stream_state *s = current.stream;
   if (!s || !s->world) return;
   coco_emu_world *w = s->world;
@@ -708,7 +395,7 @@ inline void count_peer_bytes(int rank, int p, unsigned long long n) {
     stamp(t->remote_stores, t->first_remote_store, t->last_remote_store);
 }
 
-inline void tile_computed() {
+void tile_computed() {
   if (launch_timeline *t = current_launch) stamp(t->tiles, t->first_tile, t->last_tile);
 }
 
@@ -728,7 +415,8 @@ void timed(stream_state *s, const char *kind, int peer, Work &&work) {
 
 // A copy into a peer's memory (coco::peer_copy): counted as `bytes` from this
 // rank to global rank `peer`, and a stream event.
-inline void peer_copy(void *dst, const void *src, size_t bytes, stream_state *s, int peer) {
+void peer_copy(void *dst, const void *src, size_t bytes, cudaStream_t stream, int peer) {
+  stream_state *s = stream;
   if (bytes)
     s->enqueue([=] {
       current.name = "coco::peer_copy";
@@ -800,61 +488,57 @@ inline std::atomic<uint64_t> &progress() {
   return count;
 }
 
-inline void note_progress() { progress().fetch_add(1, std::memory_order_relaxed); }
+void note_progress() { progress().fetch_add(1, std::memory_order_relaxed); }
 
-struct poller {
-  const uint64_t *slot;
-  uint64_t expected;
-  clock::time_point start = clock::now();
-  uint64_t seen_progress = progress().load(std::memory_order_relaxed);
-  unsigned spins = 0;
+poller::poller(const uint64_t *slot_, uint64_t expected_)
+  : slot(slot_),
+    expected(expected_),
+    start(clock::now()),
+    seen_progress(progress().load(std::memory_order_relaxed)) {}
 
-  poller(const uint64_t *slot_, uint64_t expected_) : slot(slot_), expected(expected_) {}
-
-  void pause(uint64_t seen) {
-    ++spins;
-    if (current_fibers) {
-      fiber_wait(spins > 1);
-    } else if (spins < 16) {
-      std::this_thread::yield();
-      return;
-    } else {
-      struct timespec ts = {0, 20000};
-      nanosleep(&ts, nullptr);
-    }
-    if ((spins & 63) != 0) return;
-    uint64_t now = progress().load(std::memory_order_relaxed);
-    if (now != seen_progress) {  // something moved: the wait starts over
-      seen_progress = now;
-      start = clock::now();
-    } else if (std::chrono::duration<double>(clock::now() - start).count() >
-               timeout_seconds()) {
-      watchdog(seen);
-    }
+void poller::pause(uint64_t seen) {
+  ++spins;
+  if (current_fibers) {
+    fiber_wait(spins > 1);
+  } else if (spins < 16) {
+    std::this_thread::yield();
+    return;
+  } else {
+    struct timespec ts = {0, 20000};
+    nanosleep(&ts, nullptr);
   }
+  if ((spins & 63) != 0) return;
+  uint64_t now = progress().load(std::memory_order_relaxed);
+  if (now != seen_progress) {  // something moved: the wait starts over
+    seen_progress = now;
+    start = clock::now();
+  } else if (std::chrono::duration<double>(clock::now() - start).count() >
+             timeout_seconds()) {
+    watchdog(seen);
+  }
+}
 
-  [[noreturn]] void watchdog(uint64_t seen) const {
-    char where[160] = "not in any rank's signal pad";
-    stream_state *s = current.stream;
-    if (s && s->world) {
-      coco_emu_world *w = s->world;
-      for (int g = 0; g < w->ranks; ++g) {
-        const uint64_t *pad = w->pads[g];
-        if (pad && slot >= pad && slot < pad + w->signal_slots) {
-          snprintf(where, sizeof where, "slot %ld of the signal pad of rank %d of stage %d",
-                   (long)(slot - pad), g % w->world, g / w->world);
-          break;
-        }
+void poller::watchdog(uint64_t seen) const {
+  char where[160] = "not in any rank's signal pad";
+  stream_state *s = current.stream;
+  if (s && s->world) {
+    coco_emu_world *w = s->world;
+    for (int g = 0; g < w->ranks; ++g) {
+      const uint64_t *pad = w->pads[g];
+      if (pad && slot >= pad && slot < pad + w->signal_slots) {
+        snprintf(where, sizeof where, "slot %ld of the signal pad of rank %d of stage %d",
+                 (long)(slot - pad), g % w->world, g / w->world);
+        break;
       }
     }
-    fatal(3,
-          "watchdog: %s, kernel '%s', block (%u,%u,%u) thread (%u,%u,%u): waited more than "
-          "%g s, with no progress anywhere, for signal %p (%s) to reach %llu; it holds %llu",
-          describe_current().c_str(), current.name, blockIdx.x, blockIdx.y, blockIdx.z,
-          threadIdx.x, threadIdx.y, threadIdx.z, timeout_seconds(), (const void *)slot, where,
-          (unsigned long long)expected, (unsigned long long)seen);
   }
-};
+  fatal(3,
+        "watchdog: %s, kernel '%s', block (%u,%u,%u) thread (%u,%u,%u): waited more than "
+        "%g s, with no progress anywhere, for signal %p (%s) to reach %llu; it holds %llu",
+        describe_current().c_str(), current.name, blockIdx.x, blockIdx.y, blockIdx.z,
+        threadIdx.x, threadIdx.y, threadIdx.z, timeout_seconds(), (const void *)slot, where,
+        (unsigned long long)expected, (unsigned long long)seen);
+}
 
 // ---------------------------------------------------------------------------
 // Kernel launches: a block is an OS thread, its threads fibers (or OS threads)
@@ -932,11 +616,11 @@ inline thread_local block_state *current_block = nullptr;
 
 }  // namespace coco_emu
 
-inline void __syncthreads() { coco_emu::current_block->barrier.arrive_and_wait(); }
+void __syncthreads() { coco_emu::current_block->barrier.arrive_and_wait(); }
 
 namespace coco_emu {
 
-inline void *block_shared(const void *tag, size_t bytes, size_t align) {
+void *block_shared(const void *tag, size_t bytes, size_t align) {
   block_state *b = current_block;
   if (!b) fatal(5, "COCO_SHARED used outside a kernel");
   std::lock_guard<std::mutex> lock(b->m);
@@ -951,7 +635,7 @@ inline void *block_shared(const void *tag, size_t bytes, size_t align) {
   return memory;
 }
 
-inline void *dynamic_shared() {
+void *dynamic_shared() {
   if (!current_block) fatal(5, "COCO_SHARED_DYNAMIC used outside a kernel");
   return current_block->dynamic.data();
 }
@@ -1134,10 +818,10 @@ inline void count_launch(stream_state *s, const char *name) {
   ++w->kernel_launches[name];
 }
 
-template <class... P, class... A>
-void launch(const char *name, void (*kernel)(P...), dim3 grid, dim3 block, size_t shared_bytes,
-            cudaStream_t stream, A &&...args) {
-  static_assert(sizeof...(P) == sizeof...(A), "COCO_LAUNCH: wrong number of kernel arguments");
+void launch_body(const char *name, dim3 grid, dim3 block, size_t shared_bytes,
+                 cudaStream_t stream, void *body, void (*invoke)(void *),
+                 void (*release)(void *)) {
+  std::shared_ptr<void> owner(body, release);
   if (!stream) fatal(5, "COCO_LAUNCH(%s): null stream (the emulation has no default stream)", name);
   size_t threads = (size_t)block.x * block.y * block.z;
   if (grid.x == 0 || grid.y == 0 || grid.z == 0 || threads == 0 || threads > 1024 ||
@@ -1145,13 +829,12 @@ void launch(const char *name, void (*kernel)(P...), dim3 grid, dim3 block, size_
     set_error(cudaErrorInvalidConfiguration);
     return;
   }
-  auto packed = std::make_shared<std::tuple<std::decay_t<P>...>>(std::forward<A>(args)...);
   count_launch(stream, name);
-  std::function<void()> body = [kernel, packed] { std::apply(kernel, *packed); };
+  std::function<void()> run = [owner, invoke] { invoke(owner.get()); };
   stream_state *s = stream;
-  s->enqueue([s, name, grid, block, shared_bytes, body] {
+  s->enqueue([s, name, grid, block, shared_bytes, run] {
     current.name = name;
-    run_grid(s, name, grid, block, shared_bytes, body);
+    run_grid(s, name, grid, block, shared_bytes, run);
   });
 }
 
@@ -1564,13 +1247,13 @@ inline cublasStatus_t gemm(cublasHandle_t handle, cublasOperation_t ta, cublasOp
 // The API the emitted code calls
 // ===========================================================================
 
-inline cudaError_t cudaGetLastError() {
+cudaError_t cudaGetLastError() {
   cudaError_t e = coco_emu::last_error;
   coco_emu::last_error = cudaSuccess;
   return e;
 }
-inline cudaError_t cudaPeekAtLastError() { return coco_emu::last_error; }
-inline const char *cudaGetErrorString(cudaError_t e) {
+cudaError_t cudaPeekAtLastError() { return coco_emu::last_error; }
+const char *cudaGetErrorString(cudaError_t e) {
   switch (e) {
     case cudaSuccess: return "no error";
     case cudaErrorInvalidValue: return "invalid argument";
@@ -1581,9 +1264,9 @@ inline const char *cudaGetErrorString(cudaError_t e) {
     default: return "unknown error";
   }
 }
-inline const char *cudaGetErrorName(cudaError_t e) { return cudaGetErrorString(e); }
+const char *cudaGetErrorName(cudaError_t e) { return cudaGetErrorString(e); }
 
-inline cudaError_t cudaMallocAsync(void **ptr, size_t bytes, cudaStream_t stream) {
+cudaError_t cudaMallocAsync(void **ptr, size_t bytes, cudaStream_t stream) {
   if (!ptr || !stream) return coco_emu::set_error(cudaErrorInvalidValue);
   size_t rounded = (bytes + 255) / 256 * 256;
   void *memory = aligned_alloc(256, rounded ? rounded : 256);
@@ -1592,28 +1275,22 @@ inline cudaError_t cudaMallocAsync(void **ptr, size_t bytes, cudaStream_t stream
   *ptr = memory;
   return cudaSuccess;
 }
-template <class T> cudaError_t cudaMallocAsync(T **ptr, size_t bytes, cudaStream_t stream) {
-  return cudaMallocAsync(reinterpret_cast<void **>(ptr), bytes, stream);
-}
-inline cudaError_t cudaFreeAsync(void *ptr, cudaStream_t stream) {
+cudaError_t cudaFreeAsync(void *ptr, cudaStream_t stream) {
   if (!stream) return coco_emu::set_error(cudaErrorInvalidValue);
   if (ptr) stream->enqueue([ptr] { free(ptr); });
   return cudaSuccess;
 }
-inline cudaError_t cudaMalloc(void **ptr, size_t bytes) {
+cudaError_t cudaMalloc(void **ptr, size_t bytes) {
   if (!ptr) return coco_emu::set_error(cudaErrorInvalidValue);
   size_t rounded = (bytes + 255) / 256 * 256;
   *ptr = aligned_alloc(256, rounded ? rounded : 256);
   return *ptr ? cudaSuccess : coco_emu::set_error(cudaErrorMemoryAllocation);
 }
-template <class T> cudaError_t cudaMalloc(T **ptr, size_t bytes) {
-  return cudaMalloc(reinterpret_cast<void **>(ptr), bytes);
-}
-inline cudaError_t cudaFree(void *ptr) {
+cudaError_t cudaFree(void *ptr) {
   free(ptr);
   return cudaSuccess;
 }
-inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind,
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind,
                                    cudaStream_t stream) {
   if (!stream || (bytes && (!dst || !src))) return coco_emu::set_error(cudaErrorInvalidValue);
   if (bytes)
@@ -1622,30 +1299,30 @@ inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cud
     });
   return cudaSuccess;
 }
-inline cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t stream) {
+cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t stream) {
   if (!stream || (bytes && !ptr)) return coco_emu::set_error(cudaErrorInvalidValue);
   if (bytes) stream->enqueue([ptr, value, bytes] { std::memset(ptr, value, bytes); });
   return cudaSuccess;
 }
-inline cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   if (!stream) return coco_emu::set_error(cudaErrorInvalidResourceHandle);
   stream->synchronize();
   return cudaSuccess;
 }
 
-inline cudaError_t cudaEventCreate(cudaEvent_t *event) {
+cudaError_t cudaEventCreate(cudaEvent_t *event) {
   if (!event) return coco_emu::set_error(cudaErrorInvalidValue);
   *event = new CUevent_st();
   return cudaSuccess;
 }
-inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int) {
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int) {
   return cudaEventCreate(event);
 }
-inline cudaError_t cudaEventDestroy(cudaEvent_t event) {
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
   delete event;  // pending records and waits hold the shared state
   return cudaSuccess;
 }
-inline cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (!event || !stream) return coco_emu::set_error(cudaErrorInvalidResourceHandle);
   uint64_t target = event->recorded.fetch_add(1) + 1;
   auto state = event->s;
@@ -1656,8 +1333,8 @@ inline cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   });
   return cudaSuccess;
 }
-inline cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
-                                       unsigned int flags = 0) {
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
+                                       unsigned int flags) {
   (void)flags;
   if (!event || !stream) return coco_emu::set_error(cudaErrorInvalidResourceHandle);
   uint64_t target = event->recorded.load();
@@ -1672,7 +1349,7 @@ inline cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
   });
   return cudaSuccess;
 }
-inline cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (!event) return coco_emu::set_error(cudaErrorInvalidResourceHandle);
   uint64_t target = event->recorded.load();
   std::unique_lock<std::mutex> lock(event->s->m);
@@ -1680,7 +1357,7 @@ inline cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   return cudaSuccess;
 }
 
-inline const char *ncclGetErrorString(ncclResult_t r) {
+const char *ncclGetErrorString(ncclResult_t r) {
   switch (r) {
     case ncclSuccess: return "no error";
     case ncclUnhandledCudaError: return "unhandled cuda error";
@@ -1693,40 +1370,40 @@ inline const char *ncclGetErrorString(ncclResult_t r) {
   }
   return "unknown result code";
 }
-inline ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t type,
+ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t type,
                                   ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   return coco_emu::collective_call(coco_emu::COLL_ALL_REDUCE, send, recv, count, type, op, 0, comm,
                                    stream);
 }
-inline ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t recvcount,
+ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t recvcount,
                                       ncclDataType_t type, ncclRedOp_t op, ncclComm_t comm,
                                       cudaStream_t stream) {
   return coco_emu::collective_call(coco_emu::COLL_REDUCE_SCATTER, send, recv, recvcount, type, op,
                                    0, comm, stream);
 }
-inline ncclResult_t ncclAllGather(const void *send, void *recv, size_t sendcount,
+ncclResult_t ncclAllGather(const void *send, void *recv, size_t sendcount,
                                   ncclDataType_t type, ncclComm_t comm, cudaStream_t stream) {
   return coco_emu::collective_call(coco_emu::COLL_ALL_GATHER, send, recv, sendcount, type, ncclSum,
                                    0, comm, stream);
 }
-inline ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataType_t type,
+ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataType_t type,
                                   int root, ncclComm_t comm, cudaStream_t stream) {
   return coco_emu::collective_call(coco_emu::COLL_BROADCAST, send, recv, count, type, ncclSum, root,
                                    comm, stream);
 }
-inline ncclResult_t ncclSend(const void *send, size_t count, ncclDataType_t type, int peer,
+ncclResult_t ncclSend(const void *send, size_t count, ncclDataType_t type, int peer,
                              ncclComm_t comm, cudaStream_t stream) {
   return coco_emu::p2p_call(true, send, nullptr, count, type, peer, comm, stream);
 }
-inline ncclResult_t ncclRecv(void *recv, size_t count, ncclDataType_t type, int peer,
+ncclResult_t ncclRecv(void *recv, size_t count, ncclDataType_t type, int peer,
                              ncclComm_t comm, cudaStream_t stream) {
   return coco_emu::p2p_call(false, nullptr, recv, count, type, peer, comm, stream);
 }
-inline ncclResult_t ncclGroupStart() {
+ncclResult_t ncclGroupStart() {
   ++coco_emu::group_depth;
   return ncclSuccess;
 }
-inline ncclResult_t ncclGroupEnd() {
+ncclResult_t ncclGroupEnd() {
   if (coco_emu::group_depth <= 0) return ncclInvalidUsage;
   if (--coco_emu::group_depth > 0) return ncclSuccess;
   std::vector<coco_emu::nccl_op> ops;
@@ -1746,34 +1423,34 @@ inline ncclResult_t ncclGroupEnd() {
   }
   return ncclSuccess;
 }
-inline ncclResult_t ncclCommCount(ncclComm_t comm, int *count) {
+ncclResult_t ncclCommCount(ncclComm_t comm, int *count) {
   *count = comm->group->size();
   return ncclSuccess;
 }
-inline ncclResult_t ncclCommUserRank(ncclComm_t comm, int *rank) {
+ncclResult_t ncclCommUserRank(ncclComm_t comm, int *rank) {
   *rank = comm->rank;
   return ncclSuccess;
 }
 
-inline cublasStatus_t cublasCreate(cublasHandle_t *handle) {
+cublasStatus_t cublasCreate(cublasHandle_t *handle) {
   *handle = new cublasContext();
   return CUBLAS_STATUS_SUCCESS;
 }
-inline cublasStatus_t cublasDestroy(cublasHandle_t handle) {
+cublasStatus_t cublasDestroy(cublasHandle_t handle) {
   delete handle;
   return CUBLAS_STATUS_SUCCESS;
 }
-inline cublasStatus_t cublasSetStream(cublasHandle_t handle, cudaStream_t stream) {
+cublasStatus_t cublasSetStream(cublasHandle_t handle, cudaStream_t stream) {
   if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
   handle->stream = stream;
   return CUBLAS_STATUS_SUCCESS;
 }
-inline cublasStatus_t cublasGetStream(cublasHandle_t handle, cudaStream_t *stream) {
+cublasStatus_t cublasGetStream(cublasHandle_t handle, cudaStream_t *stream) {
   if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
   *stream = handle->stream;
   return CUBLAS_STATUS_SUCCESS;
 }
-inline const char *cublasGetStatusString(cublasStatus_t s) {
+const char *cublasGetStatusString(cublasStatus_t s) {
   switch (s) {
     case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
     case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
@@ -1783,7 +1460,7 @@ inline const char *cublasGetStatusString(cublasStatus_t s) {
   }
   return "CUBLAS_STATUS_UNKNOWN";
 }
-inline cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
+cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
                                    cublasOperation_t transb, int m, int n, int k,
                                    const void *alpha, const void *A, cudaDataType_t Atype, int lda,
                                    const void *B, cudaDataType_t Btype, int ldb, const void *beta,
@@ -1793,7 +1470,7 @@ inline cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t tran
   return coco_emu::gemm(handle, transa, transb, m, n, k, alpha, A, Atype, lda, 0, B, Btype, ldb,
                         0, beta, C, Ctype, ldc, 0, 1, computeType);
 }
-inline cublasStatus_t cublasGemmStridedBatchedEx(
+cublasStatus_t cublasGemmStridedBatchedEx(
     cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
     const void *alpha, const void *A, cudaDataType_t Atype, int lda, long long strideA,
     const void *B, cudaDataType_t Btype, int ldb, long long strideB, const void *beta, void *C,
@@ -1803,3 +1480,4 @@ inline cublasStatus_t cublasGemmStridedBatchedEx(
   return coco_emu::gemm(handle, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype,
                         ldb, strideB, beta, C, Ctype, ldc, strideC, batchCount, computeType);
 }
+

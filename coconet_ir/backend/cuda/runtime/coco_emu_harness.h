@@ -2,14 +2,16 @@
 // of ranks, hand out their contexts, synchronize, read the statistics.
 // g++ only. The emulation build compiles it once per flag set into an object
 // file that every library built from an emitted .cu links
-// (coconet_ir.backend.emu.build.harness_object); it includes coco_runtime.h
-// for coco_context. extern "C", weak, exported by each such library.
+// (coconet_ir.backend.emu.build.harness_object); it includes coco_emu.h, the
+// emulator itself, which is compiled only here, and coco_runtime.h for
+// coco_context. extern "C", weak, exported by each such library.
 #pragma once
 
 #ifdef __CUDACC__
 #error "coco_emu_harness.h drives the CPU emulation (g++); nvcc's is coco_gpu_harness.h"
 #endif
 
+#include "coco_emu.h"
 #include "coco_runtime.h"
 
 static_assert(COCO_EMU_STREAMS == COCO_MAX_STREAMS, "one stream count");

@@ -2,25 +2,28 @@
 //
 // Included first by every emitted .cu. Under nvcc (__CUDACC__) it includes the
 // CUDA runtime, fp16/bf16, NCCL, cuBLAS and libcu++'s <cuda/atomic>; under any
-// other C++20 compiler it includes coco_emu.h, the CPU emulation that runs the
-// ranks of a world as threads of one process (docs/gpu/emulation.md). The names below
-// are the same in both modes.
+// other C++20 compiler it includes coco_emu_api.h, the declarations of the CPU
+// emulation that runs the ranks of a world as threads of one process
+// (docs/gpu/emulation.md). The names below are the same in both modes.
 //
 // The runtime headers, each including what it uses (an arrow: "includes"):
 //
-//   coco_emu.h          the CPU emulation of CUDA, NCCL and cuBLAS (g++ only)
-//      ^
-//   coco_runtime.h      the context, the helpers, the macros (this file)
+//   coco_emu_api.h      the CUDA language, CUDA/NCCL/cuBLAS declarations (g++ only)
 //      ^         ^
-//      |     coco_gpu_harness.h   world creation on real GPUs (nvcc only)
+//      |     coco_emu.h           the CPU emulation itself (g++ only)
 //      |         ^
-//      |     coco_gpu_bench.h     the standalone benchmark main (nvcc only)
-//   coco_emu_harness.h            world creation in the emulation (g++ only)
+//   coco_runtime.h  |   the context, the helpers, the macros (this file)
+//      ^   ^        |
+//      |   +--- coco_emu_harness.h   world creation in the emulation (g++ only)
+//      |
+//   coco_gpu_harness.h   world creation on real GPUs (nvcc only)
+//      ^
+//   coco_gpu_bench.h     the standalone benchmark main (nvcc only)
 //
 // A harness is added by the build that drives the program, not by this file:
 // the emulation build (coconet_ir.backend.emu.build) links coco_emu_harness.h
-// compiled once into an object file and force-includes this file (`-include`,
-// precompiled), nvcc_command(harness=True) (coconet_ir.backend.cuda.toolchain)
+// and the emulator it includes compiled once into an object file and
+// force-includes this file (`-include`, precompiled), nvcc_command(harness=True) (coconet_ir.backend.cuda.toolchain)
 // force-includes coco_gpu_harness.h, and a file printed with
 // `-t 'cuda{main=true}'` includes coco_gpu_bench.h under nvcc. What is forced
 // comes before the program's own text, so the knobs below
@@ -41,7 +44,7 @@
 #include <cublas_v2.h>
 #include <nccl.h>
 #else
-#include "coco_emu.h"
+#include "coco_emu_api.h"
 #endif
 
 #define COCO_MAX_STREAMS 4
