@@ -248,8 +248,9 @@ def run_op(op: Operation, env: Env) -> None:
         env[op.results[0]] = np.array(load(buffer, lanes(at, width)))
     elif isinstance(op, vector.StoreOp):
         value, buffer, at = ins
-        width = op.vector.type.get_shape()[0]
-        store(buffer, lanes(at, width), value, op.vector.type.element_type)
+        t = op.vector.type
+        assert isinstance(t, VectorType)
+        store(buffer, lanes(at, t.get_shape()[0]), value, t.element_type)
     elif isinstance(op, vector.ExtractOp):
         (position,) = op.static_position.get_values()
         env[op.results[0]] = np.asarray(ins[0])[..., position]
@@ -535,19 +536,19 @@ def run_divergent_if(
 ) -> None:
     """Each branch runs on the threads that take it alone (its loads and
     stores at their indices only); the results are merged back by thread."""
-    results: list[np.ndarray | None] = [None] * len(op.results)
+    merged: dict[SSAValue, np.ndarray] = {}
     for region, threads in ((op.true_region, taken), (op.false_region, ~taken)):
         if not region.blocks or not threads.any():
             continue
         sub = {v: x[threads] if per_thread(v, x) else x for v, x in env.items()}
         values = run_threads_block(region.block, sub, rank, world)
-        for k, (result, value) in enumerate(zip(op.results, values)):
-            shape = tuple(getattr(result.type, "get_shape", tuple)())
-            if results[k] is None:
-                results[k] = np.zeros((len(taken), *shape), np.asarray(value).dtype)
-            results[k][threads] = np.broadcast_to(value, (threads.sum(), *shape))  # type: ignore[index]
-    for result, value in zip(op.results, results):
-        env[result] = value
+        for result, value in zip(op.results, values):
+            t = result.type
+            shape = tuple(t.get_shape()) if isinstance(t, VectorType) else ()
+            if result not in merged:
+                merged[result] = np.zeros((len(taken), *shape), np.asarray(value).dtype)
+            merged[result][threads] = np.broadcast_to(value, (threads.sum(), *shape))
+    env.update(merged)
 
 
 def run_fused(
@@ -559,7 +560,7 @@ def run_fused(
     inputs = len(kernel.function_type.inputs.data)
     for rank, env in enumerate(envs):
         values = [env[v] for v in launch.kernelOperands]
-        kernel_env = dict(zip(kernel.body.block.args, values))
+        kernel_env: Env = dict(zip(kernel.body.block.args, values))
         for argument in kernel.body.block.args[inputs:]:  # workgroup buffers
             kernel_env[argument] = buffer(argument.type)
         kernel_envs.append(kernel_env)

@@ -130,7 +130,7 @@ def test_guarded_thread_loop(at_once: bool, monkeypatch: pytest.MonkeyPatch):
         monkeypatch.setattr(device_eval, "is_thread_loop", lambda _: False)
     x = np.arange(10, dtype=np.float32) + 1
     y, w = np.zeros(10, np.float32), np.zeros(16, np.float32)
-    env = dict(zip(kernel.body.block.args, [x, y, w, 10]))
+    env: device_eval.Env = dict(zip(kernel.body.block.args, [x, y, w, 10]))
     device_eval.run_scalar_block(
         kernel.body.block, env, 0, device_eval.PeerWorld(1, 0, 0)
     )
