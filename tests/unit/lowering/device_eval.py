@@ -3,8 +3,10 @@ only: the host functions run on N simulated ranks in lockstep (host code is
 the same on every rank), NCCL calls combine the ranks' buffers, and each
 kernel runs vectorized — the grid-stride loop's body on every element index
 at once (a kernel's threads neither communicate nor race) — except kernels
-with shared memory (block reductions), which run as one block of one
-thread. Integers are kept as their unsigned bit patterns in uint64 arrays;
+with shared memory (block reductions) and fused collective kernels, which
+run as one block of one thread; there too a loop whose indices the block's
+threads share out runs on all its indices at once (`is_thread_loop`).
+Integers are kept as their unsigned bit patterns in uint64 arrays;
 `index` as int64.
 
 It is not the CPU emulation of the CUDA C (that checks the printed code); it
@@ -14,6 +16,7 @@ checks the device-level IR against the reference interpreter.
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +32,7 @@ from xdsl.dialects.builtin import (
     IntegerType,
     MemRefType,
     ModuleOp,
+    VectorType,
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
@@ -87,6 +91,12 @@ def store(buffer: np.ndarray, index: Any, value: Any, t: Attribute) -> None:
         buffer[()] = value.reshape(-1)[0] if value.ndim else value
     else:
         buffer[index] = np.broadcast_to(value, np.shape(index))
+
+
+def lanes(at: Any, width: int) -> np.ndarray:
+    """The element indices of a vector access of `width` lanes at `at` (one
+    row per thread when `at` holds every thread's index)."""
+    return np.asarray(at, dtype=np.int64)[..., None] + np.arange(width)
 
 
 def run_block(block: Block, env: Env) -> list[Any]:
@@ -219,6 +229,8 @@ def run_op(op: Operation, env: Env) -> None:
         env[op.results[0]] = np.asarray(fn(a, b)).astype(np.uint64)
     elif isinstance(op, arith.SelectOp):
         c, x, y = ins
+        if isinstance(out, VectorType) and not isinstance(op.cond.type, VectorType):
+            c = np.asarray(c)[..., None]  # one condition per thread, every lane
         env[op.results[0]] = np.where(np.asarray(c) != 0, x, y)
     elif isinstance(op, arith.ExtFOp | arith.TruncFOp):
         env[op.results[0]] = np.asarray(ins[0]).astype(float_dtype(out))  # type: ignore[arg-type]
@@ -233,22 +245,24 @@ def run_op(op: Operation, env: Env) -> None:
     elif isinstance(op, vector.LoadOp):
         buffer, at = ins
         width = op.result.type.get_shape()[0]
-        env[op.results[0]] = np.array(load(buffer, slice(int(at), int(at) + width)))
+        env[op.results[0]] = np.array(load(buffer, lanes(at, width)))
     elif isinstance(op, vector.StoreOp):
         value, buffer, at = ins
-        for lane, x in enumerate(value):
-            store(buffer, int(at) + lane, x, op.vector.type.element_type)
+        t = op.vector.type
+        assert isinstance(t, VectorType)
+        store(buffer, lanes(at, t.get_shape()[0]), value, t.element_type)
     elif isinstance(op, vector.ExtractOp):
         (position,) = op.static_position.get_values()
-        env[op.results[0]] = ins[0][position]
+        env[op.results[0]] = np.asarray(ins[0])[..., position]
     elif isinstance(op, vector.BroadcastOp):
         width = op.vector.type.get_shape()[0]
-        env[op.results[0]] = np.array([ins[0]] * width)
+        env[op.results[0]] = np.repeat(np.asarray(ins[0])[..., None], width, axis=-1)
     elif isinstance(op, vector.InsertOp):
         value, dest = ins
         (position,) = op.static_position.get_values()
-        result = np.array(dest, copy=True)
-        result[position] = value
+        shape = np.broadcast_shapes(np.shape(value), np.shape(dest)[:-1])
+        result = np.array(np.broadcast_to(dest, (*shape, np.shape(dest)[-1])))
+        result[..., position] = value
         env[op.results[0]] = result
     elif isinstance(op, memref.LoadOp):
         buffer, *index = ins
@@ -370,7 +384,12 @@ def run_scalar_block(block: Block, env: Env, rank: int, world: PeerWorld) -> lis
 
 def run_scalar_op(op: Operation, env: Env, rank: int, world: PeerWorld) -> None:
     ins = [env[v] for v in op.operands]
-    if isinstance(op, scf.ForOp):
+    if isinstance(op, scf.ForOp) and is_thread_loop(op):
+        lb, ub, step = (int(x) for x in ins)
+        if lb < ub:  # every index at once, as the block's threads run them
+            env[op.body.block.args[0]] = np.arange(lb, ub, step, dtype=np.int64)
+            run_threads_block(op.body.block, env, rank, world)
+    elif isinstance(op, scf.ForOp):
         lb, ub, step, *carried = ins
         body = op.body.block
         for j in range(int(lb), int(ub), int(step)):
@@ -411,6 +430,127 @@ def run_scalar_op(op: Operation, env: Env, rank: int, world: PeerWorld) -> None:
         run_op(op, env)
 
 
+# ============================================================================
+# Thread loops: the block's threads at once
+# ============================================================================
+
+NOT_PER_THREAD = (
+    gpu.BarrierOp,
+    memref.AllocaOp,
+    coco_gpu.SignalOp,
+    coco_gpu.WaitSignalOp,
+    coco_gpu.CountPeerBytesOp,
+    coco_gpu.TileComputedOp,
+)
+"""Ops that a thread loop's iterations cannot run all at once: the block's
+synchronisation, a thread's own register, and what one thread does for the
+block."""
+
+_THREAD_LOOPS: weakref.WeakKeyDictionary[scf.ForOp, bool] = weakref.WeakKeyDictionary()
+
+
+def is_thread_loop(op: scf.ForOp) -> bool:
+    """A loop that strides by the block's size with no values carried from one
+    index to the next, whose indices the block's threads share out: they run
+    concurrently on the device, so the evaluator runs them all at once (each
+    value then holds one row per index) unless the body synchronises, uses a
+    register (a thread's sum over its indices), or has loop bounds that depend
+    on the index."""
+    if op not in _THREAD_LOOPS:
+        body = op.body.block
+        inside = {r for o in op.body.walk() for r in o.results} | set(body.args)
+        inside |= {
+            a
+            for o in op.body.walk()
+            for r in o.regions
+            for b in r.blocks
+            for a in b.args
+        }
+        _THREAD_LOOPS[op] = (
+            isinstance(op.step.owner, gpu.BlockDimOp)
+            and not op.iter_args
+            and not any(isinstance(o, NOT_PER_THREAD) for o in op.body.walk())
+            and not any(
+                isinstance(o.memref.owner, memref.AllocaOp)
+                for o in op.body.walk()
+                if isinstance(o, memref.LoadOp | memref.StoreOp)
+            )
+            and not any(
+                v in inside and not isinstance(v.owner, arith.ConstantOp)
+                for o in op.body.walk()
+                if isinstance(o, scf.ForOp)
+                for v in (o.lb, o.ub, o.step)
+            )
+        )
+    return _THREAD_LOOPS[op]
+
+
+def per_thread(value: SSAValue, x: Any) -> bool:
+    """Whether `x`, the value of `value` in a thread loop, has one row per
+    thread (a uniform value has the shape of its type)."""
+    if isinstance(value.type, MemRefType | coco_gpu.PeersType):
+        return False
+    return np.ndim(x) > (1 if isinstance(value.type, VectorType) else 0)
+
+
+def run_threads_block(block: Block, env: Env, rank: int, world: PeerWorld) -> list[Any]:
+    for op in block.ops:
+        if isinstance(op, scf.YieldOp):
+            return [env[v] for v in op.operands]
+        run_threads_op(op, env, rank, world)
+    return []
+
+
+def run_threads_op(op: Operation, env: Env, rank: int, world: PeerWorld) -> None:
+    """One op of a thread loop's body, for every thread at once."""
+    ins = [env[v] for v in op.operands]
+    if isinstance(op, scf.ForOp):  # bounds uniform (is_thread_loop)
+        lb, ub, step, *carried = ins
+        body = op.body.block
+        for j in range(int(lb), int(ub), int(step)):
+            env[body.args[0]] = j
+            for arg, value in zip(body.args[1:], carried):
+                env[arg] = value
+            carried = run_threads_block(body, env, rank, world)
+        for result, value in zip(op.results, carried):
+            env[result] = value
+    elif isinstance(op, scf.IfOp) and not per_thread(op.cond, ins[0]):
+        region = op.true_region if int(ins[0]) else op.false_region
+        values = (
+            run_threads_block(region.block, env, rank, world) if region.blocks else []
+        )
+        for result, value in zip(op.results, values):
+            env[result] = value
+    elif isinstance(op, scf.IfOp):
+        run_divergent_if(op, np.asarray(ins[0]) != 0, env, rank, world)
+    elif isinstance(op, coco_gpu.PeerViewOp):
+        _, view, p = ins
+        assert not per_thread(op.operands[2], p), "a peer per thread"
+        env[op.results[0]] = world.peer(rank, view, int(p))
+    else:
+        run_op(op, env)
+
+
+def run_divergent_if(
+    op: scf.IfOp, taken: np.ndarray, env: Env, rank: int, world: PeerWorld
+) -> None:
+    """Each branch runs on the threads that take it alone (its loads and
+    stores at their indices only); the results are merged back by thread."""
+    merged: dict[SSAValue, np.ndarray] = {}
+    for region, threads in ((op.true_region, taken), (op.false_region, ~taken)):
+        if not region.blocks or not threads.any():
+            continue
+        sub = {v: x[threads] if per_thread(v, x) else x for v, x in env.items()}
+        values = run_threads_block(region.block, sub, rank, world)
+        for result, value in zip(op.results, values):
+            t = result.type
+            shape = tuple(t.get_shape()) if isinstance(t, VectorType) else ()
+            if result not in merged:
+                merged[result] = np.zeros((len(taken), *shape), np.asarray(value).dtype)
+            merged[result][threads] = np.broadcast_to(value, (threads.sum(), *shape))
+    env.update(merged)
+
+
 def run_fused(
     kernel: gpu.FuncOp, envs: list[Env], launch: gpu.LaunchFuncOp, world: PeerWorld
 ) -> None:
@@ -420,7 +560,7 @@ def run_fused(
     inputs = len(kernel.function_type.inputs.data)
     for rank, env in enumerate(envs):
         values = [env[v] for v in launch.kernelOperands]
-        kernel_env = dict(zip(kernel.body.block.args, values))
+        kernel_env: Env = dict(zip(kernel.body.block.args, values))
         for argument in kernel.body.block.args[inputs:]:  # workgroup buffers
             kernel_env[argument] = buffer(argument.type)
         kernel_envs.append(kernel_env)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from device_eval import run_device
 from helpers import EXAMPLES_DIR
+from xdsl.dialects import gpu, scf
 
 import coconet_ir as cc
 from coconet_ir.dialects.coco import element_info
@@ -83,3 +84,55 @@ def test_lowering_tests_match_the_interpreter(name: str):
                 atol=atol,
                 err_msg=f"{name}: {key}",
             )
+
+
+GUARDED_KERNEL = """
+builtin.module attributes {gpu.container_module} {
+  gpu.module @kernels {
+    gpu.func @guarded(%x: memref<10xf32>, %y: memref<10xf32>, %w: memref<16xf32>,
+                      %n: index) kernel {
+      %tid = gpu.thread_id x
+      %threads = gpu.block_dim x
+      %c16 = arith.constant 16 : index
+      scf.for %e = %tid to %c16 step %threads {
+        %in = arith.cmpi ult, %e, %n : index
+        %v = scf.if %in -> (f32) {
+          %a = memref.load %x[%e] : memref<10xf32>
+          scf.yield %a : f32
+        } else {
+          %z = arith.constant -1.0 : f32
+          scf.yield %z : f32
+        }
+        memref.store %v, %w[%e] : memref<16xf32>
+        scf.if %in {
+          %twice = arith.addf %v, %v : f32
+          memref.store %twice, %y[%e] : memref<10xf32>
+        }
+      }
+      gpu.return
+    }
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("at_once", [True, False], ids=["threads", "index-by-index"])
+def test_guarded_thread_loop(at_once: bool, monkeypatch: pytest.MonkeyPatch):
+    """A thread loop whose guard differs by thread: run at once, each branch
+    loads and stores at its own threads' indices only (the unguarded load of
+    x[10..15] would raise), as it does index by index."""
+    kernel = next(
+        k for k in cc.parse(GUARDED_KERNEL).walk() if isinstance(k, gpu.FuncOp)
+    )
+    loop = next(o for o in kernel.walk() if isinstance(o, scf.ForOp))
+    assert device_eval.is_thread_loop(loop)
+    if not at_once:
+        monkeypatch.setattr(device_eval, "is_thread_loop", lambda _: False)
+    x = np.arange(10, dtype=np.float32) + 1
+    y, w = np.zeros(10, np.float32), np.zeros(16, np.float32)
+    env: device_eval.Env = dict(zip(kernel.body.block.args, [x, y, w, 10]))
+    device_eval.run_scalar_block(
+        kernel.body.block, env, 0, device_eval.PeerWorld(1, 0, 0)
+    )
+    np.testing.assert_array_equal(y, 2 * x)
+    np.testing.assert_array_equal(w, np.concatenate([x, np.full(6, -1, np.float32)]))
