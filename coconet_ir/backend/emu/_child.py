@@ -1,8 +1,11 @@
-"""The emulation's subprocess (run by path; imports numpy and ctypes only).
+"""The emulation's subprocess (run by path, `python -S`; imports ctypes and the
+standard library only, so that it starts in a few hundredths of a second).
 
-`python _child.py DIR` reads DIR/request.pkl (run.py), loads the library,
-creates the world, runs every rank's calls on a thread per rank, synchronizes,
-and writes DIR/outputs.npz and DIR/result.json (the statistics).
+`python -S _child.py DIR` reads DIR/request.json and DIR/arrays.bin (the
+arrays' bytes one after the other: run.py's DeviceMemory), loads the library,
+creates the world, runs every rank's calls on a thread per rank,
+synchronizes, and writes DIR/outputs.bin (the output arrays' bytes, in the
+request's order) and DIR/result.json (the statistics).
 """
 
 from __future__ import annotations
@@ -10,23 +13,47 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import pickle
 import sys
 import threading
 from pathlib import Path
 
-import numpy as np
-from entry_args import c_scalar  # a sibling: this script runs by path
+ALIGN = 256
+"""Each array's alignment in the child's memory: cudaMalloc's, and more than
+any vector access of the emitted code needs."""
+
+LIBC = ctypes.CDLL(None)
+LIBC.posix_memalign.argtypes = [
+    ctypes.POINTER(ctypes.c_void_p),
+    ctypes.c_size_t,
+    ctypes.c_size_t,
+]
 
 
-def c_argument(value: object) -> ctypes._SimpleCData:
-    """An entry argument as ctypes passes it (docs/gpu/emulation.md): an array as
-    its (host, hence device) pointer, a scalar by value."""
-    if isinstance(value, np.ndarray):
-        if not value.flags.c_contiguous or not value.flags.writeable:
-            raise ValueError("entry arrays must be C-contiguous and writable")
-        return ctypes.c_void_p(value.ctypes.data)
-    return c_scalar(value)
+def load_arrays(path: Path, sizes: list[int]) -> list[int]:
+    """The arrays whose bytes `path` holds one after the other (`sizes` of
+    them), each copied into memory of its own (posix_memalign, so a sanitizer
+    sees each one's bounds): their addresses, the device memory the entries
+    are given. Never freed: the process ends after the run."""
+    data = path.read_bytes()
+    source = ctypes.cast(ctypes.c_char_p(data), ctypes.c_void_p).value or 0
+    addresses, at = [], 0
+    for size in sizes:
+        memory = ctypes.c_void_p()
+        if LIBC.posix_memalign(ctypes.byref(memory), ALIGN, max(size, 1)) != 0:
+            raise MemoryError(f"cannot allocate an array of {size} bytes")
+        ctypes.memmove(memory, source + at, size)
+        addresses.append(memory.value)
+        at += size
+    return addresses
+
+
+def c_argument(spec: list, addresses: list[int]) -> ctypes._SimpleCData:
+    """An entry argument as ctypes passes it (docs/gpu/emulation.md): an array
+    (`["array", k]`, the request's k-th) as its (host, hence device) address,
+    a scalar (`["c_float", 0.5]`, entry_args.scalar_spec) by value."""
+    if spec[0] == "array":
+        return ctypes.c_void_p(addresses[spec[1]])
+    return getattr(ctypes, spec[0])(spec[1])
 
 
 def needed(lib: ctypes.CDLL, query: str) -> int:
@@ -42,7 +69,8 @@ def needed(lib: ctypes.CDLL, query: str) -> int:
 
 
 def main(directory: Path) -> int:
-    request = pickle.loads((directory / "request.pkl").read_bytes())
+    request = json.loads((directory / "request.json").read_text())
+    addresses = load_arrays(directory / "arrays.bin", request["arrays"])
     lib = ctypes.CDLL(request["library"])
     lib.coco_emu_create.restype = ctypes.c_void_p
     lib.coco_emu_create.argtypes = [
@@ -81,12 +109,13 @@ def main(directory: Path) -> int:
 
     def run_rank(stage: int, rank: int) -> None:
         context = lib.coco_emu_context(handle, stage, rank)
-        for name, call_stage, args, _ in calls:
+        for name, call_stage, args in calls:
             if call_stage != stage:
                 continue
             try:
                 status = entries[name](
-                    ctypes.c_void_p(context), *(c_argument(a) for a in args[rank])
+                    ctypes.c_void_p(context),
+                    *(c_argument(a, addresses) for a in args[rank]),
                 )
             except Exception as error:  # e.g. ctypes' limit of 1024 arguments
                 # An exception in a thread would only be printed: fail loudly.
@@ -125,13 +154,9 @@ def main(directory: Path) -> int:
     stats = json.loads(buffer.value.decode())
     lib.coco_emu_destroy(handle)
 
-    saved = {}
-    for _, _, args, outputs in calls:
-        for output, index in outputs.items():
-            for rank in range(world):
-                # raw bytes: npz would lose extension dtypes (bfloat16)
-                saved[f"{output}/{rank}"] = args[rank][index].reshape(-1).view(np.uint8)
-    np.savez(directory / "outputs.npz", **saved)
+    with (directory / "outputs.bin").open("wb") as file:
+        for k in request["outputs"]:
+            file.write(ctypes.string_at(addresses[k], request["arrays"][k]))
     (directory / "result.json").write_text(json.dumps({"stats": stats}))
     return 0
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 import subprocess
 import sys
 import tempfile
@@ -21,6 +20,7 @@ from typing import TYPE_CHECKING, TypedDict
 import numpy as np
 
 from coconet_ir.backend.emu.build import compiler
+from coconet_ir.backend.emu.entry_args import scalar_spec
 from coconet_ir.diagnostics import CocoError
 
 if TYPE_CHECKING:
@@ -147,6 +147,35 @@ def _sanitizer_env(sanitize: str | None) -> dict[str, str]:
     return env
 
 
+class DeviceMemory:
+    """The arrays of a run as the child (`_child.py`) is given them: each
+    distinct array once (the same object passed twice is one buffer), in the
+    order first met, its bytes in C order."""
+
+    def __init__(self) -> None:
+        self.index: dict[int, int] = {}
+        self.arrays: list[np.ndarray] = []
+
+    def place(self, array: np.ndarray) -> int:
+        """`array`'s number, numbering it the first time."""
+        if id(array) not in self.index:
+            self.index[id(array)] = len(self.arrays)
+            self.arrays.append(array)
+        return self.index[id(array)]
+
+    def spec(self, argument: Argument) -> list:
+        """How the request names `argument` (`_child.c_argument`): an array
+        by its number, a scalar by its C type and value."""
+        if isinstance(argument, np.ndarray):
+            return ["array", self.place(argument)]
+        return list(scalar_spec(argument))
+
+    def write(self, path: Path) -> None:
+        with path.open("wb") as file:
+            for array in self.arrays:
+                file.write(np.ascontiguousarray(array).tobytes())
+
+
 def run_emulated(
     library: Path | str,
     world: int,
@@ -167,24 +196,32 @@ def run_emulated(
     library = Path(library)
     shape = World(world, **options)
     names = {name: arrays for name, (_, _, arrays) in shape.check(calls).items()}
+    memory = DeviceMemory()
     request = {
-        "library": str(library),
         **asdict(shape),
+        "library": str(library),
         "calls": [
-            (call.entry, call.stage, [list(a) for a in call.args], dict(call.outputs))
+            (
+                call.entry,
+                call.stage,
+                [[memory.spec(a) for a in args] for args in call.args],
+            )
             for call in calls
         ],
+        "outputs": [memory.place(a) for arrays in names.values() for a in arrays],
     }
+    request["arrays"] = [a.nbytes for a in memory.arrays]
     env = dict(os.environ)
     env.update(_sanitizer_env(_sanitizer_of(library)))
     if watchdog is not None:
         env["COCO_EMU_TIMEOUT"] = str(watchdog)
     with tempfile.TemporaryDirectory(prefix="coco-emu-") as scratch:
         work = Path(scratch)
-        (work / "request.pkl").write_bytes(pickle.dumps(request, protocol=5))
+        (work / "request.json").write_text(json.dumps(request))
+        memory.write(work / "arrays.bin")
         try:
             result = subprocess.run(
-                [sys.executable, str(CHILD), str(work)],
+                [sys.executable, "-S", str(CHILD), str(work)],
                 capture_output=True,
                 text=True,
                 env=env,
@@ -214,11 +251,13 @@ def run_emulated(
                 result.returncode,
             )
         report = json.loads((work / "result.json").read_text())
-        with np.load(work / "outputs.npz") as saved:
-            outputs: dict[str, list[np.ndarray]] = {}
-            for name, arrays in names.items():
-                outputs[name] = [
-                    saved[f"{name}/{r}"].view(a.dtype).reshape(a.shape)
-                    for r, a in enumerate(arrays)
-                ]
+        returned = (work / "outputs.bin").read_bytes()
+    outputs: dict[str, list[np.ndarray]] = {}
+    at = 0
+    for name, arrays in names.items():
+        outputs[name] = []
+        for a in arrays:
+            raw = np.frombuffer(returned, np.uint8, a.nbytes, at)
+            outputs[name].append(raw.view(a.dtype).reshape(a.shape).copy())
+            at += a.nbytes
     return outputs, report["stats"]

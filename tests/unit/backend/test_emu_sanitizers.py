@@ -134,3 +134,29 @@ def test_thread_sanitizer_reports_a_race():
     lib = compile_emulated(kernels_source(), sanitize="thread")
     with pytest.raises(EmulationError, match="ThreadSanitizer: data race"):
         run_emulated(lib, 1, [EntryCall("coco_racy", [[np.zeros(1, np.int32)]])])
+
+
+OVERFLOW = """
+__global__ void write_one_past(float *out, long long n) {
+  if (threadIdx.x == 0) out[n] = 1.0f;
+}
+
+extern "C" int coco_write_one_past(coco_context *ctx, float *out, long long n) {
+  COCO_LAUNCH(write_one_past, 1, 32, 0, ctx->streams[0], out, n);
+  return 0;
+}
+"""
+
+
+def test_address_sanitizer_sees_the_bounds_of_every_entry_array():
+    """Each array an entry is given is memory of its own in the child, so a
+    kernel writing one element past an array's end (here the first of two
+    arrays, whose next neighbour would otherwise absorb the store) is a
+    heap-buffer-overflow report, not a silent write."""
+    lib = compile_emulated('#include "coco_runtime.h"\n' + OVERFLOW, "address")
+    arrays = [np.zeros(64, np.float32), np.zeros(64, np.float32)]
+    ok = EntryCall("coco_write_one_past", [[arrays[1], np.int64(63)]])
+    run_emulated(lib, 1, [ok])
+    past = EntryCall("coco_write_one_past", [[arrays[0], np.int64(64)]])
+    with pytest.raises(EmulationError, match="heap-buffer-overflow"):
+        run_emulated(lib, 1, [past, ok])
