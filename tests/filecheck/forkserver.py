@@ -1,9 +1,11 @@
-"""A fork server for the FileCheck suites: `coconet-opt` and `coconet-run` with
-their imports done once per lit run instead of once per RUN command.
+"""A fork server for the FileCheck suites: `coconet-opt`, `coconet-run`,
+`filecheck` and `python -m coconet_ir.backend.cuda.mlir_interop` with their
+imports done once per lit run instead of once per RUN command.
 
 Importing xDSL and coconet_ir is most of what a `coconet-opt` call costs
-(~0.6 s of CPU), and the suites run several hundred of them. lit.cfg.py starts
-`python forkserver.py serve SOCKET` once; RUN lines then call
+(~0.6 s of CPU), and importing the filecheck package most of what a
+`filecheck` call costs (~0.1 s); the suites run several hundred of each.
+lit.cfg.py starts `python forkserver.py serve SOCKET` once; RUN lines then call
 `python -S forkserver.py SOCKET TOOL ARGS...` (a client that imports nothing
 of the project): it passes its stdin, stdout and stderr, its working directory
 and environment to the server, which forks a child that runs the tool's
@@ -13,17 +15,59 @@ Each child starts from the server's state before any command ran.
 
 from __future__ import annotations
 
-import array
-import json
+# The client imports only built-in modules (no `socket`, which imports enum and
+# selectors; no `json`, which imports re): its start-up is a third of a call.
+import _socket
+import marshal
 import os
-import signal
-import socket
 import sys
 
 TOOLS = {
-    "coconet-opt": ("coconet_ir.tools.coconet_opt", "main"),
-    "coconet-run": ("coconet_ir.tools.coconet_run", "main"),
+    "coconet-opt": "coconet_ir.tools.coconet_opt",
+    "coconet-run": "coconet_ir.tools.coconet_run",
+    "filecheck": "filecheck.main",
+    "mlir-interop": "coconet_ir.backend.cuda.mlir_interop",
 }
+"""Each tool's module; the child calls its `main(ARGS)`, and exits with what
+`main` returns or exits with."""
+
+PRELOAD = (
+    "coconet_ir.interpreter",  # coconet-run (with networkx), on first use
+    "coconet_ir.dialects.coco.canonicalization",
+    "xdsl.targets.mlir",  # coconet-opt's default output
+    "xdsl.syntax_printer",
+    "xdsl.transforms.dead_code_elimination",
+    "numpy.random",
+    "email.parser",  # coconet-run reads xDSL's version with importlib.metadata
+)
+"""What the tools import only when a command needs it, imported by the
+server as well, so that a child does not import it again for each command:
+besides these, every pass, lowering and target of coconet_ir.universe."""
+
+
+def _preload() -> None:
+    import importlib
+
+    from coconet_ir import universe
+
+    for module in (*TOOLS.values(), *PRELOAD):
+        importlib.import_module(module)
+    for get in (
+        *universe.get_all_passes().values(),
+        *universe.get_all_targets().values(),
+    ):
+        get()
+
+
+def _main(tool: str, argv: list[str]) -> object:
+    """What the tool's script does with ARGS (after the imports)."""
+    module = sys.modules[TOOLS[tool]]
+    if tool == "filecheck":
+        # Its script passes the program name first, and its colours follow
+        # whether stdout is a terminal (decided at import, in the server).
+        sys.modules["filecheck.colors"].COLOR_SUPPORT = sys.stdout.isatty()
+        return module.main([tool, *argv])
+    return module.main(argv)
 
 
 def _exit_code(code: object) -> int:
@@ -36,8 +80,10 @@ def _exit_code(code: object) -> int:
     return 1
 
 
-def _run(connection: socket.socket, request: dict, fds: list[int]) -> int:
+def _run(connection: _socket.socket, request: dict, fds: list[int]) -> int:
     """In the forked child: become the client's process and run the tool."""
+    import signal
+
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
@@ -49,12 +95,11 @@ def _run(connection: socket.socket, request: dict, fds: list[int]) -> int:
     sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     tool, *argv = request["argv"]
     sys.argv = [tool, *argv]
-    module, name = TOOLS[tool]
     try:
-        getattr(sys.modules[module], name)(argv)
-        code = 0
+        code = _exit_code(_main(tool, argv))
     except SystemExit as stop:
         code = _exit_code(stop.code)
     except BaseException:
@@ -80,41 +125,60 @@ def _reap(*_: object) -> None:
 
 
 def serve(path: str) -> None:
-    import importlib
+    import array
+    import gc
+    import select
+    import signal
+    import socket
 
-    for module, _ in TOOLS.values():
-        importlib.import_module(module)
+    _preload()
+    # What the imports made is never freed: the children's garbage collections
+    # skip it instead of touching (and so copying) each of its pages.
+    gc.freeze()
     # Reaped (not ignored) so that their CPU time counts as the server's.
     signal.signal(signal.SIGCHLD, _reap)
+    # A ^C is lit's to handle (its exit stops the server), not a traceback here.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(path)
     server.listen(64)
     print("ready", flush=True)
-    while True:
+    parent = os.getppid()
+    # lit stops the server when it exits; should lit be killed instead, the
+    # server notices within a second that its parent is gone.
+    while os.getppid() == parent:
+        if not select.select([server], [], [], 1.0)[0]:
+            continue
         connection, _ = server.accept()
         fds = array.array("i")
-        message, ancillary, _, _ = connection.recvmsg(1 << 20, socket.CMSG_LEN(12))
+        message, ancillary, _, _ = connection.recvmsg(1 << 16, socket.CMSG_LEN(12))
         for level, kind, data in ancillary:
             if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
                 fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
+        while chunk := connection.recv(1 << 16):  # the client sends, then shuts down
+            message += chunk
         if os.fork() == 0:
             server.close()
-            code = _run(connection, json.loads(message), list(fds))
+            code = _run(connection, marshal.loads(message), list(fds))
             os._exit(code)
         connection.close()
         for fd in fds:
             os.close(fd)
+    server.close()
+    os.unlink(path)
+    os.rmdir(os.path.dirname(path))
 
 
 def client(path: str, argv: list[str]) -> int:
     request = {"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)}
-    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    message = marshal.dumps(request)
+    fds = b"".join(fd.to_bytes(4, sys.byteorder) for fd in (0, 1, 2))
+    connection = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     connection.connect(path)
-    fds = array.array("i", [0, 1, 2])
-    connection.sendmsg(
-        [json.dumps(request).encode()],
-        [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds.tobytes())],
-    )
+    ancillary = [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)]
+    sent = connection.sendmsg([message], ancillary)
+    connection.sendall(message[sent:])
+    connection.shutdown(_socket.SHUT_WR)
     reply = b""
     while chunk := connection.recv(64):
         reply += chunk

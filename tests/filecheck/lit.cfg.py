@@ -23,21 +23,32 @@ for name in ("PYTHONPATH", "HOME", "COCONET_TRACEBACK"):
         config.environment[name] = os.environ[name]  # noqa: F821
 
 
-# `coconet-opt` and `coconet-run` go through a fork server (forkserver.py) that
-# imports them once for the whole run: the imports are most of a command's
-# cost. COCONET_LIT_FORKSERVER=0 runs the installed scripts instead.
+# `coconet-opt`, `coconet-run`, `filecheck` and `python -m
+# coconet_ir.backend.cuda.mlir_interop` go through a fork server
+# (forkserver.py) that imports them once for the whole run: the imports are
+# most of a command's cost. COCONET_LIT_FORKSERVER=0 runs the installed
+# scripts instead. Each pattern matches the command word alone, not inside a
+# path (this folder is called filecheck).
+FORKSERVED = {
+    "coconet-opt": r"(?<![\w/.-])coconet-opt(?![\w/.-])",
+    "coconet-run": r"(?<![\w/.-])coconet-run(?![\w/.-])",
+    "filecheck": r"(?<![\w/.-])filecheck(?![\w/.-])",
+    "mlir-interop": r"\bpython -m coconet_ir\.backend\.cuda\.mlir_interop\b",
+}
+
+
 def start_forkserver():
-    tools = ("coconet-opt", "coconet-run")
     if os.environ.get("COCONET_LIT_FORKSERVER") == "0":
         return
-    if not all(map(shutil.which, tools)):
+    if not all(map(shutil.which, ("coconet-opt", "coconet-run", "filecheck"))):
         return
     script = os.path.join(os.path.dirname(__file__), "forkserver.py")
     directory = tempfile.mkdtemp(prefix="coconet-lit-")
     path = os.path.join(directory, "socket")
-    python = shutil.which("python3", path=os.path.dirname(shutil.which(tools[0])))
+    tools = os.path.dirname(shutil.which("coconet-opt"))
+    python = shutil.which("python3", path=tools) or sys.executable
     server = subprocess.Popen(
-        [python or sys.executable, script, "serve", path],
+        [python, script, "serve", path],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         env=dict(os.environ),
@@ -51,9 +62,9 @@ def start_forkserver():
     atexit.register(stop)
     if server.stdout.readline().strip() != b"ready":
         return
-    for tool in tools:
+    for tool, pattern in FORKSERVED.items():
         config.substitutions.append(  # noqa: F821
-            (rf"\b{tool}\b", f"{python or sys.executable} -S {script} {path} {tool}")
+            (pattern, f"{python} -S {script} {path} {tool}")
         )
 
 
