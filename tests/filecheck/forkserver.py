@@ -7,18 +7,23 @@ Importing xDSL and coconet_ir is most of what a `coconet-opt` call costs
 `filecheck` call costs (~0.1 s); the suites run several hundred of each.
 lit.cfg.py starts `python forkserver.py serve SOCKET` once; RUN lines then call
 `python -S forkserver.py SOCKET TOOL ARGS...` (a client that imports nothing
-of the project): it passes its stdin, stdout and stderr, its working directory
-and environment to the server, which forks a child that runs the tool's
-`main` with them, as the installed script would, and reports its exit status.
-Each child starts from the server's state before any command ran.
+of the project), or its C twin forkclient.c where lit.cfg.py could build it:
+it passes its stdin, stdout and stderr, its working directory and environment
+to the server, which forks a child that runs the tool's `main` with them, as
+the installed script would, and reports its exit status. Each child starts
+from the server's state before any command ran.
+
+The request is one message of NUL-terminated fields: the number of arguments,
+TOOL and ARGS, the working directory, then the environment's NAME=VALUE
+entries; the client's standard streams go with it (SCM_RIGHTS). The reply is
+the exit status in decimal, or nothing when the child died of a signal.
 """
 
 from __future__ import annotations
 
 # The client imports only built-in modules (no `socket`, which imports enum and
-# selectors; no `json`, which imports re): its start-up is a third of a call.
+# selectors): its start-up is a third of a call.
 import _socket
-import marshal
 import os
 import sys
 
@@ -80,23 +85,31 @@ def _exit_code(code: object) -> int:
     return 1
 
 
-def _run(connection: _socket.socket, request: dict, fds: list[int]) -> int:
+def _request(message: bytes) -> tuple[list[str], str, dict[str, str]]:
+    """The tool and its arguments, the directory and the environment."""
+    fields = [os.fsdecode(field) for field in message.split(b"\0")[:-1]]
+    count = int(fields[0])
+    entries = (entry.partition("=") for entry in fields[count + 2 :])
+    return fields[1 : count + 1], fields[count + 1], {k: v for k, _, v in entries}
+
+
+def _run(connection: _socket.socket, message: bytes, fds: list[int]) -> int:
     """In the forked child: become the client's process and run the tool."""
     import signal
 
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
-    os.chdir(request["cwd"])
+    (tool, *argv), cwd, environment = _request(message)
+    os.chdir(cwd)
     os.environ.clear()
-    os.environ.update(request["env"])
+    os.environ.update(environment)
     sys.stdin = os.fdopen(0, "r", closefd=False)
     sys.stdout = os.fdopen(1, "w", closefd=False)
     sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    tool, *argv = request["argv"]
     sys.argv = [tool, *argv]
     try:
         code = _exit_code(_main(tool, argv))
@@ -159,7 +172,7 @@ def serve(path: str) -> None:
             message += chunk
         if os.fork() == 0:
             server.close()
-            code = _run(connection, marshal.loads(message), list(fds))
+            code = _run(connection, message, list(fds))
             os._exit(code)
         connection.close()
         for fd in fds:
@@ -170,8 +183,9 @@ def serve(path: str) -> None:
 
 
 def client(path: str, argv: list[str]) -> int:
-    request = {"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)}
-    message = marshal.dumps(request)
+    environment = (f"{name}={value}" for name, value in os.environ.items())
+    fields = [str(len(argv)), *argv, os.getcwd(), *environment]
+    message = b"".join(os.fsencode(field) + b"\0" for field in fields)
     fds = b"".join(fd.to_bytes(4, sys.byteorder) for fd in (0, 1, 2))
     connection = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     connection.connect(path)
