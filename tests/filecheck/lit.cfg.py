@@ -26,9 +26,10 @@ for name in ("PYTHONPATH", "HOME", "COCONET_TRACEBACK"):
 # `coconet-opt`, `coconet-run`, `filecheck` and `python -m
 # coconet_ir.backend.cuda.mlir_interop` go through a fork server
 # (forkserver.py) that imports them once for the whole run: the imports are
-# most of a command's cost. COCONET_LIT_FORKSERVER=0 runs the installed
-# scripts instead. Each pattern matches the command word alone, not inside a
-# path (this folder is called filecheck).
+# most of a command's cost. RUN lines reach it through its C client
+# (forkclient.c, built here) or its Python one. COCONET_LIT_FORKSERVER=0 runs
+# the installed scripts instead. Each pattern matches the command word alone,
+# not inside a path (this folder is called filecheck).
 FORKSERVED = {
     "coconet-opt": r"(?<![\w/.-])coconet-opt(?![\w/.-])",
     "coconet-run": r"(?<![\w/.-])coconet-run(?![\w/.-])",
