@@ -23,21 +23,33 @@ for name in ("PYTHONPATH", "HOME", "COCONET_TRACEBACK"):
         config.environment[name] = os.environ[name]  # noqa: F821
 
 
-# `coconet-opt` and `coconet-run` go through a fork server (forkserver.py) that
-# imports them once for the whole run: the imports are most of a command's
-# cost. COCONET_LIT_FORKSERVER=0 runs the installed scripts instead.
+# `coconet-opt`, `coconet-run`, `filecheck` and `python -m
+# coconet_ir.backend.cuda.mlir_interop` go through a fork server
+# (forkserver.py) that imports them once for the whole run: the imports are
+# most of a command's cost. RUN lines reach it through its C client
+# (forkclient.c, built here) or its Python one. COCONET_LIT_FORKSERVER=0 runs
+# the installed scripts instead. Each pattern matches the command word alone,
+# not inside a path (this folder is called filecheck).
+FORKSERVED = {
+    "coconet-opt": r"(?<![\w/.-])coconet-opt(?![\w/.-])",
+    "coconet-run": r"(?<![\w/.-])coconet-run(?![\w/.-])",
+    "filecheck": r"(?<![\w/.-])filecheck(?![\w/.-])",
+    "mlir-interop": r"\bpython -m coconet_ir\.backend\.cuda\.mlir_interop\b",
+}
+
+
 def start_forkserver():
-    tools = ("coconet-opt", "coconet-run")
     if os.environ.get("COCONET_LIT_FORKSERVER") == "0":
         return
-    if not all(map(shutil.which, tools)):
+    if not all(map(shutil.which, ("coconet-opt", "coconet-run", "filecheck"))):
         return
     script = os.path.join(os.path.dirname(__file__), "forkserver.py")
     directory = tempfile.mkdtemp(prefix="coconet-lit-")
     path = os.path.join(directory, "socket")
-    python = shutil.which("python3", path=os.path.dirname(shutil.which(tools[0])))
+    tools = os.path.dirname(shutil.which("coconet-opt"))
+    python = shutil.which("python3", path=tools) or sys.executable
     server = subprocess.Popen(
-        [python or sys.executable, script, "serve", path],
+        [python, script, "serve", path],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         env=dict(os.environ),
@@ -49,12 +61,25 @@ def start_forkserver():
         shutil.rmtree(directory, ignore_errors=True)
 
     atexit.register(stop)
+    client = build_client(directory) or f"{python} -S {script}"
     if server.stdout.readline().strip() != b"ready":
         return
-    for tool in tools:
-        config.substitutions.append(  # noqa: F821
-            (rf"\b{tool}\b", f"{python or sys.executable} -S {script} {path} {tool}")
-        )
+    for tool, pattern in FORKSERVED.items():
+        config.substitutions.append((pattern, f"{client} {path} {tool}"))  # noqa: F821
+
+
+def build_client(directory):
+    """The C client (forkclient.c), built while the server starts: a call
+    then costs no Python start-up. None where there is no C compiler."""
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        return None
+    source = os.path.join(os.path.dirname(__file__), "forkclient.c")
+    binary = os.path.join(directory, "forkclient")
+    built = subprocess.run(
+        [compiler, "-O2", "-o", binary, source], capture_output=True, check=False
+    )
+    return binary if built.returncode == 0 else None
 
 
 start_forkserver()
