@@ -6,6 +6,7 @@ tools fail. Tests import them as `from helpers import ...` (tests/unit is on
 from __future__ import annotations
 
 import atexit
+import fcntl
 import importlib.util
 import os
 import re
@@ -13,9 +14,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
+import pytest
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Operation
@@ -118,6 +121,41 @@ def one_unit_command(sources: dict[str, str], directory: Path) -> list[str]:
     source = directory / "all.cu"
     source.write_text(one_translation_unit(sources))
     return nvcc_command(source, "sm_90", directory / "all.o")
+
+
+def once_per_run(
+    tmp_path_factory: pytest.TempPathFactory, name: str, compute: Callable[[], str]
+) -> str:
+    """`compute()` (text: a compiler's report), computed once per test run:
+    under pytest-xdist a module's tests run on several workers, each of which
+    would compute a module-scoped fixture again; here the first worker to get
+    here computes it, under a lock, and the others read what it wrote (the
+    workers share their base temporary folder's parent, and the run's id)."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if run is None:
+        return compute()
+    folder = tmp_path_factory.getbasetemp().parent / f"once-{run}"
+    folder.mkdir(exist_ok=True)
+    path = folder / f"{name}.txt"
+    with (folder / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not path.exists():
+            path.write_text(compute())
+        return path.read_text()
+
+
+def device_only(command: list[str]) -> list[str]:
+    """An nvcc compile command (`-c ... -o X.o`) made to compile the device
+    code only (`-fatbin ... -o X.fatbin`: the front end, cicc and ptxas, for
+    every arch; no host compiler), which is all a test of ptxas's report
+    needs and half the time of a whole compile. The front end still checks
+    the host code (its errors and, with `-Werror all-warnings`, warnings
+    fail); the host compiler builds it in test_gpu_backend's libraries."""
+    command = list(command)
+    command[command.index("-c")] = "-fatbin"
+    out = command.index("-o") + 1
+    command[out] = str(Path(command[out]).with_suffix(".fatbin"))
+    return command
 
 
 PTXAS_KERNEL = re.compile(

@@ -19,6 +19,7 @@ set and cached under the same kind of key:
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -119,22 +120,31 @@ def build_cached(
 def build_once(target: Path, command_for: Callable[[Path], list[str]]) -> str | None:
     """Make `target`, if it is not there yet, with `command_for(partial)`,
     which writes `partial`, renamed to `target` when the command succeeds
-    (atomic: builds running at once never see a half-written file). None
-    once `target` is there; the command's messages where it failed."""
+    (atomic: builds running at once never see a half-written file). A
+    process that wants a target another is building waits for it (a lock
+    beside it, `.NAME.lock`) instead of building it again: the test suite's
+    workers start by wanting the same harness and header. None once
+    `target` is there; the command's messages where it failed."""
     if target.exists():
         return None
     target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(
-        dir=target.parent, prefix=".", suffix=target.suffix, delete=False
-    ) as temporary:
-        partial = Path(temporary.name)
-    try:
-        result = subprocess.run(command_for(partial), capture_output=True, text=True)
-        if result.returncode != 0:
-            return result.stderr
-        os.replace(partial, target)
-    finally:
-        partial.unlink(missing_ok=True)
+    with (target.parent / f".{target.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if target.exists():
+            return None
+        with tempfile.NamedTemporaryFile(
+            dir=target.parent, prefix=".", suffix=target.suffix, delete=False
+        ) as temporary:
+            partial = Path(temporary.name)
+        try:
+            result = subprocess.run(
+                command_for(partial), capture_output=True, text=True
+            )
+            if result.returncode != 0:
+                return result.stderr
+            os.replace(partial, target)
+        finally:
+            partial.unlink(missing_ok=True)
     return None
 
 

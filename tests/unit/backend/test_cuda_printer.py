@@ -142,13 +142,13 @@ def compile_all(
     sources: dict[str, str], workdir: Path, arches: tuple[str, ...] = ARCHES
 ) -> dict[str, str]:
     """Compile every source with nvcc for each of `arches`, in one call, as
-    one translation unit (`one_translation_unit`: the headers parsed and the
-    host code compiled once, `for_every_arch`); return ptxas's report per
-    arch. Fails with nvcc's output on any error or warning."""
+    one translation unit (`one_translation_unit`: the headers parsed once,
+    `for_every_arch`), the device code only (`device_only`); return ptxas's
+    report per arch. Fails with nvcc's output on any error or warning."""
     nvcc, includes = nvcc_or_skip()
     (workdir / "all.cu").write_text(one_translation_unit(sources))
     files = ["all.cu"]
-    flags = [*toolchain.NVCC_FLAGS, "-Xptxas", "-v", "-c"]
+    flags = [*toolchain.NVCC_FLAGS, "-Xptxas", "-v", "-fatbin", "-o", "all.fatbin"]
     include_flags = [f"-I{p}" for p in includes]
     command = for_every_arch([nvcc, f"-arch={arches[0]}", *flags], arches)
     proc = subprocess.run(

@@ -667,7 +667,14 @@ def test_compile_error_is_a_coco_error():
 
 
 def test_builds_are_cached_by_content(lib, tmp_path, monkeypatch):
+    from coconet_ir.backend.emu.build import cache_dir
+
     assert compile_emulated(kernels_source()) == lib
+    # A fresh cache, but the harness objects and precompiled headers (built
+    # once per flag set: test_emu_build_cache) linked from the run's.
+    (tmp_path / "emu").mkdir()
+    for shared in [*cache_dir().glob("harness-*"), *cache_dir().glob("pch-*")]:
+        (tmp_path / "emu" / shared.name).symlink_to(shared)
     monkeypatch.setenv("COCONET_CACHE", str(tmp_path))
     tiny = (
         '#include "coco_runtime.h"\n'

@@ -63,7 +63,12 @@ def test_the_dsl_builds_the_op():
         return cc.batch_matmul(a, b)
 
     text = PROGRAM.format(
-        a="8x16x32", b="8x32x24", o="8x16x24", la="sliced<0>", lb="sliced<0>",
-        lo="sliced<0>", t="f32",
+        a="8x16x32",
+        b="8x32x24",
+        o="8x16x24",
+        la="sliced<0>",
+        lb="sliced<0>",
+        lo="sliced<0>",
+        t="f32",
     )
     assert cc.module(f).is_structurally_equivalent(cc.parse(text))

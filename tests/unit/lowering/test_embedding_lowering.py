@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from device_eval import run_device
 from embedding_programs import LAYOUTS, POOLINGS, program
+from helpers import device_only
 
 import coconet_ir as cc
 from coconet_ir.backend.cuda.printer import print_cuda
@@ -75,7 +76,11 @@ def test_the_lookup_compiles_with_nvcc(tmp_path: Path):
     source = tmp_path / "lookup.cu"
     with source.open("w") as out:
         print_cuda(lowered, out)
-    command = [*nvcc_command(source, "sm_90", tmp_path / "lookup.o"), "-Xptxas", "-v"]
+    command = [
+        *device_only(nvcc_command(source, "sm_90", tmp_path / "lookup.o")),
+        "-Xptxas",
+        "-v",
+    ]
     done = subprocess.run(command, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "0 bytes spill stores" in done.stderr

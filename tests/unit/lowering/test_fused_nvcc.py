@@ -13,9 +13,11 @@ import pytest
 from fused_emulation import cuda_source
 from helpers import (
     PTXAS_KERNEL,
+    device_only,
     example,
     for_every_arch,
     of_source,
+    once_per_run,
     one_unit_command,
 )
 
@@ -37,25 +39,31 @@ RESIDENT = ("adam", "megatron", "pipeline", "lamb")
 
 @pytest.fixture(scope="module")
 def resident_report(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """ptxas's report (sm_80 and sm_90, `for_every_arch`: the host code
-    compiled once) on every RESIDENT example, lowered at world 8, in one nvcc
-    call."""
-    sources = {
-        name: cuda_source(
-            cc.Pipeline(
-                f"coco-optimize,convert-coco-to-gpu{{world=8 threads={THREADS}}}"
-            )(example(name))
+    """ptxas's report (sm_80 and sm_90, `for_every_arch`, the device code
+    only: `device_only`) on every RESIDENT example, lowered at world 8, in
+    one nvcc call, once per run (`once_per_run`)."""
+
+    def compute() -> str:
+        sources = {
+            name: cuda_source(
+                cc.Pipeline(
+                    f"coco-optimize,convert-coco-to-gpu{{world=8 threads={THREADS}}}"
+                )(example(name))
+            )
+            for name in RESIDENT
+        }
+        command = device_only(
+            one_unit_command(sources, tmp_path_factory.mktemp("resident"))
         )
-        for name in RESIDENT
-    }
-    command = one_unit_command(sources, tmp_path_factory.mktemp("resident"))
-    done = subprocess.run(
-        [*for_every_arch(command, ARCHS), "-Xptxas", "-v"],
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stderr
+        done = subprocess.run(
+            [*for_every_arch(command, ARCHS), "-Xptxas", "-v"],
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stderr
+
+    return once_per_run(tmp_path_factory, "resident_report", compute)
 
 
 @pytest.mark.parametrize("name", RESIDENT)
@@ -94,22 +102,26 @@ VECTORIZED = ("sgd", "megatron", "adam", "lamb", "half")
 @pytest.fixture(scope="module")
 def vectorized_ptx(tmp_path_factory: pytest.TempPathFactory) -> str:
     """The PTX (sm_90) of every VECTORIZED program lowered at world 4, from
-    one nvcc call."""
-    sources = {
-        name: cuda_source(
-            cc.Pipeline("coco-optimize,convert-coco-to-gpu{world=4}")(
-                cc.parse(HALF_STEP) if name == "half" else example(name)
+    one nvcc call, once per run (`once_per_run`)."""
+
+    def compute() -> str:
+        sources = {
+            name: cuda_source(
+                cc.Pipeline("coco-optimize,convert-coco-to-gpu{world=4}")(
+                    cc.parse(HALF_STEP) if name == "half" else example(name)
+                )
             )
-        )
-        for name in VECTORIZED
-    }
-    directory = tmp_path_factory.mktemp("vectorized")
-    command = one_unit_command(sources, directory)
-    command[command.index("-c")] = "-ptx"
-    command[command.index("-o") + 1] = str(directory / "all.ptx")
-    done = subprocess.run(command, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    return (directory / "all.ptx").read_text()
+            for name in VECTORIZED
+        }
+        directory = tmp_path_factory.mktemp("vectorized")
+        command = one_unit_command(sources, directory)
+        command[command.index("-c")] = "-ptx"
+        command[command.index("-o") + 1] = str(directory / "all.ptx")
+        done = subprocess.run(command, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return (directory / "all.ptx").read_text()
+
+    return once_per_run(tmp_path_factory, "vectorized_ptx", compute)
 
 
 @pytest.mark.parametrize("name", VECTORIZED)

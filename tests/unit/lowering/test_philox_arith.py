@@ -73,9 +73,7 @@ def test_mask_with_the_seed_as_a_value_matches_the_interpreter(seed: int):
     keep = dropout_keep(Builder(InsertPoint.at_end(block)), seed_value, 0.3, index)
     indices = [0, 1, 2, 255, 1023, 2**32 + 5]
     expected = dropout_uniform(seed, np.array(indices)) >= 0.3
-    got = [
-        bool(evaluate(block, keep, {index: i, seed_value: seed})) for i in indices
-    ]
+    got = [bool(evaluate(block, keep, {index: i, seed_value: seed})) for i in indices]
     assert got == list(expected)
     assert any(isinstance(op, arith.AddiOp) for op in block.ops)
 

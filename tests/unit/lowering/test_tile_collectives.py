@@ -145,34 +145,41 @@ NVCC_PROGRAMS = ("dlrm", "gemv", "moe")
 @pytest.fixture(scope="module")
 def nvcc_report(tmp_path_factory: pytest.TempPathFactory) -> str:
     """ptxas's report on the three fused programs (bf16, world 8), for sm_80
-    and sm_90, from one nvcc call on them joined (`one_translation_unit`)."""
+    and sm_90, from one nvcc call on them joined (`one_translation_unit`),
+    the device code only (`device_only`), once per run (`once_per_run`)."""
     import subprocess
 
-    from helpers import for_every_arch, one_unit_command
+    from helpers import device_only, for_every_arch, once_per_run, one_unit_command
 
     from coconet_ir.backend.cuda.toolchain import nvcc
 
     if nvcc() is None:
         pytest.skip("needs nvcc")
-    modules = {
-        "dlrm": dlrm("bf16", pooling="mean"),
-        "gemv": gemv(4, 4096, 256, "bf16"),
-        "moe": moe(element="bf16"),
-    }
-    sources = {
-        name: fused_emulation.cuda_source(
-            cc.Pipeline("convert-coco-to-gpu{world=8}")(module)
+
+    def compute() -> str:
+        modules = {
+            "dlrm": dlrm("bf16", pooling="mean"),
+            "gemv": gemv(4, 4096, 256, "bf16"),
+            "moe": moe(element="bf16"),
+        }
+        sources = {
+            name: fused_emulation.cuda_source(
+                cc.Pipeline("convert-coco-to-gpu{world=8}")(module)
+            )
+            for name, module in modules.items()
+        }
+        command = device_only(
+            one_unit_command(sources, tmp_path_factory.mktemp("nvcc"))
         )
-        for name, module in modules.items()
-    }
-    command = one_unit_command(sources, tmp_path_factory.mktemp("nvcc"))
-    done = subprocess.run(
-        [*for_every_arch(command, ("sm_80", "sm_90")), "-Xptxas", "-v"],
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stderr
+        done = subprocess.run(
+            [*for_every_arch(command, ("sm_80", "sm_90")), "-Xptxas", "-v"],
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stderr
+
+    return once_per_run(tmp_path_factory, "nvcc_report", compute)
 
 
 @pytest.mark.parametrize("program", NVCC_PROGRAMS)

@@ -2,7 +2,6 @@
 program after computes what the program before computed, on 2, 4 and 8 ranks
 (docs/interpreter.md, "Equivalence"), and still verifies."""
 
-
 import pytest
 from helpers import EXAMPLES_DIR
 
