@@ -205,6 +205,13 @@ class CocoOp(IRDLOperation, ABC):
         return irdl_op_definition(cast(type[Self], type(class_name, (cls,), namespace)))
 
 
+_INFERRED: dict[tuple, TensorType] = {}
+"""`InferredResultOp.inferred`'s memory: (op class, operand types, options)
+→ result type."""
+_INFERRED_LIMIT = 1 << 16
+"""Signatures remembered before the memory starts over (a bound on memory)."""
+
+
 class InferredResultOp(CocoOp, ABC):
     """An op with one result whose type the layout rules give from its operand
     types and its options (properties): `infer_result_type` states the rule,
@@ -245,14 +252,36 @@ class InferredResultOp(CocoOp, ABC):
     ) -> TensorType:
         """`infer_result_type` for a builder's operands; the error names the op."""
         try:
-            types = [as_tensor_type(v) for v in operands]
-            return cls.infer_result_type(*types, **options)
+            types = tuple(as_tensor_type(v) for v in operands)
+            return cls.inferred(types, options)
         except LayoutError as err:
             raise LayoutError(err.rule, cls.name) from None
 
+    @classmethod
+    def inferred(
+        cls, types: tuple[TensorType, ...], options: Mapping[str, Any]
+    ) -> TensorType:
+        """`infer_result_type(*types, **options)`, remembered: the rule is a
+        function of the types and options, and a program repeats a few
+        signatures thousands of times (every op is inferred when built and
+        again whenever it is verified; an optimizer repeats one update per
+        parameter). Options that cannot be hashed are not remembered, nor
+        are broken rules."""
+        key = (cls, types, tuple(sorted(options.items())))
+        try:
+            found = _INFERRED.get(key)
+        except TypeError:  # an unhashable option
+            return cls.infer_result_type(*types, **options)
+        if found is None:
+            found = cls.infer_result_type(*types, **options)
+            if len(_INFERRED) >= _INFERRED_LIMIT:
+                _INFERRED.clear()
+            _INFERRED[key] = found
+        return found
+
     def verify_types(self) -> None:
-        inferred = self.infer_result_type(
-            *(as_tensor_type(v) for v in self.operands), **self.inference_options()
+        inferred = self.inferred(
+            tuple(as_tensor_type(v) for v in self.operands), self.inference_options()
         )
         declared = self.results[0].type
         if declared != inferred:

@@ -6,6 +6,8 @@ the static prediction from the device-level IR (`analysis.device_traffic`)."""
 
 from __future__ import annotations
 
+from functools import cache
+
 import numpy as np
 import pytest
 from helpers import example, pipeline_of
@@ -55,14 +57,26 @@ def assert_counts_predicted(result: EmulationResult) -> None:
         assert not problems, f"@{name}: {problems}"
 
 
+@cache
+def reference(name: str, world: int) -> cc.RunResult:
+    """The interpreter's run of the example as written (the same for every
+    pipeline the example is emulated after: computed once per worker)."""
+    return cc.interpret(example(name), world, seed=world)
+
+
 def check(name: str, world: int, passes: str) -> EmulationResult:
-    return check_module(example(name), world, passes, name)
+    return check_module(example(name), world, passes, name, reference(name, world))
 
 
 def check_module(
-    original: ModuleOp, world: int, passes: str, name: str = "module"
+    original: ModuleOp,
+    world: int,
+    passes: str,
+    name: str = "module",
+    reference: cc.RunResult | None = None,
 ) -> EmulationResult:
-    reference = cc.interpret(original, world, seed=world)
+    if reference is None:
+        reference = cc.interpret(original, world, seed=world)
     emulated = emulate(original, world, passes=passes, seed=world)
     verdict = compare_runs(reference, emulated, original)
     assert verdict, f"{name} at N={world} after {passes!r}: {verdict.first_difference}"
