@@ -370,6 +370,34 @@ class PeerWorld:
         return self.workspaces[p][offset : offset + view.nbytes].view(view.dtype)
 
 
+def run_loop(
+    op: scf.ForOp, ins: Sequence[Any], env: Env, run_body: Callable[[Block], list[Any]]
+) -> None:
+    """An `scf.for` index by index (its bounds `ins[:3]`, its carried values
+    after), each iteration's body run by `run_body`: a thread's
+    (`run_scalar_block`) or every thread's at once (`run_threads_block`)."""
+    lb, ub, step, *carried = ins
+    body = op.body.block
+    for j in range(int(lb), int(ub), int(step)):
+        env[body.args[0]] = np.int64(j)
+        for arg, value in zip(body.args[1:], carried):
+            env[arg] = value
+        carried = run_body(body)
+    for result, value in zip(op.results, carried):
+        env[result] = value
+
+
+def run_branch(
+    op: scf.IfOp, taken: bool, env: Env, run_body: Callable[[Block], list[Any]]
+) -> None:
+    """The side of an `scf.if` whose condition is `taken` (the same for every
+    thread it runs for), run by `run_body` as in `run_loop`."""
+    region = op.true_region if taken else op.false_region
+    values = run_body(region.block) if region.blocks else []
+    for result, value in zip(op.results, values):
+        env[result] = value
+
+
 def run_scalar_block(block: Block, env: Env, rank: int, world: PeerWorld) -> list[Any]:
     """A fused kernel's block, one thread (thread 0 of block 0 of a grid of
     one): loops run index by index; a wait must already be satisfied (the
@@ -390,22 +418,11 @@ def run_scalar_op(op: Operation, env: Env, rank: int, world: PeerWorld) -> None:
             env[op.body.block.args[0]] = np.arange(lb, ub, step, dtype=np.int64)
             run_threads_block(op.body.block, env, rank, world)
     elif isinstance(op, scf.ForOp):
-        lb, ub, step, *carried = ins
-        body = op.body.block
-        for j in range(int(lb), int(ub), int(step)):
-            env[body.args[0]] = np.int64(j)
-            for arg, value in zip(body.args[1:], carried):
-                env[arg] = value
-            carried = run_scalar_block(body, env, rank, world)
-        for result, value in zip(op.results, carried):
-            env[result] = value
+        run_loop(op, ins, env, lambda b: run_scalar_block(b, env, rank, world))
     elif isinstance(op, scf.IfOp):
-        region = op.true_region if int(ins[0]) else op.false_region
-        values = (
-            run_scalar_block(region.block, env, rank, world) if region.blocks else []
+        run_branch(
+            op, bool(int(ins[0])), env, lambda b: run_scalar_block(b, env, rank, world)
         )
-        for result, value in zip(op.results, values):
-            env[result] = value
     elif isinstance(op, gpu.BarrierOp):
         pass
     elif isinstance(op, coco_gpu.PeerViewOp):
@@ -505,22 +522,11 @@ def run_threads_op(op: Operation, env: Env, rank: int, world: PeerWorld) -> None
     """One op of a thread loop's body, for every thread at once."""
     ins = [env[v] for v in op.operands]
     if isinstance(op, scf.ForOp):  # bounds uniform (is_thread_loop)
-        lb, ub, step, *carried = ins
-        body = op.body.block
-        for j in range(int(lb), int(ub), int(step)):
-            env[body.args[0]] = j
-            for arg, value in zip(body.args[1:], carried):
-                env[arg] = value
-            carried = run_threads_block(body, env, rank, world)
-        for result, value in zip(op.results, carried):
-            env[result] = value
+        run_loop(op, ins, env, lambda b: run_threads_block(b, env, rank, world))
     elif isinstance(op, scf.IfOp) and not per_thread(op.cond, ins[0]):
-        region = op.true_region if int(ins[0]) else op.false_region
-        values = (
-            run_threads_block(region.block, env, rank, world) if region.blocks else []
+        run_branch(
+            op, bool(int(ins[0])), env, lambda b: run_threads_block(b, env, rank, world)
         )
-        for result, value in zip(op.results, values):
-            env[result] = value
     elif isinstance(op, scf.IfOp):
         run_divergent_if(op, np.asarray(ins[0]) != 0, env, rank, world)
     elif isinstance(op, coco_gpu.PeerViewOp):
