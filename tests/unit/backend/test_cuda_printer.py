@@ -17,7 +17,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, for_every_arch, one_translation_unit
+from helpers import ROOT, device_only, for_every_arch, one_translation_unit
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import ModuleOp
 
@@ -148,9 +148,9 @@ def compile_all(
     nvcc, includes = nvcc_or_skip()
     (workdir / "all.cu").write_text(one_translation_unit(sources))
     files = ["all.cu"]
-    flags = [*toolchain.NVCC_FLAGS, "-Xptxas", "-v", "-fatbin", "-o", "all.fatbin"]
+    flags = [*toolchain.NVCC_FLAGS, "-Xptxas", "-v", "-c", "-o", "all.o"]
     include_flags = [f"-I{p}" for p in includes]
-    command = for_every_arch([nvcc, f"-arch={arches[0]}", *flags], arches)
+    command = device_only(for_every_arch([nvcc, f"-arch={arches[0]}", *flags], arches))
     proc = subprocess.run(
         [*command, *include_flags, *files],
         cwd=workdir,
