@@ -31,19 +31,19 @@ LIBC.posix_memalign.argtypes = [
 
 def load_arrays(path: Path, sizes: list[int]) -> list[int]:
     """The arrays whose bytes `path` holds one after the other (`sizes` of
-    them), each copied into memory of its own (posix_memalign, so a sanitizer
+    them), each read into memory of its own (posix_memalign, so a sanitizer
     sees each one's bounds): their addresses, the device memory the entries
     are given. Never freed: the process ends after the run."""
-    data = path.read_bytes()
-    source = ctypes.cast(ctypes.c_char_p(data), ctypes.c_void_p).value or 0
-    addresses, at = [], 0
-    for size in sizes:
-        memory = ctypes.c_void_p()
-        if LIBC.posix_memalign(ctypes.byref(memory), ALIGN, max(size, 1)) != 0:
-            raise MemoryError(f"cannot allocate an array of {size} bytes")
-        ctypes.memmove(memory, source + at, size)
-        addresses.append(memory.value)
-        at += size
+    addresses = []
+    with path.open("rb") as file:
+        for size in sizes:
+            memory = ctypes.c_void_p()
+            if LIBC.posix_memalign(ctypes.byref(memory), ALIGN, max(size, 1)) != 0:
+                raise MemoryError(f"cannot allocate an array of {size} bytes")
+            address = memory.value or 0
+            if file.readinto((ctypes.c_char * size).from_address(address)) != size:
+                raise ValueError(f"{path}: the arrays' bytes end early")
+            addresses.append(address)
     return addresses
 
 

@@ -176,7 +176,7 @@ class DeviceMemory:
     def write(self, path: Path) -> None:
         with path.open("wb") as file:
             for array in self.arrays:
-                file.write(np.ascontiguousarray(array).tobytes())
+                file.write(np.ascontiguousarray(array).reshape(-1).view(np.uint8).data)
 
 
 def run_emulated(
