@@ -88,6 +88,13 @@ MESSAGE, BUS>`, the nccl-tests size of its collectives and the bytes a rank
 sends (`coconet_ir.analysis.costs`), what the benchmark main reports."""
 
 
+INDEX_BOUNDS_ATTR = "coco_gpu.index_bounds"
+"""On a host `func.func` with an integer buffer that is an embedding's indices:
+`array<i64: ...>`, one per argument, the exclusive upper bound of a valid
+index (the tables' global row count), 0 for every other argument. The
+benchmark main fills such an argument with indices inside `[0, bound)`."""
+
+
 def stream_of(op: Operation) -> int:
     """The stream `op` runs on (docs/gpu/device.md)."""
     attr = op.attributes.get(STREAM_ATTR)
@@ -609,6 +616,7 @@ __all__ = [
     "BYTES_ATTR",
     "COCO_GPU_OPS",
     "ENTRY_ATTR",
+    "INDEX_BOUNDS_ATTR",
     "PEER_BYTES_ATTR",
     "STREAM_ATTR",
     "WORK_ATTR",

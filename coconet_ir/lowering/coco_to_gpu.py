@@ -77,6 +77,7 @@ from coconet_ir.dialects.coco import (
 from coconet_ir.dialects.coco_gpu import (
     BYTES_ATTR,
     ENTRY_ATTR,
+    INDEX_BOUNDS_ATTR,
     STREAM_ATTR,
     GemmOp,
     NcclAllGatherOp,
@@ -98,7 +99,11 @@ from coconet_ir.lowering.bufferize import (
     fold_casts,
     local_shape,
 )
-from coconet_ir.lowering.embedding import EmbeddingLookup, embedding_kernel
+from coconet_ir.lowering.embedding import (
+    EmbeddingLookup,
+    embedding_kernel,
+    index_bounds,
+)
 from coconet_ir.lowering.fused_collectives import lower_fused_collective
 from coconet_ir.lowering.kernels import (
     BucketCopy,
@@ -919,6 +924,13 @@ def bufferize_function(lowering: Lowering, function: func.FuncOp) -> None:
     # thousands of arguments of a model's optimizer step).
     kept = [a for a in block.args if not isinstance(a.type, TensorType)]
     tensors = [a for a in block.args if isinstance(a.type, TensorType)]
+    bounds = index_bounds(function)
+    if bounds:  # one per argument of the converted function (out-parameters: 0)
+        per_argument = [bounds.get(a.index, 0) for a in [*kept, *tensors]]
+        per_argument += [0] * len(original.outputs)
+        function.attributes[INDEX_BOUNDS_ATTR] = DenseArrayBase.from_list(
+            i64, per_argument
+        )
     results = list(original.outputs.data)
     body = Block(
         arg_types=[

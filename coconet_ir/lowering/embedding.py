@@ -16,14 +16,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.builder import Builder
-from xdsl.dialects import arith, cf, scf
+from xdsl.dialects import arith, cf, func, scf
 from xdsl.dialects.builtin import DenseArrayBase, i64
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from xdsl.rewriter import InsertPoint
 
 from coconet_ir.dialects.coco import (
     EmbeddingOp,
     LayoutAttr,
+    RegionOp,
     TensorType,
     as_tensor_type,
     element_info,
@@ -98,6 +99,27 @@ class EmbeddingLookup:
     def kind(self) -> str:
         """How rows combine (`mean` sums, then divides)."""
         return "max" if self.pooling == "max" else "sum"
+
+
+def index_bounds(function: func.FuncOp) -> dict[int, int]:
+    """Argument number → the global row count of the tables it indexes, for
+    every argument of `function` that is an embedding's indices (read through
+    the inputs of the region ops, coco.fusion, around the embedding)."""
+    bounds: dict[int, int] = {}
+    for op in function.walk():
+        if not isinstance(op, EmbeddingOp):
+            continue
+        value = op.indices
+        while isinstance(value, BlockArgument) and isinstance(
+            value.owner.parent_op(), RegionOp
+        ):
+            region_op = value.owner.parent_op()
+            assert isinstance(region_op, RegionOp)
+            value = region_op.inputs[value.index]
+        if isinstance(value, BlockArgument) and value.owner is function.body.block:
+            rows = as_tensor_type(op.tables).dims[1]
+            bounds[value.index] = min(bounds.get(value.index, rows), rows)
+    return bounds
 
 
 def emit_pooled(

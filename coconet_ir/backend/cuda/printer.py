@@ -516,6 +516,7 @@ class CudaPrinter(BasePrinter):
             name = f.sym_name.data
             args: list[str] = []
             casts: list[str] = []
+            bounds = index_bounds(f)
             for k, arg in enumerate(f.body.block.args):
                 if not isinstance(arg.type, MemRefType):
                     raise CocoError(
@@ -531,7 +532,8 @@ class CudaPrinter(BasePrinter):
                         f"(element type {element})",
                         f,
                     )
-                args.append(f"{{{kind}, {math.prod(arg.type.get_shape())}ull}}")
+                elements = math.prod(arg.type.get_shape())
+                args.append(f"{{{kind}, {elements}ull, {bounds.get(k, 0)}ull}}")
                 casts.append(f"({self.ctype(arg.type, f)})a[{k}]")
             table = f"coco_bench_args_{name}"
             if args:
@@ -1457,6 +1459,15 @@ BENCH_KINDS = {
 
 def bench_kind(element: Attribute) -> str | None:
     return BENCH_KINDS.get(str(element))
+
+
+def index_bounds(function: func.FuncOp) -> dict[int, int]:
+    """Argument number → the bound its values must stay under (the
+    `coco_gpu.index_bounds` the conversion recorded for embedding indices)."""
+    attr = function.attributes.get(coco_gpu.INDEX_BOUNDS_ATTR)
+    if not isinstance(attr, DenseArrayBase):
+        return {}
+    return {k: int(v) for k, v in enumerate(attr.get_values()) if v}
 
 
 def collective_bytes(function: func.FuncOp) -> tuple[int, int]:

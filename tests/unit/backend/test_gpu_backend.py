@@ -146,6 +146,21 @@ def test_main_prints_a_table_and_main_under_nvcc_only():
     assert "int main" not in printed(lowered("megatron"))
 
 
+@pytest.mark.parametrize("pipeline", ["", "coco-optimize,"])
+def test_main_fills_embedding_indices_inside_the_tables(pipeline: str):
+    """An embedding's index argument is filled with rows of its tables (the
+    issue-26 crash: the pattern's negative values were out of range); the
+    tables and the result keep the float pattern (bound 0), optimized into a
+    fused operator or not."""
+    module = cc.parse_file(str(ROOT / "examples" / "dlrm_embedding.mlir"))
+    rows = 64  # dlrm_embedding.mlir: tables 16x64x16
+    device = cc.Pipeline(f"{pipeline}convert-coco-to-gpu{{world=4}}")(module)
+    text = printed(device, main=True)
+    table = next(line for line in text.splitlines() if "coco_bench_args_dlrm" in line)
+    assert "{COCO_BENCH_F32, 4096ull, 0ull}" in table  # this rank's 4 of 16 tables
+    assert f"{{COCO_BENCH_I32, 256ull, {rows}ull}}" in table
+
+
 RUNTIME_INCLUDES = {
     "coco_emu_api.h": set(),
     "coco_emu.h": {"coco_emu_api.h"},
@@ -343,14 +358,18 @@ def test_harness_and_every_example_build_shared_libraries_that_link(tmp_path: Pa
 
 @needs_toolchain
 def test_benchmark_main_builds_an_executable(tmp_path: Path):
-    """megatron with `-t 'cuda{main=true}'` at world 8: nvcc (warnings as
+    """lamb with `-t 'cuda{main=true}'` at world 8: nvcc (warnings as
     errors; sm_80 and sm_90 in one call, `for_every_arch`) builds and links a
     program; it prints its usage, and refuses a world it was not converted
     for, or too few GPUs (no GPU run here)."""
-    source = tmp_path / "megatron.cu"
-    source.write_text(printed(lowered("megatron"), main=True))
-    program = tmp_path / "megatron"
+    source = tmp_path / "lamb.cu"
+    source.write_text(printed(lowered("lamb"), main=True))
+    program = tmp_path / "lamb"
     command = nvcc_command(source, "sm_90", program, executable=True, harness=True)
+    # As a distribution's g++ builds it (Ubuntu 24.04: _FORTIFY_SOURCE, -O2),
+    # with truncation warnings at their strictest: -Werror must not depend on
+    # the host compiler (issue 26: the runtime's snprintf failed g++ 13.3).
+    command += ["-Xcompiler", "-O2,-D_FORTIFY_SOURCE=2,-Wformat-truncation=2"]
     run(for_every_arch(command, ("sm_80", "sm_90")), tmp_path)
     usage = run([str(program), "--help"], tmp_path, timeout=60)
     assert "--iters I" in usage and "(8)" in usage

@@ -58,6 +58,8 @@ enum coco_bench_kind {
 struct coco_bench_arg {
   coco_bench_kind kind;
   unsigned long long elements;  // per rank
+  unsigned long long bound;     // integers: values in [0, bound) (an embedding's
+                                // rows, coco_gpu.index_bounds); 0: the pattern
 };
 
 struct coco_bench_entry {
@@ -98,11 +100,27 @@ template <> __device__ __forceinline__ int64_t from_pattern<int64_t>(float v) {
   return (int64_t)(v * 8.0f);
 }
 
+// index(i, rank) in [0, bound), spread over the whole range (Knuth's
+// multiplicative hash), as an embedding's lookups are.
+__device__ __forceinline__ unsigned long long index_in(unsigned long long i, int seed,
+                                                       unsigned long long bound) {
+  return ((i + (unsigned long long)seed * 977) * 2654435761ull) % bound;
+}
+
+template <class T> __device__ __forceinline__ T from_index(unsigned long long v) { return (T)v; }
+template <> __device__ __forceinline__ __half from_index<__half>(unsigned long long v) {
+  return __float2half((float)v);
+}
+template <> __device__ __forceinline__ __nv_bfloat16 from_index<__nv_bfloat16>(
+    unsigned long long v) {
+  return __float2bfloat16((float)v);
+}
+
 template <class T>
-__global__ void fill(T *out, unsigned long long n, int seed) {
+__global__ void fill(T *out, unsigned long long n, int seed, unsigned long long bound) {
   for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
        i += (unsigned long long)gridDim.x * blockDim.x)
-    out[i] = from_pattern<T>(pattern(i, seed));
+    out[i] = bound ? from_index<T>(index_in(i, seed, bound)) : from_pattern<T>(pattern(i, seed));
 }
 
 inline size_t kind_bytes(coco_bench_kind kind) {
@@ -123,23 +141,24 @@ inline size_t kind_bytes(coco_bench_kind kind) {
 }
 
 template <class T>
-inline cudaError_t fill_as(void *p, unsigned long long n, int seed) {
+inline cudaError_t fill_as(void *p, const coco_bench_arg &arg, int seed) {
+  const unsigned long long n = arg.elements;
   fill<T><<<n ? (unsigned)((n + 255) / 256 > 1024 ? 1024 : (n + 255) / 256) : 1, 256>>>(
-      static_cast<T *>(p), n, seed);
+      static_cast<T *>(p), n, seed, arg.bound);
   return cudaGetLastError();
 }
 
 inline cudaError_t fill_argument(void *p, const coco_bench_arg &arg, int seed) {
   switch (arg.kind) {
-    case COCO_BENCH_F32: return fill_as<float>(p, arg.elements, seed);
-    case COCO_BENCH_F64: return fill_as<double>(p, arg.elements, seed);
-    case COCO_BENCH_F16: return fill_as<__half>(p, arg.elements, seed);
-    case COCO_BENCH_BF16: return fill_as<__nv_bfloat16>(p, arg.elements, seed);
-    case COCO_BENCH_I8: return fill_as<int8_t>(p, arg.elements, seed);
-    case COCO_BENCH_I16: return fill_as<int16_t>(p, arg.elements, seed);
-    case COCO_BENCH_I32: return fill_as<int32_t>(p, arg.elements, seed);
-    case COCO_BENCH_I64: return fill_as<int64_t>(p, arg.elements, seed);
-    case COCO_BENCH_BOOL: return fill_as<bool>(p, arg.elements, seed);
+    case COCO_BENCH_F32: return fill_as<float>(p, arg, seed);
+    case COCO_BENCH_F64: return fill_as<double>(p, arg, seed);
+    case COCO_BENCH_F16: return fill_as<__half>(p, arg, seed);
+    case COCO_BENCH_BF16: return fill_as<__nv_bfloat16>(p, arg, seed);
+    case COCO_BENCH_I8: return fill_as<int8_t>(p, arg, seed);
+    case COCO_BENCH_I16: return fill_as<int16_t>(p, arg, seed);
+    case COCO_BENCH_I32: return fill_as<int32_t>(p, arg, seed);
+    case COCO_BENCH_I64: return fill_as<int64_t>(p, arg, seed);
+    case COCO_BENCH_BOOL: return fill_as<bool>(p, arg, seed);
   }
   return cudaErrorInvalidValue;
 }
@@ -225,7 +244,7 @@ inline int run(int argc, char **argv, const coco_bench_entry *entries, int entry
   }
   if (world != coco_world_size()) {
     char text[160];
-    snprintf(text, sizeof text, "--world %ld, but this file was converted for %d ranks per stage "
+    coco::format(text, sizeof text, "--world %ld, but this file was converted for %d ranks per stage "
              "(convert-coco-to-gpu{world=%ld} builds it for %ld)", world, coco_world_size(), world,
              world);
     die("%s%s", text, "");
@@ -239,7 +258,7 @@ inline int run(int argc, char **argv, const coco_bench_entry *entries, int entry
   if (devices.empty()) {
     if (visible < ranks) {
       char text[160];
-      snprintf(text, sizeof text, "%d ranks (world %ld x %d stages) need %d GPUs; %d visible",
+      coco::format(text, sizeof text, "%d ranks (world %ld x %d stages) need %d GPUs; %d visible",
                ranks, world, stages, ranks, visible);
       die("%s%s", text, "");
     }
@@ -247,7 +266,7 @@ inline int run(int argc, char **argv, const coco_bench_entry *entries, int entry
   }
   if ((int)devices.size() != ranks) {
     char text[160];
-    snprintf(text, sizeof text, "--devices lists %zu devices; the world has %d ranks",
+    coco::format(text, sizeof text, "--devices lists %zu devices; the world has %d ranks",
              devices.size(), ranks);
     die("%s%s", text, "");
   }

@@ -51,7 +51,7 @@ inline char *create_error() {
 }
 
 inline bool failed(const char *what, const char *detail, int line) {
-  snprintf(create_error(), COCO_ERROR_TEXT, "coco_gpu_harness.h:%d: %s: %s", line, what,
+  coco::format(create_error(), COCO_ERROR_TEXT, "coco_gpu_harness.h:%d: %s: %s", line, what,
            detail ? detail : "unknown error");
   return false;
 }
@@ -79,8 +79,8 @@ inline bool enable_peers(const coco_gpu_world *w, int stage, bool required) {
       COCO_GPU_TRY_CUDA(cudaDeviceCanAccessPeer(&can, da, db));
       if (!can) {
         if (!required) continue;
-        char detail[160];
-        snprintf(detail, sizeof detail,
+        char detail[256];
+        coco::format(detail, sizeof detail,
                  "device %d cannot access device %d (no P2P between them); the module's fused "
                  "kernels store into peers' memory and need P2P (NVLink or PCIe P2P)",
                  da, db);
@@ -189,7 +189,7 @@ COCO_GPU_EXPORT coco_gpu_world *coco_gpu_create(int world, int num_stages, const
   coco_gpu::create_error()[0] = 0;
   if (world < 1 || world > COCO_MAX_RANKS || num_stages < 1 || num_stages > COCO_MAX_RANKS) {
     char detail[128];
-    snprintf(detail, sizeof detail, "a world needs 1..%d ranks per stage and 1..%d stages, got %d "
+    coco::format(detail, sizeof detail, "a world needs 1..%d ranks per stage and 1..%d stages, got %d "
              "and %d", COCO_MAX_RANKS, COCO_MAX_RANKS, world, num_stages);
     coco_gpu::failed("coco_gpu_create", detail, __LINE__);
     return nullptr;
@@ -207,7 +207,7 @@ COCO_GPU_EXPORT coco_gpu_world *coco_gpu_create(int world, int num_stages, const
     for (int h = 0; h < g && !bad; ++h) bad = (devices ? devices[h] : h) == d;
     if (bad) {
       char detail[160];
-      snprintf(detail, sizeof detail, "%d ranks (%d x %d stages) need as many distinct devices; "
+      coco::format(detail, sizeof detail, "%d ranks (%d x %d stages) need as many distinct devices; "
                "rank %d asks for device %d and %d are visible", ranks, world, num_stages, g, d,
                count);
       coco_gpu::failed("coco_gpu_create", detail, __LINE__);

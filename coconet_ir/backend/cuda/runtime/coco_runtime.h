@@ -30,6 +30,7 @@
 // (COCO_BLOCKS_PER_SM, COCO_EMU_MAX_BLOCKS) are set with -D, not #define.
 #pragma once
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -104,10 +105,23 @@ namespace coco {
 // Host helpers
 // ---------------------------------------------------------------------------
 
+// printf into `out` (`size` bytes, always terminated): a message longer than
+// its buffer is cut. Every message of the runtime and the GPU harness and
+// benchmark goes through here rather than snprintf, whose truncation a host
+// compiler may diagnose (g++ with _FORTIFY_SOURCE: -Wformat-truncation), so that
+// nvcc's -Werror does not depend on the host compiler's version.
+__attribute__((format(printf, 3, 4))) inline void format(char *out, size_t size,
+                                                          const char *spec, ...) {
+  va_list args;
+  va_start(args, spec);
+  vsnprintf(out, size, spec, args);
+  va_end(args);
+}
+
 inline coco_status fail(coco_context *ctx, coco_status status, const char *expr,
                         const char *what, const char *file, int line) {
-  snprintf(ctx->error, sizeof ctx->error, "%s:%d: %s failed: %s", file, line, expr,
-           what ? what : "unknown error");
+  format(ctx->error, sizeof ctx->error, "%s:%d: %s failed: %s", file, line, expr,
+         what ? what : "unknown error");
   return status;
 }
 
