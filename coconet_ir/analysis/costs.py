@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from math import prod
 
-from xdsl.dialects.func import FuncOp
+from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from coconet_ir.dialects import coco
@@ -235,17 +235,45 @@ def fusion_work(
         for op in fusion.block.ops
         if isinstance(op, coco.MatmulOp | coco.BatchMatmulOp)
     )
-    pooled: dict[SSAValue, int] = {}
-    for op in fusion.block.ops:
-        if isinstance(op, coco.EmbeddingOp):
-            rows = own_bytes(type_of(op.result), world)
-            pooled[op.tables] = rows * type_of(op.indices).dims[-1]
+    pooled = pooled_bytes(fusion.block.ops, world, type_of)
     read = sum(
         pooled.get(arg, own_bytes(type_of(value), world))
         for arg, value in zip(fusion.block.args, fusion.inputs)
     )
     written = sum(own_bytes(type_of(v), world) for v in fusion.outputs)
     return flops, read + written
+
+
+def pooled_bytes(
+    ops: Iterable[Operation], world: int, type_of: TypeOf = coco.tensor_type
+) -> dict[SSAValue, int]:
+    """Embedding tables → the bytes one rank reads of them: only the rows its
+    bags pool (its result block times the bag length)."""
+    pooled: dict[SSAValue, int] = {}
+    for op in ops:
+        if isinstance(op, coco.EmbeddingOp):
+            rows = own_bytes(type_of(op.result), world)
+            pooled[op.tables] = rows * type_of(op.indices).dims[-1]
+    return pooled
+
+
+def function_floor(function: FuncOp, world: int) -> tuple[int, int]:
+    """The least work of one rank's step, whatever the schedule: its matmuls'
+    FLOPs, and the memory bytes of reading each argument once (an embedding
+    table: the rows pooled) and writing each result and each updated
+    argument once. The bound a measured time is held against
+    (benchmarks/gpu_peers.py; METHOD: "two numbers first")."""
+    costs = function_costs(function, world)
+    block = function.body.block
+    pooled = pooled_bytes(function.walk(), world)
+    read = sum(pooled.get(a, own_bytes(coco.tensor_type(a), world)) for a in block.args)
+    written = 0
+    for op in function.walk():
+        if isinstance(op, coco.UpdateOp):
+            written += own_bytes(coco.tensor_type(op.param), world)
+        elif isinstance(op, ReturnOp):
+            written += sum(own_bytes(coco.tensor_type(v), world) for v in op.arguments)
+    return costs.matmul_flops, read + written
 
 
 def function_costs(func: FuncOp, world: int) -> Costs:
