@@ -13,7 +13,7 @@ values under the interpreter's keys, so `RunResult`s of both can be compared
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from math import prod
 from typing import Any
@@ -106,6 +106,7 @@ def emulate(
     sanitize: str | None = None,
     timeout: float = 300.0,
     backend: str = "emu",
+    devices: Sequence[int] | None = None,
 ) -> EmulationResult:
     """Run `module` on `world` emulated GPUs per stage (see the module
     docstring), `calls` times back to back on the same world (updated
@@ -117,11 +118,16 @@ def emulate(
 
     `backend="cuda"` runs the same CUDA C on the machine's GPUs instead
     (nvcc, NCCL, cuBLAS, cupy; docs/gpu/running.md): same inputs and outputs, no
-    `stats`; without a GPU it raises a CocoError starting `no GPU:`."""
+    `stats`; without a GPU it raises a CocoError starting `no GPU:`. `devices`
+    (cuda only) names each rank's GPU, stage-major (default 0, 1, ...); a GPU
+    named twice runs several ranks (docs/gpu/running.md, "Ranks sharing a
+    GPU")."""
     from coconet_ir.backend.emu import EntryCall, compile_emulated, run_emulated
 
     check_world(world)
     check_seed(seed)
+    if devices is not None and backend != "cuda":
+        raise ir.CocoError("devices name GPUs: they apply to the cuda backend only")
     if calls < 1:
         raise ir.CocoError(f"the number of calls must be at least 1, got {calls}")
     ir.verify(module)
@@ -133,10 +139,12 @@ def emulate(
     if backend not in ("emu", "cuda"):
         raise ir.CocoError(f"unknown backend {backend!r} (emu or cuda)")
     if backend == "cuda":
+        from functools import partial
+
         from coconet_ir.backend.cuda.gpu_run import compile_gpu, run_gpu
 
         library = compile_gpu(lowered.cuda)
-        run_calls = run_gpu
+        run_calls = partial(run_gpu, devices=devices)
     else:
         library = compile_emulated(lowered.cuda, sanitize=sanitize)
         run_calls = run_emulated

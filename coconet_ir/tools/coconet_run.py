@@ -136,6 +136,14 @@ def build_parser() -> argparse.ArgumentParser:
         "rank sent, as counted and as predicted from the IR",
     )
     parser.add_argument(
+        "--devices",
+        type=device_list,
+        metavar="D0,D1,...",
+        help="with --backend cuda: each rank's GPU, stage-major (default 0, 1, "
+        "...); a GPU listed several times runs several ranks (programs whose "
+        "collectives are all coconet-ir's own kernels)",
+    )
+    parser.add_argument(
         "--check",
         action="store_true",
         help="with --backend emu: also run the reference interpreter on FILE "
@@ -192,6 +200,8 @@ def check_usage(args: argparse.Namespace) -> None:
             raise UsageError(f"--{flag} must be non-negative, got {value}")
     if args.stats and args.backend != "emu":
         raise UsageError("--stats only applies to --backend emu")
+    if args.devices is not None and args.backend != "cuda":
+        raise UsageError("--devices only applies to --backend cuda")
     if args.check and args.backend == "numpy":
         raise UsageError("--check only applies to --backend emu or cuda")
     if args.compare is not None and args.backend != "numpy":
@@ -255,6 +265,19 @@ class RunInputs(TypedDict):
 
     seed: int
     entry: str | None
+
+
+def device_list(text: str) -> list[int]:
+    """`--devices 0,0,1,1`: non-negative device ordinals."""
+    try:
+        devices = [int(d) for d in text.split(",")]
+    except ValueError:
+        devices = []
+    if not devices or min(devices) < 0:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated device numbers such as 0,0,1,1, got {text!r}"
+        )
+    return devices
 
 
 def run_inputs(args: argparse.Namespace) -> RunInputs:
@@ -432,7 +455,12 @@ def run_emulated(args: argparse.Namespace) -> int:
     module = read_program(args.file)
     world = resolve_world(args.world, {args.file: module})
     result = emulate(
-        module, world, passes=args.passes, backend=args.backend, **run_inputs(args)
+        module,
+        world,
+        passes=args.passes,
+        backend=args.backend,
+        devices=args.devices,
+        **run_inputs(args),
     )
     print_run(args, result, world)
     if args.stats and result.stats is not None:

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from coconet_ir import emulate as emulation
+from coconet_ir import parse
+from coconet_ir.diagnostics import CocoError
 from coconet_ir.interpreter import interpret
 from coconet_ir.tools import coconet_run
 
@@ -45,3 +47,41 @@ def test_emu_check_exits_1_when_it_disagrees(
     path.write_text(PROGRAM)
     argv = [str(path), "--backend", "emu", "--check", "--world", "4"]
     assert exit_code(argv) == code
+
+
+@pytest.mark.parametrize(
+    ("devices", "backend", "code"),
+    [
+        ("0,0,0,0", "cuda", 0),
+        ("0,0,0,0", "emu", 2),
+        ("0,x", "cuda", 2),
+        ("-1", "cuda", 2),
+    ],
+)
+def test_devices_reach_the_gpu_run_with_cuda_only(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    devices: str,
+    backend: str,
+    code: int,
+) -> None:
+    """`--devices 0,0,0,0` (four ranks sharing GPU 0) is handed to the GPU run
+    as it is; with another backend, or not a list of device numbers, it is
+    bad usage (exit 2) before any work."""
+    seen: list[object] = []
+
+    def fake_emulate(module, world, *, seed=0, entry=None, devices=None, **_):
+        seen.append(devices)
+        return interpret(module, world, seed=seed, entry=entry)
+
+    monkeypatch.setattr(emulation, "emulate", fake_emulate)
+    path = tmp_path / "p.mlir"
+    path.write_text(PROGRAM)
+    argv = [str(path), "--backend", backend, "--world", "4", "--devices", devices]
+    assert exit_code(argv) == code
+    assert seen == ([[0, 0, 0, 0]] if code == 0 else [])
+
+
+def test_emulate_refuses_devices_off_the_gpu() -> None:
+    with pytest.raises(CocoError, match="cuda backend only"):
+        emulation.emulate(parse(PROGRAM), 2, devices=[0, 0])

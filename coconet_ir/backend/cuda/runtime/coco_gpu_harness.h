@@ -40,6 +40,7 @@ struct coco_gpu_world {
   uint64_t *pads[COCO_MAX_RANKS * COCO_MAX_RANKS];
   cudaEvent_t timer_start[COCO_MAX_RANKS * COCO_MAX_RANKS];
   cudaEvent_t timer_stop[COCO_MAX_RANKS * COCO_MAX_RANKS];
+  bool shared;  // some device runs several ranks: no NCCL (see coco_gpu_create)
 };
 
 namespace coco_gpu {
@@ -125,12 +126,23 @@ inline bool create_rank(coco_gpu_world *w, int g, size_t symmetric_bytes, size_t
   COCO_GPU_TRY_CUDA(cudaEventCreate(&w->timer_stop[g]));
   COCO_GPU_TRY_CUBLAS(cublasCreate(&ctx->cublas));
   COCO_GPU_TRY_CUBLAS(cublasSetStream(ctx->cublas, ctx->streams[0]));
-  COCO_GPU_TRY_CUDA(
-      cudaDeviceGetAttribute(&ctx->sm_count, cudaDevAttrMultiProcessorCount, w->devices[g]));
+  int sms = 0;
+  COCO_GPU_TRY_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, w->devices[g]));
+  // Ranks sharing a device share its multiprocessors: each rank's grids
+  // (grid_blocks, resident_blocks) are sized for its share, so the kernels
+  // of all of them are resident together and a kernel waiting for a peer's
+  // signal never waits for blocks that cannot start.
+  int sharing = 0;
+  for (int h = 0; h < w->ranks; ++h) sharing += w->devices[h] == w->devices[g];
+  ctx->sm_count = sms / sharing > 0 ? sms / sharing : 1;
   return true;
 }
 
 inline bool create_comms(coco_gpu_world *w) {
+  // NCCL puts one rank on a GPU (two in one communicator are an error): a
+  // world whose ranks share a device has no communicator, and its NCCL calls
+  // fail with COCO_NO_NCCL (coco_runtime.h).
+  if (w->shared) return true;
   ncclComm_t comms[COCO_MAX_RANKS * COCO_MAX_RANKS];
   for (int s = 0; s < w->num_stages; ++s) {
     COCO_GPU_TRY_NCCL(ncclCommInitAll(comms, w->world, &w->devices[s * w->world]));
@@ -180,10 +192,13 @@ COCO_GPU_EXPORT void coco_gpu_destroy(coco_gpu_world *w) {
 }
 
 // A world of `num_stages` stages of `world` ranks each (world <=
-// COCO_MAX_RANKS) on `devices` (world*num_stages distinct device ordinals, or
-// NULL for 0, 1, ...), with `symmetric_bytes` of symmetric workspace and
+// COCO_MAX_RANKS) on `devices` (world*num_stages device ordinals, or NULL for
+// 0, 1, ...), with `symmetric_bytes` of symmetric workspace and
 // `signal_slots` signal slots per rank (zeroed). NULL on failure, the reason
-// in coco_gpu_create_error().
+// in coco_gpu_create_error(). Ranks may share a device (a device listed
+// twice): each keeps its own buffers, streams and cuBLAS handle and gets its
+// share of the device's multiprocessors for its grids, and the world has no
+// NCCL communicator (docs/gpu/running.md, "Ranks sharing a GPU").
 COCO_GPU_EXPORT coco_gpu_world *coco_gpu_create(int world, int num_stages, const int *devices,
                                                 size_t symmetric_bytes, size_t signal_slots) {
   coco_gpu::create_error()[0] = 0;
@@ -201,24 +216,24 @@ COCO_GPU_EXPORT coco_gpu_world *coco_gpu_create(int world, int num_stages, const
     return nullptr;
   }
   const int ranks = world * num_stages;
+  bool shared = false;
   for (int g = 0; g < ranks; ++g) {
     const int d = devices ? devices[g] : g;
-    bool bad = d < 0 || d >= count;
-    for (int h = 0; h < g && !bad; ++h) bad = (devices ? devices[h] : h) == d;
-    if (bad) {
+    if (d < 0 || d >= count) {
       char detail[160];
-      coco::format(detail, sizeof detail, "%d ranks (%d x %d stages) need as many distinct devices; "
-               "rank %d asks for device %d and %d are visible", ranks, world, num_stages, g, d,
-               count);
+      coco::format(detail, sizeof detail, "rank %d of %d (%d x %d stages) asks for device %d "
+                   "and %d are visible", g, ranks, world, num_stages, d, count);
       coco_gpu::failed("coco_gpu_create", detail, __LINE__);
       return nullptr;
     }
+    for (int h = 0; h < g; ++h) shared = shared || (devices ? devices[h] : h) == d;
   }
   auto *w = new coco_gpu_world();
   memset(w, 0, sizeof *w);
   w->world = world;
   w->num_stages = num_stages;
   w->ranks = ranks;
+  w->shared = shared;
   for (int g = 0; g < ranks; ++g) {
     w->devices[g] = devices ? devices[g] : g;
     w->contexts[g] = new coco_context();

@@ -503,10 +503,21 @@ inline cudaError_t launch_cooperative(void (*kernel)(Params...), dim3 grid, dim3
   COCO_RETURN_UNLESS(cudaError_t, cudaSuccess, expr,                           \
                      coco::fail(ctx, COCO_ERR_CUDA, #expr,                     \
                                 cudaGetErrorString(coco_err_), __FILE__, __LINE__))
+// A context without a communicator (ranks sharing a GPU: coco_gpu_create)
+// fails its NCCL calls with COCO_NO_NCCL instead of handing NCCL a null one.
 #define COCO_CHECK_NCCL(expr)                                                  \
-  COCO_RETURN_UNLESS(ncclResult_t, ncclSuccess, expr,                          \
-                     coco::fail(ctx, COCO_ERR_NCCL, #expr,                     \
-                                ncclGetErrorString(coco_err_), __FILE__, __LINE__))
+  do {                                                                         \
+    if (!ctx->comm)                                                            \
+      return coco::fail(ctx, COCO_ERR_NCCL, #expr, COCO_NO_NCCL, __FILE__, __LINE__); \
+    COCO_RETURN_UNLESS(ncclResult_t, ncclSuccess, expr,                        \
+                       coco::fail(ctx, COCO_ERR_NCCL, #expr,                   \
+                                  ncclGetErrorString(coco_err_), __FILE__, __LINE__)); \
+  } while (0)
+#define COCO_NO_NCCL                                                           \
+  "no NCCL communicator: ranks of this world share a GPU, and NCCL runs one "  \
+  "rank per GPU; on a shared GPU only programs whose collectives are all "     \
+  "coconet-ir's own kernels run (fused collectives, tile operators, per-peer " \
+  "copies)"
 #define COCO_CHECK_CUBLAS(expr)                                                \
   COCO_RETURN_UNLESS(cublasStatus_t, CUBLAS_STATUS_SUCCESS, expr,              \
                      coco::fail(ctx, COCO_ERR_CUBLAS, #expr,                   \
