@@ -11,7 +11,12 @@ program `DIR/NAME` with nvcc (`python -m coconet_ir.backend.cuda.toolchain`'s
 command, `-O3`), and writes `DIR/manifest.json`: per workload the program,
 the PyTorch equivalent to time beside it, and the least work of a step
 (`coconet_ir.analysis.costs.function_floor`: matmul FLOPs, and the bytes of
-reading every argument and writing every result and update once).
+reading every argument and writing every result and update once). The
+workloads whose collectives are all the project's own kernels are built for
+4 ranks too (`DIR/NAME-w4`), which `--run` runs with every rank on GPU 0
+(`--devices 0,0,0,0`): the same step's work split among four ranks that
+exchange it through the fused kernels' peer stores, beside the same
+single-GPU PyTorch op.
 
 `--run` runs on a GPU machine, with PyTorch and the copied `DIR` only (it
 imports neither coconet_ir nor xDSL): it measures the device's two ceilings
@@ -42,7 +47,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-WORLD = 1
 DEVICE = "cuda"
 """Where `--run` puts the PyTorch side (a test runs it on the CPU)."""
 
@@ -57,6 +61,10 @@ class Workload:
     """The PyTorch equivalent, as a spec `--run` turns into a step."""
     warmup: int = 3
     iters: int = 20
+    shared: tuple[int, ...] = ()
+    """Worlds to run besides 1, every rank on GPU 0 (docs/gpu/running.md,
+    "Ranks sharing a GPU"): programs whose collectives are all the project's
+    own kernels."""
 
 
 # ============================================================================
@@ -121,6 +129,7 @@ WORKLOADS: tuple[Workload, ...] = (
         "GEMV + all_reduce, H=12288 bf16",
         model("gemv_allreduce"),
         lambda: {"kind": "linear", **sizes("gemv_allreduce")},
+        shared=(4,),
     ),
     Workload(
         "moe_gemm_a2a",
@@ -129,12 +138,14 @@ WORKLOADS: tuple[Workload, ...] = (
         lambda: {"kind": "bmm", **sizes("moe_gemm_a2a")},
         warmup=1,
         iters=2,
+        shared=(4,),
     ),
     Workload(
         "megatron",
         "Megatron layer 8x2048x12288 bf16",
         model("megatron"),
         lambda: {"kind": "megatron", **sizes("megatron")},
+        shared=(4,),
     ),
     Workload(
         "sequence_parallel_mlp",
@@ -159,6 +170,7 @@ WORKLOADS: tuple[Workload, ...] = (
         "DLRM embedding + all_to_all, 64 tables 1M x 128 bf16",
         model("dlrm_embedding"),
         lambda: {"kind": "embedding_bag", **sizes("dlrm_embedding")},
+        shared=(4,),
     ),
     Workload(
         "bias_dropout_residual",
@@ -172,10 +184,15 @@ BY_NAME = {w.name: w for w in WORKLOADS}
 
 
 def build_one(
-    workload: Workload, directory: Path, arch: str, compile_it: bool = True
+    workload: Workload,
+    world: int,
+    directory: Path,
+    arch: str,
+    compile_it: bool = True,
 ) -> dict[str, Any]:
-    """Lower, print and (unless not `compile_it`) compile one workload; its
-    manifest entry."""
+    """Lower for `world` ranks, print and (unless not `compile_it`) compile
+    one workload; its manifest entry. Its bound is the work of the whole
+    step on one GPU (world 1), whatever the ranks sharing it."""
     import coconet_ir as cc
     from coconet_ir.analysis.costs import function_floor
     from coconet_ir.backend.cuda.printer import emit_cuda
@@ -184,12 +201,13 @@ def build_one(
     started = time.perf_counter()
     module = workload.build()
     (function,) = [op for op in module.ops if op.name == "func.func"]
-    flops, nbytes = function_floor(function, WORLD)
-    device = cc.Pipeline(f"coco-optimize,convert-coco-to-gpu{{world={WORLD}}}")(module)
-    source = directory / f"{workload.name}.cu"
+    flops, nbytes = function_floor(function, 1)
+    device = cc.Pipeline(f"coco-optimize,convert-coco-to-gpu{{world={world}}}")(module)
+    name = workload.name if world == 1 else f"{workload.name}-w{world}"
+    source = directory / f"{name}.cu"
     source.write_text(emit_cuda(device, main=True))
     lowered = time.perf_counter() - started
-    program = directory / workload.name
+    program = directory / name
     command = nvcc_command(
         source, arch, program, executable=True, harness=True, optimize=True
     )
@@ -197,16 +215,18 @@ def build_one(
         subprocess.run(command, capture_output=True, text=True) if compile_it else None
     )
     if done and done.returncode:
-        raise SystemExit(f"{workload.name}: nvcc failed:\n{done.stderr[-4000:]}")
+        raise SystemExit(f"{name}: nvcc failed:\n{done.stderr[-4000:]}")
     print(
-        f"  {workload.name}: lowered in {lowered:.1f} s, built in "
+        f"  {name}: lowered in {lowered:.1f} s, built in "
         f"{time.perf_counter() - started - lowered:.1f} s",
         flush=True,
     )
     return {
-        "name": workload.name,
-        "title": workload.title,
-        "program": workload.name,
+        "name": name,
+        "title": workload.title
+        + (f", {world} ranks sharing the GPU" if world > 1 else ""),
+        "program": name,
+        "world": world,
         "warmup": workload.warmup,
         "iters": workload.iters,
         "flops": flops,
@@ -220,19 +240,18 @@ def build(
     directory: Path, arch: str, names: list[str], jobs: int, compile_it: bool = True
 ) -> int:
     directory.mkdir(parents=True, exist_ok=True)
-    print(f"gpu_peers --build: {len(names)} workloads for {arch} into {directory}")
+    programs = [(BY_NAME[n], world) for n in names for world in (1, *BY_NAME[n].shared)]
+    print(f"gpu_peers --build: {len(programs)} programs for {arch} into {directory}")
     with ThreadPoolExecutor(jobs) as pool:
         entries = list(
-            pool.map(
-                lambda n: build_one(BY_NAME[n], directory, arch, compile_it), names
-            )
+            pool.map(lambda p: build_one(*p, directory, arch, compile_it), programs)
         )
     commit = subprocess.run(
         ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
         capture_output=True,
         text=True,
     ).stdout.strip()
-    manifest = {"arch": arch, "world": WORLD, "commit": commit, "workloads": entries}
+    manifest = {"arch": arch, "commit": commit, "workloads": entries}
     (directory / "manifest.json").write_text(json.dumps(manifest, indent=1))
     print(
         f"wrote {directory / 'manifest.json'}; run it with "
@@ -291,6 +310,8 @@ def run_program(directory: Path, entry: dict[str, Any]) -> tuple[float | None, s
         "--iters",
         str(entry["iters"]),
     ]
+    if entry["world"] > 1:  # every rank on GPU 0
+        command += ["--devices", ",".join(["0"] * entry["world"])]
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
     if done.returncode:
         return None, (done.stderr or done.stdout).strip().splitlines()[-1:][0][:300]
@@ -434,10 +455,7 @@ def run(directory: Path, names: list[str] | None, json_path: Path) -> int:
     device = torch.cuda.get_device_name()
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     bandwidth, rate = ceilings(torch)
-    print(
-        f"# {device}, {when}; build {manifest['commit']} "
-        f"for {manifest['arch']}, world {manifest['world']}"
-    )
+    print(f"# {device}, {when}; build {manifest['commit']} for {manifest['arch']}")
     print(
         f"# measured: copy {bandwidth / 1e12:.2f} TB/s (read + write), "
         f"bf16 matmul {rate / 1e12:.0f} TFLOP/s",
