@@ -168,6 +168,7 @@ RUNTIME_INCLUDES = {
     "coco_emu_harness.h": {"coco_emu.h", "coco_runtime.h"},
     "coco_gpu_harness.h": {"coco_runtime.h"},
     "coco_gpu_bench.h": {"coco_gpu_harness.h"},
+    "coco_tile_mma.h": set(),
 }
 
 

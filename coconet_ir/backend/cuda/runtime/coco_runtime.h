@@ -20,6 +20,9 @@
 //      ^
 //   coco_gpu_bench.h     the standalone benchmark main (nvcc only)
 //
+//   coco_tile_mma.h      a bf16 GEMM tile on the tensor cores (nvcc only; on
+//                        its own: the tile kernels' building block to come)
+//
 // A harness is added by the build that drives the program, not by this file:
 // the emulation build (coconet_ir.backend.emu.build) links coco_emu_harness.h
 // and the emulator it includes compiled once into an object file and
