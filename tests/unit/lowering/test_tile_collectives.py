@@ -112,12 +112,17 @@ def test_thread_sanitizer():
 
 
 @pytestmark_emulation
-@pytest.mark.parametrize("program,waits", [("dlrm", 2), ("gemv", 3), ("moe", 2)])
+@pytest.mark.parametrize(
+    "program,waits,which",
+    [("dlrm", 2, -1), ("gemv", 3, -1), ("gemv_sliced", 4, 1), ("moe", 2, -1)],
+)
 def test_a_missing_tile_wait_is_caught(
-    monkeypatch: pytest.MonkeyPatch, program: str, waits: int
+    monkeypatch: pytest.MonkeyPatch, program: str, waits: int, which: int
 ):
-    """Without the tail's wait for a tile's counter, the copy races with the
-    peer's stores: ThreadSanitizer reports it (or the results differ)."""
+    """Without the tail's wait for a tile's counter (`which` -1), the copy
+    races with the peer's stores; without the GEMV's wait for a tile's other
+    slices (1), its last slice's block reads them before they are written:
+    ThreadSanitizer reports it (or the results differ)."""
     original = fused_emulation.cuda_source
 
     def without_tile_wait(lowered: ModuleOp) -> str:
@@ -125,13 +130,14 @@ def test_a_missing_tile_wait_is_caught(
         found = list(re.finditer(r"coco::wait_signal\(", text))
         if len(found) != waits:
             raise LookupError(f"{len(found)} waits in the kernel")
-        at = found[-1].start()  # the tail's
+        at = found[which].start()
         return text[:at] + "//" + text[at:]
 
     monkeypatch.setattr(fused_emulation, "cuda_source", without_tile_wait)
     module = {
         "dlrm": dlrm,
         "gemv": lambda: gemv(rows=2, k=256, m=64),
+        "gemv_sliced": lambda: gemv(rows=1, k=1024, m=256),
         "moe": lambda: moe(experts=4, tokens=4, hidden=64, ffn=32),
     }[program]()
     with pytest.raises((EmulationError, AssertionError)):
@@ -213,10 +219,13 @@ def gemv(rows=1, k=64, m=64, element="f32") -> ModuleOp:
     return cc.Pipeline("coco-fuse-collective")(cc.parse(text))
 
 
-def check_one_launch_equals_interpreter(module: ModuleOp, world: int, seed: int):
-    """The lowered fusion is one launch, no NCCL call, and its device IR
-    gives the interpreter's result (rtol 1e-5)."""
-    lowered = cc.Pipeline(f"convert-coco-to-gpu{{world={world}}}")(module)
+def check_one_launch_equals_interpreter(
+    module: ModuleOp, world: int, seed: int, threads: int = 256
+):
+    """The lowered fusion (`threads` a block) is one launch, no NCCL call,
+    and its device IR gives the interpreter's result (rtol 1e-5)."""
+    options = f"world={world} threads={threads}"
+    lowered = cc.Pipeline(f"convert-coco-to-gpu{{{options}}}")(module)
     assert len([op for op in lowered.walk() if op.name == "gpu.launch_func"]) == 1
     assert not [op for op in lowered.walk() if op.name.startswith("coco_gpu.nccl")]
     inputs = draw_inputs(module, world, seed=seed)
@@ -229,6 +238,27 @@ def check_one_launch_equals_interpreter(module: ModuleOp, world: int, seed: int)
 @pytest.mark.parametrize("world", [2, 4, 8])
 def test_gemv_device_ir_matches_the_interpreter(world: int):
     check_one_launch_equals_interpreter(gemv(rows=2, k=32, m=32), world, seed=5)
+
+
+@pytest.mark.parametrize("misaligned", [False, True])
+def test_gemv_split_k_device_ir_matches_the_interpreter(
+    monkeypatch: pytest.MonkeyPatch, misaligned: bool
+):
+    """Eight slices of K per tile (split-K, slices of any size allowed: the
+    block of a tile's last slice adds the others'), with the vector loads
+    and, on buffers that start off 16 bytes, the scalar loads."""
+    import device_eval
+
+    from coconet_ir.lowering import tile_collectives
+
+    monkeypatch.setattr(tile_collectives, "GEMV_MIN_SLICE_BYTES", 1)
+    module = gemv(rows=2, k=64, m=32)
+    (fusion,) = [op for op in module.walk() if isinstance(op, FusionOp)]
+    plan = GemvAllReduce.of(fusion, 2)
+    assert plan is not None and (plan.slices, plan.vector) == (8, 4)
+    if misaligned:
+        monkeypatch.setattr(device_eval, "POINTER_OFFSET", 4)
+    check_one_launch_equals_interpreter(module, 2, seed=6, threads=32)
 
 
 @pytestmark_emulation
@@ -254,8 +284,10 @@ def test_gemv_one_launch_and_the_all_reduce_bytes(world, rows, k, m, element):
 
 
 @pytestmark_emulation
-def test_gemv_thread_sanitizer():
-    run = emulate(gemv(rows=2, k=256, m=64), 4, threads=8, sanitize="thread")
+@pytest.mark.parametrize("rows,k,m", [(2, 256, 64), (1, 1024, 256)])
+def test_gemv_thread_sanitizer(rows: int, k: int, m: int):
+    """One slice of K per tile, and (K = 1024) four."""
+    run = emulate(gemv(rows=rows, k=k, m=m), 4, threads=8, sanitize="thread")
     assert_close(run, rtol=1e-4)
 
 
