@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import shutil
 from math import prod
+from pathlib import Path
 
 import fused_emulation
 import numpy as np
@@ -483,3 +484,161 @@ def test_gemm_with_no_wide_tile_lowers_op_by_op():
     assert "coco_gpu.gemm" in names and "coco_gpu.nccl_all_to_all" in names
     wide = cc.Pipeline("convert-coco-to-gpu{world=4}")(moe(ffn=12))
     assert "coco_gpu.nccl_all_to_all" not in {op.name for op in wide.walk()}
+
+
+# ------------------------------------------------ GEMV at model size (static)
+
+H100_SMS = 132
+"""The SMs of an H100 (SXM) and an H200: the device the grid must fill."""
+
+REGISTERS_PER_SM = 65536
+SHARED_BYTES_PER_SM = 228 * 1024
+"""sm_90's registers and shared memory per SM (sm_80: 64 K and 164 KiB)."""
+
+
+def blocks_per_sm() -> int:
+    """`COCO_BLOCKS_PER_SM`, the runtime's cap on a grid's blocks per SM
+    (`coco::grid_blocks`), as coco_runtime.h defines it."""
+    from helpers import ROOT
+
+    header = ROOT / "coconet_ir/backend/cuda/runtime/coco_runtime.h"
+    found = re.search(r"#define COCO_BLOCKS_PER_SM (\d+)", header.read_text())
+    assert found is not None
+    return int(found[1])
+
+
+def gemv_at_model_size() -> ModuleOp:
+    """`examples/gemv_allreduce.py --model` (H = 12288, bf16), optimized
+    (the GEMV and its all_reduce fused) and lowered at world 1."""
+    from helpers import load_example
+
+    example = load_example("gemv_allreduce")
+    module = example.build(example.MODEL)
+    return cc.Pipeline("coco-optimize,convert-coco-to-gpu{world=1}")(module)
+
+
+def test_the_gemv_grid_covers_every_sm():
+    """The fused GEMV's launch at H = 12288 on one rank: a grid of
+    `coco::resident_blocks` over its work items (48 tiles x 32 slices of
+    K), which on a 132-SM device is `COCO_BLOCKS_PER_SM` blocks on every SM
+    (its occupancy allows as many: `test_the_gemv_kernel_at_model_size_...`),
+    each with about three items to stream; it was 48 blocks, one per tile."""
+    from coconet_ir.dialects import gpu
+    from coconet_ir.dialects.coco_gpu import GridBlocksOp
+
+    lowered = gemv_at_model_size()
+    (launch,) = [
+        op
+        for op in lowered.walk()
+        if isinstance(op, gpu.LaunchFuncOp) and "fused" in op.kernel.string_value()
+    ]
+    grid = launch.gridSizeX.owner
+    assert isinstance(grid, GridBlocksOp) and grid.kernel is not None  # resident
+    count, threads = (
+        op.value.value.data  # type: ignore[union-attr]
+        for op in (grid.count.owner, grid.threads.owner)
+    )
+    items = count // threads
+    assert items == 48 * 32
+    # coco::grid_blocks: the items, at most COCO_BLOCKS_PER_SM a SM;
+    # coco::resident_blocks caps that by the occupancy, >= COCO_BLOCKS_PER_SM.
+    blocks = min(items, H100_SMS * blocks_per_sm())
+    assert blocks == H100_SMS * blocks_per_sm() >= H100_SMS
+    assert items >= 2 * blocks
+
+
+@pytest.fixture(scope="module")
+def gemv_model_fatbin(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The model-size GEMV's device code for sm_90 (`device_only`) and
+    ptxas's report on it."""
+    import subprocess
+
+    from helpers import device_only
+
+    from coconet_ir.backend.cuda.toolchain import nvcc, nvcc_command
+
+    if nvcc() is None:
+        pytest.skip("needs nvcc")
+    directory = tmp_path_factory.mktemp("gemv_model")
+    source = directory / "gemv.cu"
+    source.write_text(fused_emulation.cuda_source(gemv_at_model_size()))
+    command = device_only(nvcc_command(source, "sm_90", directory / "gemv.o"))
+    done = subprocess.run([*command, "-Xptxas", "-v"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return directory / "gemv.fatbin", done.stderr
+
+
+GEMV_KERNEL = "gemv_allreduce_proj_fused_0"
+
+
+def test_the_gemv_kernel_at_model_size_has_no_spills_and_four_blocks_per_sm(
+    gemv_model_fatbin: tuple[Path, str],
+):
+    """ptxas, sm_90: no spills; registers and shared memory let
+    `COCO_BLOCKS_PER_SM` blocks of 256 threads share an SM, so the resident
+    grid is the whole `coco::grid_blocks` one."""
+    _, report = gemv_model_fatbin
+    found = re.search(
+        rf"entry function '{GEMV_KERNEL}' for 'sm_90'.*?(\d+) bytes spill stores, "
+        r"(\d+) bytes spill loads.*?Used (\d+) registers[^\n]*?(?:(\d+) bytes smem)?\n",
+        report,
+        re.DOTALL,
+    )
+    assert found is not None, report
+    stores, loads, registers, shared = (int(x or 0) for x in found.groups())
+    assert (stores, loads) == (0, 0)
+    assert registers * 256 * blocks_per_sm() <= REGISTERS_PER_SM
+    assert 0 < shared * blocks_per_sm() <= SHARED_BYTES_PER_SM
+
+
+def cuobjdump() -> tuple[str, dict[str, str]] | None:
+    """cuobjdump and an environment where it finds nvdisasm: on PATH, beside
+    nvcc, or from NVIDIA's wheels (nvidia-cuda-cuobjdump, -nvdisasm) in this
+    Python's site-packages; None where there is none."""
+    import os
+    import site
+    import sys
+
+    from coconet_ir.backend.cuda.toolchain import nvcc
+
+    places = [Path(p) for p in os.environ.get("PATH", "").split(os.pathsep) if p]
+    compiler = nvcc()
+    if compiler is not None:
+        places.append(compiler.resolve().parent)
+    for root in [*site.getsitepackages(), sys.prefix]:
+        places.append(Path(root) / "nvidia" / "cu13" / "bin")
+    found = [p for p in places if (p / "cuobjdump").is_file()]
+    if not found:
+        return None
+    path = os.pathsep.join(str(p) for p in dict.fromkeys(places))
+    return str(found[0] / "cuobjdump"), {**os.environ, "PATH": path}
+
+
+def test_the_gemv_kernel_loads_the_weights_16_bytes_at_a_time(
+    gemv_model_fatbin: tuple[Path, str],
+):
+    """The SASS of the model-size kernel (sm_90): its weight loads are
+    LDG.E.128, several issued before the first FMA that uses them."""
+    import subprocess
+
+    tool = cuobjdump()
+    if tool is None:
+        pytest.skip("needs cuobjdump")
+    fatbin, _ = gemv_model_fatbin
+    command, env = tool
+    done = subprocess.run(
+        [command, "-sass", "-fun", GEMV_KERNEL, str(fatbin)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    sass = [line for line in done.stdout.splitlines() if "/*" in line]
+    wide = [i for i, line in enumerate(sass) if "LDG.E.128" in line]
+    assert len(wide) >= 8, done.stdout
+    # The loop's loads: at least four 16-byte loads before the next FFMA.
+    runs = [
+        next((j for j in range(i, len(sass)) if "FFMA" in sass[j]), len(sass))
+        for i in wide
+    ]
+    assert max(sum(1 for w in wide if i <= w < r) for i, r in zip(wide, runs)) >= 4
