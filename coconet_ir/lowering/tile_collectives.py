@@ -8,7 +8,8 @@ next. No NCCL call, no host synchronization between compute and
 communication (Punniyamurthy et al., 2023).
 
 Built: embedding + all_to_all (below), GEMV + all_reduce (`GemvAllReduce`:
-a two-shot all-reduce whose first shot is computed tile by tile) and GEMM +
+a two-shot all-reduce whose first shot is computed tile by tile, each tile
+in slices of K that fill the device) and GEMM +
 all_to_all (`GemmAllToAll`: a mixture of experts' combine); docs/gpu/tile-kernels.md.
 Each plan (`TilePlan`) says whether a fusion is its kernel's
 (`fuse_collective.tile_kernel_problem`, then what depends on the world
