@@ -80,7 +80,6 @@ from coconet_ir.dialects.coco_gpu import (
     PEER_BYTES_ATTR,
     WORK_ATTR,
     CountPeerBytesOp,
-    GridBlocksOp,
     PeersType,
     PeerViewOp,
     SignalOp,
@@ -1247,18 +1246,12 @@ def tile_launch(
     the kernel's occupancy: `coco::resident_blocks`)."""
     threads = lowering.threads
     one = values.index(1)
-    host: list[Operation] = []
-    count = plan.items * threads
-    if plan.resident:
-        symbol = lowering.kernels.symbol_of(func)
-        grid = GridBlocksOp(values.index(count), values.index(threads), symbol)
-        grid.result.name_hint = "blocks"
-        host.append(grid)
-        blocks = grid.result
-    else:
-        blocks = values.grid_blocks(count, threads)
+    symbol = lowering.kernels.symbol_of(func)
+    host, blocks = values.launch_blocks(
+        plan.items * threads, threads, symbol if plan.resident else None
+    )
     launch = gpu.LaunchFuncOp.of(
-        lowering.kernels.symbol_of(func),
+        symbol,
         [blocks, one, one],
         [values.index(threads), one, one],
         operands,
