@@ -632,8 +632,13 @@ class GemvAllReduce(TilePlan[MatmulOp]):
     @property
     def step_rows(self) -> int:
         """Weight rows a thread loads per step (`GEMV_STEP_ROWS`, or the
-        widest power of two dividing K/N): its `x` values are one vector."""
-        return max(u for u in (1, 2, GEMV_STEP_ROWS) if self.depth % u == 0)
+        widest power of two dividing K/N): its `x` values are one vector per
+        row, `rows x step_rows` of them at most `GEMV_ACCUMULATORS`."""
+        return max(
+            u
+            for u in (1, 2, GEMV_STEP_ROWS)
+            if self.depth % u == 0 and (u == 1 or self.rows * u <= GEMV_ACCUMULATORS)
+        )
 
     @property
     def slices(self) -> int:

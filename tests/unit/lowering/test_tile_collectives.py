@@ -146,12 +146,13 @@ def test_a_missing_tile_wait_is_caught(
         assert_close(run, rtol=1e-4)
 
 
-NVCC_PROGRAMS = ("dlrm", "gemv", "moe")
+NVCC_PROGRAMS = ("dlrm", "gemv", "gemv_rows16", "moe")
 
 
 @pytest.fixture(scope="module")
 def nvcc_report(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """ptxas's report on the three fused programs (bf16, world 8), for sm_80
+    """ptxas's report on the three fused programs (bf16, world 8; and a GEMV
+    of 16 f32 rows, the most registers per thread), for sm_80
     and sm_90, from one nvcc call on them joined (`one_translation_unit`),
     the device code only (`device_only`), once per run (`once_per_run`)."""
     import subprocess
@@ -167,6 +168,7 @@ def nvcc_report(tmp_path_factory: pytest.TempPathFactory) -> str:
         modules = {
             "dlrm": dlrm("bf16", pooling="mean"),
             "gemv": gemv(4, 4096, 256, "bf16"),
+            "gemv_rows16": gemv(16, 4096, 256, "f32"),
             "moe": moe(element="bf16"),
         }
         sources = {
