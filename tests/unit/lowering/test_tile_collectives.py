@@ -593,6 +593,32 @@ def test_the_gemv_kernel_at_model_size_has_no_spills_and_four_blocks_per_sm(
     assert 0 < shared * blocks_per_sm() <= SHARED_BYTES_PER_SM
 
 
+def test_the_gemv_kernel_at_model_size_has_16_byte_loads_in_its_ptx(
+    tmp_path: Path,
+):
+    """The model-size kernel's PTX (sm_90): its weight loads are
+    `ld.global.v4.u32`, 16 bytes each (what ptxas makes LDG.E.128: the SASS
+    test below, where cuobjdump is at hand)."""
+    import subprocess
+
+    from coconet_ir.backend.cuda.toolchain import nvcc, nvcc_command
+
+    if nvcc() is None:
+        pytest.skip("needs nvcc")
+    source = tmp_path / "gemv.cu"
+    source.write_text(fused_emulation.cuda_source(gemv_at_model_size()))
+    command = nvcc_command(source, "sm_90", tmp_path / "gemv.o")
+    command[command.index("-c")] = "-ptx"
+    command[command.index("-o") + 1] = str(tmp_path / "gemv.ptx")
+    done = subprocess.run(command, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    ptx = (tmp_path / "gemv.ptx").read_text()
+    found = re.search(rf"\.entry {GEMV_KERNEL}\(.*?\n}}", ptx, re.DOTALL)
+    assert found is not None
+    loads = re.findall(r"ld\.global(?:\.nc)?\.v4\.(?:u32|b32|f32)", found[0])
+    assert len(loads) >= 8
+
+
 def cuobjdump() -> tuple[str, dict[str, str]] | None:
     """cuobjdump and an environment where it finds nvdisasm: on PATH, beside
     nvcc, or from NVIDIA's wheels (nvidia-cuda-cuobjdump, -nvdisasm) in this
