@@ -765,9 +765,11 @@ class GemvAllReduce(TilePlan[MatmulOp]):
         else:
             last, other = if_else(items, m.eq(s, slices - 1))
             plan.keep_slice(other, (sliced[0], red, down), keep, (peers, rank, epoch))
-        remote = last.insert(arith.CmpiOp(owner, rank, "ne")).result
-        wait = if_then(last, last.insert(arith.AndIOp(leader, remote)).result)
-        wait.insert(WaitSignalOp(peers, Ints(wait).add(ready, owner), epoch))
+        direct = world == 1  # the partial is the result: into the output
+        remote = None if direct else last.insert(arith.CmpiOp(owner, rank, "ne")).result
+        if remote is not None:
+            wait = if_then(last, last.insert(arith.AndIOp(leader, remote)).result)
+            wait.insert(WaitSignalOp(peers, Ints(wait).add(ready, owner), epoch))
         if slices > 1:
             lead = if_then(last, leader)
             waits, j = for_loop(
@@ -779,7 +781,7 @@ class GemvAllReduce(TilePlan[MatmulOp]):
                 WaitSignalOp(peers, v.add(slice_slots, v.add(first, j)), epoch)
             )
         last.insert(gpu.BarrierOp())
-        target = last.insert(PeerViewOp(peers, partials, owner)).result
+        target = out if direct else last.insert(PeerViewOp(peers, partials, owner))
         elements, e = for_loop(last, tid, Ints(last).c(tile), bdim, "e")
         q = Ints(elements)
         total = constant(elements, 0, acc_type)
@@ -791,11 +793,15 @@ class GemvAllReduce(TilePlan[MatmulOp]):
         total = plan.sum_over(elements, red, (e, tile), down, total)
         value = from_compute(elements, total, element)
         row, column = tile_element(q, c, e, width)
-        at = q.add(q.mul(rank, rows * cols), q.add(q.mul(row, cols), column))
-        store(elements, value, target, [at])
+        at = q.add(q.mul(row, cols), column)
+        if not direct:  # row r of the owner's partials
+            at = q.add(q.mul(rank, rows * cols), at)
+        store(elements, value, SSAValue.get(target), [at])
         last.insert(gpu.BarrierOp())
         lead = if_then(last, leader)
         lead.insert(TileComputedOp())
+        if remote is None:  # no all-reduce on one rank: steps 2 and 3 have no work
+            return func
         h = Ints(lead)
         counted = if_then(lead, remote)
         counted.insert(

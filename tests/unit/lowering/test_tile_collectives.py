@@ -264,6 +264,34 @@ def test_gemv_split_k_device_ir_matches_the_interpreter(
     check_one_launch_equals_interpreter(module, 2, seed=6, threads=32)
 
 
+def test_gemv_on_one_rank_stores_straight_into_the_output(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """On one rank there is no all-reduce to do: the block of a tile's last
+    slice stores it into the output, and the kernel waits only for a tile's
+    other slices (no READY, PARTIAL or DONE wait, no peer view); the device
+    IR gives the interpreter's result."""
+    from coconet_ir.lowering import tile_collectives
+
+    monkeypatch.setattr(tile_collectives, "GEMV_MIN_SLICE_BYTES", 1)
+    module = gemv(rows=2, k=64, m=32)
+    lowered = cc.Pipeline("convert-coco-to-gpu{world=1 threads=32}")(module)
+    names = [op.name for op in lowered.walk()]
+    assert names.count("coco_gpu.wait_signal") == 1
+    assert "coco_gpu.peer_view" not in names
+    check_one_launch_equals_interpreter(module, 1, seed=8, threads=32)
+
+
+@pytestmark_emulation
+def test_gemv_on_one_rank_emulated():
+    """The printed kernel on one rank, 16 slices of K per tile, three calls:
+    the interpreter's result, one launch, nothing stored into a peer."""
+    run = emulate(gemv(rows=1, k=1024, m=64), 1, threads=32)
+    assert_close(run, rtol=1e-4)
+    assert launches_of(run, "fused") == CALLS
+    assert peer_bytes(run.stats, 1).sum() == 0
+
+
 @pytestmark_emulation
 @pytest.mark.parametrize(
     "world,rows,k,m,element",
