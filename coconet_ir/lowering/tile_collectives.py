@@ -907,7 +907,7 @@ class GemvAllReduce(TilePlan[MatmulOp]):
         x, w, red = buffers
         c, s = at
         rows, cols, depth = self.rows, self.columns, self.depth
-        width, lanes, step = self.vector, self.vector, self.step_rows
+        width, step = self.vector, self.step_rows
         across, down = self.lanes(threads)
         acc_type = compute_type(self.element)
         tid = b.insert(gpu.ThreadIdOp(X)).result
@@ -918,7 +918,7 @@ class GemvAllReduce(TilePlan[MatmulOp]):
         g, row_lane = m.rem(lane, across), m.div(lane, across)
         column = m.add(m.mul(c, self.tile_columns), m.mul(g, width))
         first = m.mul(s, self.slice_rows)
-        count = rows * lanes
+        count = rows * width
         body = Block(arg_types=[index, *[acc_type] * count])
         k_step, *accs = body.args
         k_step.name_hint = "step"
@@ -934,7 +934,7 @@ class GemvAllReduce(TilePlan[MatmulOp]):
             return [load(inner, buffer, [i.add(start, j)]) for j in range(count)]
 
         weights = [
-            row_of(w, i.add(i.mul(i.add(k, u), cols), column), lanes)
+            row_of(w, i.add(i.mul(i.add(k, u), cols), column), width)
             for u in range(step)
         ]
         xs = [row_of(x, i.add(i.c(r * depth), k), step) for r in range(rows)]
@@ -943,9 +943,9 @@ class GemvAllReduce(TilePlan[MatmulOp]):
             ws = [to_compute(inner, v) for v in weights[u]]
             for r in range(rows):
                 xv = to_compute(inner, xs[r][u])
-                for v in range(lanes):
+                for v in range(width):
                     product = multiply(inner, xv, ws[v])
-                    at_ = r * lanes + v
+                    at_ = r * width + v
                     sums[at_] = combine(inner, "sum", sums[at_], product)
         inner.insert(scf.YieldOp(*sums))
         zero = constant(threads_loop, 0, acc_type)
@@ -959,12 +959,12 @@ class GemvAllReduce(TilePlan[MatmulOp]):
             )
         )
         for r in range(rows):
-            for v in range(lanes):
+            for v in range(width):
                 place = m.add(
                     m.mul(row_lane, self.tile),
                     m.add(m.c(r * self.tile_columns), m.add(m.mul(g, width), v)),
                 )
-                store(threads_loop, loop.results[r * lanes + v], red, [place])
+                store(threads_loop, loop.results[r * width + v], red, [place])
 
     def sum_over(
         self,
