@@ -81,7 +81,6 @@ from coconet_ir.dialects.coco_gpu import (
     COOPERATIVE_ATTR,
     PEER_BYTES_ATTR,
     CountPeerBytesOp,
-    GridBlocksOp,
     NcclSendOp,
     NextEpochOp,
     PeersType,
@@ -1270,13 +1269,10 @@ class FusedCollectiveLowering:
         cooperative = plan.stage_count > 1
         symbol = lowering.kernels.symbol_of(func)
         per_block, one = values.index(threads), values.index(1)
-        if cooperative:
-            resident = GridBlocksOp(values.index(items), per_block, symbol)
-            resident.result.name_hint = "blocks"
-            host.append(resident)
-            blocks = resident.result
-        else:
-            blocks = values.grid_blocks(items, threads)
+        grid, blocks = values.launch_blocks(
+            items, threads, symbol if cooperative else None
+        )
+        host.extend(grid)
         launch = gpu.LaunchFuncOp.of(
             symbol,
             [blocks, one, one],

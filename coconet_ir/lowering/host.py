@@ -28,6 +28,7 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     IntegerType,
     MemRefType,
+    SymbolRefAttr,
     i64,
 )
 from xdsl.dialects.memref import CollapseShapeOp
@@ -115,6 +116,19 @@ class HostValues:
             return self.values[key]
         op = GridBlocksOp(self.index(count), self.index(threads))
         return self.at_entry(key, op, "blocks")
+
+    def launch_blocks(
+        self, count: int, threads: int, resident: SymbolRefAttr | None = None
+    ) -> tuple[list[Operation], SSAValue]:
+        """The grid of a launch over `count` items, `threads` a block:
+        `grid_blocks` (shared, at the entry), or for a kernel whose blocks
+        wait for each other (`resident`: the kernel) a `coco_gpu.grid_blocks
+        ... resident` of its own, returned to insert before its launch."""
+        if resident is None:
+            return [], self.grid_blocks(count, threads)
+        op = GridBlocksOp(self.index(count), self.index(threads), resident)
+        op.result.name_hint = "blocks"
+        return [op], op.result
 
     def flat(self, buffer: SSAValue) -> tuple[list[Operation], SSAValue]:
         """`buffer` as the flat 1-D buffer kernels take: the buffer itself

@@ -8,7 +8,8 @@ next. No NCCL call, no host synchronization between compute and
 communication (Punniyamurthy et al., 2023).
 
 Built: embedding + all_to_all (below), GEMV + all_reduce (`GemvAllReduce`:
-a two-shot all-reduce whose first shot is computed tile by tile) and GEMM +
+a two-shot all-reduce whose first shot is computed tile by tile, each tile
+in slices of K that fill the device) and GEMM +
 all_to_all (`GemmAllToAll`: a mixture of experts' combine); docs/gpu/tile-kernels.md.
 Each plan (`TilePlan`) says whether a fusion is its kernel's
 (`fuse_collective.tile_kernel_problem`, then what depends on the world
@@ -49,8 +50,14 @@ from math import prod
 from typing import Any, ClassVar, Generic, Self, TypeVar, cast
 
 from xdsl.builder import Builder
-from xdsl.dialects import arith, scf
-from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, MemRefType, i64
+from xdsl.dialects import arith, memref, scf
+from xdsl.dialects.builtin import (
+    DenseArrayBase,
+    IntegerAttr,
+    IntegerType,
+    MemRefType,
+    i64,
+)
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import InsertPoint
@@ -90,20 +97,26 @@ from coconet_ir.lowering.fused_collectives import (
 )
 from coconet_ir.lowering.host import HostValues
 from coconet_ir.lowering.kernels import (
+    VECTOR_BYTES,
     Indexer,
     X,
+    binary,
+    combine,
     compute_type,
     constant,
     for_loop,
     from_compute,
+    if_else,
     index,
     linear,
     load,
+    load_lanes,
     memref_element,
     store,
     sum_of_products,
     to_compute,
 )
+from coconet_ir.lowering.kernels import lanes as kernel_lanes
 from coconet_ir.lowering.state import Lowering, replace_with_buffers
 
 
@@ -140,6 +153,12 @@ def dot(
     n = Ints(b)
     bounds = (n.c(0), n.c(depth), n.c(1))
     return sum_of_products(b, bounds, zero, (x, x_at), (w, w_at))
+
+
+def multiply(b: Builder, x: SSAValue, y: SSAValue) -> SSAValue:
+    """`x * y` in their type (integers wrap)."""
+    kind = arith.MuliOp if isinstance(x.type, IntegerType) else arith.MulfOp
+    return binary(b, kind, x, y)
 
 
 def tile_kernel(
@@ -283,8 +302,8 @@ class TilePlan(ABC, Generic[P]):
 
     @property
     @abstractmethod
-    def symmetric(self) -> list[tuple[str, int]]:
-        """The symmetric buffers: (name hint, elements)."""
+    def symmetric(self) -> list[tuple[str, int, Attribute]]:
+        """The symmetric buffers: (name hint, elements, element type)."""
 
     @property
     @abstractmethod
@@ -295,6 +314,15 @@ class TilePlan(ABC, Generic[P]):
     @abstractmethod
     def computed(self) -> int:
         """Tiles this rank computes per launch (the kernel's work items)."""
+
+    @property
+    def items(self) -> int:
+        """Work items per launch (a block each at a time): the tiles."""
+        return self.computed
+
+    resident: ClassVar[bool] = False
+    """Whether the launch's grid is capped to the kernel's occupancy
+    (`coco_gpu.grid_blocks ... resident`), not only to `COCO_BLOCKS_PER_SM`."""
 
     @abstractmethod
     def peer_bytes(self) -> int:
@@ -332,8 +360,8 @@ class AllToAllPlan(TilePlan[P]):
         return self.world * self.per_peer
 
     @property
-    def symmetric(self) -> list[tuple[str, int]]:
-        return [("recv", self.world * self.chunk)]
+    def symmetric(self) -> list[tuple[str, int, Attribute]]:
+        return [("recv", self.world * self.chunk, self.element)]
 
     @property
     def slots(self) -> int:
@@ -510,6 +538,25 @@ class AllToAllTiles:
 GEMV_TILE_ELEMENTS = 256
 """Elements of one GEMV output tile (rows x columns), at most."""
 
+GEMV_ITEMS = 1536
+"""Work items (slices of tiles) a GEMV launch aims for, at least: the grid is
+`coco::resident_blocks` (an H100's 132 SMs x 4 blocks of 256 threads = 528),
+and 1536 items are ~2.9 rounds of it at H = 12288 (48 tiles x 32 slices), so
+every block streams its share of the weights and the last round is 91% full
+(docs/gpu/tile-kernels.md, "GEMV + all_reduce")."""
+
+GEMV_MIN_SLICE_BYTES = 16 * 1024
+"""Weight bytes one work item streams, at least (a slice of a tile's
+columns): less would leave a block more bookkeeping than loads."""
+
+GEMV_ACCUMULATORS = 16
+"""Accumulators per thread at most (rows x vector lanes), so the kernel
+keeps its loads in flight in registers under `__launch_bounds__(256, 4)`."""
+
+GEMV_STEP_ROWS = 4
+"""Weight rows a thread loads per step, before it multiplies any: 4 loads
+of 16 bytes in flight per thread."""
+
 
 @dataclass(frozen=True)
 class GemvAllReduce(TilePlan[MatmulOp]):
@@ -517,10 +564,13 @@ class GemvAllReduce(TilePlan[MatmulOp]):
     cut along K, `w` along its rows: local partial sums) of at most
     `GEMV_ROWS` rows, then `all_reduce sum`. The output's columns are cut
     into `tiles` tiles of `rows x columns`; tile `c` is reduced by rank
-    `c mod N`."""
+    `c mod N`. Each tile's partial is computed in `slices` slices of the
+    rank's K (split-K: a work item is one slice of one tile), combined in
+    f32 by the block computing its last slice."""
 
     producers = (MatmulOp,)
     collective = AllReduceOp
+    resident = True
 
     @property
     def tiled(self) -> bool:
@@ -565,6 +615,62 @@ class GemvAllReduce(TilePlan[MatmulOp]):
         """Tiles each rank reduces (`C/N`: `tile_columns` makes N divide C)."""
         return self.tiles // self.world
 
+    @property
+    def vector(self) -> int:
+        """Weight columns a thread loads at once (one access of up to 16
+        bytes): a power of two dividing the tile's width, `rows x vector`
+        accumulators at most `GEMV_ACCUMULATORS`."""
+        widest = VECTOR_BYTES // self.element_bytes
+        return max(
+            v
+            for v in (1, 2, 4, 8, 16)
+            if v <= widest
+            and self.tile_columns % v == 0
+            and self.rows * v <= GEMV_ACCUMULATORS
+        )
+
+    @property
+    def step_rows(self) -> int:
+        """Weight rows a thread loads per step (`GEMV_STEP_ROWS`, or the
+        widest power of two dividing K/N): its `x` values are one vector per
+        row, `rows x step_rows` of them at most `GEMV_ACCUMULATORS`."""
+        return max(
+            u
+            for u in (1, 2, GEMV_STEP_ROWS)
+            if self.depth % u == 0 and (u == 1 or self.rows * u <= GEMV_ACCUMULATORS)
+        )
+
+    @property
+    def slices(self) -> int:
+        """Slices of K/N per tile (`S`): the fewest giving `GEMV_ITEMS` work
+        items, each slice whole steps and at least `GEMV_MIN_SLICE_BYTES` of
+        weights; as many as that allows on a smaller GEMV."""
+        depth, step = self.depth, self.step_rows
+        row_bytes = self.tile_columns * self.element_bytes
+        fits = [
+            s
+            for s in range(1, depth // step + 1)
+            if depth % s == 0
+            and (depth // s) % step == 0
+            and (s == 1 or depth // s * row_bytes >= GEMV_MIN_SLICE_BYTES)
+        ]
+        enough = [s for s in fits if self.computed * s >= GEMV_ITEMS]
+        return min(enough) if enough else max(fits)
+
+    @property
+    def slice_rows(self) -> int:
+        """Rows of K/N in one slice."""
+        return self.depth // self.slices
+
+    def lanes(self, threads: int) -> tuple[int, int]:
+        """How a block of `threads` threads shares a slice: `(across, down)`
+        lanes, `across` vectors side by side over the tile's width (a warp's
+        loads of one weight row are contiguous), `down` rows of lanes
+        taking the slice's steps in turn (no more rows than steps)."""
+        across = self.tile_columns // self.vector
+        steps = self.slice_rows // self.step_rows
+        return across, max(1, min(threads // across, steps))
+
     def peer_bytes(self) -> int:
         """Bytes this rank stores into each peer per launch: the partials of
         the peer's C/N tiles and the results of its own C/N (two-shot:
@@ -577,72 +683,131 @@ class GemvAllReduce(TilePlan[MatmulOp]):
         return self.world * self.per_rank
 
     @property
-    def symmetric(self) -> list[tuple[str, int]]:
+    def items(self) -> int:
+        """Work items per launch: each tile's slices."""
+        return self.computed * self.slices
+
+    @property
+    def symmetric(self) -> list[tuple[str, int, Attribute]]:
         size = self.rows * self.columns
-        return [("partials", self.world * size), ("gather", size)]
+        buffers = [
+            ("partials", self.world * size, self.element),
+            ("gather", size, self.element),
+        ]
+        if self.slices > 1:
+            sliced = self.tiles * (self.slices - 1) * self.tile
+            buffers.append(("slices", sliced, compute_type(self.element)))
+        return buffers
 
     @property
     def slots(self) -> int:
-        """READY (per source), PARTIAL (per source and tile), DONE (per tile)."""
-        return self.world + self.world * self.tiles + self.tiles
+        """READY (per source), PARTIAL (per source and tile), DONE (per
+        tile), SLICE (per tile and slice but its last)."""
+        return self.world + self.world * self.tiles + self.tiles * self.slices
 
     def build(self, lowering: Lowering, name: str) -> gpu.FuncOp:
         plan = self
         world, rows, cols = plan.world, plan.rows, plan.columns
-        depth, width, tile = plan.depth, plan.tile_columns, plan.tile
+        width, tile, slices = plan.tile_columns, plan.tile, plan.slices
         element = tensor_type(plan.producer.result).element_type
         acc_type = compute_type(element)
+        symmetric = [
+            (hint, MemRefType(t, [count])) for hint, count, t in plan.symmetric
+        ]
         func, b = tile_kernel(
             lowering,
             name,
             [
-                ("x", MemRefType(element, [rows * depth])),
-                ("w", MemRefType(element, [depth * cols])),
-                ("partials", MemRefType(element, [world * rows * cols])),
-                ("gather", MemRefType(element, [rows * cols])),
+                ("x", MemRefType(element, [rows * plan.depth])),
+                ("w", MemRefType(element, [plan.depth * cols])),
+                *symmetric,
                 ("out", MemRefType(element, [rows * cols])),
             ],
         )
-        rank, epoch, peers, ready, x, w, partials, gather, out = func.body.block.args
+        rank, epoch, peers, ready, x, w, partials, gather, *rest = func.body.block.args
+        *sliced, out = rest
+        down = plan.lanes(lowering.threads)[1]
+        red = func.add_workgroup_buffer(acc_type, down * tile)
+        red.name_hint = "lane_sums"
         tid, bid, bdim, gdim, leader = frame(b)
         n = Ints(b)
         partial_slots = n.add(ready, world)
         done = n.add(ready, world + world * plan.tiles)
+        slice_slots = n.add(ready, world + world * plan.tiles + plan.tiles)
         partial_slots.name_hint, done.name_hint = "partial_slots", "done_slots"
+        slice_slots.name_hint = "slice_slots"
+        aligned = plan.aligned(b, x, w)
 
         # 0. Block 0 opens this rank's buffers to every peer.
         open_to_peers(b, (leader, bid), (rank, peers, epoch), world, ready)
 
-        # 1. Partial tiles, destinations r+1, r+2, ..., r (own last); each
-        #    tile's partial goes to row r of its owner's partials at once.
-        items, item = for_loop(b, bid, n.c(plan.computed), gdim, "item")
+        # 1. Slices of partial tiles, destinations r+1, r+2, ..., r (own
+        #    last), a tile's slices one after another: each block sums its
+        #    slice per lane into `lane_sums`; the block of a tile's last
+        #    slice adds the others' (in slice order), rounds once and stores
+        #    the partial at row r of its owner's partials.
+        items, item = for_loop(b, bid, n.c(plan.items), gdim, "item")
         m = Ints(items)
-        step = m.add(m.div(item, plan.per_rank), 1)
+        t = m.div(item, slices)
+        s = m.rem(item, slices) if slices > 1 else m.c(0)
+        t.name_hint, s.name_hint = "t", "s"
+        step = m.add(m.div(t, plan.per_rank), 1)
         owner = m.rem(m.add(rank, step), world)
         owner.name_hint = "owner"
-        c = m.add(owner, m.mul(m.rem(item, plan.per_rank), world))
-        work = items
-        remote = work.insert(arith.CmpiOp(owner, rank, "ne")).result
-        wait = if_then(work, work.insert(arith.AndIOp(leader, remote)).result)
-        wait.insert(WaitSignalOp(peers, Ints(wait).add(ready, owner), epoch))
-        work.insert(gpu.BarrierOp())
-        target = work.insert(PeerViewOp(peers, partials, owner)).result
-        elements, e = for_loop(work, tid, m.c(tile), bdim, "e")
+        c = m.add(owner, m.mul(m.rem(t, plan.per_rank), world))
+        fast, safe = if_else(items, aligned)
+        plan.sum_slice(fast, (x, w, red), (c, s), True, lowering.threads)
+        plan.sum_slice(safe, (x, w, red), (c, s), False, lowering.threads)
+        items.insert(gpu.BarrierOp())
+        keep = slice_slots, m.add(m.mul(c, slices - 1), s)
+        if slices == 1:
+            last = items
+        else:
+            last, other = if_else(items, m.eq(s, slices - 1))
+            plan.keep_slice(other, (sliced[0], red, down), keep, (peers, rank, epoch))
+        direct = world == 1  # the partial is the result: into the output
+        remote = None if direct else last.insert(arith.CmpiOp(owner, rank, "ne")).result
+        if remote is not None:
+            wait = if_then(last, last.insert(arith.AndIOp(leader, remote)).result)
+            wait.insert(WaitSignalOp(peers, Ints(wait).add(ready, owner), epoch))
+        if slices > 1:
+            lead = if_then(last, leader)
+            waits, j = for_loop(
+                lead, Ints(lead).c(0), Ints(lead).c(slices - 1), Ints(lead).c(1), "j"
+            )
+            v = Ints(waits)
+            first = v.mul(c, slices - 1)
+            waits.insert(
+                WaitSignalOp(peers, v.add(slice_slots, v.add(first, j)), epoch)
+            )
+        last.insert(gpu.BarrierOp())
+        target = out if direct else last.insert(PeerViewOp(peers, partials, owner))
+        elements, e = for_loop(last, tid, Ints(last).c(tile), bdim, "e")
         q = Ints(elements)
-        row, column = tile_element(q, c, e, width)
-        total = dot(elements, (x, q.mul(row, depth)), (w, column, cols), depth)
+        total = constant(elements, 0, acc_type)
+        if slices > 1:
+            kept = q.mul(q.mul(c, slices - 1), tile)
+            total = plan.sum_over(
+                elements, sliced[0], (q.add(kept, e), tile), slices - 1, total
+            )
+        total = plan.sum_over(elements, red, (e, tile), down, total)
         value = from_compute(elements, total, element)
-        at = q.add(q.mul(rank, rows * cols), q.add(q.mul(row, cols), column))
-        store(elements, value, target, [at])
-        work.insert(gpu.BarrierOp())
-        lead = if_then(work, leader)
+        row, column = tile_element(q, c, e, width)
+        at = q.add(q.mul(row, cols), column)
+        if not direct:  # row r of the owner's partials
+            at = q.add(q.mul(rank, rows * cols), at)
+        store(elements, value, SSAValue.get(target), [at])
+        last.insert(gpu.BarrierOp())
+        lead = if_then(last, leader)
         lead.insert(TileComputedOp())
-        s = Ints(lead)
+        if remote is None:  # no all-reduce on one rank: steps 2 and 3 have no work
+            return func
+        h = Ints(lead)
         counted = if_then(lead, remote)
         counted.insert(
             CountPeerBytesOp(peers, owner, Ints(counted).c(tile * plan.element_bytes))
         )
-        slot = s.add(partial_slots, s.add(s.mul(rank, plan.tiles), c))
+        slot = h.add(partial_slots, h.add(h.mul(rank, plan.tiles), c))
         lead.insert(SignalOp(peers, owner, slot, epoch))
 
         # 2. This rank's tiles: wait for every rank's partial, reduce in rank
@@ -709,6 +874,145 @@ class GemvAllReduce(TilePlan[MatmulOp]):
         place = q.add(q.mul(row, cols), column)
         store(moving, load(moving, gather, [place]), out, [place])
         return func
+
+    def aligned(self, b: Builder, x: SSAValue, w: SSAValue) -> SSAValue:
+        """Whether `x` and `w` start where their vector loads may (a view
+        of a buffer may start anywhere; else the scalar loads)."""
+        n = Ints(b)
+        ok: list[SSAValue] = []
+        for buffer, count in ((x, self.step_rows), (w, self.vector)):
+            pointer = b.insert(memref.ExtractAlignedPointerAsIndexOp.get(buffer))
+            ok.append(
+                n.eq(n.rem(pointer.aligned_pointer, count * self.element_bytes), 0)
+            )
+        both = b.insert(arith.AndIOp(ok[0], ok[1])).result
+        both.name_hint = "aligned"
+        return both
+
+    def sum_slice(
+        self,
+        b: Builder,
+        buffers: tuple[SSAValue, SSAValue, SSAValue],
+        at: tuple[SSAValue, SSAValue],
+        vectors: bool,
+        threads: int,
+    ) -> None:
+        """Slice `s` of tile `c` (`at`) into the workgroup buffer `lane_sums`
+        (`buffers`: x, w, lane_sums), one row of the tile per row of lanes:
+        each lane `(g, l)` owns `vector` columns from `g·vector` and takes
+        the slice's steps `l, l + down, ...`; a step loads `step_rows` rows of
+        `w` (`vector` columns each: one 16-byte load with `vectors`, else
+        one load per element) and their `x`, then accumulates them in the
+        compute type."""
+        x, w, red = buffers
+        c, s = at
+        rows, cols, depth = self.rows, self.columns, self.depth
+        width, step = self.vector, self.step_rows
+        across, down = self.lanes(threads)
+        acc_type = compute_type(self.element)
+        tid = b.insert(gpu.ThreadIdOp(X)).result
+        bdim = b.insert(gpu.BlockDimOp(X)).result
+        n = Ints(b)
+        threads_loop, lane = for_loop(b, tid, n.c(across * down), bdim, "lane")
+        m = Ints(threads_loop)
+        g, row_lane = m.rem(lane, across), m.div(lane, across)
+        column = m.add(m.mul(c, self.tile_columns), m.mul(g, width))
+        first = m.mul(s, self.slice_rows)
+        count = rows * width
+        body = Block(arg_types=[index, *[acc_type] * count])
+        k_step, *accs = body.args
+        k_step.name_hint = "step"
+        for a in accs:
+            a.name_hint = "acc"
+        inner = Builder(InsertPoint.at_end(body))
+        i = Ints(inner)
+        k = i.add(first, i.mul(k_step, step))
+
+        def row_of(buffer: SSAValue, start: SSAValue, count: int) -> list[SSAValue]:
+            if vectors:
+                return kernel_lanes(inner, load_lanes(inner, buffer, start, count))
+            return [load(inner, buffer, [i.add(start, j)]) for j in range(count)]
+
+        weights = [
+            row_of(w, i.add(i.mul(i.add(k, u), cols), column), width)
+            for u in range(step)
+        ]
+        xs = [row_of(x, i.add(i.c(r * depth), k), step) for r in range(rows)]
+        sums: list[SSAValue] = list(accs)
+        for u in range(step):
+            ws = [to_compute(inner, v) for v in weights[u]]
+            for r in range(rows):
+                xv = to_compute(inner, xs[r][u])
+                for v in range(width):
+                    product = multiply(inner, xv, ws[v])
+                    at_ = r * width + v
+                    sums[at_] = combine(inner, "sum", sums[at_], product)
+        inner.insert(scf.YieldOp(*sums))
+        zero = constant(threads_loop, 0, acc_type)
+        loop = threads_loop.insert(
+            scf.ForOp(
+                row_lane,
+                m.c(self.slice_rows // step),
+                m.c(down),
+                [zero] * count,
+                body,
+            )
+        )
+        for r in range(rows):
+            for v in range(width):
+                place = m.add(
+                    m.mul(row_lane, self.tile),
+                    m.add(m.c(r * self.tile_columns), m.add(m.mul(g, width), v)),
+                )
+                store(threads_loop, loop.results[r * width + v], red, [place])
+
+    def sum_over(
+        self,
+        b: Builder,
+        buffer: SSAValue,
+        at: tuple[SSAValue, int],
+        count: int,
+        initial: SSAValue,
+    ) -> SSAValue:
+        """`initial + buffer[start] + buffer[start + stride] + ...`, `count`
+        terms in order (`at`: start, stride), in `initial`'s type."""
+        start, stride = at
+        terms = Block(arg_types=[index, initial.type])
+        j, acc = terms.args
+        j.name_hint, acc.name_hint = "j", "acc"
+        inner = Builder(InsertPoint.at_end(terms))
+        i = Ints(inner)
+        term = load(inner, buffer, [i.add(start, i.mul(j, stride))])
+        inner.insert(scf.YieldOp(combine(inner, "sum", acc, to_compute(inner, term))))
+        n = Ints(b)
+        return b.insert(
+            scf.ForOp(n.c(0), n.c(count), n.c(1), [initial], terms)
+        ).results[0]
+
+    def keep_slice(
+        self,
+        b: Builder,
+        buffers: tuple[SSAValue, SSAValue, int],
+        slot: tuple[SSAValue, SSAValue],
+        context: tuple[SSAValue, SSAValue, SSAValue],
+    ) -> None:
+        """A slice but a tile's last: its `down` lanes' sums (`buffers`:
+        slices, lane_sums, down) added up in lane order into its place
+        `index` of `slices`, then its own SLICE slot signalled (`slot`:
+        SLICE's first, index)."""
+        sliced, red, down = buffers
+        (base, index_), (peers, rank, epoch) = slot, context
+        tid = b.insert(gpu.ThreadIdOp(X)).result
+        bdim = b.insert(gpu.BlockDimOp(X)).result
+        n = Ints(b)
+        elements, e = for_loop(b, tid, n.c(self.tile), bdim, "e")
+        q = Ints(elements)
+        zero = constant(elements, 0, compute_type(self.element))
+        mine = self.sum_over(elements, red, (e, self.tile), down, zero)
+        store(elements, mine, sliced, [q.add(q.mul(index_, self.tile), e)])
+        b.insert(gpu.BarrierOp())
+        lead = if_then(b, b.insert(arith.CmpiOp(tid, n.c(0), "eq")).result)
+        lead.insert(SignalOp(peers, rank, Ints(lead).add(base, index_), epoch))
 
 
 GEMM_TILE_ELEMENTS = 1024
@@ -924,11 +1228,9 @@ def lower_tiles(
         more, collapsed = values.flat(buffer)
         host.extend([*ops, *more])
         operands.append(collapsed)
-    for hint, count in plan.symmetric:
-        size = count * plan.element_bytes
-        op = SymmetricBufferOp(
-            allocator.buffer(size), MemRefType(plan.element, [count])
-        )
+    for hint, count, element in plan.symmetric:
+        size = count * element_info(element).bytes
+        op = SymmetricBufferOp(allocator.buffer(size), MemRefType(element, [count]))
         op.result.name_hint = hint
         host.append(op)
         operands.append(op.result)
@@ -936,9 +1238,7 @@ def lower_tiles(
     more, out_flat = values.flat(out)
     host.extend([*ops, *more])
     operands.append(out_flat)
-    launch = tile_launch(
-        lowering, values, func, plan.computed, operands, plan.peer_bytes()
-    )
+    launch = tile_launch(lowering, values, func, plan, operands)
     work = fusion_work(fusion, lowering.world)
     launch[-1].attributes[WORK_ATTR] = DenseArrayBase.from_list(i64, work)
     host += launch
@@ -949,19 +1249,23 @@ def tile_launch(
     lowering: Lowering,
     values: HostValues,
     func: gpu.FuncOp,
-    items: int,
+    plan: TilePlan,
     operands: list[SSAValue],
-    peer_bytes: int,
 ) -> list[Operation]:
-    """The host op launching a tile kernel of `items` work items (a block
-    each, capped by `coco::grid_blocks`)."""
+    """The host ops launching a tile kernel of `plan.items` work items (a
+    block each, capped by `coco::grid_blocks`, and with `plan.resident` by
+    the kernel's occupancy: `coco::resident_blocks`)."""
     threads = lowering.threads
     one = values.index(1)
+    symbol = lowering.kernels.symbol_of(func)
+    host, blocks = values.launch_blocks(
+        plan.items * threads, threads, symbol if plan.resident else None
+    )
     launch = gpu.LaunchFuncOp.of(
-        lowering.kernels.symbol_of(func),
-        [values.grid_blocks(items * threads, threads), one, one],
+        symbol,
+        [blocks, one, one],
         [values.index(threads), one, one],
         operands,
     )
-    launch.attributes[PEER_BYTES_ATTR] = IntegerAttr(peer_bytes, i64)
-    return [launch]
+    launch.attributes[PEER_BYTES_ATTR] = IntegerAttr(plan.peer_bytes(), i64)
+    return [*host, launch]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import shutil
 from math import prod
+from pathlib import Path
 
 import fused_emulation
 import numpy as np
@@ -112,12 +113,17 @@ def test_thread_sanitizer():
 
 
 @pytestmark_emulation
-@pytest.mark.parametrize("program,waits", [("dlrm", 2), ("gemv", 3), ("moe", 2)])
+@pytest.mark.parametrize(
+    "program,waits,which",
+    [("dlrm", 2, -1), ("gemv", 3, -1), ("gemv_sliced", 4, 1), ("moe", 2, -1)],
+)
 def test_a_missing_tile_wait_is_caught(
-    monkeypatch: pytest.MonkeyPatch, program: str, waits: int
+    monkeypatch: pytest.MonkeyPatch, program: str, waits: int, which: int
 ):
-    """Without the tail's wait for a tile's counter, the copy races with the
-    peer's stores: ThreadSanitizer reports it (or the results differ)."""
+    """Without the tail's wait for a tile's counter (`which` -1), the copy
+    races with the peer's stores; without the GEMV's wait for a tile's other
+    slices (1), its last slice's block reads them before they are written:
+    ThreadSanitizer reports it (or the results differ)."""
     original = fused_emulation.cuda_source
 
     def without_tile_wait(lowered: ModuleOp) -> str:
@@ -125,13 +131,14 @@ def test_a_missing_tile_wait_is_caught(
         found = list(re.finditer(r"coco::wait_signal\(", text))
         if len(found) != waits:
             raise LookupError(f"{len(found)} waits in the kernel")
-        at = found[-1].start()  # the tail's
+        at = found[which].start()
         return text[:at] + "//" + text[at:]
 
     monkeypatch.setattr(fused_emulation, "cuda_source", without_tile_wait)
     module = {
         "dlrm": dlrm,
         "gemv": lambda: gemv(rows=2, k=256, m=64),
+        "gemv_sliced": lambda: gemv(rows=1, k=1024, m=256),
         "moe": lambda: moe(experts=4, tokens=4, hidden=64, ffn=32),
     }[program]()
     with pytest.raises((EmulationError, AssertionError)):
@@ -139,12 +146,13 @@ def test_a_missing_tile_wait_is_caught(
         assert_close(run, rtol=1e-4)
 
 
-NVCC_PROGRAMS = ("dlrm", "gemv", "moe")
+NVCC_PROGRAMS = ("dlrm", "gemv", "gemv_rows16", "moe")
 
 
 @pytest.fixture(scope="module")
 def nvcc_report(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """ptxas's report on the three fused programs (bf16, world 8), for sm_80
+    """ptxas's report on the three fused programs (bf16, world 8; and a GEMV
+    of 16 f32 rows, the most registers per thread), for sm_80
     and sm_90, from one nvcc call on them joined (`one_translation_unit`),
     the device code only (`device_only`), once per run (`once_per_run`)."""
     import subprocess
@@ -160,6 +168,7 @@ def nvcc_report(tmp_path_factory: pytest.TempPathFactory) -> str:
         modules = {
             "dlrm": dlrm("bf16", pooling="mean"),
             "gemv": gemv(4, 4096, 256, "bf16"),
+            "gemv_rows16": gemv(16, 4096, 256, "f32"),
             "moe": moe(element="bf16"),
         }
         sources = {
@@ -213,10 +222,13 @@ def gemv(rows=1, k=64, m=64, element="f32") -> ModuleOp:
     return cc.Pipeline("coco-fuse-collective")(cc.parse(text))
 
 
-def check_one_launch_equals_interpreter(module: ModuleOp, world: int, seed: int):
-    """The lowered fusion is one launch, no NCCL call, and its device IR
-    gives the interpreter's result (rtol 1e-5)."""
-    lowered = cc.Pipeline(f"convert-coco-to-gpu{{world={world}}}")(module)
+def check_one_launch_equals_interpreter(
+    module: ModuleOp, world: int, seed: int, threads: int = 256
+):
+    """The lowered fusion (`threads` a block) is one launch, no NCCL call,
+    and its device IR gives the interpreter's result (rtol 1e-5)."""
+    options = f"world={world} threads={threads}"
+    lowered = cc.Pipeline(f"convert-coco-to-gpu{{{options}}}")(module)
     assert len([op for op in lowered.walk() if op.name == "gpu.launch_func"]) == 1
     assert not [op for op in lowered.walk() if op.name.startswith("coco_gpu.nccl")]
     inputs = draw_inputs(module, world, seed=seed)
@@ -229,6 +241,55 @@ def check_one_launch_equals_interpreter(module: ModuleOp, world: int, seed: int)
 @pytest.mark.parametrize("world", [2, 4, 8])
 def test_gemv_device_ir_matches_the_interpreter(world: int):
     check_one_launch_equals_interpreter(gemv(rows=2, k=32, m=32), world, seed=5)
+
+
+@pytest.mark.parametrize("misaligned", [False, True])
+def test_gemv_split_k_device_ir_matches_the_interpreter(
+    monkeypatch: pytest.MonkeyPatch, misaligned: bool
+):
+    """Eight slices of K per tile (split-K, slices of any size allowed: the
+    block of a tile's last slice adds the others'), with the vector loads
+    and, on buffers that start off 16 bytes, the scalar loads."""
+    import device_eval
+
+    from coconet_ir.lowering import tile_collectives
+
+    monkeypatch.setattr(tile_collectives, "GEMV_MIN_SLICE_BYTES", 1)
+    module = gemv(rows=2, k=64, m=32)
+    (fusion,) = [op for op in module.walk() if isinstance(op, FusionOp)]
+    plan = GemvAllReduce.of(fusion, 2)
+    assert plan is not None and (plan.slices, plan.vector) == (8, 4)
+    if misaligned:
+        monkeypatch.setattr(device_eval, "POINTER_OFFSET", 4)
+    check_one_launch_equals_interpreter(module, 2, seed=6, threads=32)
+
+
+def test_gemv_on_one_rank_stores_straight_into_the_output(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """On one rank there is no all-reduce to do: the block of a tile's last
+    slice stores it into the output, and the kernel waits only for a tile's
+    other slices (no READY, PARTIAL or DONE wait, no peer view); the device
+    IR gives the interpreter's result."""
+    from coconet_ir.lowering import tile_collectives
+
+    monkeypatch.setattr(tile_collectives, "GEMV_MIN_SLICE_BYTES", 1)
+    module = gemv(rows=2, k=64, m=32)
+    lowered = cc.Pipeline("convert-coco-to-gpu{world=1 threads=32}")(module)
+    names = [op.name for op in lowered.walk()]
+    assert names.count("coco_gpu.wait_signal") == 1
+    assert "coco_gpu.peer_view" not in names
+    check_one_launch_equals_interpreter(module, 1, seed=8, threads=32)
+
+
+@pytestmark_emulation
+def test_gemv_on_one_rank_emulated():
+    """The printed kernel on one rank, 16 slices of K per tile, three calls:
+    the interpreter's result, one launch, nothing stored into a peer."""
+    run = emulate(gemv(rows=1, k=1024, m=64), 1, threads=32)
+    assert_close(run, rtol=1e-4)
+    assert launches_of(run, "fused") == CALLS
+    assert peer_bytes(run.stats, 1).sum() == 0
 
 
 @pytestmark_emulation
@@ -254,8 +315,10 @@ def test_gemv_one_launch_and_the_all_reduce_bytes(world, rows, k, m, element):
 
 
 @pytestmark_emulation
-def test_gemv_thread_sanitizer():
-    run = emulate(gemv(rows=2, k=256, m=64), 4, threads=8, sanitize="thread")
+@pytest.mark.parametrize("rows,k,m", [(2, 256, 64), (1, 1024, 256)])
+def test_gemv_thread_sanitizer(rows: int, k: int, m: int):
+    """One slice of K per tile, and (K = 1024) four."""
+    run = emulate(gemv(rows=rows, k=k, m=m), 4, threads=8, sanitize="thread")
     assert_close(run, rtol=1e-4)
 
 
@@ -451,3 +514,187 @@ def test_gemm_with_no_wide_tile_lowers_op_by_op():
     assert "coco_gpu.gemm" in names and "coco_gpu.nccl_all_to_all" in names
     wide = cc.Pipeline("convert-coco-to-gpu{world=4}")(moe(ffn=12))
     assert "coco_gpu.nccl_all_to_all" not in {op.name for op in wide.walk()}
+
+
+# ------------------------------------------------ GEMV at model size (static)
+
+H100_SMS = 132
+"""The SMs of an H100 (SXM) and an H200: the device the grid must fill."""
+
+REGISTERS_PER_SM = 65536
+SHARED_BYTES_PER_SM = 228 * 1024
+"""sm_90's registers and shared memory per SM (sm_80: 64 K and 164 KiB)."""
+
+
+def blocks_per_sm() -> int:
+    """`COCO_BLOCKS_PER_SM`, the runtime's cap on a grid's blocks per SM
+    (`coco::grid_blocks`), as coco_runtime.h defines it."""
+    from helpers import ROOT
+
+    header = ROOT / "coconet_ir/backend/cuda/runtime/coco_runtime.h"
+    found = re.search(r"#define COCO_BLOCKS_PER_SM (\d+)", header.read_text())
+    assert found is not None
+    return int(found[1])
+
+
+def gemv_at_model_size() -> ModuleOp:
+    """`examples/gemv_allreduce.py --model` (H = 12288, bf16), optimized
+    (the GEMV and its all_reduce fused) and lowered at world 1."""
+    from helpers import load_example
+
+    example = load_example("gemv_allreduce")
+    module = example.build(example.MODEL)
+    return cc.Pipeline("coco-optimize,convert-coco-to-gpu{world=1}")(module)
+
+
+def test_the_gemv_grid_covers_every_sm():
+    """The fused GEMV's launch at H = 12288 on one rank: a grid of
+    `coco::resident_blocks` over its work items (48 tiles x 32 slices of
+    K), which on a 132-SM device is `COCO_BLOCKS_PER_SM` blocks on every SM
+    (its occupancy allows as many: `test_the_gemv_kernel_at_model_size_...`),
+    each with about three items to stream; it was 48 blocks, one per tile."""
+    from coconet_ir.dialects import gpu
+    from coconet_ir.dialects.coco_gpu import GridBlocksOp
+
+    lowered = gemv_at_model_size()
+    (launch,) = [
+        op
+        for op in lowered.walk()
+        if isinstance(op, gpu.LaunchFuncOp) and "fused" in op.kernel.string_value()
+    ]
+    grid = launch.gridSizeX.owner
+    assert isinstance(grid, GridBlocksOp) and grid.kernel is not None  # resident
+    count, threads = (
+        op.value.value.data  # type: ignore[union-attr]
+        for op in (grid.count.owner, grid.threads.owner)
+    )
+    items = count // threads
+    assert items == 48 * 32
+    # coco::grid_blocks: the items, at most COCO_BLOCKS_PER_SM a SM;
+    # coco::resident_blocks caps that by the occupancy, >= COCO_BLOCKS_PER_SM.
+    blocks = min(items, H100_SMS * blocks_per_sm())
+    assert blocks == H100_SMS * blocks_per_sm() >= H100_SMS
+    assert items >= 2 * blocks
+
+
+@pytest.fixture(scope="module")
+def gemv_model_fatbin(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The model-size GEMV's device code for sm_90 (`device_only`) and
+    ptxas's report on it."""
+    import subprocess
+
+    from helpers import device_only
+
+    from coconet_ir.backend.cuda.toolchain import nvcc, nvcc_command
+
+    if nvcc() is None:
+        pytest.skip("needs nvcc")
+    directory = tmp_path_factory.mktemp("gemv_model")
+    source = directory / "gemv.cu"
+    source.write_text(fused_emulation.cuda_source(gemv_at_model_size()))
+    command = device_only(nvcc_command(source, "sm_90", directory / "gemv.o"))
+    done = subprocess.run([*command, "-Xptxas", "-v"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return directory / "gemv.fatbin", done.stderr
+
+
+GEMV_KERNEL = "gemv_allreduce_proj_fused_0"
+
+
+def test_the_gemv_kernel_at_model_size_has_no_spills_and_four_blocks_per_sm(
+    gemv_model_fatbin: tuple[Path, str],
+):
+    """ptxas, sm_90: no spills; registers and shared memory let
+    `COCO_BLOCKS_PER_SM` blocks of 256 threads share an SM, so the resident
+    grid is the whole `coco::grid_blocks` one."""
+    _, report = gemv_model_fatbin
+    found = re.search(
+        rf"entry function '{GEMV_KERNEL}' for 'sm_90'.*?(\d+) bytes spill stores, "
+        r"(\d+) bytes spill loads.*?Used (\d+) registers[^\n]*?(?:(\d+) bytes smem)?\n",
+        report,
+        re.DOTALL,
+    )
+    assert found is not None, report
+    stores, loads, registers, shared = (int(x or 0) for x in found.groups())
+    assert (stores, loads) == (0, 0)
+    assert registers * 256 * blocks_per_sm() <= REGISTERS_PER_SM
+    assert 0 < shared * blocks_per_sm() <= SHARED_BYTES_PER_SM
+
+
+def test_the_gemv_kernel_at_model_size_has_16_byte_loads_in_its_ptx(
+    tmp_path: Path,
+):
+    """The model-size kernel's PTX (sm_90): its weight loads are
+    `ld.global.v4.u32`, 16 bytes each (what ptxas makes LDG.E.128: the SASS
+    test below, where cuobjdump is at hand)."""
+    import subprocess
+
+    from coconet_ir.backend.cuda.toolchain import nvcc, nvcc_command
+
+    if nvcc() is None:
+        pytest.skip("needs nvcc")
+    source = tmp_path / "gemv.cu"
+    source.write_text(fused_emulation.cuda_source(gemv_at_model_size()))
+    command = nvcc_command(source, "sm_90", tmp_path / "gemv.o")
+    command[command.index("-c")] = "-ptx"
+    command[command.index("-o") + 1] = str(tmp_path / "gemv.ptx")
+    done = subprocess.run(command, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    ptx = (tmp_path / "gemv.ptx").read_text()
+    found = re.search(rf"\.entry {GEMV_KERNEL}\(.*?\n}}", ptx, re.DOTALL)
+    assert found is not None
+    loads = re.findall(r"ld\.global(?:\.nc)?\.v4\.(?:u32|b32|f32)", found[0])
+    assert len(loads) >= 8
+
+
+def cuobjdump() -> tuple[str, dict[str, str]] | None:
+    """cuobjdump and an environment where it finds nvdisasm: on PATH, beside
+    nvcc, or from NVIDIA's wheels (nvidia-cuda-cuobjdump, -nvdisasm) in this
+    Python's site-packages; None where there is none."""
+    import os
+    import site
+    import sys
+
+    from coconet_ir.backend.cuda.toolchain import nvcc
+
+    places = [Path(p) for p in os.environ.get("PATH", "").split(os.pathsep) if p]
+    compiler = nvcc()
+    if compiler is not None:
+        places.append(compiler.resolve().parent)
+    for root in [*site.getsitepackages(), sys.prefix]:
+        places.append(Path(root) / "nvidia" / "cu13" / "bin")
+    found = [p for p in places if (p / "cuobjdump").is_file()]
+    if not found:
+        return None
+    path = os.pathsep.join(str(p) for p in dict.fromkeys(places))
+    return str(found[0] / "cuobjdump"), {**os.environ, "PATH": path}
+
+
+def test_the_gemv_kernel_loads_the_weights_16_bytes_at_a_time(
+    gemv_model_fatbin: tuple[Path, str],
+):
+    """The SASS of the model-size kernel (sm_90): its weight loads are
+    LDG.E.128, several issued before the first FMA that uses them."""
+    import subprocess
+
+    tool = cuobjdump()
+    if tool is None:
+        pytest.skip("needs cuobjdump")
+    fatbin, _ = gemv_model_fatbin
+    command, env = tool
+    done = subprocess.run(
+        [command, "-sass", "-fun", GEMV_KERNEL, str(fatbin)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    sass = [line for line in done.stdout.splitlines() if "/*" in line]
+    wide = [i for i, line in enumerate(sass) if "LDG.E.128" in line]
+    assert len(wide) >= 8, done.stdout
+    # The loop's loads: at least four 16-byte loads before the next FFMA.
+    runs = [
+        next((j for j in range(i, len(sass)) if "FFMA" in sass[j]), len(sass))
+        for i in wide
+    ]
+    assert max(sum(1 for w in wide if i <= w < r) for i, r in zip(wide, runs)) >= 4
