@@ -33,6 +33,7 @@ from coconet_ir.dialects.coco import (
 from coconet_ir.dialects.coco_gpu import WORK_ATTR
 from coconet_ir.lowering.bufferize import local_shape
 from coconet_ir.lowering.kernels import (
+    VECTOR_BYTES,
     Indexer,
     KernelSite,
     combine,
@@ -46,10 +47,12 @@ from coconet_ir.lowering.kernels import (
     launch,
     linear,
     load,
+    load_lanes,
     reduce_identity,
     store,
     to_compute,
 )
+from coconet_ir.lowering.kernels import lanes as kernel_lanes
 
 
 @dataclass(frozen=True)
@@ -134,6 +137,47 @@ def emit_pooled(
 ) -> SSAValue:
     """Element `(t, bag, d)` of this rank's result block, from the flat
     per-rank `tables` and `indices` buffers."""
+    (value,) = emit_pooled_lanes(b, lookup, (tables, indices, rank), (t, bag, d))
+    return value
+
+
+def vector_of(lookup: EmbeddingLookup) -> int:
+    """Elements of a table row one thread loads at once: `VECTOR_BYTES` of
+    them where a row (D elements) is whole vectors, else 1."""
+    width = lookup.shape(lookup.tables)[2]
+    size = element_info(lookup.result.element_type).bytes
+    fits = VECTOR_BYTES // size
+    return fits if (width * size) % VECTOR_BYTES == 0 else 1
+
+
+def unroll_of(lookup: EmbeddingLookup) -> int:
+    """Indices of a bag a thread takes per step (`POOL_UNROLL`, or the widest
+    power of two dividing L): their rows' loads are in flight together."""
+    length = lookup.shape(lookup.indices)[2]
+    return max(u for u in (1, 2, 4, POOL_UNROLL) if length % u == 0)
+
+
+POOL_UNROLL = 8
+"""Indices a thread pools per step at most: with 16-byte rows, 8 loads of
+16 bytes in flight per thread (128 bytes; 32 KiB a block of 256)."""
+
+
+def emit_pooled_lanes(
+    b: Builder,
+    lookup: EmbeddingLookup,
+    buffers: tuple[SSAValue, SSAValue, SSAValue | None],
+    at: tuple[SSAValue, SSAValue, SSAValue],
+    vector: int = 1,
+    unroll: int = 1,
+) -> list[SSAValue]:
+    """Elements `(t, bag, d .. d + vector)` of this rank's result block, from
+    the flat per-rank `tables` and `indices` buffers (`buffers`: tables,
+    indices, rank): a loop over the bag's indices, `unroll` a step (each
+    step checks its indices, then loads their rows, `vector` elements in one
+    load: `d` a multiple of `vector`, `tables` aligned to its size), one
+    accumulator per element in the compute type."""
+    tables, indices, rank = buffers
+    t, bag, d = at
     table_count, rows, _ = lookup.shape(lookup.tables)
     _, bags, length = lookup.shape(lookup.indices)
     global_rows = lookup.tables.dims[1]
@@ -158,14 +202,12 @@ def emit_pooled(
         assert rank is not None
         first_row = b.insert(arith.MuliOp(rank, index_constant(b, rows))).result
 
-    body = Block(arg_types=[index, acc_type])
-    position, acc = body.args
-    position.name_hint, acc.name_hint = "l", "acc"
+    body = Block(arg_types=[index, *[acc_type] * vector])
+    step, *accs = body.args
+    step.name_hint = "l" if unroll == 1 else "step"
+    for acc in accs:
+        acc.name_hint = "acc"
     inner = Builder(InsertPoint.at_end(body))
-    at = linear(inner, [t_index, bag, position], (table_count, bags, length))
-    raw = load(inner, indices, [at])
-    row = inner.insert(arith.IndexCastOp(raw, index)).result
-    row.name_hint = "row"
 
     def within(value: SSAValue, bound: int) -> SSAValue:
         zero = index_constant(inner, 0)
@@ -173,39 +215,76 @@ def emit_pooled(
         upper = inner.insert(arith.CmpiOp(value, index_constant(inner, bound), "slt"))
         return inner.insert(arith.AndIOp(lower, upper.result)).result
 
-    valid = within(row, global_rows)
-    named = f" {lookup.name!r}" if lookup.name else ""
-    message = f"'coco.embedding' op{named}: an index is out of range [0, {global_rows})"
-    inner.insert(cf.AssertOp(valid, message))
-    local_row = row
-    owned = valid
-    if first_row is not None:
-        local_row = inner.insert(arith.SubiOp(row, first_row)).result
-        owned = within(local_row, rows)
+    def row_at(position: SSAValue) -> tuple[SSAValue, SSAValue]:
+        """The checked row of index `position` of the bag, in this rank's
+        part of the table (row 0 where it does not hold it), and whether it
+        holds it."""
+        at = linear(inner, [t_index, bag, position], (table_count, bags, length))
+        raw = load(inner, indices, [at])
+        row = inner.insert(arith.IndexCastOp(raw, index)).result
+        row.name_hint = "row"
+        valid = within(row, global_rows)
+        named = f" {lookup.name!r}" if lookup.name else ""
+        message = (
+            f"'coco.embedding' op{named}: an index is out of range [0, {global_rows})"
+        )
+        inner.insert(cf.AssertOp(valid, message))
+        local_row = row
+        owned = valid
+        if first_row is not None:
+            local_row = inner.insert(arith.SubiOp(row, first_row)).result
+            owned = within(local_row, rows)
+        # A row this rank does not hold is read at row 0 and replaced by the
+        # identity: no divergent branch, and every read in bounds.
+        safe = inner.insert(arith.SelectOp(owned, local_row, index_constant(inner, 0)))
+        return safe.result, owned
 
-    # A row this rank does not hold is read at row 0 and replaced by the
-    # identity: no divergent branch, and every read in bounds.
-    safe = inner.insert(arith.SelectOp(owned, local_row, index_constant(inner, 0)))
+    if unroll == 1:
+        checked = [row_at(step)]
+    else:
+        first = inner.insert(arith.MuliOp(step, index_constant(inner, unroll))).result
+        checked = [
+            row_at(inner.insert(arith.AddiOp(first, index_constant(inner, u))).result)
+            for u in range(unroll)
+        ]
     width = lookup.shape(lookup.tables)[2]
-    at = linear(inner, [t_table, safe.result, d], (table_count, rows, width))
-    read = to_compute(inner, load(inner, tables, [at]))
-    identity_value = constant(inner, identity, acc_type)
-    value = inner.insert(arith.SelectOp(owned, read, identity_value)).result
-    inner.insert(scf.YieldOp(combine(inner, lookup.kind, acc, value)))
+    reads = [
+        kernel_lanes(
+            inner,
+            load_lanes(
+                inner,
+                tables,
+                linear(inner, [t_table, safe, d], (table_count, rows, width)),
+                vector,
+            ),
+        )
+        for safe, _ in checked
+    ]
+    sums: list[SSAValue] = list(accs)
+    for (_, owned), read in zip(checked, reads, strict=True):
+        for j, lane in enumerate(read):
+            value = to_compute(inner, lane)
+            identity_value = constant(inner, identity, acc_type)
+            value = inner.insert(arith.SelectOp(owned, value, identity_value)).result
+            sums[j] = combine(inner, lookup.kind, sums[j], value)
+    inner.insert(scf.YieldOp(*sums))
     start = constant(b, identity, acc_type)
-    total = b.insert(
+    totals = b.insert(
         scf.ForOp(
             index_constant(b, 0),
-            index_constant(b, length),
+            index_constant(b, length // unroll),
             index_constant(b, 1),
-            [start],
+            [start] * vector,
             body,
         )
-    ).results[0]
-    if lookup.pooling == "mean":
-        count = constant(b, length, acc_type)
-        total = b.insert(arith.DivfOp(total, count)).result
-    return from_compute(b, total, element)
+    ).results
+    values: list[SSAValue] = []
+    for total in totals:
+        if lookup.pooling == "mean":
+            count = constant(b, length, acc_type)
+            total = b.insert(arith.DivfOp(total, count)).result
+        values.append(from_compute(b, total, element))
+    return values
 
 
 def embedding_kernel(

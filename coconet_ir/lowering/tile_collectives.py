@@ -87,7 +87,13 @@ from coconet_ir.dialects.coco_gpu import (
     TileComputedOp,
     WaitSignalOp,
 )
-from coconet_ir.lowering.embedding import EmbeddingLookup, emit_pooled
+from coconet_ir.lowering.embedding import (
+    EmbeddingLookup,
+    emit_pooled,
+    emit_pooled_lanes,
+    unroll_of,
+    vector_of,
+)
 from coconet_ir.lowering.fused_collectives import (
     Ints,
     SymmetricAllocator,
@@ -106,6 +112,7 @@ from coconet_ir.lowering.kernels import (
     constant,
     for_loop,
     from_compute,
+    from_lanes,
     if_else,
     index,
     linear,
@@ -113,6 +120,7 @@ from coconet_ir.lowering.kernels import (
     load_lanes,
     memref_element,
     store,
+    store_lanes,
     sum_of_products,
     to_compute,
 )
@@ -374,14 +382,23 @@ class AllToAllPlan(TilePlan[P]):
         )
 
 
+EMBEDDING_TILE_ELEMENTS = 2048
+"""Elements of one embedding tile at most (whole bags of one table for one
+destination): a block of 256 threads pools it in one pass of 8 elements a
+thread, and the model's 64 tables of 2048 bags are 8192 work items, not 64
+(docs/gpu/tile-kernels.md, "Embedding + all_to_all")."""
+
+
 @dataclass(frozen=True)
 class EmbeddingAllToAll(AllToAllPlan[EmbeddingOp]):
     """The plan of an embedding + all_to_all fusion: table-parallel lookup
     (`tables` and the result cut along the tables), then `all_to_all` to the
-    batch split."""
+    batch split. A tile is `bag_tile` bags of one table for one destination;
+    each table's `B'` bags for a destination are `B' / bag_tile` tiles."""
 
     producers = (EmbeddingOp,)
     collective = AllToAllOp
+    resident = True
 
     @cached_property
     def lookup(self) -> EmbeddingLookup:
@@ -402,14 +419,27 @@ class EmbeddingAllToAll(AllToAllPlan[EmbeddingOp]):
         return tensor_type(self.producer.result).dims[2]
 
     @property
+    def bag_tile(self) -> int:
+        """Bags per tile: the most dividing `B'` in `EMBEDDING_TILE_ELEMENTS`
+        (one, for rows wider than that)."""
+        limit = max(1, EMBEDDING_TILE_ELEMENTS // self.width)
+        return max(c for c in range(1, min(limit, self.bags) + 1) if self.bags % c == 0)
+
+    @property
+    def chunks(self) -> int:
+        """Tiles per table and destination (`B' / bag_tile`)."""
+        return self.bags // self.bag_tile
+
+    @property
     def tile(self) -> int:
-        """Elements of one tile: one table's bags for one destination."""
-        return self.bags * self.width
+        """Elements of one tile: `bag_tile` bags of one table."""
+        return self.bag_tile * self.width
 
     @property
     def per_peer(self) -> int:
-        """A tile per table of the rank (`T'`)."""
-        return self.tables
+        """Tiles per destination: `T' x chunks`, a table's in bag order (a
+        destination's part is laid out as before: table, bag, element)."""
+        return self.tables * self.chunks
 
     def build(self, lowering: Lowering, name: str) -> gpu.FuncOp:
         plan = self
@@ -430,27 +460,66 @@ class EmbeddingAllToAll(AllToAllPlan[EmbeddingOp]):
             ],
         )
         rank, epoch, peers, slots, tables, indices, recv, out = func.body.block.args
-        tile, per_rank = plan.tile, plan.tables
+        tile, per_peer = plan.tile, plan.per_peer
+        vector, unroll = vector_of(plan.lookup), unroll_of(plan.lookup)
+        reads = (tables, indices, rank)
+
+        def element_of(
+            b: Builder, peer: SSAValue, t: SSAValue, e: SSAValue
+        ) -> tuple[tuple[SSAValue, SSAValue, SSAValue], SSAValue]:
+            # Tile `t` is bags `c·bag_tile ..` of table `t / chunks`; element
+            # `e` is bag `peer·B' + c·bag_tile + e / D`, at table r·T' + t
+            # (the output's place for the own part, the peer's receive
+            # buffer's).
+            q = Ints(b)
+            table, first = t, q.mul(peer, plan.bags)
+            if plan.chunks > 1:
+                table = q.div(t, plan.chunks)
+                first = q.add(first, q.mul(q.rem(t, plan.chunks), plan.bag_tile))
+            bag = q.add(first, q.div(e, plan.width))
+            d = q.rem(e, plan.width)
+            at = q.add(q.mul(q.add(q.mul(rank, per_peer), t), tile), e)
+            return (table, bag, d), at
 
         def value_of(
             b: Builder, peer: SSAValue, t: SSAValue, e: SSAValue
         ) -> tuple[SSAValue, SSAValue]:
-            # Bag `peer·B' + e / D` of table `t`, at table r·T' + t (the
-            # output's place for the own part, the peer's receive buffer's).
-            q = Ints(b)
-            bag = q.add(q.mul(peer, plan.bags), q.div(e, plan.width))
-            d = q.rem(e, plan.width)
-            value = emit_pooled(b, plan.lookup, tables, indices, rank, t, bag, d)
-            return value, q.add(q.mul(q.add(q.mul(rank, per_rank), t), tile), e)
+            (table, bag, d), at = element_of(b, peer, t, e)
+            value = emit_pooled(b, plan.lookup, tables, indices, rank, table, bag, d)
+            return value, at
+
+        def lanes_of(
+            b: Builder, peer: SSAValue, t: SSAValue, e: SSAValue
+        ) -> tuple[list[SSAValue], SSAValue]:
+            place, at = element_of(b, peer, t, e)
+            values = emit_pooled_lanes(b, plan.lookup, reads, place, vector, unroll)
+            return values, at
 
         def place(b: Builder, source: SSAValue, t: SSAValue, e: SSAValue) -> SSAValue:
             q = Ints(b)
-            return q.add(q.mul(q.add(q.mul(source, per_rank), t), tile), e)
+            return q.add(q.mul(q.add(q.mul(source, per_peer), t), tile), e)
 
+        fast = None
+        if vector > 1:
+            fast = VectorTiles(aligned(b, [tables, recv, out]), vector, lanes_of)
         plan.exchange().build(
-            b, (rank, epoch, peers, slots, recv, out), value_of, place
+            b, (rank, epoch, peers, slots, recv, out), value_of, place, fast
         )
         return func
+
+
+def aligned(b: Builder, buffers: Sequence[SSAValue]) -> SSAValue:
+    """Whether every one of `buffers` starts on a `VECTOR_BYTES` boundary (a
+    view of a buffer may start anywhere: then the scalar path)."""
+    n = Ints(b)
+    ok: SSAValue | None = None
+    for buffer in buffers:
+        pointer = b.insert(memref.ExtractAlignedPointerAsIndexOp.get(buffer))
+        here = n.eq(n.rem(pointer.aligned_pointer, VECTOR_BYTES), 0)
+        ok = here if ok is None else b.insert(arith.AndIOp(ok, here)).result
+    assert ok is not None
+    ok.name_hint = "aligned"
+    return ok
 
 
 TileValue = Callable[[Builder, SSAValue, SSAValue, SSAValue], tuple[SSAValue, SSAValue]]
@@ -460,6 +529,24 @@ TileValue = Callable[[Builder, SSAValue, SSAValue, SSAValue], tuple[SSAValue, SS
 TilePlace = Callable[[Builder, SSAValue, SSAValue, SSAValue], SSAValue]
 """`(elements, source, t, e) -> at`: where element `e` of `source`'s tile `t`
 sits in the receive buffer and the output."""
+
+TileLanes = Callable[
+    [Builder, SSAValue, SSAValue, SSAValue], tuple[list[SSAValue], SSAValue]
+]
+"""`(elements, peer, t, e) -> (values, at)`: elements `e ..` of tile `t` for
+`peer` (as many as the vector's lanes), and the index of the first."""
+
+
+@dataclass(frozen=True)
+class VectorTiles:
+    """The vector path of an all_to_all tile kernel: where `aligned` holds
+    (its buffers start on 16-byte boundaries), each thread computes and
+    stores `vector` consecutive elements of a tile at once (`lanes_of`),
+    and the tail copies 16 bytes at a time; else the scalar path."""
+
+    aligned: SSAValue
+    vector: int
+    lanes_of: TileLanes
 
 
 @dataclass
@@ -482,9 +569,11 @@ class AllToAllTiles:
         args: tuple[SSAValue, SSAValue, SSAValue, SSAValue, SSAValue, SSAValue],
         value_of: TileValue,
         place: TilePlace,
+        fast: VectorTiles | None = None,
     ) -> None:
         """Steps 1 to 3 into kernel body `b`; `args` are the kernel's rank,
-        epoch, peers, first slot, receive buffer and output."""
+        epoch, peers, first slot, receive buffer and output; with `fast`,
+        its vector path where its buffers are aligned."""
         rank, epoch, peers, ready, recv, out = args
         tid, bid, bdim, gdim, leader = frame(b)
         n = Ints(b)
@@ -506,11 +595,29 @@ class AllToAllTiles:
         wait.insert(WaitSignalOp(peers, Ints(wait).add(ready, peer), epoch))
         items.insert(gpu.BarrierOp())
         target = items.insert(PeerViewOp(peers, recv, peer)).result
-        elements, e = for_loop(items, tid, m.c(self.tile), bdim, "e")
-        value, at = value_of(elements, peer, t, e)
-        own = if_then(elements, elements.insert(arith.CmpiOp(peer, rank, "eq")).result)
-        store(own, value, out, [at])
-        store(if_then(elements, remote), value, target, [at])
+
+        def scalar(
+            b: Builder, peer: SSAValue, t: SSAValue, e: SSAValue
+        ) -> tuple[list[SSAValue], SSAValue]:
+            value, at = value_of(b, peer, t, e)
+            return [value], at
+
+        def fill(where: Builder, width: int, of: TileLanes) -> None:
+            elements, e = self.units(where, (tid, bdim), width)
+            values, at = of(elements, peer, t, e)
+            value = from_lanes(elements, values)
+            own = if_then(
+                elements, elements.insert(arith.CmpiOp(peer, rank, "eq")).result
+            )
+            store_lanes(own, value, out, at)
+            store_lanes(if_then(elements, remote), value, target, at)
+
+        if fast is None:
+            fill(items, 1, scalar)
+        else:
+            wide, narrow = if_else(items, fast.aligned)
+            fill(wide, fast.vector, fast.lanes_of)
+            fill(narrow, 1, scalar)
         items.insert(gpu.BarrierOp())
         if_then(items, leader).insert(TileComputedOp())
         signal = if_then(items, items.insert(arith.AndIOp(leader, remote)).result)
@@ -530,9 +637,29 @@ class AllToAllTiles:
         slot = h.add(tiles, h.add(h.mul(source, per_peer), t))
         lead.insert(WaitSignalOp(peers, slot, epoch))
         copies.insert(gpu.BarrierOp())
-        moving, e = for_loop(copies, tid, m.c(self.tile), bdim, "e")
-        at = place(moving, source, t, e)
-        store(moving, load(moving, recv, [at]), out, [at])
+
+        def move(where: Builder, width: int) -> None:
+            moving, e = self.units(where, (tid, bdim), width)
+            at = place(moving, source, t, e)
+            store_lanes(moving, load_lanes(moving, recv, at, width), out, at)
+
+        if fast is None:
+            move(copies, 1)
+        else:
+            wide, narrow = if_else(copies, fast.aligned)
+            move(wide, fast.vector)
+            move(narrow, 1)
+
+    def units(
+        self, b: Builder, threads: tuple[SSAValue, SSAValue], width: int
+    ) -> tuple[Builder, SSAValue]:
+        """The block's loop over a tile `width` elements a thread at a time
+        (`threads`: tid, block size): its body and the first element."""
+        tid, bdim = threads
+        if width == 1:
+            return for_loop(b, tid, Ints(b).c(self.tile), bdim, "e")
+        loop, u = for_loop(b, tid, Ints(b).c(self.tile // width), bdim, "u")
+        return loop, Ints(loop).mul(u, width)
 
 
 GEMV_TILE_ELEMENTS = 256

@@ -40,8 +40,9 @@ func.func @dlrm(%t: !coco.tensor<8x16x8xELT, sliced<0>>, %i: !coco.tensor<8x8x3x
 """  # noqa: E501
 
 
-def dlrm(element="f32", indices="sliced<0>", pooling="sum") -> ModuleOp:
+def dlrm(element="f32", indices="sliced<0>", pooling="sum", length=3) -> ModuleOp:
     text = DLRM.replace("ELT", element).replace("IDX", indices)
+    text = text.replace("8x8x3xi32", f"8x8x{length}xi32")
     return cc.Pipeline("coco-fuse-collective")(cc.parse(text.replace("POOL", pooling)))
 
 
@@ -77,6 +78,45 @@ def test_device_ir_matches_the_interpreter(world: int, indices: str):
     np.testing.assert_array_equal(got, expected)
 
 
+@pytest.mark.parametrize("pooling", ["sum", "mean", "max"])
+@pytest.mark.parametrize("misaligned", [False, True])
+def test_bag_tiles_device_ir_matches_the_interpreter(
+    monkeypatch: pytest.MonkeyPatch, pooling: str, misaligned: bool
+):
+    """Tiles of one bag (`EMBEDDING_TILE_ELEMENTS` = D): B' tiles per table
+    and destination; a row of 8 f32 is two 16-byte vectors, 4 indices a
+    bag are pooled 4 at a time; on buffers that start off 16 bytes, the
+    scalar path."""
+    import device_eval
+
+    from coconet_ir.lowering import embedding, tile_collectives
+
+    monkeypatch.setattr(tile_collectives, "EMBEDDING_TILE_ELEMENTS", 8)
+    module = dlrm(pooling=pooling, length=4)
+    (fusion,) = [op for op in module.walk() if isinstance(op, FusionOp)]
+    plan = EmbeddingAllToAll.of(fusion, 2)
+    assert plan is not None
+    assert (plan.bag_tile, plan.chunks, plan.per_peer, plan.tile) == (1, 4, 16, 8)
+    assert plan.peer_bytes() == 4 * 4 * 8 * 4  # T' x B' x D f32, as before
+    vectors = embedding.vector_of(plan.lookup), embedding.unroll_of(plan.lookup)
+    assert vectors == (4, 4)
+    if misaligned:
+        monkeypatch.setattr(device_eval, "POINTER_OFFSET", 4)
+    check_one_launch_equals_interpreter(module, 2, seed=7, threads=32)
+
+
+def test_rows_not_whole_vectors_have_only_the_scalar_path():
+    """D = 3 f32 (12 bytes a row): no vector loads, no alignment check."""
+    text = DLRM.replace("ELT", "f32").replace("IDX", "sliced<0>")
+    text = text.replace("POOL", "sum").replace("x8xf32", "x3xf32")
+    module = cc.Pipeline("coco-fuse-collective")(cc.parse(text))
+    lowered = cc.Pipeline("convert-coco-to-gpu{world=4}")(module)
+    names = {op.name for op in lowered.walk()}
+    assert "gpu.launch_func" in names and "vector.load" not in names
+    assert "memref.extract_aligned_pointer_as_index" not in names
+    check_one_launch_equals_interpreter(module, 4, seed=9, threads=32)
+
+
 pytestmark_emulation = pytest.mark.skipif(
     shutil.which("g++") is None, reason="needs g++"
 )
@@ -104,6 +144,45 @@ def test_one_launch_and_the_all_to_all_bytes(world, element, indices, pooling):
     for r in range(world):
         for p in range(world):
             assert within[r, p] == (0 if p == r else CALLS * block // world)
+
+
+@pytestmark_emulation
+@pytest.mark.parametrize("world", [1, 4])
+def test_bag_tiles_under_the_emulator(monkeypatch: pytest.MonkeyPatch, world: int):
+    """Tiles of two bags, rows of 8 bf16 (one 16-byte vector), 4 indices
+    pooled at once: the interpreter's result, one launch a call, and each
+    rank's part of the all_to_all, exactly, into each peer."""
+    from coconet_ir.lowering import tile_collectives
+
+    monkeypatch.setattr(tile_collectives, "EMBEDDING_TILE_ELEMENTS", 16)
+    run = emulate(dlrm("bf16", pooling="mean", length=4), world, threads=16)
+    assert_close(run, rtol=1e-2)
+    assert launches_of(run, "fused") == CALLS * world
+    block = 8 // world * 8 * 8 * 2
+    within = peer_bytes(run.stats, world)
+    for r in range(world):
+        for p in range(world):
+            assert within[r, p] == (0 if p == r else CALLS * block // world)
+
+
+@pytestmark_emulation
+def test_an_index_out_of_range_stops_the_vector_path():
+    """The fused kernel's 16-byte path checks every index before it loads
+    the rows: one out of range stops it with the op's message."""
+    from coconet_ir.emulate import emulate as emulate_program
+
+    module = dlrm(length=4)
+    tables = np.ones((8, 16, 8), np.float32)
+    indices = np.zeros((8, 8, 4), np.int32)
+    indices[5, 3, 2] = 16
+    with pytest.raises(cc.CocoError, match=r"an index is out of range \[0, 16\)"):
+        emulate_program(
+            module,
+            2,
+            passes="",
+            inputs={"dlrm.arg0": tables, "dlrm.arg1": indices},
+            threads=32,
+        )
 
 
 @pytestmark_emulation
@@ -698,3 +777,151 @@ def test_the_gemv_kernel_loads_the_weights_16_bytes_at_a_time(
         for i in wide
     ]
     assert max(sum(1 for w in wide if i <= w < r) for i, r in zip(wide, runs)) >= 4
+
+
+# --------------------------------------- embedding at model size (static)
+
+DLRM_KERNEL = "dlrm_embedding_lookup_fused_0"
+
+
+def dlrm_at_model_size() -> ModuleOp:
+    """`examples/dlrm_embedding.py --model` (64 tables of 1M x 128 bf16,
+    2048 bags of 32), optimized (the lookup and its all_to_all fused) and
+    lowered at world 1."""
+    from helpers import load_example
+
+    example = load_example("dlrm_embedding")
+    module = example.build(example.MODEL)
+    return cc.Pipeline("coco-optimize,convert-coco-to-gpu{world=1}")(module)
+
+
+def test_the_embedding_plan_at_model_size():
+    """Tiles of 16 bags (2048 elements: one pass of a 256-thread block, 8
+    bf16 a thread), 128 per table: 8192 work items at world 1 (1024 on each
+    of 8 ranks), not 64; rows of 128 bf16 are 16 vectors of 16 bytes, and a
+    thread pools 8 indices a step."""
+    from helpers import load_example
+
+    from coconet_ir.lowering.embedding import unroll_of, vector_of
+
+    example = load_example("dlrm_embedding")
+    module = cc.Pipeline("coco-optimize")(example.build(example.MODEL))
+    (fusion,) = [op for op in module.walk() if isinstance(op, FusionOp)]
+    for world, items in ((1, 8192), (8, 1024)):
+        plan = EmbeddingAllToAll.of(fusion, world)
+        assert plan is not None and plan.resident
+        assert (plan.bag_tile, plan.tile, plan.items) == (16, 2048, items)
+        assert plan.peer_bytes() == 64 // world * 2048 // world * 128 * 2
+        assert (vector_of(plan.lookup), unroll_of(plan.lookup)) == (8, 8)
+
+
+def test_the_embedding_grid_covers_every_sm():
+    """The fused lookup's launch at model size on one rank: a grid of
+    `coco::resident_blocks` over 8192 work items, which on a 132-SM device
+    is `COCO_BLOCKS_PER_SM` blocks on every SM (its occupancy allows as
+    many: the ptxas test below); it was 64 blocks, one per table."""
+    from coconet_ir.dialects import gpu
+    from coconet_ir.dialects.coco_gpu import GridBlocksOp
+
+    lowered = dlrm_at_model_size()
+    (launch,) = [
+        op
+        for op in lowered.walk()
+        if isinstance(op, gpu.LaunchFuncOp) and "fused" in op.kernel.string_value()
+    ]
+    grid = launch.gridSizeX.owner
+    assert isinstance(grid, GridBlocksOp) and grid.kernel is not None  # resident
+    count, threads = (
+        op.value.value.data  # type: ignore[union-attr]
+        for op in (grid.count.owner, grid.threads.owner)
+    )
+    assert (count // threads, threads) == (8192, 256)
+    blocks = min(count // threads, H100_SMS * blocks_per_sm())
+    assert blocks == H100_SMS * blocks_per_sm() >= H100_SMS
+    assert count // threads >= 8 * blocks
+
+
+@pytest.fixture(scope="module")
+def dlrm_model_build(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The model-size lookup's device code for sm_90 (`device_only`), its
+    PTX, and ptxas's report on it: (directory, report)."""
+    import subprocess
+
+    from helpers import device_only
+
+    from coconet_ir.backend.cuda.toolchain import nvcc, nvcc_command
+
+    if nvcc() is None:
+        pytest.skip("needs nvcc")
+    directory = tmp_path_factory.mktemp("dlrm_model")
+    source = directory / "dlrm.cu"
+    source.write_text(fused_emulation.cuda_source(dlrm_at_model_size()))
+    command = device_only(nvcc_command(source, "sm_90", directory / "dlrm.o"))
+    done = subprocess.run([*command, "-Xptxas", "-v"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    ptx = nvcc_command(source, "sm_90", directory / "dlrm.o")
+    ptx[ptx.index("-c")] = "-ptx"
+    ptx[ptx.index("-o") + 1] = str(directory / "dlrm.ptx")
+    made = subprocess.run(ptx, capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    return directory, done.stderr
+
+
+def test_the_embedding_kernel_at_model_size_has_no_spills_and_four_blocks_per_sm(
+    dlrm_model_build: tuple[Path, str],
+):
+    """ptxas, sm_90: no spills, and few enough registers for
+    `COCO_BLOCKS_PER_SM` blocks of 256 threads an SM."""
+    _, report = dlrm_model_build
+    found = re.search(
+        rf"entry function '{DLRM_KERNEL}' for 'sm_90'.*?(\d+) bytes spill stores, "
+        r"(\d+) bytes spill loads.*?Used (\d+) registers",
+        report,
+        re.DOTALL,
+    )
+    assert found is not None, report
+    stores, loads, registers = (int(x) for x in found.groups())
+    assert (stores, loads) == (0, 0)
+    assert registers * 256 * blocks_per_sm() <= REGISTERS_PER_SM
+
+
+def test_the_embedding_kernel_loads_table_rows_16_bytes_at_a_time_in_ptx(
+    dlrm_model_build: tuple[Path, str],
+):
+    """The model-size kernel's PTX: its row loads are `ld.global.v4.u32`, 16
+    bytes each, 8 of them (a step's indices) in the pooling loop."""
+    directory, _ = dlrm_model_build
+    ptx = (directory / "dlrm.ptx").read_text()
+    found = re.search(rf"\.entry {DLRM_KERNEL}\(.*?\n}}", ptx, re.DOTALL)
+    assert found is not None
+    loads = re.findall(r"ld\.global(?:\.nc)?\.v4\.(?:u32|b32)", found[0])
+    assert len(loads) >= 8
+
+
+def test_the_embedding_kernel_has_8_row_loads_in_flight(
+    dlrm_model_build: tuple[Path, str],
+):
+    """The SASS (sm_90): the row loads are LDG.E.128, at least 8 issued
+    before the first instruction that adds what they loaded."""
+    import subprocess
+
+    tool = cuobjdump()
+    if tool is None:
+        pytest.skip("needs cuobjdump")
+    directory, _ = dlrm_model_build
+    command, env = tool
+    done = subprocess.run(
+        [command, "-sass", "-fun", DLRM_KERNEL, str(directory / "dlrm.fatbin")],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    sass = [line for line in done.stdout.splitlines() if "/*" in line]
+    wide = [i for i, line in enumerate(sass) if "LDG.E.128" in line]
+    assert len(wide) >= 8, done.stdout
+    runs = [
+        next((j for j in range(i, len(sass)) if "FADD" in sass[j]), len(sass))
+        for i in wide
+    ]
+    assert max(sum(1 for w in wide if i <= w < r) for i, r in zip(wide, runs)) >= 8
