@@ -32,6 +32,7 @@ from coconet_ir.dialects.coco import (
 )
 from coconet_ir.dialects.coco_gpu import WORK_ATTR
 from coconet_ir.lowering.bufferize import local_shape
+from coconet_ir.lowering.fused_collectives import Ints
 from coconet_ir.lowering.kernels import (
     VECTOR_BYTES,
     Indexer,
@@ -48,6 +49,7 @@ from coconet_ir.lowering.kernels import (
     linear,
     load,
     load_lanes,
+    memref_element,
     reduce_identity,
     store,
     to_compute,
@@ -202,11 +204,40 @@ def emit_pooled_lanes(
         assert rank is not None
         first_row = b.insert(arith.MuliOp(rank, index_constant(b, rows))).result
 
-    body = Block(arg_types=[index, *[acc_type] * vector])
-    step, *accs = body.args
+    steps = length // unroll
+    # With `unroll` > 1 a step's indices are loaded by the step before (the
+    # first step's before the loop): their loads are in flight with the
+    # rows' (loop-carried, `ahead`).
+    ahead = unroll > 1
+
+    def indices_at(builder: Builder, first: SSAValue) -> list[SSAValue]:
+        """The bag's `unroll` indices from position `first`, as stored."""
+        i = Ints(builder)
+        return [
+            load(
+                builder,
+                indices,
+                [
+                    linear(
+                        builder,
+                        [t_index, bag, i.add(first, u) if u else first],
+                        (table_count, bags, length),
+                    )
+                ],
+            )
+            for u in range(unroll)
+        ]
+
+    index_type = memref_element(indices.type)
+    carried = [index_type] * unroll if ahead else []
+    body = Block(arg_types=[index, *[acc_type] * vector, *carried])
+    step, *rest = body.args
+    accs, current = rest[:vector], rest[vector:]
     step.name_hint = "l" if unroll == 1 else "step"
     for acc in accs:
         acc.name_hint = "acc"
+    for raw in current:
+        raw.name_hint = "next"
     inner = Builder(InsertPoint.at_end(body))
 
     def within(value: SSAValue, bound: int) -> SSAValue:
@@ -215,38 +246,42 @@ def emit_pooled_lanes(
         upper = inner.insert(arith.CmpiOp(value, index_constant(inner, bound), "slt"))
         return inner.insert(arith.AndIOp(lower, upper.result)).result
 
-    def row_at(position: SSAValue) -> tuple[SSAValue, SSAValue]:
-        """The checked row of index `position` of the bag, in this rank's
-        part of the table (row 0 where it does not hold it), and whether it
-        holds it."""
-        at = linear(inner, [t_index, bag, position], (table_count, bags, length))
-        raw = load(inner, indices, [at])
-        row = inner.insert(arith.IndexCastOp(raw, index)).result
-        row.name_hint = "row"
-        valid = within(row, global_rows)
+    def check(raws: list[SSAValue]) -> list[tuple[SSAValue, SSAValue | None]]:
+        """The rows of indices `raws`, checked together (one `cf.assert`),
+        each in this rank's part of the table (row 0 where it does not hold
+        it), and whether it holds it."""
+        found = []
+        for raw in raws:
+            row = inner.insert(arith.IndexCastOp(raw, index)).result
+            row.name_hint = "row"
+            found.append((row, within(row, global_rows)))
+        valid = found[0][1]
+        for _, more in found[1:]:
+            valid = inner.insert(arith.AndIOp(valid, more)).result
         named = f" {lookup.name!r}" if lookup.name else ""
         message = (
             f"'coco.embedding' op{named}: an index is out of range [0, {global_rows})"
         )
         inner.insert(cf.AssertOp(valid, message))
-        local_row = row
-        owned = valid
-        if first_row is not None:
-            local_row = inner.insert(arith.SubiOp(row, first_row)).result
-            owned = within(local_row, rows)
-        # A row this rank does not hold is read at row 0 and replaced by the
-        # identity: no divergent branch, and every read in bounds.
-        safe = inner.insert(arith.SelectOp(owned, local_row, index_constant(inner, 0)))
-        return safe.result, owned
+        checked: list[tuple[SSAValue, SSAValue | None]] = []
+        for row, owned in found:
+            if ahead and first_row is None:
+                # Every row is this rank's, and the assert has checked them:
+                # read as they are (no select of row 0 and the identity).
+                checked.append((row, None))
+                continue
+            local_row = row
+            if first_row is not None:
+                local_row = inner.insert(arith.SubiOp(row, first_row)).result
+                owned = within(local_row, rows)
+            # A row this rank does not hold is read at row 0 and replaced by
+            # the identity: no divergent branch, and every read in bounds.
+            safe = index_constant(inner, 0)
+            safe = inner.insert(arith.SelectOp(owned, local_row, safe)).result
+            checked.append((safe, owned))
+        return checked
 
-    if unroll == 1:
-        checked = [row_at(step)]
-    else:
-        first = inner.insert(arith.MuliOp(step, index_constant(inner, unroll))).result
-        checked = [
-            row_at(inner.insert(arith.AddiOp(first, index_constant(inner, u))).result)
-            for u in range(unroll)
-        ]
+    checked = check(list(current) if ahead else indices_at(inner, step))
     width = lookup.shape(lookup.tables)[2]
     reads = [
         kernel_lanes(
@@ -260,24 +295,31 @@ def emit_pooled_lanes(
         )
         for safe, _ in checked
     ]
+    following: list[SSAValue] = []
+    if ahead:  # the next step's (the first step's again, on the last)
+        i = Ints(inner)
+        upcoming = i.rem(i.add(step, 1), steps)
+        following = indices_at(inner, i.mul(upcoming, unroll))
     sums: list[SSAValue] = list(accs)
     for (_, owned), read in zip(checked, reads, strict=True):
         for j, lane in enumerate(read):
             value = to_compute(inner, lane)
-            identity_value = constant(inner, identity, acc_type)
-            value = inner.insert(arith.SelectOp(owned, value, identity_value)).result
+            if owned is not None:
+                other = constant(inner, identity, acc_type)
+                value = inner.insert(arith.SelectOp(owned, value, other)).result
             sums[j] = combine(inner, lookup.kind, sums[j], value)
-    inner.insert(scf.YieldOp(*sums))
+    inner.insert(scf.YieldOp(*sums, *following))
     start = constant(b, identity, acc_type)
+    first = indices_at(b, index_constant(b, 0)) if ahead else []
     totals = b.insert(
         scf.ForOp(
             index_constant(b, 0),
-            index_constant(b, length // unroll),
+            index_constant(b, steps),
             index_constant(b, 1),
-            [start] * vector,
+            [*[start] * vector, *first],
             body,
         )
-    ).results
+    ).results[:vector]
     values: list[SSAValue] = []
     for total in totals:
         if lookup.pooling == "mean":
