@@ -8,7 +8,11 @@ the CUDA target prints as a device-side failure naming the op, MLIR's NVVM
 pipeline as `__assertfail`: an index out of range is never read), and pools
 the rows this rank holds (a row-sliced table: those of its block) in the
 compute type (f32 for halves). The fused computation-collective kernel
-(issue 10) calls the same `emit_pooled` per tile.
+(issue 10) calls the same loop (`emit_pooled_lanes`) per tile: where it
+can, `vector` consecutive elements a thread (one 16-byte load of each row)
+and `unroll` indices a step, checked together, their rows loaded before
+any is added, the next step's indices loaded with them
+(docs/gpu/tile-kernels.md, "Reading the rows").
 """
 
 from __future__ import annotations

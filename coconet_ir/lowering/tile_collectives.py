@@ -17,8 +17,9 @@ size), and `lower_tiles` builds the host side of any of them.
 
 Embedding + all_to_all (DLRM): rank `r` owns tables `r·T' ..`
 (`T' = T/N`) and pools them for the whole batch; rank `p` needs the bags
-`p·B' ..` (`B' = B/N`) of every table. A *tile* is one table's bags for one
-destination: `B'·D` elements. The kernel, for epoch `e`:
+`p·B' ..` (`B' = B/N`) of every table. A *tile* is `Bt` bags of one table
+for one destination (`Bt·D` elements, at most `EMBEDDING_TILE_ELEMENTS`):
+`T'·Cb` tiles per destination, `Cb = B'/Bt`. The kernel, for epoch `e`:
 
 1. block 0's thread 0 signals every peer's `READY + r` slot: "my previous
    launch of this kernel has ended, you may write into my receive buffer";
@@ -26,13 +27,14 @@ destination: `B'·D` elements. The kernel, for epoch `e`:
    another destination, so the links are loaded evenly; `k = N` is its own
    part, last, stored straight into its output): thread 0 waits for `READY +
    p` (once per item, a flag already raised after the first), the block
-   pools the tile (`embedding.emit_pooled`) and stores it into row `r` of
+   pools the tile (`embedding.emit_pooled_lanes`: 16 bytes of a row a
+   thread where it can, else element by element) and stores it into row `r` of
    `p`'s receive buffer, then thread 0 marks the tile computed (the
    emulator's timeline), counts the bytes and signals `p`'s slot `TILE +
-   r·T' + t` (release, system scope);
+   r·T'·Cb + t` (release, system scope);
 3. items `(k, t)`, `k = 1 .. N-1`, `q = (r + k) mod N`: thread 0 waits for
-   `TILE + q·T' + t`, the block copies that tile from the receive buffer to
-   the output, at table `q·T' + t`.
+   `TILE + q·T'·Cb + t`, the block copies that tile from the receive buffer
+   to the output, at its place in part `q`.
 
 Slots hold epochs and are never reset. Step 1's flag is the closing sync: a
 peer writes into this rank's receive buffer in launch `e` only after this
