@@ -166,6 +166,25 @@ def test_bag_tiles_under_the_emulator(monkeypatch: pytest.MonkeyPatch, world: in
 
 
 @pytestmark_emulation
+def test_the_models_rows_under_the_emulator():
+    """The model's rows (128 bf16: 16 lanes of 16 bytes a bag) and bags (32
+    indices: 4 steps of 8) at a smaller size, 128 bags on 2 ranks: tiles of
+    16 bags, 4 per table and destination; the interpreter's result and the
+    all_to_all's bytes exactly."""
+    text = DLRM.replace("ELT", "bf16").replace("IDX", "sliced<0>")
+    text = text.replace("POOL", "sum").replace("8x16x8x", "8x64x128x")
+    text = text.replace("8x8x3xi32", "8x128x32xi32").replace("8x8x8x", "8x128x128x")
+    module = cc.Pipeline("coco-fuse-collective")(cc.parse(text))
+    (fusion,) = [op for op in module.walk() if isinstance(op, FusionOp)]
+    plan = EmbeddingAllToAll.of(fusion, 2)
+    assert plan is not None and (plan.bag_tile, plan.chunks) == (16, 4)
+    run = emulate(module, 2, seeds=(0,), threads=256)
+    assert_close(run, rtol=1e-2)
+    within = peer_bytes(run.stats, 2)
+    assert within[0, 1] == within[1, 0] == plan.peer_bytes() == 4 * 64 * 128 * 2
+
+
+@pytestmark_emulation
 def test_an_index_out_of_range_stops_the_vector_path():
     """The fused kernel's 16-byte path checks every index before it loads
     the rows: one out of range stops it with the op's message."""
