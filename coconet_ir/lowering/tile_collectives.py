@@ -58,6 +58,7 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     IntegerType,
     MemRefType,
+    UnitAttr,
     i64,
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
@@ -79,6 +80,7 @@ from coconet_ir.dialects.coco import (
     tensor_type,
 )
 from coconet_ir.dialects.coco_gpu import (
+    COOPERATIVE_ATTR,
     PEER_BYTES_ATTR,
     WORK_ATTR,
     CountPeerBytesOp,
@@ -1397,4 +1399,12 @@ def tile_launch(
         operands,
     )
     launch.attributes[PEER_BYTES_ATTR] = IntegerAttr(plan.peer_bytes(), i64)
+    if plan.resident:
+        # Its blocks wait for each other (a GEMV tile's last K slice for the
+        # others) or for the peers' kernels: a cooperative launch guarantees
+        # the grid resident at once, also beside other kernels (another
+        # stream's, or another rank's on a shared GPU), where an occupancy-
+        # capped grid alone only fits an idle device (on an H200 with 4 ranks
+        # sharing it, the test-size GEMV launched plainly hung, 2026-11-28).
+        launch.attributes[COOPERATIVE_ATTR] = UnitAttr()
     return [*host, launch]

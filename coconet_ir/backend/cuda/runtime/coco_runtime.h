@@ -331,7 +331,11 @@ __host__ __device__ __forceinline__ vec<T, W> load_vec(const T *p) {
 template <class T, int W>
 __host__ __device__ __forceinline__ void store_vec(T *p, const vec<T, W> &v) {
 #ifdef __CUDACC__
-  *reinterpret_cast<vec<T, W> *>(p) = v;
+  if constexpr (sizeof(vec<T, W>) == 16) {  // one st.global.v4 (a struct of bf16
+    *reinterpret_cast<uint4 *>(p) = *reinterpret_cast<const uint4 *>(&v);  // splits)
+  } else {
+    *reinterpret_cast<vec<T, W> *>(p) = v;
+  }
 #else
   memcpy(p, &v, sizeof v);
 #endif

@@ -62,7 +62,7 @@
 // CUDA:       COCO_SHARED(float, lane_sums, 2048);
 // CUDA-COUNT-4: coco::load_vec<__nv_bfloat16, 8>(w +
 // CUDA:       coco::load_vec<__nv_bfloat16, 4>(x +
-// CUDA:       COCO_LAUNCH(decode_proj_fused_0, dim3((unsigned)coco::resident_blocks(ctx, decode_proj_fused_0, 16384, 256), 1u, 1u)
+// CUDA:       COCO_LAUNCH_COOPERATIVE(decode_proj_fused_0, dim3((unsigned)coco::resident_blocks(ctx, decode_proj_fused_0, 16384, 256), 1u, 1u)
 // CUDA-NOT:   nccl
 
 func.func @decode(%x: !coco.tensor<1x2048xbf16, sliced<1>>, %w: !coco.tensor<2048x512xbf16, sliced<0>>) -> !coco.tensor<1x512xbf16, replicated> {

@@ -31,12 +31,12 @@
 // CHECK:            memref.load %recv[
 // CHECK:      func.func @dlrm(
 // CHECK:        %recv = coco_gpu.symmetric_buffer offset = 0 : memref<128xf32>
-// CHECK:        gpu.launch_func  @kernels::@dlrm_emb_fused_0 {{.*}} {coco_gpu.peer_bytes = 128 : i64, coco_gpu.work = array<i64: 0, 2240>}
+// CHECK:        gpu.launch_func  @kernels::@dlrm_emb_fused_0 {{.*}} {coco_gpu.peer_bytes = 128 : i64, coco_gpu.cooperative, coco_gpu.work = array<i64: 0, 2240>}
 // CHECK-NOT:    gpu.launch_func
 // CHECK-NOT:    coco_gpu.nccl
 
 // CUDA:       if (!({{.*}})) COCO_DEVICE_FAIL("'coco.embedding' op 'emb': an index is out of range [0, 16)");
-// CUDA:       COCO_LAUNCH(dlrm_emb_fused_0,
+// CUDA:       COCO_LAUNCH_COOPERATIVE(dlrm_emb_fused_0,
 
 func.func @dlrm(%t: !coco.tensor<8x16x8xf32, sliced<0>>, %i: !coco.tensor<8x8x3xi32, sliced<0>>) -> !coco.tensor<8x8x8xf32, sliced<1>> {
   %e = coco.embedding %t, %i pooling = sum {name = "emb"} : (!coco.tensor<8x16x8xf32, sliced<0>>, !coco.tensor<8x8x3xi32, sliced<0>>) -> !coco.tensor<8x8x8xf32, sliced<0>>
