@@ -6,7 +6,9 @@ A kernel whose body is the lowering's grid-stride elementwise loop
       ... loads of x[i], stores of y[i], arith and math ...
 
 over contiguous 1-D buffers of one 16-bit or 32-bit float type (f16/bf16: 8 per
-16 bytes, f32: 4) is printed with a main loop that moves 16 bytes per buffer
+16 bytes, f32: 4; a buffer the loop only reads at another index, a broadcast
+operand such as `bias[i % H]`, is read element by element in each lane) is
+printed with a main loop that moves 16 bytes per buffer
 and iteration (`float4`, or `uint4` holding 8 halves) and computes the W lanes
 one after another, then the scalar loop for the tail. The main loop runs only
 when every vector buffer is 16-byte aligned (a runtime test: views of a
@@ -126,6 +128,18 @@ def is_contiguous_1d(t: MemRefType) -> bool:
     )
 
 
+def is_lane_load(op: Operation, induction: SSAValue, stored: set[SSAValue]) -> bool:
+    """A load of a buffer the loop does not write at an index other than the
+    induction variable (a broadcast operand, `bias[i % H]`): loaded element
+    by element in each lane, the other buffers still moved 16 bytes at a
+    time."""
+    return (
+        isinstance(op, memref.LoadOp)
+        and list(op.indices) != [induction]
+        and op.memref not in stored
+    )
+
+
 def vector_plan(kernel: gpu.FuncOp) -> VectorPlan | None:
     """The plan for `kernel`, or None if it is not a vectorizable grid-stride
     elementwise kernel."""
@@ -147,6 +161,7 @@ def vector_plan(kernel: gpu.FuncOp) -> VectorPlan | None:
     induction = body.args[0]
     buffers: list[SSAValue] = []
     shape: tuple[int, str] | None = None
+    stored = {op.memref for op in body.ops if isinstance(op, memref.StoreOp)}
     for op in body.ops:
         if isinstance(op, scf.YieldOp):
             continue
@@ -157,6 +172,8 @@ def vector_plan(kernel: gpu.FuncOp) -> VectorPlan | None:
             assert isinstance(t, MemRefType)
             if not op.indices and not isinstance(op, memref.StoreOp):
                 continue  # a scalar, loaded in every lane
+            if is_lane_load(op, induction, stored):
+                continue  # a broadcast operand, loaded in each lane
             if list(op.indices) != [induction] or not is_contiguous_1d(t):
                 return None
             if not isinstance(op.memref, BlockArgument):
@@ -228,9 +245,13 @@ def print_vector_iteration(printer: KernelPrinter, plan: VectorPlan, v: str) -> 
     written = {
         op.memref for op in body.ops if isinstance(op, memref.StoreOp) and op.indices
     }
-    loaded = {
-        op.memref for op in body.ops if isinstance(op, memref.LoadOp) and op.indices
+    vectors = {
+        op
+        for op in body.ops
+        if isinstance(op, memref.LoadOp | memref.StoreOp)
+        and list(op.indices) == [induction]
     }
+    loaded = {op.memref for op in vectors if isinstance(op, memref.LoadOp)}
     lanes: dict[SSAValue, str] = {}
     for buffer in plan.buffers:
         t = buffer.type
@@ -250,9 +271,9 @@ def print_vector_iteration(printer: KernelPrinter, plan: VectorPlan, v: str) -> 
         for op in body.ops:
             if isinstance(op, scf.YieldOp):
                 continue
-            if isinstance(op, memref.LoadOp) and op.indices:
+            if isinstance(op, memref.LoadOp) and op in vectors:
                 printer.exprs[op.res] = Expr(f"{lanes[op.memref]}[{lane}]", True)
-            elif isinstance(op, memref.StoreOp) and op.indices:
+            elif isinstance(op, memref.StoreOp) and op in vectors:
                 printer.line(f"{lanes[op.memref]}[{lane}] = {printer.text(op.value)};")
             else:
                 printer.print(op)

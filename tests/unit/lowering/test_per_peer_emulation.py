@@ -474,12 +474,18 @@ def test_megatron_at_world_1_is_a_gemm_and_one_kernel():
 
 def test_megatron_at_model_size_and_world_1_is_cublas_and_one_kernel():
     """`examples/megatron.py --model` through `coco-optimize`: on one rank a
-    gemm into the product and one kernel writing the result; on 4 ranks the
-    per-peer form stays."""
+    gemm into the product and one vectorized kernel writing the result; on 4
+    ranks the per-peer form stays."""
     module = cc.Pipeline("coco-optimize")(megatron.build(megatron.MODEL))
     assert any(isinstance(op, coco.PerPeerOp) for op in module.walk())
     one = cuda_source(cc.Pipeline("convert-coco-to-gpu{world=1}")(module.clone()))
     assert one.count("__global__") == 1 and one.count("cublasGemmEx(") == 1
     assert "nccl" not in one and "cudaEventRecord" not in one
+    # 16 bytes a load and a store (docs/gpu/cuda.md, "Vectorization"); the
+    # dropout's index is the lane's own: its block is one run of the value.
+    for loaded in ("sum", "r"):
+        assert f"reinterpret_cast<const uint4 *>({loaded})[v]" in one
+    assert "reinterpret_cast<uint4 *>(result0)[v] =" in one
+    assert "const int64_t index_cast = (int64_t)(v * 8 + 0);" in one
     four = cuda_source(cc.Pipeline("convert-coco-to-gpu{world=4}")(module.clone()))
     assert "_widen_" in four and "peer_copy" in four
