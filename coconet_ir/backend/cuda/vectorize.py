@@ -19,6 +19,7 @@ variable, where the body uses it (dropout's counter), is each lane's index.
 
 from __future__ import annotations
 
+import math
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from functools import singledispatchmethod
@@ -130,14 +131,22 @@ def is_contiguous_1d(t: MemRefType) -> bool:
 
 def is_lane_load(op: Operation, induction: SSAValue, stored: set[SSAValue]) -> bool:
     """A load of a buffer the loop does not write at an index other than the
-    induction variable (a broadcast operand, `bias[i % H]`): loaded element
-    by element in each lane, the other buffers still moved 16 bytes at a
-    time."""
+    induction variable: loaded element by element in each lane, the other
+    buffers still moved 16 bytes at a time, when the buffer is a broadcast
+    operand (`bias[i % H]`, fewer elements than the vector buffers; a larger
+    one is a gather, whose per-lane index arithmetic costs more than the
+    vectors save)."""
     return (
         isinstance(op, memref.LoadOp)
         and list(op.indices) != [induction]
         and op.memref not in stored
     )
+
+
+def memref_size(buffer: SSAValue) -> int:
+    t = buffer.type
+    assert isinstance(t, MemRefType)
+    return math.prod(t.get_shape())
 
 
 def vector_plan(kernel: gpu.FuncOp) -> VectorPlan | None:
@@ -162,6 +171,7 @@ def vector_plan(kernel: gpu.FuncOp) -> VectorPlan | None:
     buffers: list[SSAValue] = []
     shape: tuple[int, str] | None = None
     stored = {op.memref for op in body.ops if isinstance(op, memref.StoreOp)}
+    broadcast: list[SSAValue] = []
     for op in body.ops:
         if isinstance(op, scf.YieldOp):
             continue
@@ -173,6 +183,7 @@ def vector_plan(kernel: gpu.FuncOp) -> VectorPlan | None:
             if not op.indices and not isinstance(op, memref.StoreOp):
                 continue  # a scalar, loaded in every lane
             if is_lane_load(op, induction, stored):
+                broadcast.append(op.memref)
                 continue  # a broadcast operand, loaded in each lane
             if list(op.indices) != [induction] or not is_contiguous_1d(t):
                 return None
@@ -191,6 +202,9 @@ def vector_plan(kernel: gpu.FuncOp) -> VectorPlan | None:
             return None
     if shape is None:
         return None
+    domain = min(memref_size(b) for b in buffers)
+    if any(memref_size(b) >= domain for b in broadcast):
+        return None  # a gather (a slice's copy), not a broadcast
     return VectorPlan(loop, shape[0], shape[1], tuple(buffers))
 
 

@@ -5,8 +5,10 @@
 // in-place buffer is loaded and stored as one lane array; scalars (rank 0) stay
 // scalar; a use of the induction variable is each lane's index; a buffer only
 // read at another index (a broadcast bias) is read element by element in each
-// lane. Kernels over i32 buffers, sizes not divisible by the width, or a
-// buffer read at another index than the one it is written at, stay scalar.
+// lane. Kernels over i32 buffers, sizes not divisible by the width, a buffer
+// read at another index than the one it is written at, or a gather (a buffer
+// read at another index, no smaller than the others: a slice's copy), stay
+// scalar.
 
 builtin.module attributes {gpu.container_module} {
   gpu.module @kernels {
@@ -121,6 +123,22 @@ builtin.module attributes {gpu.container_module} {
       }
       gpu.return
     }
+    gpu.func @gather(%n: index, %s: memref<128xf32>, %o: memref<64xf32>) kernel {
+      %bid = gpu.block_id x
+      %bdim = gpu.block_dim x
+      %tid = gpu.thread_id x
+      %gdim = gpu.grid_dim x
+      %base = arith.muli %bid, %bdim : index
+      %start = arith.addi %base, %tid : index
+      %step = arith.muli %gdim, %bdim : index
+      scf.for %i = %start to %n step %step {
+        %c64 = arith.constant 64 : index
+        %k = arith.addi %i, %c64 : index
+        %sv = memref.load %s[%k] : memref<128xf32>
+        memref.store %sv, %o[%i] : memref<64xf32>
+      }
+      gpu.return
+    }
   }
 }
 
@@ -181,5 +199,9 @@ builtin.module attributes {gpu.container_module} {
 // CHECK-NEXT:        reinterpret_cast<uint4 *>(o)[v] = *reinterpret_cast<const uint4 *>(o_v);
 
 // CHECK-LABEL: void shifted(
+// CHECK-NOT:     vectors
+// CHECK:         for (int64_t i =
+
+// CHECK-LABEL: void gather(
 // CHECK-NOT:     vectors
 // CHECK:         for (int64_t i =
