@@ -30,6 +30,7 @@ from xdsl.dialects.builtin import (
     BFloat16Type,
     Float16Type,
     Float32Type,
+    IntegerAttr,
     MemRefType,
     NoneAttr,
 )
@@ -251,6 +252,37 @@ def print_vectorized(
     printer.line("}")
 
 
+def vector_digits(
+    printer: KernelPrinter, plan: VectorPlan, v: str
+) -> dict[Operation, tuple[str, bool]]:
+    """`i / D` and `i % D` of the induction variable by a constant `D` that
+    the width divides (a broadcast operand's index, `bias[i % H]`): the
+    same quotient in every lane of a vector, and the remainder the first
+    lane's plus the lane, so each is printed once per vector, from
+    `v * width`. Each op → the name of its first lane's value, and whether
+    it is a remainder."""
+    induction = plan.loop.body.block.args[0]
+    found: dict[Operation, tuple[str, bool]] = {}
+    for op in plan.loop.body.block.ops:
+        if not isinstance(op, arith.DivUIOp | arith.RemUIOp) or op.lhs is not induction:
+            continue
+        divisor = op.rhs.owner
+        if not isinstance(divisor, arith.ConstantOp):
+            continue
+        value = divisor.value
+        if not isinstance(value, IntegerAttr) or value.value.data % plan.width:
+            continue
+        is_rem = isinstance(op, arith.RemUIOp)
+        name = printer.scope.fresh("lane0_rem" if is_rem else "lane0_div", "lane0")
+        sign = "%" if is_rem else "/"
+        printer.line(
+            f"const int64_t {name} = (int64_t)((uint64_t)({v} * {plan.width}) "
+            f"{sign} (uint64_t){value.value.data});"
+        )
+        found[op] = (name, is_rem)
+    return found
+
+
 def print_vector_iteration(printer: KernelPrinter, plan: VectorPlan, v: str) -> None:
     """One iteration of the vector loop: load every buffer's 16 bytes into a
     lane array, compute the lanes, store the arrays that were written."""
@@ -266,6 +298,7 @@ def print_vector_iteration(printer: KernelPrinter, plan: VectorPlan, v: str) -> 
         and list(op.indices) == [induction]
     }
     loaded = {op.memref for op in vectors if isinstance(op, memref.LoadOp)}
+    per_vector = vector_digits(printer, plan, v)
     lanes: dict[SSAValue, str] = {}
     for buffer in plan.buffers:
         t = buffer.type
@@ -285,7 +318,11 @@ def print_vector_iteration(printer: KernelPrinter, plan: VectorPlan, v: str) -> 
         for op in body.ops:
             if isinstance(op, scf.YieldOp):
                 continue
-            if isinstance(op, memref.LoadOp) and op in vectors:
+            if op in per_vector:
+                base, is_rem = per_vector[op]
+                text = f"{base} + {lane}" if is_rem and lane else base
+                printer.exprs[op.results[0]] = Expr(text, text == base)
+            elif isinstance(op, memref.LoadOp) and op in vectors:
                 printer.exprs[op.res] = Expr(f"{lanes[op.memref]}[{lane}]", True)
             elif isinstance(op, memref.StoreOp) and op in vectors:
                 printer.line(f"{lanes[op.memref]}[{lane}] = {printer.text(op.value)};")

@@ -190,13 +190,21 @@ builtin.module attributes {gpu.container_module} {
 
 // CHECK-LABEL: void bias(
 // CHECK:         if ((((uintptr_t)x | (uintptr_t)o) % 16) == 0) {
+// The width divides the bias's 8: i % 8 is lane 0's remainder plus the lane.
 // CHECK-NEXT:      for (int64_t v = start; v < vectors; v += stride) {
+// CHECK-NEXT:        const int64_t lane0_rem = (int64_t)((uint64_t)(v * 8) % (uint64_t)8);
 // CHECK-NEXT:        alignas(16) __half x_v[8];
 // CHECK-NEXT:        *reinterpret_cast<uint4 *>(x_v) = reinterpret_cast<const uint4 *>(x)[v];
 // CHECK-NEXT:        alignas(16) __half o_v[8];
-// CHECK-NEXT:        o_v[0] = __float2half(__half2float(x_v[0]) + __half2float(b[(int64_t)((uint64_t)(v * 8 + 0) % (uint64_t)8)]));
-// CHECK:             o_v[7] = __float2half(__half2float(x_v[7]) + __half2float(b[(int64_t)((uint64_t)(v * 8 + 7) % (uint64_t)8)]));
+// CHECK-NEXT:        o_v[0] = __float2half(__half2float(x_v[0]) + __half2float(b[lane0_rem]));
+// CHECK-NEXT:        o_v[1] = __float2half(__half2float(x_v[1]) + __half2float(b[(lane0_rem + 1)]));
+// CHECK:             o_v[7] = __float2half(__half2float(x_v[7]) + __half2float(b[(lane0_rem + 7)]));
 // CHECK-NEXT:        reinterpret_cast<uint4 *>(o)[v] = *reinterpret_cast<const uint4 *>(o_v);
+// CHECK-NEXT:      }
+// CHECK-NEXT:      tail = vectors * 8 + start;
+// CHECK-NEXT:    }
+// CHECK-NEXT:    for (int64_t i = tail; i < n; i += stride) {
+// CHECK-NEXT:      o[i] = __float2half(__half2float(x[i]) + __half2float(b[(int64_t)((uint64_t)i % (uint64_t)8)]));
 
 // CHECK-LABEL: void shifted(
 // CHECK-NOT:     vectors
