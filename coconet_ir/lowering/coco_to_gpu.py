@@ -458,6 +458,8 @@ def world_one_source(value: SSAValue, world: int) -> SSAValue | None:
     producer = value.owner
     if world != 1 or not isinstance(producer, WORLD_ONE_IDENTITIES):
         return None
+    if isinstance(producer, coco.BroadcastOp) and producer.root.value.data != 0:
+        return None  # no such rank: NCCL's error, as the interpreter's
     return producer.operands[0]
 
 
