@@ -445,6 +445,43 @@ class LowerReduction(BufferLowering[coco.ReduceOp | coco.NormOp]):
         )
 
 
+WORLD_ONE_IDENTITIES = (
+    coco.AllSliceOp,
+    coco.AllReduceOp,
+    coco.ReduceScatterOp,
+    coco.AllGatherOp,
+    coco.BroadcastOp,
+    coco.AllToAllOp,
+)
+"""The ops whose result, on one rank, is their operand's buffer as it is:
+every rank's block is the whole value, the one rank's contribution the
+reduction (docs/gpu/device.md, "World 1")."""
+
+
+def world_one_source(value: SSAValue, world: int) -> SSAValue | None:
+    """The operand `value` is on one rank (`WORLD_ONE_IDENTITIES`), or None."""
+    producer = value.owner
+    if world != 1 or not isinstance(producer, WORLD_ONE_IDENTITIES):
+        return None
+    if isinstance(producer, coco.BroadcastOp) and producer.root.value.data != 0:
+        return None  # no such rank: NCCL's error, as the interpreter's
+    return producer.operands[0]
+
+
+@dataclass
+class LowerWorldOneIdentity(CocoLoweringPattern):
+    """On one rank a slice or a collective (`WORLD_ONE_IDENTITIES`) copies
+    nothing: its result is its operand's buffer."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not op.results or world_one_source(op.results[0], self.world) is None:
+            return
+        if not ready(op):
+            return
+        host, source = self.lowering.buffer(op.operands[0])
+        replace_with_buffers(rewriter, op, host, [source])
+
+
 @dataclass
 class LowerAllSlice(BufferLowering[coco.AllSliceOp]):
     """`coco.all_slice %a dim = D` → a kernel copying block `rank` along D."""
@@ -888,6 +925,7 @@ class ConvertedOps(RewritePattern):
 def patterns(lowering: Lowering) -> list[RewritePattern]:
     """The conversion's patterns, sharing `lowering`."""
     kinds: list[type[CocoLoweringPattern]] = [
+        LowerWorldOneIdentity,
         LowerElementwise,
         LowerMatmul,
         LowerEmbedding,
@@ -976,6 +1014,10 @@ def find_destinations(lowering: Lowering, function: func.FuncOp) -> None:
                 lowering.destinations.setdefault(op.value, param.inputs[0])
         elif isinstance(op, func.ReturnOp):
             for value, out in zip(op.arguments, lowering.out_params[function]):
+                # On one rank an identity's operand is the returned value.
+                while (source := world_one_source(value, lowering.world)) is not None:
+                    lowering.destinations.setdefault(value, out)
+                    value = source
                 if isinstance(value, OpResult) and not isinstance(
                     value.owner, UnrealizedConversionCastOp
                 ):

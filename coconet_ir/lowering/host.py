@@ -175,6 +175,7 @@ class HostValues:
         made = [v.owner for v in self.values.values() if isinstance(v.owner, Operation)]
         for op in reversed(made):
             if op.parent is not None and not any(r.uses for r in op.results):
+                op.detach()
                 op.erase()
 
 

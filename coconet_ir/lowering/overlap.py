@@ -220,13 +220,16 @@ def chunk_view(
     world: int,
 ) -> ViewOp | None:
     """Chunk `c` of `buffer` as a `coco_gpu.view` when it is contiguous (every
-    dim before the chunk dim is 1 in the chunk), at a start computed on the
+    dim before the chunk dim is 1 in the chunk, or the chunk is all of the
+    buffer: world 1), at a start computed on the
     host (`chunk_start`) when `c` is a host index (a per-peer step's chunk);
     else None."""
     shape = local_shape(chunk, world)
+    size, t = math.prod(shape), buffer_type(chunk, world)
+    if size == math.prod(memref_shape(buffer.type)):  # one chunk: all of it
+        return ViewOp(buffer, 0, t)
     if math.prod(shape[:dim]) != 1:
         return None
-    size, t = math.prod(shape), buffer_type(chunk, world)
     if isinstance(c, int):
         return ViewOp(buffer, c * size, t)
     return ViewOp(buffer, 0, t, chunk_start(values, c, size))

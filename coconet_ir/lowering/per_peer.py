@@ -439,11 +439,17 @@ def lower_per_peer(
     scattered_outputs = [j for j in range(len(op.outputs)) if op.scattered(j)]
     summed_outputs = [j for j, dim in enumerate(output_dims) if dim == -1]
     families = len(gathered) + len(scattered_outputs)
+    # One rank: nothing to overlap, the one step is the body on the rank's
+    # own blocks, each output written in place ("At world 1", the docs).
+    alone = world == 1
 
     host, outputs = lowering.result_buffers(op)
-    context, transfers, allocator = transfers_of(lowering, op, families * world)
+    context, transfers, allocator = transfers_of(
+        lowering, op, 0 if alone else families * world
+    )
     values = transfers.values
-    host += context
+    if not alone:
+        host += context
     emitter = PerPeerLowering(
         lowering, op, host, transfers, lowering.kernel_name(op, "per_peer")
     )
@@ -453,9 +459,10 @@ def lower_per_peer(
 
     # Buffers: two symmetric receive buffers per gathered input; per
     # scattered output two local partials, two symmetric receive buffers
-    # and the accumulator.
+    # and the accumulator (none of them alone: step 0 reads the inputs and
+    # writes the outputs).
     blocks: dict[int, list[SSAValue]] = {}
-    for i in gathered:
+    for i in gathered if not alone else []:
         t = buffer_type(tensor_of(step.block.args[i]), world)
         pair = [symmetric(allocator, t, f"block{k}") for k in range(2)]
         host += pair
@@ -464,6 +471,9 @@ def lower_per_peer(
     for j in scattered_outputs:
         t = buffer_type(tensor_of(yielded[j]), world)
         element = t.element_type
+        if alone:
+            scattered.append(Scattered(j, outputs[j], element, [], [], outputs[j]))
+            continue
         partials = [alloc(element, t.get_shape()) for _ in range(2)]
         for k, p in enumerate(partials):
             p.memref.name_hint = f"partial{k}"
@@ -496,9 +506,11 @@ def lower_per_peer(
     streams = [COMMUNICATION_STREAM] * bool(gathered) + [REDUCTION_STREAM] * bool(
         scattered
     )
-    start = emitter.record(COMPUTE_STREAM, "per_peer_start")
-    for stream in streams:
-        host.append(WaitEventOp(start.event, stream))
+    if alone:
+        streams = []
+    else:
+        start = emitter.record(COMPUTE_STREAM, "per_peer_start")
+        host += [WaitEventOp(start.event, stream) for stream in streams]
 
     # The receive buffers of steps 1 and 2 are free from the start.
     for family in range(len(gathered)):
@@ -556,10 +568,9 @@ def lower_per_peer(
             total = next((p for p in summed if p.index == j), None)
             if total is not None:
                 if total.gemm is None:
-                    assert total.partial is not None
-                    target = fresh_view(
-                        host, total.output if total.writes_output(s) else total.partial
-                    )
+                    sink = total.output if total.writes_output(s) else total.partial
+                    assert sink is not None
+                    target = fresh_view(host, sink)
             elif piece is None:
                 view = chunk_view(values, out, tensor_of(value), dim, c, world)
                 if view is not None:
@@ -622,7 +633,7 @@ def lower_per_peer(
         if 1 <= s < world - 2:
             for family in range(len(gathered)):
                 host += transfers.credit(transfer(family, s + 2), s + 2, COMPUTE_STREAM)
-        if scattered:
+        if scattered and not alone:
             reduce_step(emitter, scattered, len(gathered), s, pushed)
     for total in summed:
         if total.slots is not None:
@@ -681,6 +692,12 @@ def summed_output(
     wide = compute_type(element)
     info = element_info(element)
     accumulator, slots = output, None
+    producer = value.owner
+    gemm = producer if isinstance(producer, coco.MatmulOp) else None
+    if gemm not in body or not info.is_float:
+        gemm = None
+    if world == 1:  # one partial, computed into the output itself
+        return Summed(index, output, element, output, None, gemm, None)
     if sums_in_chunk_order(tensor_of(value)):
         made = alloc(wide, [world, *shape])
         made.memref.name_hint = "slots"
@@ -691,9 +708,8 @@ def summed_output(
         made.memref.name_hint = "accumulator"
         host.append(made)
         accumulator = made.memref
-    producer = value.owner
-    if isinstance(producer, coco.MatmulOp) and producer in body and info.is_float:
-        return Summed(index, output, element, accumulator, slots, producer, None)
+    if gemm is not None:
+        return Summed(index, output, element, accumulator, slots, gemm, None)
     partial = alloc(element, shape)
     partial.memref.name_hint = "partial"
     host.append(partial)

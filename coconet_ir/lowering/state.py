@@ -17,6 +17,7 @@ region lowerings (`fused_collectives`, `tile_collectives`, `overlap`,
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
@@ -441,6 +442,16 @@ class ElementContext:
         lowering = self.lowering
         shape = local_shape(value, lowering.world)
         global_shape = list(value.dims)
+        if chunk is not None:
+            global_shape[chunk.dim] *= chunk.chunks
+        start = self.block_start(value, shape, global_shape, chunk)
+        if start is not None:
+            flat = indexer.flat
+            if not (isinstance(start, int) and start == 0):
+                offset = index_constant(b, start) if isinstance(start, int) else start
+                flat = b.insert(arith.AddiOp(flat, offset)).result
+            return as_i64(b, flat)
+        global_shape = list(value.dims)
         digits: list[SSAValue | int] = []
         plan = lowering.plan(value, domain)
         for a, axis in enumerate(plan):
@@ -464,6 +475,47 @@ class ElementContext:
                 digit = lowering.chunk_start(b, chunk, value.dims[a], digit, rank)
             digits.append(digit)
         return as_i64(b, linear(b, digits, global_shape))
+
+    def block_start(
+        self,
+        value: TensorType,
+        shape: Sequence[int],
+        global_shape: Sequence[int],
+        chunk: ChunkAt | None,
+    ) -> SSAValue | int | None:
+        """The global linear index of the first element of the domain's block
+        when the block is one contiguous run of the global value (read at the
+        domain's own flat index; every dim before the first one the block
+        cuts is 1 in the block, every dim after it whole): the global index
+        is then `flat + start`, no digit needed. Else None."""
+        if not self.lowering.is_identity(value, self.domain):
+            return None
+        cut = [a for a, (n, g) in enumerate(zip(shape, global_shape)) if n != g]
+        if not cut:
+            return 0
+        k = cut[0]
+        if len(cut) > 1 or math.prod(shape[:k]) != 1:
+            return None
+        if chunk is not None and chunk.dim != k:
+            return None
+        b, stride = self.b, math.prod(global_shape[k + 1 :])
+        sliced = value.layout.is_sliced and value.layout.sliced_dim == k
+        if sliced and chunk is None:  # the rank's block: rank * its size
+            assert self.rank is not None
+            size = index_constant(b, shape[k] * stride)
+            return b.insert(arith.MuliOp(self.rank, size)).result
+        offset: SSAValue | int = 0
+        if sliced:
+            assert self.rank is not None
+            size = index_constant(b, shape[k])
+            offset = b.insert(arith.MuliOp(self.rank, size)).result
+        if chunk is not None:
+            offset = self.lowering.chunk_start(
+                b, chunk, value.dims[k], offset, self.rank
+            )
+        if isinstance(offset, int) or stride == 1:
+            return offset * stride if isinstance(offset, int) else offset
+        return b.insert(arith.MuliOp(offset, index_constant(b, stride))).result
 
     def element_index(self, value: TensorType) -> SSAValue | None:
         """The flat index into a buffer of `value` of the domain's element

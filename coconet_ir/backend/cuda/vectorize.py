@@ -6,7 +6,9 @@ A kernel whose body is the lowering's grid-stride elementwise loop
       ... loads of x[i], stores of y[i], arith and math ...
 
 over contiguous 1-D buffers of one 16-bit or 32-bit float type (f16/bf16: 8 per
-16 bytes, f32: 4) is printed with a main loop that moves 16 bytes per buffer
+16 bytes, f32: 4; a buffer the loop only reads at another index, a broadcast
+operand such as `bias[i % H]`, is read element by element in each lane) is
+printed with a main loop that moves 16 bytes per buffer
 and iteration (`float4`, or `uint4` holding 8 halves) and computes the W lanes
 one after another, then the scalar loop for the tail. The main loop runs only
 when every vector buffer is 16-byte aligned (a runtime test: views of a
@@ -17,6 +19,7 @@ variable, where the body uses it (dropout's counter), is each lane's index.
 
 from __future__ import annotations
 
+import math
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from functools import singledispatchmethod
@@ -27,6 +30,7 @@ from xdsl.dialects.builtin import (
     BFloat16Type,
     Float16Type,
     Float32Type,
+    IntegerAttr,
     MemRefType,
     NoneAttr,
 )
@@ -126,6 +130,26 @@ def is_contiguous_1d(t: MemRefType) -> bool:
     )
 
 
+def is_lane_load(op: Operation, induction: SSAValue, stored: set[SSAValue]) -> bool:
+    """A load of a buffer the loop does not write at an index other than the
+    induction variable: loaded element by element in each lane, the other
+    buffers still moved 16 bytes at a time, when the buffer is a broadcast
+    operand (`bias[i % H]`, fewer elements than the vector buffers; a larger
+    one is a gather, whose per-lane index arithmetic costs more than the
+    vectors save)."""
+    return (
+        isinstance(op, memref.LoadOp)
+        and list(op.indices) != [induction]
+        and op.memref not in stored
+    )
+
+
+def memref_size(buffer: SSAValue) -> int:
+    t = buffer.type
+    assert isinstance(t, MemRefType)
+    return math.prod(t.get_shape())
+
+
 def vector_plan(kernel: gpu.FuncOp) -> VectorPlan | None:
     """The plan for `kernel`, or None if it is not a vectorizable grid-stride
     elementwise kernel."""
@@ -147,6 +171,8 @@ def vector_plan(kernel: gpu.FuncOp) -> VectorPlan | None:
     induction = body.args[0]
     buffers: list[SSAValue] = []
     shape: tuple[int, str] | None = None
+    stored = {op.memref for op in body.ops if isinstance(op, memref.StoreOp)}
+    broadcast: list[SSAValue] = []
     for op in body.ops:
         if isinstance(op, scf.YieldOp):
             continue
@@ -157,6 +183,9 @@ def vector_plan(kernel: gpu.FuncOp) -> VectorPlan | None:
             assert isinstance(t, MemRefType)
             if not op.indices and not isinstance(op, memref.StoreOp):
                 continue  # a scalar, loaded in every lane
+            if is_lane_load(op, induction, stored):
+                broadcast.append(op.memref)
+                continue  # a broadcast operand, loaded in each lane
             if list(op.indices) != [induction] or not is_contiguous_1d(t):
                 return None
             if not isinstance(op.memref, BlockArgument):
@@ -174,6 +203,9 @@ def vector_plan(kernel: gpu.FuncOp) -> VectorPlan | None:
             return None
     if shape is None:
         return None
+    domain = min(memref_size(b) for b in buffers)
+    if any(memref_size(b) >= domain for b in broadcast):
+        return None  # a gather (a slice's copy), not a broadcast
     return VectorPlan(loop, shape[0], shape[1], tuple(buffers))
 
 
@@ -220,6 +252,37 @@ def print_vectorized(
     printer.line("}")
 
 
+def vector_digits(
+    printer: KernelPrinter, plan: VectorPlan, v: str
+) -> dict[Operation, tuple[str, bool]]:
+    """`i / D` and `i % D` of the induction variable by a constant `D` that
+    the width divides (a broadcast operand's index, `bias[i % H]`): the
+    same quotient in every lane of a vector, and the remainder the first
+    lane's plus the lane, so each is printed once per vector, from
+    `v * width`. Each op → the name of its first lane's value, and whether
+    it is a remainder."""
+    induction = plan.loop.body.block.args[0]
+    found: dict[Operation, tuple[str, bool]] = {}
+    for op in plan.loop.body.block.ops:
+        if not isinstance(op, arith.DivUIOp | arith.RemUIOp) or op.lhs is not induction:
+            continue
+        divisor = op.rhs.owner
+        if not isinstance(divisor, arith.ConstantOp):
+            continue
+        value = divisor.value
+        if not isinstance(value, IntegerAttr) or value.value.data % plan.width:
+            continue
+        is_rem = isinstance(op, arith.RemUIOp)
+        name = printer.scope.fresh("lane0_rem" if is_rem else "lane0_div", "lane0")
+        sign = "%" if is_rem else "/"
+        printer.line(
+            f"const int64_t {name} = (int64_t)((uint64_t)({v} * {plan.width}) "
+            f"{sign} (uint64_t){value.value.data});"
+        )
+        found[op] = (name, is_rem)
+    return found
+
+
 def print_vector_iteration(printer: KernelPrinter, plan: VectorPlan, v: str) -> None:
     """One iteration of the vector loop: load every buffer's 16 bytes into a
     lane array, compute the lanes, store the arrays that were written."""
@@ -228,9 +291,14 @@ def print_vector_iteration(printer: KernelPrinter, plan: VectorPlan, v: str) -> 
     written = {
         op.memref for op in body.ops if isinstance(op, memref.StoreOp) and op.indices
     }
-    loaded = {
-        op.memref for op in body.ops if isinstance(op, memref.LoadOp) and op.indices
+    vectors = {
+        op
+        for op in body.ops
+        if isinstance(op, memref.LoadOp | memref.StoreOp)
+        and list(op.indices) == [induction]
     }
+    loaded = {op.memref for op in vectors if isinstance(op, memref.LoadOp)}
+    per_vector = vector_digits(printer, plan, v)
     lanes: dict[SSAValue, str] = {}
     for buffer in plan.buffers:
         t = buffer.type
@@ -250,9 +318,13 @@ def print_vector_iteration(printer: KernelPrinter, plan: VectorPlan, v: str) -> 
         for op in body.ops:
             if isinstance(op, scf.YieldOp):
                 continue
-            if isinstance(op, memref.LoadOp) and op.indices:
+            if op in per_vector:
+                base, is_rem = per_vector[op]
+                text = f"{base} + {lane}" if is_rem and lane else base
+                printer.exprs[op.results[0]] = Expr(text, text == base)
+            elif isinstance(op, memref.LoadOp) and op in vectors:
                 printer.exprs[op.res] = Expr(f"{lanes[op.memref]}[{lane}]", True)
-            elif isinstance(op, memref.StoreOp) and op.indices:
+            elif isinstance(op, memref.StoreOp) and op in vectors:
                 printer.line(f"{lanes[op.memref]}[{lane}] = {printer.text(op.value)};")
             else:
                 printer.print(op)

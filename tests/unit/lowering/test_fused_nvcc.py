@@ -16,6 +16,7 @@ from helpers import (
     device_only,
     example,
     for_every_arch,
+    load_example,
     of_source,
     once_per_run,
     one_unit_command,
@@ -140,3 +141,39 @@ def test_fused_kernels_move_16_bytes_per_access(name: str, vectorized_ptx: str):
     for kernel, body in fused:
         assert re.search(rf"ld\.global(\.nc)?\.v4\.{element}", body), kernel
         assert re.search(rf"st\.global\.v4\.{element}", body), kernel
+
+
+def test_megatron_at_model_size_is_vectorized_without_spills(tmp_path):
+    """`examples/megatron.py --model` after coco-optimize, at world 1 (a gemm
+    and the fused bias -> dropout -> residual kernel) and at world 8 (the
+    per-peer form): ptxas spills nothing on sm_90, and the fused kernel loads
+    and stores 16 bytes at a time (docs/gpu/cuda.md, "Vectorization")."""
+    megatron = load_example("megatron")
+    sources = {
+        f"world{world}": cuda_source(
+            cc.Pipeline(f"coco-optimize,convert-coco-to-gpu{{world={world}}}")(
+                megatron.build(megatron.MODEL)
+            )
+        )
+        for world in (1, 8)
+    }
+    command = one_unit_command(sources, tmp_path)
+    done = subprocess.run(
+        [*device_only(command), "-Xptxas", "-v"], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    kernels = list(PTXAS_KERNEL.finditer(done.stderr))
+    assert len(kernels) > 2 and all(k["spills"] == "0" for k in kernels), done.stderr
+    command[command.index("-c")] = "-ptx"
+    command[command.index("-o") + 1] = str(tmp_path / "all.ptx")
+    done = subprocess.run(command, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    entries = re.findall(
+        r"\.entry (\w*dropout_fused\w*)\((.*?)\n}\n",
+        (tmp_path / "all.ptx").read_text(),
+        re.DOTALL,
+    )
+    assert len(entries) == 2
+    for kernel, body in entries:
+        assert len(re.findall(r"ld\.global(\.nc)?\.v4\.u32", body)) == 2, kernel
+        assert len(re.findall(r"st\.global\.v4\.u32", body)) == 1, kernel

@@ -18,12 +18,13 @@ a replicated output in each rank's own order, are caught."""
 
 from __future__ import annotations
 
+import re
 from functools import cache
 
 import numpy as np
 import pytest
 from fused_emulation import cuda_source, emulate, peer_bytes
-from helpers import EXAMPLES_DIR
+from helpers import EXAMPLES_DIR, load_example
 from xdsl.dialects.builtin import ModuleOp
 
 import coconet_ir as cc
@@ -400,3 +401,91 @@ def test_summed_replicated_in_each_ranks_order_is_caught(
     module = summed_module("rhs", "replicated")
     with pytest.raises(cc.CocoError, match="ranks disagree"):
         emulate(module.clone(), 4, seeds=(0, 1))
+
+
+# ============================================================================
+# World 1: nothing to overlap (docs/gpu/overlap.md, "At world 1")
+# ============================================================================
+
+OVERLAP_KERNELS = ("_widen_", "_round_", "_accumulate_", "_sum_", "_signal_", "_wait_")
+"""Kernels a per-peer region adds to its body's own: none at world 1."""
+
+WORLD_1_PROGRAMS = {
+    "gather_matmul_gelu": gather_matmul(element="bf16"),
+    "matmul_reduce_scatter": matmul_rs(element="bf16"),
+    "sequence_parallel_mlp": mlp("bf16"),
+    "summed_lhs_replicated": contracted("lhs", "replicated", element="bf16"),
+    "summed_rhs_sliced": contracted("rhs", "sliced", element="bf16"),
+    "summed_integers": contracted("lhs", "sliced", element="i32"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WORLD_1_PROGRAMS))
+def test_world_1_is_the_body_writing_its_outputs(name: str):
+    """On one rank a per-peer region is its body once, on the rank's own
+    blocks, straight into its outputs: each float matmul one gemm into the
+    output in the output's type (no f32 accumulator, no slots), no flag
+    kernels, events, peer copies or rounding; equal to the interpreter. On
+    two ranks the same module has them all (the control)."""
+    text = WORLD_1_PROGRAMS[name]
+    module = per_peer_module(text)
+    run = emulate(module.clone(), 1, seeds=(0,))
+    element = "i32" if "i32" in text else "bf16"
+    assert_matches(run, element)
+    source = cuda_source(run.lowered)
+    kernels = re.findall(r"__global__ .* (\w+)\(", source)
+    assert not [k for k in kernels for part in OVERLAP_KERNELS if part in k]
+    for absent in ("cudaEventRecord", "peer_copy", "CUDA_R_32F", "next_epoch"):
+        assert absent not in source
+    matmuls = sum(isinstance(op, coco.MatmulOp) for op in module.walk())
+    assert source.count("cublasGemmEx(") == (0 if element == "i32" else matmuls)
+    assert EmulatorStats(run.stats, 1).total_launches == len(kernels)
+    two = cuda_source(cc.Pipeline("convert-coco-to-gpu{world=2}")(module.clone()))
+    assert "cudaEventRecord" in two and "_signal_0(" in two
+
+
+MEGATRON_PER_PEER = (
+    "coco-split-all-reduce,coco-reorder,coco-overlap{per_peer=true},coco-fuse"
+)
+"""What `coco-optimize` makes of the Megatron layer at model size (a per-peer
+matmul -> reduce_scatter, the all_slice of the residual, one fused
+bias -> dropout -> residual kernel, an all_gather), at any size."""
+
+
+megatron = load_example("megatron")
+
+
+def test_megatron_at_world_1_is_a_gemm_and_one_kernel():
+    """The Megatron layer's per-peer form on one rank (bf16): one gemm
+    straight into the product, then the fused kernel reading the residual
+    where it is and writing the result: no widen/round kernels, no
+    all_slice copy, no all_gather (2 -> 0 extra launches, 6 -> 1 in all);
+    equal to the interpreter."""
+    sizes = {**megatron.TEST, "element": cc.bf16}
+    module = cc.Pipeline(MEGATRON_PER_PEER)(megatron.build(sizes))
+    run = emulate(module.clone(), 1, seeds=(0, 1))
+    assert_matches(run, "bf16")
+    source = cuda_source(run.lowered)
+    assert EmulatorStats(run.stats, 1, calls=2).total_launches == 1
+    assert source.count("__global__") == 1 and "_dropout_fused_" in source
+    assert source.count("cublasGemmEx(") == 1 and "nccl" not in source
+    assert "CUDA_R_32F" not in source and "Memcpy" not in source
+
+
+def test_megatron_at_model_size_and_world_1_is_cublas_and_one_kernel():
+    """`examples/megatron.py --model` through `coco-optimize`: on one rank a
+    gemm into the product and one vectorized kernel writing the result; on 4
+    ranks the per-peer form stays."""
+    module = cc.Pipeline("coco-optimize")(megatron.build(megatron.MODEL))
+    assert any(isinstance(op, coco.PerPeerOp) for op in module.walk())
+    one = cuda_source(cc.Pipeline("convert-coco-to-gpu{world=1}")(module.clone()))
+    assert one.count("__global__") == 1 and one.count("cublasGemmEx(") == 1
+    assert "nccl" not in one and "cudaEventRecord" not in one
+    # 16 bytes a load and a store (docs/gpu/cuda.md, "Vectorization"); the
+    # dropout's index is the lane's own: its block is one run of the value.
+    for loaded in ("sum", "r"):
+        assert f"reinterpret_cast<const uint4 *>({loaded})[v]" in one
+    assert "reinterpret_cast<uint4 *>(result0)[v] =" in one
+    assert "const int64_t index_cast = (int64_t)(v * 8 + 0);" in one
+    four = cuda_source(cc.Pipeline("convert-coco-to-gpu{world=4}")(module.clone()))
+    assert "_widen_" in four and "peer_copy" in four

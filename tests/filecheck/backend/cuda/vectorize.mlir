@@ -3,8 +3,12 @@
 // f16/bf16 (8 per uint4) buffers get a 16-byte vector main loop, run when every
 // vector buffer is 16-byte aligned, and the scalar loop for the tail. An
 // in-place buffer is loaded and stored as one lane array; scalars (rank 0) stay
-// scalar; a use of the induction variable is each lane's index. Kernels over
-// i32 buffers, or sizes not divisible by the width, stay scalar.
+// scalar; a use of the induction variable is each lane's index; a buffer only
+// read at another index (a broadcast bias) is read element by element in each
+// lane. Kernels over i32 buffers, sizes not divisible by the width, a buffer
+// read at another index than the one it is written at, or a gather (a buffer
+// read at another index, no smaller than the others: a slice's copy), stay
+// scalar.
 
 builtin.module attributes {gpu.container_module} {
   gpu.module @kernels {
@@ -85,6 +89,56 @@ builtin.module attributes {gpu.container_module} {
       }
       gpu.return
     }
+    gpu.func @bias(%n: index, %x: memref<64xf16>, %b: memref<8xf16>, %o: memref<64xf16>) kernel {
+      %bid = gpu.block_id x
+      %bdim = gpu.block_dim x
+      %tid = gpu.thread_id x
+      %gdim = gpu.grid_dim x
+      %base = arith.muli %bid, %bdim : index
+      %start = arith.addi %base, %tid : index
+      %step = arith.muli %gdim, %bdim : index
+      scf.for %i = %start to %n step %step {
+        %xv = memref.load %x[%i] : memref<64xf16>
+        %c8 = arith.constant 8 : index
+        %k = arith.remui %i, %c8 : index
+        %bv = memref.load %b[%k] : memref<8xf16>
+        %s = arith.addf %xv, %bv : f16
+        memref.store %s, %o[%i] : memref<64xf16>
+      }
+      gpu.return
+    }
+    gpu.func @shifted(%n: index, %o: memref<64xf32>) kernel {
+      %bid = gpu.block_id x
+      %bdim = gpu.block_dim x
+      %tid = gpu.thread_id x
+      %gdim = gpu.grid_dim x
+      %base = arith.muli %bid, %bdim : index
+      %start = arith.addi %base, %tid : index
+      %step = arith.muli %gdim, %bdim : index
+      scf.for %i = %start to %n step %step {
+        %c8 = arith.constant 8 : index
+        %k = arith.remui %i, %c8 : index
+        %ov = memref.load %o[%k] : memref<64xf32>
+        memref.store %ov, %o[%i] : memref<64xf32>
+      }
+      gpu.return
+    }
+    gpu.func @gather(%n: index, %s: memref<128xf32>, %o: memref<64xf32>) kernel {
+      %bid = gpu.block_id x
+      %bdim = gpu.block_dim x
+      %tid = gpu.thread_id x
+      %gdim = gpu.grid_dim x
+      %base = arith.muli %bid, %bdim : index
+      %start = arith.addi %base, %tid : index
+      %step = arith.muli %gdim, %bdim : index
+      scf.for %i = %start to %n step %step {
+        %c64 = arith.constant 64 : index
+        %k = arith.addi %i, %c64 : index
+        %sv = memref.load %s[%k] : memref<128xf32>
+        memref.store %sv, %o[%i] : memref<64xf32>
+      }
+      gpu.return
+    }
   }
 }
 
@@ -131,5 +185,31 @@ builtin.module attributes {gpu.container_module} {
 // CHECK:         for (int64_t i =
 
 // CHECK-LABEL: void odd(
+// CHECK-NOT:     vectors
+// CHECK:         for (int64_t i =
+
+// CHECK-LABEL: void bias(
+// CHECK:         if ((((uintptr_t)x | (uintptr_t)o) % 16) == 0) {
+// The width divides the bias's 8: i % 8 is lane 0's remainder plus the lane.
+// CHECK-NEXT:      for (int64_t v = start; v < vectors; v += stride) {
+// CHECK-NEXT:        const int64_t lane0_rem = (int64_t)((uint64_t)(v * 8) % (uint64_t)8);
+// CHECK-NEXT:        alignas(16) __half x_v[8];
+// CHECK-NEXT:        *reinterpret_cast<uint4 *>(x_v) = reinterpret_cast<const uint4 *>(x)[v];
+// CHECK-NEXT:        alignas(16) __half o_v[8];
+// CHECK-NEXT:        o_v[0] = __float2half(__half2float(x_v[0]) + __half2float(b[lane0_rem]));
+// CHECK-NEXT:        o_v[1] = __float2half(__half2float(x_v[1]) + __half2float(b[(lane0_rem + 1)]));
+// CHECK:             o_v[7] = __float2half(__half2float(x_v[7]) + __half2float(b[(lane0_rem + 7)]));
+// CHECK-NEXT:        reinterpret_cast<uint4 *>(o)[v] = *reinterpret_cast<const uint4 *>(o_v);
+// CHECK-NEXT:      }
+// CHECK-NEXT:      tail = vectors * 8 + start;
+// CHECK-NEXT:    }
+// CHECK-NEXT:    for (int64_t i = tail; i < n; i += stride) {
+// CHECK-NEXT:      o[i] = __float2half(__half2float(x[i]) + __half2float(b[(int64_t)((uint64_t)i % (uint64_t)8)]));
+
+// CHECK-LABEL: void shifted(
+// CHECK-NOT:     vectors
+// CHECK:         for (int64_t i =
+
+// CHECK-LABEL: void gather(
 // CHECK-NOT:     vectors
 // CHECK:         for (int64_t i =

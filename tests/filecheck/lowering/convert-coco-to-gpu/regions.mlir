@@ -16,12 +16,12 @@
 // CHECK-NEXT:     %11 = arith.addf %9, %10 : f32
 // CHECK-NEXT:     %12 = arith.truncf %11 : f32 to f16
 // CHECK-NEXT:     %13 = arith.extf %12 : f16 to f32
-// Global row = i / 8 + rank * 2 of the [4, 8] value.
-// CHECK-NEXT:     %14 = arith.constant 8 : index
-// CHECK-NEXT:     %15 = arith.divui %i, %14 : index
-// CHECK-NEXT:     %16 = arith.constant 2 : index
-// CHECK-NEXT:     %17 = arith.muli %rank, %16 : index
-// CHECK-NEXT:     %18 = arith.addi %15, %17 : index
+// The rank's block of the [4, 8] value is one run of it: global index =
+// i + rank * 16 (rows i / 8 + rank * 2), no digits.
+// CHECK-NEXT:     %14 = arith.constant 16 : index
+// CHECK-NEXT:     %15 = arith.muli %rank, %14 : index
+// CHECK-NEXT:     %16 = arith.addi %i, %15 : index
+// CHECK-NEXT:     %17 = arith.index_cast %16 : index to i64
 // CHECK:          %[[SCALE:.*]] = arith.constant 0.899902344 : f32
 // CHECK-NEXT:     %[[DROP:.*]] = arith.divf %{{.*}}, %[[SCALE]] : f32
 // CHECK-NEXT:     %[[D:.*]] = arith.truncf %[[DROP]] : f32 to f16
@@ -35,14 +35,15 @@
 // CHECK-NEXT:   }
 
 // Inside chunk 1 of 2 along dim 0 of the [4, 8] product, the dropout's global
-// row is i / 8 + 2.
+// row is i / 8 + 2: its global index i + 16 (chunk 0's is i).
 // CHECK:      gpu.func @overlap_dropout_0(
+// CHECK:          %5 = memref.load %p[%i] : memref<16xf32>
+// CHECK-NEXT:     %6 = arith.index_cast %i : index to i64
 // CHECK:      gpu.func @overlap_dropout_1(%n: index, %seed: i64, %p: memref<16xf32>, %d: memref<16xf32>) kernel {
 // CHECK:          %5 = memref.load %p[%i] : memref<16xf32>
-// CHECK-NEXT:     %6 = arith.constant 8 : index
-// CHECK-NEXT:     %7 = arith.divui %i, %6 : index
-// CHECK-NEXT:     %8 = arith.constant 2 : index
-// CHECK-NEXT:     %9 = arith.addi %7, %8 : index
+// CHECK-NEXT:     %6 = arith.constant 16 : index
+// CHECK-NEXT:     %7 = arith.addi %i, %6 : index
+// CHECK-NEXT:     %8 = arith.index_cast %7 : index to i64
 
 // The elementwise fusion writes its first output into the out-parameter and
 // its second into %w in place (it reads %w at the index it writes).
