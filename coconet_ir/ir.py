@@ -191,7 +191,7 @@ class LocatingParser(Parser):
     def parse_optional_type(self) -> TypeAttribute | None:
         """As xDSL's; a `!coco.tensor<...>` spelled as one parsed before is
         that type, and the parser resumes after it. A program's ops spell a
-        few types many times, and lexing them was half of parsing it. Only a
+        few types many times, and lexing them was a large part of parsing it. Only a
         type that parsed is remembered, and only when nothing but blanks
         separate its closing `>` from the next token, so a spelling is always
         what the parser consumed."""
