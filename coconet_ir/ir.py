@@ -27,6 +27,7 @@ from xdsl.ir import (
     Operation,
     Region,
     SSAValue,
+    TypeAttribute,
 )
 from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.printer import Printer
@@ -108,6 +109,29 @@ def _coco_gpu() -> Dialect:
     return CocoGpu
 
 
+TENSOR_TYPE = "!coco.tensor<"
+
+
+def tensor_type_end(text: str, start: int) -> int | None:
+    """Where the `!coco.tensor<...>` type at `start` of `text` ends (after
+    its matching `>`, counting `sliced<D>`'s), or None when there is none
+    there or its spelling holds anything but a type's characters."""
+    if not text.startswith(TENSOR_TYPE, start):
+        return None
+    depth = 0
+    for at in range(start + len(TENSOR_TYPE) - 1, len(text)):
+        char = text[at]
+        if char == "<":
+            depth += 1
+        elif char == ">":
+            depth -= 1
+            if depth == 0:
+                return at + 1
+        elif not (char.isalnum() or char in "x,. _"):
+            return None
+    return None
+
+
 class LocatingParser(Parser):
     """A parser that gives every operation its `file:line:col` location, so
     that verifier errors can point at the source as mlir-opt does.
@@ -119,7 +143,8 @@ class LocatingParser(Parser):
 
     A location costs a bisection of a table of line starts built once (xDSL's
     `Span.get_location` counts the newlines from the start of the input, which
-    made parsing quadratic).
+    made parsing quadratic). A `!coco.tensor` type is parsed once per spelling
+    (`parse_optional_type`).
     """
 
     def __init__(self, ctx: Context, text: str, name: str, line_offset: int = 0):
@@ -130,6 +155,8 @@ class LocatingParser(Parser):
         self._filename = StringAttr(name)
         self._first_uses: dict[str, Span] = {}
         """Where each forward-referenced value name was first used."""
+        self._tensor_types: dict[str, TypeAttribute] = {}
+        """Each `!coco.tensor<...>` spelling parsed so far, and its type."""
 
     @cached_property
     def _line_starts(self) -> list[Position]:
@@ -160,6 +187,27 @@ class LocatingParser(Parser):
             )
             use = replace(use, line_offset=self.line_offset)
             self.raise_error(f"use of undefined value '{use.text}'", use)
+
+    def parse_optional_type(self) -> TypeAttribute | None:
+        """As xDSL's; a `!coco.tensor<...>` spelled as one parsed before is
+        that type, and the parser resumes after it. A program's ops spell a
+        few types many times, and lexing them was a large part of parsing it. Only a
+        type that parsed is remembered, and only when nothing but blanks
+        separate its closing `>` from the next token, so a spelling is always
+        what the parser consumed."""
+        start = self.pos
+        end = tensor_type_end(self.lexer.input.content, start)
+        if end is None:
+            return super().parse_optional_type()
+        spelling = self.lexer.input.content[start:end]
+        known = self._tensor_types.get(spelling)
+        if known is not None:
+            self._resume_from(end)
+            return known
+        parsed = super().parse_optional_type()
+        if parsed is not None and not self.lexer.input.content[end : self.pos].strip():
+            self._tensor_types[spelling] = parsed
+        return parsed
 
     def parse_operation(self) -> Operation:
         start = self.op_start = self.pos

@@ -150,29 +150,28 @@ class KernelModule:
         name and built identically (e.g. an op cloned into every chunk of an
         overlap), and drop the copies. `launches`: every op naming a kernel
         (`kernel_users`)."""
-        from collections import Counter
-
-        first: dict[tuple[str, Attribute, Hashable], str] = {}
         replaced: dict[str, str] = {}
         kernels = [k for k in self.module.body.block.ops if isinstance(k, gpu.FuncOp)]
-        asked = Counter(
-            self.bases.get(k.sym_name.data, k.sym_name.data) for k in kernels
-        )
+        # Kernels of one name and type, in order; only those have their
+        # bodies compared (a body's printed form walks all of it).
+        alike: dict[tuple[str, Attribute], list[gpu.FuncOp]] = {}
         for kernel in kernels:
             name = kernel.sym_name.data
-            if asked[self.bases.get(name, name)] == 1:
-                continue  # the only kernel asked for under its name: no copy
-            key = (
-                self.bases.get(name, name),
-                kernel.function_type,
-                printed_form(kernel.body),
-            )
-            if key in first:
-                replaced[name] = first[key]
-                kernel.detach()
-                kernel.erase()
-            else:
-                first[key] = name
+            key = (self.bases.get(name, name), kernel.function_type)
+            alike.setdefault(key, []).append(kernel)
+        for group in alike.values():
+            if len(group) == 1:
+                continue  # no other kernel of its name and type: no copy
+            first: dict[Hashable, str] = {}
+            for kernel in group:
+                name = kernel.sym_name.data
+                body = printed_form(kernel.body)
+                if body in first:
+                    replaced[name] = first[body]
+                    kernel.detach()
+                    kernel.erase()
+                else:
+                    first[body] = name
         for call in launches:
             name = named_kernel(call)
             if name in replaced:

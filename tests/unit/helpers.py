@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import atexit
 import fcntl
+import functools
 import importlib.util
 import os
 import re
@@ -50,7 +51,15 @@ def load_example(name: str) -> ModuleType:
 
 
 def example(name: str) -> ModuleOp:
-    """The parsed `examples/NAME.mlir`."""
+    """The parsed `examples/NAME.mlir`: a copy of its module, parsed once per
+    process (xDSL's parser takes ~1 ms a line; a copy keeps the locations,
+    names and attributes, and the caller may change it)."""
+    return parsed_example(name).clone()
+
+
+@functools.cache
+def parsed_example(name: str) -> ModuleOp:
+    """`examples/NAME.mlir` parsed; not to be changed (`example` copies it)."""
     return cc.parse_file(str(EXAMPLES_DIR / f"{name}.mlir"))
 
 

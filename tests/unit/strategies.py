@@ -496,19 +496,24 @@ class StageBuilder:
         return FuncOp(self.name, (arg_types, result_types), Region(self.block))
 
 
+# The composite strategies are defined once, here, not in the functions that
+# return them: `st.composite` inspects its function's source each time it is
+# applied (about 1 ms), and those functions are called for every op drawn.
+
+
+@st.composite
+def draw_bias(draw: DrawFn, tensor: TensorType) -> TensorType:
+    kept = draw(st.integers(1, tensor.rank))
+    dims = [
+        1 if draw(st.integers(0, 3)) == 3 else size
+        for size in tensor.dims[tensor.rank - kept :]
+    ]
+    return TensorType(dims, tensor.element_type, REPLICATED)
+
+
 def bias_types(tensor: TensorType) -> st.SearchStrategy[TensorType]:
     """Replicated types that broadcast to `tensor`: trailing dims, some 1."""
-
-    @st.composite
-    def draw_bias(draw: DrawFn) -> TensorType:
-        kept = draw(st.integers(1, tensor.rank))
-        dims = [
-            1 if draw(st.integers(0, 3)) == 3 else size
-            for size in tensor.dims[tensor.rank - kept :]
-        ]
-        return TensorType(dims, tensor.element_type, REPLICATED)
-
-    return draw_bias()
+    return draw_bias(tensor)
 
 
 # ============================================================================
@@ -540,16 +545,18 @@ def tensor_types(
     kinds: tuple[str, ...] = ("replicated", "local", "sliced"),
 ) -> st.SearchStrategy[TensorType]:
     """Fresh argument types; rank 0 only for replicated/local kinds."""
+    return draw_type(elt, ranks, kinds)
 
-    @st.composite
-    def draw_type(draw: DrawFn) -> TensorType:
-        usable = [r for r in ranks if r > 0 or kinds != ("sliced",)]
-        shape = draw(st.sampled_from([s for r in usable for s in SHAPES[r]]))
-        allowed = kinds if shape else tuple(k for k in kinds if k != "sliced")
-        layout = draw(layouts_for(shape, allowed))
-        return TensorType(shape, coco.ELEMENT_TYPES[elt], layout)
 
-    return draw_type()
+@st.composite
+def draw_type(
+    draw: DrawFn, elt: str, ranks: tuple[int, ...], kinds: tuple[str, ...]
+) -> TensorType:
+    usable = [r for r in ranks if r > 0 or kinds != ("sliced",)]
+    shape = draw(st.sampled_from([s for r in usable for s in SHAPES[r]]))
+    allowed = kinds if shape else tuple(k for k in kinds if k != "sliced")
+    layout = draw(layouts_for(shape, allowed))
+    return TensorType(shape, coco.ELEMENT_TYPES[elt], layout)
 
 
 def is_sliced(t: TensorType) -> bool:

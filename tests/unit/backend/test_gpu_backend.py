@@ -1,9 +1,11 @@
 """The real-GPU backend (docs/gpu/running.md): every example's printed `.cu`
-(joined in one translation unit, and megatron alone) builds with the harness
+(joined in one translation unit, and lamb alone) builds with the harness
 (`-include coco_gpu_harness.h`) into shared libraries that link against the
 NCCL and cuBLAS wheels and load; the benchmark main of
 `-t 'cuda{main=true}'` builds into an executable (sm_80, sm_90) that parses
-its options and fails cleanly without a GPU; `gpu_run` imports without cupy
+its options and fails cleanly without a GPU (lamb's library and program
+link the same object: the benchmark main's file is the library's plus its
+`main`); `gpu_run` imports without cupy
 and refuses to run without a GPU. The run on GPUs is skipped where there is
 none (here and in CI): nothing in this file was run on a GPU."""
 
@@ -17,7 +19,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import for_every_arch, one_translation_unit, unit_namespace
+from helpers import (
+    for_every_arch,
+    once_per_run,
+    one_translation_unit,
+    unit_namespace,
+)
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp
 from xdsl.dialects.func import FuncOp
 
@@ -290,42 +297,68 @@ def test_calls_are_checked_before_the_gpu():
 # --------------------------------------------------------------------- nvcc
 
 
+ALONE = "lamb"
+"""The example built alone (its library, and its benchmark program)."""
+
+
+@pytest.fixture(scope="module")
+def alone_object(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`ALONE` printed with `-t 'cuda{main=true}'` at world 8 (the library's
+    file plus its benchmark `main`), compiled once per run with the harness
+    (warnings as errors, `-fPIC`; sm_80 and sm_90 in one call,
+    `for_every_arch`) into an object that both its shared library and its
+    program link."""
+
+    def build() -> str:
+        folder = tmp_path_factory.mktemp(ALONE)
+        source = folder / f"{ALONE}.cu"
+        source.write_text(printed(lowered(ALONE), main=True))
+        command = nvcc_command(source, "sm_90", folder / f"{ALONE}.o", harness=True)
+        command[command.index("-c") : command.index("-c")] = ["-Xcompiler", "-fPIC"]
+        # As a distribution's g++ builds it (Ubuntu 24.04: _FORTIFY_SOURCE, -O2),
+        # with truncation warnings at their strictest: -Werror must not depend on
+        # the host compiler (issue 26: the runtime's snprintf failed g++ 13.3).
+        command += ["-Xcompiler", "-O2,-D_FORTIFY_SOURCE=2,-Wformat-truncation=2"]
+        run(for_every_arch(command, ("sm_80", "sm_90")), folder)
+        return str(folder / f"{ALONE}.o")
+
+    return Path(once_per_run(tmp_path_factory, f"gpu_backend_{ALONE}", build))
+
+
+def link(objects: list[Path | str], out: Path, *, shared: bool) -> None:
+    """nvcc links `objects` into a shared library or a program, against NCCL
+    and cuBLAS."""
+    arch = ["-arch=sm_90", "-shared"] if shared else []
+    command = [str(nvcc()), *arch, *map(str, objects), "-o", str(out)]
+    run([*command, *link_flags()], out.parent)
+
+
 @needs_toolchain
-def test_harness_and_every_example_build_shared_libraries_that_link(tmp_path: Path):
+def test_harness_and_every_example_build_shared_libraries_that_link(
+    tmp_path: Path, alone_object: Path
+):
     """Every example (coco-optimize'd, world 8) printed, compiled with the
     harness (force-included, sm_90, warnings as errors) and linked into a
     shared library against NCCL and cuBLAS, which loads (every symbol
     resolves) and exports the harness; coco_gpu_create fails with a message
-    where there is no GPU. Two translation units in one nvcc call (most of a
-    compile is the headers): every example joined (`one_translation_unit`:
-    their functions get C++ names in a namespace each), and megatron alone,
-    whose library exports its entry under its C name."""
+    where there is no GPU. Two libraries: every example joined in one
+    translation unit (`one_translation_unit`, most of a compile is the
+    headers: their functions get C++ names in a namespace each), and
+    `ALONE` alone (`alone_object`), whose library exports its entry under its
+    C name."""
     modules = {name: lowered(name) for name in EXAMPLES}
     sources = {name: printed(module) for name, module in modules.items()}
     (tmp_path / "all.cu").write_text(
         one_translation_unit(sources)
         + 'extern "C" int coco_world_size(void) { return 1; }\n'
     )
-    (tmp_path / "megatron.cu").write_text(sources["megatron"])
-    compile_flags = nvcc_command("X.cu", "sm_90", "X.o", harness=True)
-    compile_flags = [
-        f for f in compile_flags if f not in ("-x", "cu", "X.cu", "-o", "X.o")
-    ]
-    run([*compile_flags, "-Xcompiler", "-fPIC", "all.cu", "megatron.cu"], tmp_path)
-    for name in ("all", "megatron"):
+    command = nvcc_command("all.cu", "sm_90", "all.o", harness=True)
+    command[command.index("-c") : command.index("-c")] = ["-Xcompiler", "-fPIC"]
+    run(command, tmp_path)
+    objects = {"all": tmp_path / "all.o", ALONE: alone_object}
+    for name, obj in objects.items():
         library = tmp_path / f"lib{name}.so"
-        run(
-            [
-                str(nvcc()),
-                "-arch=sm_90",
-                "-shared",
-                f"{name}.o",
-                "-o",
-                str(library),
-                *link_flags(),
-            ],
-            tmp_path,
-        )
+        link([obj], library, shared=True)
         lib = load_harness(library)
         for symbol in (
             "coco_gpu_context",
@@ -348,30 +381,23 @@ def test_harness_and_every_example_build_shared_libraries_that_link(tmp_path: Pa
         for f in module.ops
         if isinstance(f, FuncOp)
     }
-    megatron = ctypes.CDLL(str(tmp_path / "libmegatron.so"))
+    alone = ctypes.CDLL(str(tmp_path / f"lib{ALONE}.so"))
     for name, entry in entries:
-        if name == "megatron":
-            assert hasattr(megatron, f"coco_{entry}")
+        if name == ALONE:
+            assert hasattr(alone, f"coco_{entry}")
     defined = run(["nm", "-DC", "--defined-only", "liball.so"], tmp_path)
     for name, entry in entries:
         assert f"{unit_namespace(name)}::coco_{entry}(" in defined, (name, entry)
 
 
 @needs_toolchain
-def test_benchmark_main_builds_an_executable(tmp_path: Path):
-    """lamb with `-t 'cuda{main=true}'` at world 8: nvcc (warnings as
-    errors; sm_80 and sm_90 in one call, `for_every_arch`) builds and links a
+def test_benchmark_main_builds_an_executable(tmp_path: Path, alone_object: Path):
+    """lamb with `-t 'cuda{main=true}'` at world 8 (`alone_object`: warnings
+    as errors, sm_80 and sm_90, a distribution's host flags) links into a
     program; it prints its usage, and refuses a world it was not converted
     for, or too few GPUs (no GPU run here)."""
-    source = tmp_path / "lamb.cu"
-    source.write_text(printed(lowered("lamb"), main=True))
-    program = tmp_path / "lamb"
-    command = nvcc_command(source, "sm_90", program, executable=True, harness=True)
-    # As a distribution's g++ builds it (Ubuntu 24.04: _FORTIFY_SOURCE, -O2),
-    # with truncation warnings at their strictest: -Werror must not depend on
-    # the host compiler (issue 26: the runtime's snprintf failed g++ 13.3).
-    command += ["-Xcompiler", "-O2,-D_FORTIFY_SOURCE=2,-Wformat-truncation=2"]
-    run(for_every_arch(command, ("sm_80", "sm_90")), tmp_path)
+    program = tmp_path / ALONE
+    link([alone_object], program, shared=False)
     usage = run([str(program), "--help"], tmp_path, timeout=60)
     assert "--iters I" in usage and "(8)" in usage
     wrong = subprocess.run(

@@ -6,6 +6,7 @@ shapes, and a 391-tensor Adam that lowers to a handful of kernels."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import sys
 from math import prod
@@ -14,6 +15,7 @@ import pytest
 from helpers import EXAMPLES_DIR, ops_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from xdsl.dialects.builtin import ModuleOp
 
 import coconet_ir as cc
 from coconet_ir.dialects import coco
@@ -119,11 +121,18 @@ def bucket_sizes(module) -> list[int]:
     ]
 
 
+@functools.cache
+def step_module(kind: str) -> ModuleOp:
+    """`step_program(kind, SHAPES)` parsed once per process (nine tests of
+    each kind start from it); callers change only copies."""
+    return cc.parse(step_program(kind, SHAPES))
+
+
 @pytest.mark.parametrize("kind", ["sgd", "adam", "lamb"])
 @pytest.mark.parametrize("limit", [160, 400, 25 * 1024 * 1024])
 @pytest.mark.parametrize("world", [2, 4, 8])
 def test_steps_stay_equivalent(kind: str, limit: int, world: int) -> None:
-    before = cc.parse(step_program(kind, SHAPES))
+    before = step_module(kind).clone()
     after = cc.Pipeline([Bucketing(bytes=limit)])(before)
     assert bucket_sizes(after), "nothing was bucketed"
     verdict = cc.equivalent(before, after, world)
