@@ -145,8 +145,7 @@ WORKLOADS: tuple[Workload, ...] = (
         "Megatron layer 8x2048x12288 bf16",
         model("megatron"),
         lambda: {"kind": "megatron", **sizes("megatron")},
-        shared=(4,),
-    ),
+    ),  # not shared: at model size its 4-rank program calls ncclAllGather
     Workload(
         "sequence_parallel_mlp",
         "sequence-parallel MLP 2048x12288x49152 bf16",
