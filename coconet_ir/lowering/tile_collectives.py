@@ -132,6 +132,15 @@ from coconet_ir.lowering.kernels import lanes as kernel_lanes
 from coconet_ir.lowering.state import Lowering, replace_with_buffers
 
 
+def widest_divisor(
+    n: int, limit: int, also: Callable[[int], bool] = lambda _: True
+) -> int:
+    """The widest divisor of `n` up to `limit` (at least 1) for which `also`
+    holds; 0 when none does. How the tile plans size their tiles."""
+    fits = [c for c in range(1, min(max(1, limit), n) + 1) if n % c == 0 and also(c)]
+    return max(fits, default=0)
+
+
 def frame(b: Builder) -> tuple[SSAValue, SSAValue, SSAValue, SSAValue, SSAValue]:
     """The thread and block ids and counts of a tile kernel, and whether
     this thread is its block's leader (thread 0)."""
@@ -426,8 +435,7 @@ class EmbeddingAllToAll(AllToAllPlan[EmbeddingOp]):
     def bag_tile(self) -> int:
         """Bags per tile: the most dividing `B'` in `EMBEDDING_TILE_ELEMENTS`
         (one, for rows wider than that)."""
-        limit = max(1, EMBEDDING_TILE_ELEMENTS // self.width)
-        return max(c for c in range(1, min(limit, self.bags) + 1) if self.bags % c == 0)
+        return widest_divisor(self.bags, EMBEDDING_TILE_ELEMENTS // self.width)
 
     @property
     def chunks(self) -> int:
@@ -725,13 +733,11 @@ class GemvAllReduce(TilePlan[MatmulOp]):
     def tile_columns(self) -> int:
         """Columns per tile: the widest that divides M into a multiple of N
         tiles of at most `GEMV_TILE_ELEMENTS` elements (0: none does)."""
-        limit = max(1, GEMV_TILE_ELEMENTS // self.rows)
-        fits = [
-            c
-            for c in range(1, min(limit, self.columns) + 1)
-            if self.columns % c == 0 and (self.columns // c) % self.world == 0
-        ]
-        return max(fits, default=0)
+        return widest_divisor(
+            self.columns,
+            GEMV_TILE_ELEMENTS // self.rows,
+            lambda c: (self.columns // c) % self.world == 0,
+        )
 
     @property
     def tiles(self) -> int:
@@ -1220,18 +1226,13 @@ class GemmAllToAll(AllToAllPlan[MatmulOp | BatchMatmulOp]):
     @property
     def tile_columns(self) -> int:
         """The widest divisor of `M` up to `GEMM_TILE_COLUMNS`."""
-        return max(
-            c
-            for c in range(1, min(GEMM_TILE_COLUMNS, self.columns) + 1)
-            if self.columns % c == 0
-        )
+        return widest_divisor(self.columns, GEMM_TILE_COLUMNS)
 
     @property
     def tile_rows(self) -> int:
         """The widest divisor of `rows` keeping a tile within
         `GEMM_TILE_ELEMENTS`."""
-        limit = max(1, GEMM_TILE_ELEMENTS // self.tile_columns)
-        return max(r for r in range(1, min(limit, self.rows) + 1) if self.rows % r == 0)
+        return widest_divisor(self.rows, GEMM_TILE_ELEMENTS // self.tile_columns)
 
     @property
     def per_peer(self) -> int:
