@@ -675,10 +675,9 @@ def test_the_gemv_grid_covers_every_sm():
     assert items >= 2 * blocks
 
 
-@pytest.fixture(scope="module")
-def gemv_model_fatbin(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """The model-size GEMV's device code for sm_90 (`device_only`) and
-    ptxas's report on it."""
+def model_build(directory: Path, name: str, module: ModuleOp) -> str:
+    """A model-size module's device code for sm_90 in `directory`: NAME.fatbin
+    (`device_only`) and NAME.ptx; returns ptxas's report."""
     import subprocess
 
     from helpers import device_only
@@ -687,61 +686,101 @@ def gemv_model_fatbin(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, s
 
     if nvcc() is None:
         pytest.skip("needs nvcc")
-    directory = tmp_path_factory.mktemp("gemv_model")
-    source = directory / "gemv.cu"
-    source.write_text(fused_emulation.cuda_source(gemv_at_model_size()))
-    command = device_only(nvcc_command(source, "sm_90", directory / "gemv.o"))
-    done = subprocess.run([*command, "-Xptxas", "-v"], capture_output=True, text=True)
+    source = directory / f"{name}.cu"
+    source.write_text(fused_emulation.cuda_source(module))
+    command = nvcc_command(source, "sm_90", directory / f"{name}.o")
+    done = subprocess.run(
+        [*device_only(command), "-Xptxas", "-v"], capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr
-    return directory / "gemv.fatbin", done.stderr
+    command[command.index("-c")] = "-ptx"
+    command[command.index("-o") + 1] = str(directory / f"{name}.ptx")
+    made = subprocess.run(command, capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    return done.stderr
 
 
-GEMV_KERNEL = "gemv_allreduce_proj_fused_0"
-
-
-def test_the_gemv_kernel_at_model_size_has_no_spills_and_four_blocks_per_sm(
-    gemv_model_fatbin: tuple[Path, str],
-):
-    """ptxas, sm_90: no spills; registers and shared memory let
-    `COCO_BLOCKS_PER_SM` blocks of 256 threads share an SM, so the resident
-    grid is the whole `coco::grid_blocks` one."""
-    _, report = gemv_model_fatbin
+def ptxas_usage(report: str, kernel: str) -> tuple[int, int, int, int]:
+    """`kernel`'s spill stores, spill loads, registers and shared memory
+    bytes (0 if none) in ptxas's sm_90 report."""
     found = re.search(
-        rf"entry function '{GEMV_KERNEL}' for 'sm_90'.*?(\d+) bytes spill stores, "
+        rf"entry function '{kernel}' for 'sm_90'.*?(\d+) bytes spill stores, "
         r"(\d+) bytes spill loads.*?Used (\d+) registers[^\n]*?(?:(\d+) bytes smem)?\n",
         report,
         re.DOTALL,
     )
     assert found is not None, report
     stores, loads, registers, shared = (int(x or 0) for x in found.groups())
+    return stores, loads, registers, shared
+
+
+def ptx_entry(ptx: Path, kernel: str) -> str:
+    """The text of `kernel`'s `.entry` in a PTX file."""
+    found = re.search(rf"\.entry {kernel}\(.*?\n}}", ptx.read_text(), re.DOTALL)
+    assert found is not None
+    return found[0]
+
+
+def wide_loads(fatbin: Path, kernel: str, use: str) -> tuple[int, int]:
+    """`kernel`'s SASS (cuobjdump; skips where there is none): how many
+    16-byte loads (LDG.E.128) it has, and the most of them issued before the
+    next `use` instruction (what consumes the loads: loads in flight)."""
+    import subprocess
+
+    tool = cuobjdump()
+    if tool is None:
+        pytest.skip("needs cuobjdump")
+    command, env = tool
+    done = subprocess.run(
+        [command, "-sass", "-fun", kernel, str(fatbin)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    sass = [line for line in done.stdout.splitlines() if "/*" in line]
+    wide = [i for i, line in enumerate(sass) if "LDG.E.128" in line]
+    runs = [
+        next((j for j in range(i, len(sass)) if use in sass[j]), len(sass))
+        for i in wide
+    ]
+    ahead = [sum(1 for w in wide if i <= w < r) for i, r in zip(wide, runs)]
+    return len(wide), max(ahead, default=0)
+
+
+@pytest.fixture(scope="module")
+def gemv_model_build(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The model-size GEMV built for sm_90 (`model_build`): (directory,
+    ptxas's report)."""
+    directory = tmp_path_factory.mktemp("gemv_model")
+    return directory, model_build(directory, "gemv", gemv_at_model_size())
+
+
+GEMV_KERNEL = "gemv_allreduce_proj_fused_0"
+
+
+def test_the_gemv_kernel_at_model_size_has_no_spills_and_four_blocks_per_sm(
+    gemv_model_build: tuple[Path, str],
+):
+    """ptxas, sm_90: no spills; registers and shared memory let
+    `COCO_BLOCKS_PER_SM` blocks of 256 threads share an SM, so the resident
+    grid is the whole `coco::grid_blocks` one."""
+    _, report = gemv_model_build
+    stores, loads, registers, shared = ptxas_usage(report, GEMV_KERNEL)
     assert (stores, loads) == (0, 0)
     assert registers * 256 * blocks_per_sm() <= REGISTERS_PER_SM
     assert 0 < shared * blocks_per_sm() <= SHARED_BYTES_PER_SM
 
 
 def test_the_gemv_kernel_at_model_size_has_16_byte_loads_in_its_ptx(
-    tmp_path: Path,
+    gemv_model_build: tuple[Path, str],
 ):
     """The model-size kernel's PTX (sm_90): its weight loads are
     `ld.global.v4.u32`, 16 bytes each (what ptxas makes LDG.E.128: the SASS
     test below, where cuobjdump is at hand)."""
-    import subprocess
-
-    from coconet_ir.backend.cuda.toolchain import nvcc, nvcc_command
-
-    if nvcc() is None:
-        pytest.skip("needs nvcc")
-    source = tmp_path / "gemv.cu"
-    source.write_text(fused_emulation.cuda_source(gemv_at_model_size()))
-    command = nvcc_command(source, "sm_90", tmp_path / "gemv.o")
-    command[command.index("-c")] = "-ptx"
-    command[command.index("-o") + 1] = str(tmp_path / "gemv.ptx")
-    done = subprocess.run(command, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    ptx = (tmp_path / "gemv.ptx").read_text()
-    found = re.search(rf"\.entry {GEMV_KERNEL}\(.*?\n}}", ptx, re.DOTALL)
-    assert found is not None
-    loads = re.findall(r"ld\.global(?:\.nc)?\.v4\.(?:u32|b32|f32)", found[0])
+    directory, _ = gemv_model_build
+    entry = ptx_entry(directory / "gemv.ptx", GEMV_KERNEL)
+    loads = re.findall(r"ld\.global(?:\.nc)?\.v4\.(?:u32|b32|f32)", entry)
     assert len(loads) >= 8
 
 
@@ -769,33 +808,15 @@ def cuobjdump() -> tuple[str, dict[str, str]] | None:
 
 
 def test_the_gemv_kernel_loads_the_weights_16_bytes_at_a_time(
-    gemv_model_fatbin: tuple[Path, str],
+    gemv_model_build: tuple[Path, str],
 ):
     """The SASS of the model-size kernel (sm_90): its weight loads are
     LDG.E.128, several issued before the first FMA that uses them."""
-    import subprocess
-
-    tool = cuobjdump()
-    if tool is None:
-        pytest.skip("needs cuobjdump")
-    fatbin, _ = gemv_model_fatbin
-    command, env = tool
-    done = subprocess.run(
-        [command, "-sass", "-fun", GEMV_KERNEL, str(fatbin)],
-        capture_output=True,
-        text=True,
-        env=env,
-    )
-    assert done.returncode == 0, done.stderr
-    sass = [line for line in done.stdout.splitlines() if "/*" in line]
-    wide = [i for i, line in enumerate(sass) if "LDG.E.128" in line]
-    assert len(wide) >= 8, done.stdout
+    directory, _ = gemv_model_build
+    count, ahead = wide_loads(directory / "gemv.fatbin", GEMV_KERNEL, "FFMA")
+    assert count >= 8
     # The loop's loads: at least four 16-byte loads before the next FFMA.
-    runs = [
-        next((j for j in range(i, len(sass)) if "FFMA" in sass[j]), len(sass))
-        for i in wide
-    ]
-    assert max(sum(1 for w in wide if i <= w < r) for i, r in zip(wide, runs)) >= 4
+    assert ahead >= 4
 
 
 # --------------------------------------- embedding at model size (static)
@@ -862,28 +883,10 @@ def test_the_embedding_grid_covers_every_sm():
 
 @pytest.fixture(scope="module")
 def dlrm_model_build(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """The model-size lookup's device code for sm_90 (`device_only`), its
-    PTX, and ptxas's report on it: (directory, report)."""
-    import subprocess
-
-    from helpers import device_only
-
-    from coconet_ir.backend.cuda.toolchain import nvcc, nvcc_command
-
-    if nvcc() is None:
-        pytest.skip("needs nvcc")
+    """The model-size lookup built for sm_90 (`model_build`): (directory,
+    ptxas's report)."""
     directory = tmp_path_factory.mktemp("dlrm_model")
-    source = directory / "dlrm.cu"
-    source.write_text(fused_emulation.cuda_source(dlrm_at_model_size()))
-    command = device_only(nvcc_command(source, "sm_90", directory / "dlrm.o"))
-    done = subprocess.run([*command, "-Xptxas", "-v"], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    ptx = nvcc_command(source, "sm_90", directory / "dlrm.o")
-    ptx[ptx.index("-c")] = "-ptx"
-    ptx[ptx.index("-o") + 1] = str(directory / "dlrm.ptx")
-    made = subprocess.run(ptx, capture_output=True, text=True)
-    assert made.returncode == 0, made.stderr
-    return directory, done.stderr
+    return directory, model_build(directory, "dlrm", dlrm_at_model_size())
 
 
 def test_the_embedding_kernel_at_model_size_has_no_spills_and_four_blocks_per_sm(
@@ -892,14 +895,7 @@ def test_the_embedding_kernel_at_model_size_has_no_spills_and_four_blocks_per_sm
     """ptxas, sm_90: no spills, and few enough registers for
     `COCO_BLOCKS_PER_SM` blocks of 256 threads an SM."""
     _, report = dlrm_model_build
-    found = re.search(
-        rf"entry function '{DLRM_KERNEL}' for 'sm_90'.*?(\d+) bytes spill stores, "
-        r"(\d+) bytes spill loads.*?Used (\d+) registers",
-        report,
-        re.DOTALL,
-    )
-    assert found is not None, report
-    stores, loads, registers = (int(x) for x in found.groups())
+    stores, loads, registers, _ = ptxas_usage(report, DLRM_KERNEL)
     assert (stores, loads) == (0, 0)
     assert registers * 256 * blocks_per_sm() <= REGISTERS_PER_SM
 
@@ -910,10 +906,8 @@ def test_the_embedding_kernel_loads_table_rows_16_bytes_at_a_time_in_ptx(
     """The model-size kernel's PTX: its row loads are `ld.global.v4.u32`, 16
     bytes each, 8 of them (a step's indices) in the pooling loop."""
     directory, _ = dlrm_model_build
-    ptx = (directory / "dlrm.ptx").read_text()
-    found = re.search(rf"\.entry {DLRM_KERNEL}\(.*?\n}}", ptx, re.DOTALL)
-    assert found is not None
-    loads = re.findall(r"ld\.global(?:\.nc)?\.v4\.(?:u32|b32)", found[0])
+    entry = ptx_entry(directory / "dlrm.ptx", DLRM_KERNEL)
+    loads = re.findall(r"ld\.global(?:\.nc)?\.v4\.(?:u32|b32)", entry)
     assert len(loads) >= 8
 
 
@@ -922,25 +916,7 @@ def test_the_embedding_kernel_has_8_row_loads_in_flight(
 ):
     """The SASS (sm_90): the row loads are LDG.E.128, at least 8 issued
     before the first instruction that adds what they loaded."""
-    import subprocess
-
-    tool = cuobjdump()
-    if tool is None:
-        pytest.skip("needs cuobjdump")
     directory, _ = dlrm_model_build
-    command, env = tool
-    done = subprocess.run(
-        [command, "-sass", "-fun", DLRM_KERNEL, str(directory / "dlrm.fatbin")],
-        capture_output=True,
-        text=True,
-        env=env,
-    )
-    assert done.returncode == 0, done.stderr
-    sass = [line for line in done.stdout.splitlines() if "/*" in line]
-    wide = [i for i, line in enumerate(sass) if "LDG.E.128" in line]
-    assert len(wide) >= 8, done.stdout
-    runs = [
-        next((j for j in range(i, len(sass)) if "FADD" in sass[j]), len(sass))
-        for i in wide
-    ]
-    assert max(sum(1 for w in wide if i <= w < r) for i, r in zip(wide, runs)) >= 8
+    count, ahead = wide_loads(directory / "dlrm.fatbin", DLRM_KERNEL, "FADD")
+    assert count >= 8
+    assert ahead >= 8
