@@ -204,7 +204,8 @@ def build_one(
     device = cc.Pipeline(f"coco-optimize,convert-coco-to-gpu{{world={world}}}")(module)
     name = workload.name if world == 1 else f"{workload.name}-w{world}"
     source = directory / f"{name}.cu"
-    source.write_text(emit_cuda(device, main=True))
+    text = emit_cuda(device, main=True)
+    source.write_text(text)
     lowered = time.perf_counter() - started
     program = directory / name
     command = nvcc_command(
@@ -230,7 +231,7 @@ def build_one(
         "iters": workload.iters,
         "flops": flops,
         "bytes": nbytes,
-        "kernels": source.read_text().count("__global__"),
+        "kernels": text.count("__global__"),
         "torch": workload.torch(),
     }
 
@@ -313,7 +314,8 @@ def run_program(directory: Path, entry: dict[str, Any]) -> tuple[float | None, s
         command += ["--devices", ",".join(["0"] * entry["world"])]
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
     if done.returncode:
-        return None, (done.stderr or done.stdout).strip().splitlines()[-1:][0][:300]
+        said = (done.stderr or done.stdout).strip().splitlines() or ["(no output)"]
+        return None, f"exit {done.returncode}: {said[-1][:300]}"
     for line in done.stdout.splitlines():
         fields = line.split()
         if fields and not line.startswith("#") and len(fields) >= 3:
