@@ -441,10 +441,10 @@ class ElementContext:
         b, indexer, domain, rank = self.b, self.indexer, self.domain, self.rank
         lowering = self.lowering
         shape = local_shape(value, lowering.world)
-        global_shape = list(value.dims)
+        whole = list(value.dims)  # the value a chunk is cut from
         if chunk is not None:
-            global_shape[chunk.dim] *= chunk.chunks
-        start = self.block_start(value, shape, global_shape, chunk)
+            whole[chunk.dim] *= chunk.chunks
+        start = self.block_start(value, shape, whole, chunk)
         if start is not None:
             flat = indexer.flat
             if not (isinstance(start, int) and start == 0):
