@@ -139,6 +139,25 @@ def test_thread_sanitizer_reports_a_race():
         run_emulated(lib, 1, [EntryCall("coco_racy", [[np.zeros(1, np.int32)]])])
 
 
+@pytest.mark.parametrize("sync", [1, 0])
+def test_thread_sanitizer_sees_a_block_missing_its_barrier(sync: int):
+    """A block's threads run as fibers, one after another, so a read of a
+    neighbour's shared-memory slot with no `__syncthreads()` before it gets
+    the value in order anyway (thread 31 reads slot 0, written long before):
+    ThreadSanitizer, told of each fiber and each switch, still reports the
+    race, and is quiet with the barrier."""
+    lib = compile_emulated(kernels_source(), sanitize="thread")
+    calls = [EntryCall("coco_rotate", [[np.zeros(32, np.int32), np.int32(sync)]])]
+    if not sync:
+        with pytest.raises(EmulationError, match="ThreadSanitizer: data race"):
+            run_emulated(lib, 1, calls)
+        return
+    outputs, _ = run_emulated(
+        lib, 1, [EntryCall("coco_rotate", calls[0].args, outputs={"out": 0})]
+    )
+    np.testing.assert_array_equal(outputs["out"][0], (np.arange(32) + 1) % 32)
+
+
 OVERFLOW = """
 __global__ void write_one_past(float *out, long long n) {
   if (threadIdx.x == 0) out[n] = 1.0f;

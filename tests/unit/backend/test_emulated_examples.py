@@ -151,7 +151,7 @@ def test_send_fusion_sends_a_slice_across_the_stage_boundary() -> None:
 def test_three_calls_back_to_back_under_a_sanitizer(name: str, sanitizer: str) -> None:
     """Epochs and flags carry over from call to call: the last call gives what the
     interpreter gives after three steps (updated parameters fed back). Blocks of
-    32 threads: every emulated thread is an OS thread, slow under a sanitizer."""
+    32 threads: under AddressSanitizer every emulated thread is an OS thread."""
     original = example(name)
     emulated = emulate(original, 4, calls=3, threads=32, sanitize=sanitizer)
     inputs = dict(emulated.inputs)

@@ -42,6 +42,20 @@ from coconet_ir.interpreter.values import cut, join
 
 Env = dict[SSAValue, Any]
 
+_KINDS: dict[tuple[type, Any], bool] = {}
+
+
+def isa(value: object, kinds: Any) -> bool:
+    """`isinstance(value, kinds)`, remembered per type of `value`: xDSL's
+    op and attribute classes are ABCs, whose `isinstance` is slow, and the
+    evaluator asks it about every op it runs (a split-K GEMV runs ~470k)."""
+    key = (type(value), kinds)
+    known = _KINDS.get(key)
+    if known is None:
+        known = _KINDS[key] = isinstance(value, kinds)
+    return known
+
+
 POINTER_OFFSET = 0
 """Added to every address a kernel takes (`memref.extract_aligned_pointer_as_
 index`): a test sets it to 4 so that the fused kernels find their buffers
@@ -53,7 +67,7 @@ def float_dtype(t: Attribute) -> np.dtype:
 
 
 def width(t: Attribute) -> int:
-    assert isinstance(t, IntegerType)
+    assert isa(t, IntegerType)
     return t.width.data
 
 
@@ -84,7 +98,7 @@ def load(buffer: np.ndarray, index: Any) -> Any:
 
 
 def store(buffer: np.ndarray, index: Any, value: Any, t: Attribute) -> None:
-    if isinstance(t, IntegerType):
+    if isa(t, IntegerType):
         value = signed(value, t) if width(t) > 1 else np.asarray(value)
     value = np.asarray(value).astype(buffer.dtype)
     if index is None:
@@ -102,7 +116,7 @@ def lanes(at: Any, width: int) -> np.ndarray:
 def run_block(block: Block, env: Env) -> list[Any]:
     """Run a kernel block's ops; returns the operands of its terminator."""
     for op in block.ops:
-        if isinstance(op, scf.YieldOp | gpu.ReturnOp):
+        if isa(op, scf.YieldOp | gpu.ReturnOp):
             return [env[v] for v in op.operands]
         run_op(op, env)
     return []
@@ -138,21 +152,21 @@ FLOAT_PREDICATES = {
 def run_op(op: Operation, env: Env) -> None:
     ins = [env[v] for v in op.operands]
     out = op.results[0].type if op.results else None
-    if isinstance(op, gpu.BlockIdOp | gpu.ThreadIdOp):
+    if isa(op, gpu.BlockIdOp | gpu.ThreadIdOp):
         env[op.results[0]] = 0
-    elif isinstance(op, gpu.BlockDimOp | gpu.GridDimOp):
+    elif isa(op, gpu.BlockDimOp | gpu.GridDimOp):
         env[op.results[0]] = 1
-    elif isinstance(op, arith.ConstantOp):
+    elif isa(op, arith.ConstantOp):
         value = op.value
-        if isinstance(out, IndexType):
-            assert isinstance(value, IntegerAttr)
+        if isa(out, IndexType):
+            assert isa(value, IntegerAttr)
             env[op.results[0]] = value.value.data
-        elif isinstance(value, IntegerAttr):
+        elif isa(value, IntegerAttr):
             env[op.results[0]] = pattern(value.value.data, out)  # type: ignore[arg-type]
         else:
-            assert isinstance(value, FloatAttr)
+            assert isa(value, FloatAttr)
             env[op.results[0]] = float_dtype(out).type(value.value.data)  # type: ignore[arg-type]
-    elif isinstance(out, IndexType) and isinstance(
+    elif isa(out, IndexType) and isa(
         op, arith.AddiOp | arith.MuliOp | arith.SubiOp | arith.DivUIOp | arith.RemUIOp
     ):
         a, b = (np.asarray(x, dtype=np.int64) for x in ins)
@@ -168,7 +182,7 @@ def run_op(op: Operation, env: Env) -> None:
         env[op.results[0]] = BINARY[type(op)](*ins)
     elif type(op) in UNARY:
         env[op.results[0]] = UNARY[type(op)](*ins)
-    elif isinstance(op, arith.AddiOp | arith.SubiOp | arith.MuliOp):
+    elif isa(op, arith.AddiOp | arith.SubiOp | arith.MuliOp):
         fn = {
             arith.AddiOp: np.add,
             arith.SubiOp: np.subtract,
@@ -176,34 +190,34 @@ def run_op(op: Operation, env: Env) -> None:
         }
         with np.errstate(over="ignore"):
             env[op.results[0]] = fn[type(op)](*ins) & np.uint64(mask(out))  # type: ignore[arg-type]
-    elif isinstance(op, arith.DivSIOp):
+    elif isa(op, arith.DivSIOp):
         a, b = (signed(x, out) for x in ins)  # type: ignore[arg-type]
         q = np.abs(a) // np.abs(b)
         env[op.results[0]] = pattern(np.where((a < 0) != (b < 0), -q, q), out)  # type: ignore[arg-type]
-    elif isinstance(op, arith.MaxSIOp | arith.MinSIOp):
+    elif isa(op, arith.MaxSIOp | arith.MinSIOp):
         a, b = (signed(x, out) for x in ins)  # type: ignore[arg-type]
-        fn = np.maximum if isinstance(op, arith.MaxSIOp) else np.minimum
+        fn = np.maximum if isa(op, arith.MaxSIOp) else np.minimum
         env[op.results[0]] = pattern(fn(a, b), out)  # type: ignore[arg-type]
-    elif isinstance(op, mathd.AbsIOp):
+    elif isa(op, mathd.AbsIOp):
         env[op.results[0]] = pattern(np.abs(signed(ins[0], out)), out)  # type: ignore[arg-type]
-    elif isinstance(op, arith.XOrIOp):
+    elif isa(op, arith.XOrIOp):
         env[op.results[0]] = np.asarray(ins[0]) ^ np.asarray(ins[1])
-    elif isinstance(op, arith.AndIOp):
+    elif isa(op, arith.AndIOp):
         env[op.results[0]] = np.asarray(ins[0]) & np.asarray(ins[1])
-    elif isinstance(op, arith.ShRUIOp):
+    elif isa(op, arith.ShRUIOp):
         env[op.results[0]] = np.asarray(ins[0]) >> np.asarray(ins[1])
-    elif isinstance(op, arith.TruncIOp | arith.ExtUIOp):
+    elif isa(op, arith.TruncIOp | arith.ExtUIOp):
         env[op.results[0]] = np.asarray(ins[0]) & np.uint64(mask(out))  # type: ignore[arg-type]
-    elif isinstance(op, arith.MulUIExtendedOp):
+    elif isa(op, arith.MulUIExtendedOp):
         product = np.asarray(ins[0], dtype=np.uint64) * np.asarray(ins[1], np.uint64)
         env[op.results[0]] = product & np.uint64(0xFFFFFFFF)
         env[op.results[1]] = product >> np.uint64(32)
-    elif isinstance(op, arith.IndexCastOp) and isinstance(out, IndexType):
+    elif isa(op, arith.IndexCastOp) and isa(out, IndexType):
         value = signed(ins[0], op.input.type)  # index_cast sign-extends
         env[op.results[0]] = np.asarray(value, dtype=np.int64)
-    elif isinstance(op, arith.IndexCastOp):
+    elif isa(op, arith.IndexCastOp):
         env[op.results[0]] = pattern(ins[0], out)  # type: ignore[arg-type]
-    elif isinstance(op, arith.CmpfOp):
+    elif isa(op, arith.CmpfOp):
         a, b = ins
         predicate = arith.CMPF_COMPARISON_OPERATIONS[op.predicate.value.data]
         result = (
@@ -212,11 +226,11 @@ def run_op(op: Operation, env: Env) -> None:
             else FLOAT_PREDICATES[predicate](a, b)
         )
         env[op.results[0]] = np.asarray(result).astype(np.uint64)
-    elif isinstance(op, arith.CmpiOp):
+    elif isa(op, arith.CmpiOp):
         t = op.lhs.type
         name = arith.CMPI_COMPARISON_OPERATIONS[op.predicate.value.data]
         a, b = ins
-        if name.startswith("s") and not isinstance(t, IndexType):
+        if name.startswith("s") and not isa(t, IndexType):
             a, b = signed(a, t), signed(b, t)
         fn = {
             "eq": np.equal,
@@ -227,57 +241,57 @@ def run_op(op: Operation, env: Env) -> None:
             "ge": np.greater_equal,
         }[name[-2:] if name not in ("eq", "ne") else name]
         env[op.results[0]] = np.asarray(fn(a, b)).astype(np.uint64)
-    elif isinstance(op, arith.SelectOp):
+    elif isa(op, arith.SelectOp):
         c, x, y = ins
-        if isinstance(out, VectorType) and not isinstance(op.cond.type, VectorType):
+        if isa(out, VectorType) and not isa(op.cond.type, VectorType):
             c = np.asarray(c)[..., None]  # one condition per thread, every lane
         env[op.results[0]] = np.where(np.asarray(c) != 0, x, y)
-    elif isinstance(op, arith.ExtFOp | arith.TruncFOp):
+    elif isa(op, arith.ExtFOp | arith.TruncFOp):
         env[op.results[0]] = np.asarray(ins[0]).astype(float_dtype(out))  # type: ignore[arg-type]
-    elif isinstance(op, arith.SIToFPOp):
+    elif isa(op, arith.SIToFPOp):
         env[op.results[0]] = signed(ins[0], op.input.type).astype(float_dtype(out))  # type: ignore[arg-type]
-    elif isinstance(op, arith.UIToFPOp):
+    elif isa(op, arith.UIToFPOp):
         env[op.results[0]] = np.asarray(ins[0]).astype(float_dtype(out))  # type: ignore[arg-type]
-    elif isinstance(op, arith.FPToSIOp):
+    elif isa(op, arith.FPToSIOp):
         env[op.results[0]] = pattern(np.trunc(np.asarray(ins[0], np.float64)), out)  # type: ignore[arg-type]
-    elif isinstance(op, memref.ExtractAlignedPointerAsIndexOp):
+    elif isa(op, memref.ExtractAlignedPointerAsIndexOp):
         env[op.results[0]] = int(ins[0].ctypes.data) + POINTER_OFFSET
-    elif isinstance(op, vector.LoadOp):
+    elif isa(op, vector.LoadOp):
         buffer, at = ins
         width = op.result.type.get_shape()[0]
         env[op.results[0]] = np.array(load(buffer, lanes(at, width)))
-    elif isinstance(op, vector.StoreOp):
+    elif isa(op, vector.StoreOp):
         value, buffer, at = ins
         t = op.vector.type
-        assert isinstance(t, VectorType)
+        assert isa(t, VectorType)
         store(buffer, lanes(at, t.get_shape()[0]), value, t.element_type)
-    elif isinstance(op, vector.ExtractOp):
+    elif isa(op, vector.ExtractOp):
         (position,) = op.static_position.get_values()
         env[op.results[0]] = np.asarray(ins[0])[..., position]
-    elif isinstance(op, vector.BroadcastOp):
+    elif isa(op, vector.BroadcastOp):
         width = op.vector.type.get_shape()[0]
         env[op.results[0]] = np.repeat(np.asarray(ins[0])[..., None], width, axis=-1)
-    elif isinstance(op, vector.InsertOp):
+    elif isa(op, vector.InsertOp):
         value, dest = ins
         (position,) = op.static_position.get_values()
         shape = np.broadcast_shapes(np.shape(value), np.shape(dest)[:-1])
         result = np.array(np.broadcast_to(dest, (*shape, np.shape(dest)[-1])))
         result[..., position] = value
         env[op.results[0]] = result
-    elif isinstance(op, memref.LoadOp):
+    elif isa(op, memref.LoadOp):
         buffer, *index = ins
         env[op.results[0]] = load(buffer, index[0] if index else None)
-    elif isinstance(op, memref.StoreOp):
+    elif isa(op, memref.StoreOp):
         value, buffer, *index = ins
         store(buffer, index[0] if index else None, value, op.value.type)
-    elif isinstance(op, cf.AssertOp):
+    elif isa(op, cf.AssertOp):
         if not np.all(np.asarray(ins[0]) != 0):
             raise AssertionError(f"device assertion failed: {op.msg.data}")
-    elif isinstance(op, memref.AllocaOp):  # a thread's register
+    elif isa(op, memref.AllocaOp):  # a thread's register
         t = op.memref.type
         shape = tuple(t.get_shape())
         env[op.results[0]] = np.zeros(shape, element_info(t.element_type).storage)
-    elif isinstance(op, scf.ForOp):
+    elif isa(op, scf.ForOp):
         lb, ub, step, *carried = ins
         body = op.body.block
         if not carried:  # the grid-stride loop: every index at once
@@ -301,7 +315,7 @@ def run_op(op: Operation, env: Env) -> None:
 
 
 def buffer(t: Attribute) -> np.ndarray:
-    assert isinstance(t, MemRefType)
+    assert isa(t, MemRefType)
     return np.zeros(tuple(t.get_shape()), dtype=element_info(t.element_type).storage)
 
 
@@ -349,14 +363,14 @@ class PeerWorld:
     def of(module: ModuleOp, world: int) -> PeerWorld:
         def get(name: str) -> int:
             attr = module.attributes.get(name)
-            return attr.value.data if isinstance(attr, IntegerAttr) else 0
+            return attr.value.data if isa(attr, IntegerAttr) else 0
 
         return PeerWorld(
             world, get("coco_gpu.symmetric_bytes"), get("coco_gpu.signal_slots")
         )
 
     def symmetric(self, rank: int, offset: int, t: Attribute) -> np.ndarray:
-        assert isinstance(t, MemRefType)
+        assert isa(t, MemRefType)
         dtype = element_info(t.element_type).storage
         count = int(np.prod(t.get_shape()))
         raw = self.workspaces[rank][offset : offset + count * dtype.itemsize]
@@ -404,7 +418,7 @@ def run_scalar_block(block: Block, env: Env, rank: int, world: PeerWorld) -> lis
     ranks run each phase in lockstep, so a wait that is not is a missing
     signal)."""
     for op in block.ops:
-        if isinstance(op, scf.YieldOp | gpu.ReturnOp):
+        if isa(op, scf.YieldOp | gpu.ReturnOp):
             return [env[v] for v in op.operands]
         run_scalar_op(op, env, rank, world)
     return []
@@ -412,36 +426,36 @@ def run_scalar_block(block: Block, env: Env, rank: int, world: PeerWorld) -> lis
 
 def run_scalar_op(op: Operation, env: Env, rank: int, world: PeerWorld) -> None:
     ins = [env[v] for v in op.operands]
-    if isinstance(op, scf.ForOp) and is_thread_loop(op):
+    if isa(op, scf.ForOp) and is_thread_loop(op):
         lb, ub, step = (int(x) for x in ins)
         if lb < ub:  # every index at once, as the block's threads run them
             env[op.body.block.args[0]] = np.arange(lb, ub, step, dtype=np.int64)
             run_threads_block(op.body.block, env, rank, world)
-    elif isinstance(op, scf.ForOp):
+    elif isa(op, scf.ForOp):
         run_loop(op, ins, env, lambda b: run_scalar_block(b, env, rank, world))
-    elif isinstance(op, scf.IfOp):
+    elif isa(op, scf.IfOp):
         run_branch(
             op, bool(int(ins[0])), env, lambda b: run_scalar_block(b, env, rank, world)
         )
-    elif isinstance(op, gpu.BarrierOp):
+    elif isa(op, gpu.BarrierOp):
         pass
-    elif isinstance(op, coco_gpu.PeerViewOp):
+    elif isa(op, coco_gpu.PeerViewOp):
         _, view, p = ins
         env[op.results[0]] = world.peer(rank, view, int(p))
-    elif isinstance(op, coco_gpu.SignalOp):
+    elif isa(op, coco_gpu.SignalOp):
         _, p, slot, value = ins
         world.pads[int(p)][int(slot)] = np.uint64(value)
-    elif isinstance(op, coco_gpu.WaitSignalOp):
+    elif isa(op, coco_gpu.WaitSignalOp):
         _, slot, value = ins
         held = world.pads[rank][int(slot)]
         assert held >= np.uint64(value), (
             f"rank {rank} would wait forever for slot {int(slot)} to reach "
             f"{int(value)} (it holds {int(held)})"
         )
-    elif isinstance(op, coco_gpu.CountPeerBytesOp):
+    elif isa(op, coco_gpu.CountPeerBytesOp):
         _, p, count = ins
         world.peer_bytes[rank, int(p)] += int(count)
-    elif isinstance(op, coco_gpu.TileComputedOp):
+    elif isa(op, coco_gpu.TileComputedOp):
         pass  # the emulator's timeline only
     else:
         run_op(op, env)
@@ -484,18 +498,18 @@ def is_thread_loop(op: scf.ForOp) -> bool:
             for a in b.args
         }
         _THREAD_LOOPS[op] = (
-            isinstance(op.step.owner, gpu.BlockDimOp)
+            isa(op.step.owner, gpu.BlockDimOp)
             and not op.iter_args
-            and not any(isinstance(o, NOT_PER_THREAD) for o in op.body.walk())
+            and not any(isa(o, NOT_PER_THREAD) for o in op.body.walk())
             and not any(
-                isinstance(o.memref.owner, memref.AllocaOp)
+                isa(o.memref.owner, memref.AllocaOp)
                 for o in op.body.walk()
-                if isinstance(o, memref.LoadOp | memref.StoreOp)
+                if isa(o, memref.LoadOp | memref.StoreOp)
             )
             and not any(
-                v in inside and not isinstance(v.owner, arith.ConstantOp)
+                v in inside and not isa(v.owner, arith.ConstantOp)
                 for o in op.body.walk()
-                if isinstance(o, scf.ForOp)
+                if isa(o, scf.ForOp)
                 for v in (o.lb, o.ub, o.step)
             )
         )
@@ -505,14 +519,14 @@ def is_thread_loop(op: scf.ForOp) -> bool:
 def per_thread(value: SSAValue, x: Any) -> bool:
     """Whether `x`, the value of `value` in a thread loop, has one row per
     thread (a uniform value has the shape of its type)."""
-    if isinstance(value.type, MemRefType | coco_gpu.PeersType):
+    if isa(value.type, MemRefType | coco_gpu.PeersType):
         return False
-    return np.ndim(x) > (1 if isinstance(value.type, VectorType) else 0)
+    return np.ndim(x) > (1 if isa(value.type, VectorType) else 0)
 
 
 def run_threads_block(block: Block, env: Env, rank: int, world: PeerWorld) -> list[Any]:
     for op in block.ops:
-        if isinstance(op, scf.YieldOp):
+        if isa(op, scf.YieldOp):
             return [env[v] for v in op.operands]
         run_threads_op(op, env, rank, world)
     return []
@@ -521,15 +535,15 @@ def run_threads_block(block: Block, env: Env, rank: int, world: PeerWorld) -> li
 def run_threads_op(op: Operation, env: Env, rank: int, world: PeerWorld) -> None:
     """One op of a thread loop's body, for every thread at once."""
     ins = [env[v] for v in op.operands]
-    if isinstance(op, scf.ForOp):  # bounds uniform (is_thread_loop)
+    if isa(op, scf.ForOp):  # bounds uniform (is_thread_loop)
         run_loop(op, ins, env, lambda b: run_threads_block(b, env, rank, world))
-    elif isinstance(op, scf.IfOp) and not per_thread(op.cond, ins[0]):
+    elif isa(op, scf.IfOp) and not per_thread(op.cond, ins[0]):
         run_branch(
             op, bool(int(ins[0])), env, lambda b: run_threads_block(b, env, rank, world)
         )
-    elif isinstance(op, scf.IfOp):
+    elif isa(op, scf.IfOp):
         run_divergent_if(op, np.asarray(ins[0]) != 0, env, rank, world)
-    elif isinstance(op, coco_gpu.PeerViewOp):
+    elif isa(op, coco_gpu.PeerViewOp):
         _, view, p = ins
         assert not per_thread(op.operands[2], p), "a peer per thread"
         env[op.results[0]] = world.peer(rank, view, int(p))
@@ -550,7 +564,7 @@ def run_divergent_if(
         values = run_threads_block(region.block, sub, rank, world)
         for result, value in zip(op.results, values):
             t = result.type
-            shape = tuple(t.get_shape()) if isinstance(t, VectorType) else ()
+            shape = tuple(t.get_shape()) if isa(t, VectorType) else ()
             if result not in merged:
                 merged[result] = np.zeros((len(taken), *shape), np.asarray(value).dtype)
             merged[result][threads] = np.broadcast_to(value, (threads.sum(), *shape))
@@ -571,16 +585,14 @@ def run_fused(
             kernel_env[argument] = buffer(argument.type)
         kernel_envs.append(kernel_env)
     for op in kernel.body.block.ops:
-        if isinstance(op, gpu.ReturnOp):
+        if isa(op, gpu.ReturnOp):
             return
         for rank, kernel_env in enumerate(kernel_envs):
             run_scalar_op(op, kernel_env, rank, world)
 
 
 def is_fused(kernel: gpu.FuncOp) -> bool:
-    return any(
-        isinstance(t, coco_gpu.PeersType) for t in kernel.function_type.inputs.data
-    )
+    return any(isa(t, coco_gpu.PeersType) for t in kernel.function_type.inputs.data)
 
 
 def run_host(
@@ -598,38 +610,38 @@ def run_host(
     me = function.sym_name.data
     for op in function.body.block.ops:
         ins = [[env[v] for v in op.operands] for env in envs]
-        if isinstance(op, func.ReturnOp):
+        if isa(op, func.ReturnOp):
             return
-        if isinstance(op, arith.ConstantOp | arith.MuliOp | coco_gpu.GridBlocksOp):
+        if isa(op, arith.ConstantOp | arith.MuliOp | coco_gpu.GridBlocksOp):
             for env in envs:
-                if isinstance(op, coco_gpu.GridBlocksOp):
+                if isa(op, coco_gpu.GridBlocksOp):
                     env[op.results[0]] = 1
                 else:
                     run_op(op, env)
-        elif isinstance(op, coco_gpu.RankOp):
+        elif isa(op, coco_gpu.RankOp):
             for r, env in enumerate(envs):
                 env[op.results[0]] = r
-        elif isinstance(op, coco_gpu.PeersOp):
+        elif isa(op, coco_gpu.PeersOp):
             for r, env in enumerate(envs):
                 env[op.results[0]] = r
-        elif isinstance(op, coco_gpu.NextEpochOp):
+        elif isa(op, coco_gpu.NextEpochOp):
             for r, env in enumerate(envs):
                 peers.epochs[r] += 1
                 env[op.results[0]] = np.uint64(peers.epochs[r])
-        elif isinstance(op, coco_gpu.SymmetricBufferOp):
+        elif isa(op, coco_gpu.SymmetricBufferOp):
             for r, env in enumerate(envs):
                 env[op.results[0]] = peers.symmetric(
                     r, op.offset.value.data, op.result.type
                 )
-        elif isinstance(op, memref.AllocOp):
+        elif isa(op, memref.AllocOp):
             for env in envs:
                 env[op.results[0]] = buffer(op.memref.type)
-        elif isinstance(op, memref.DeallocOp | coco_gpu.WaitEventOp):
+        elif isa(op, memref.DeallocOp | coco_gpu.WaitEventOp):
             pass  # host order is one schedule the streams' events allow
-        elif isinstance(op, coco_gpu.RecordEventOp):
+        elif isa(op, coco_gpu.RecordEventOp):
             for env in envs:
                 env[op.results[0]] = None
-        elif isinstance(op, coco_gpu.ViewOp):
+        elif isa(op, coco_gpu.ViewOp):
             shape = op.result.type.get_shape()  # type: ignore[attr-defined]
             start = op.offset.value.data
             for env, (source,) in zip(envs, ins):
@@ -637,15 +649,15 @@ def run_host(
                 view = flat.reshape(shape)
                 assert np.shares_memory(view, source)
                 env[op.results[0]] = view
-        elif isinstance(op, memref.CollapseShapeOp):
+        elif isa(op, memref.CollapseShapeOp):
             for env, (source,) in zip(envs, ins):
                 flat = source.reshape(-1)
                 assert np.shares_memory(flat, source)
                 env[op.results[0]] = flat
-        elif isinstance(op, memref.CopyOp):
+        elif isa(op, memref.CopyOp):
             for source, dest in ins:
                 dest[...] = source
-        elif isinstance(op, coco_gpu.GemmOp):
+        elif isa(op, coco_gpu.GemmOp):
             for a, b, c in ins:
                 compute = np.float32 if a.dtype.itemsize == 2 else a.dtype
                 if b.ndim > 2:  # batched, as the printer's strided-batched GEMM
@@ -654,36 +666,36 @@ def run_host(
                     a = a.reshape(len(b), -1, k)
                 product = np.matmul(a.astype(compute), b.astype(compute))
                 c[...] = product.reshape(c.shape).astype(c.dtype)
-        elif isinstance(op, coco_gpu.NcclAllReduceOp):
+        elif isa(op, coco_gpu.NcclAllReduceOp):
             total = combine([i[0] for i in ins], op.reduction.data)
             for _, out in ins:
                 out[...] = total
-        elif isinstance(op, coco_gpu.NcclReduceScatterOp):
+        elif isa(op, coco_gpu.NcclReduceScatterOp):
             total = combine([i[0] for i in ins], op.reduction.data).reshape(world, -1)
             for r, (_, out) in enumerate(ins):
                 out.reshape(-1)[...] = total[r]
-        elif isinstance(op, coco_gpu.NcclAllGatherOp):
+        elif isa(op, coco_gpu.NcclAllGatherOp):
             gathered = np.concatenate([i[0].reshape(-1) for i in ins])
             for _, out in ins:
                 out.reshape(-1)[...] = gathered
-        elif isinstance(op, coco_gpu.NcclBroadcastOp):
+        elif isa(op, coco_gpu.NcclBroadcastOp):
             root = ins[op.root.value.data][0]
             for _, out in ins:
                 out[...] = root
-        elif isinstance(op, coco_gpu.NcclAllToAllOp):
+        elif isa(op, coco_gpu.NcclAllToAllOp):
             blocks = [i[0].reshape(world, -1) for i in ins]
             for r, (_, out) in enumerate(ins):
                 out.reshape(world, -1)[...] = np.stack(
                     [blocks[p][r] for p in range(world)]
                 )
-        elif isinstance(op, coco_gpu.NcclSendOp):
+        elif isa(op, coco_gpu.NcclSendOp):
             key = (me, op.stage.root_reference.data, op.channel.value.data)
             mailbox[key] = [i[0].copy() for i in ins]
-        elif isinstance(op, coco_gpu.NcclRecvOp):
+        elif isa(op, coco_gpu.NcclRecvOp):
             key = (op.stage.root_reference.data, me, op.channel.value.data)
             for (out,), sent in zip(ins, mailbox.pop(key)):
                 out[...] = sent
-        elif isinstance(op, gpu.LaunchFuncOp):
+        elif isa(op, gpu.LaunchFuncOp):
             kernel = kernels[op.kernel.nested_references.data[-1].data]
             if is_fused(kernel):
                 run_fused(kernel, envs, op, peers)
@@ -733,18 +745,18 @@ def run_device(
     on `world` ranks from the
     interpreter's inputs (`FUNC.argI` → global value); returns every argument
     after the run (`FUNC.argI`) and every result (`FUNC.resultI`)."""
-    kernels = {k.sym_name.data: k for k in module.walk() if isinstance(k, gpu.FuncOp)}
+    kernels = {k.sym_name.data: k for k in module.walk() if isa(k, gpu.FuncOp)}
     mailbox: dict[tuple[str, str, int], list[np.ndarray]] = {}
     peers = PeerWorld.of(module, world)
     outputs: dict[str, np.ndarray] = {}
-    for function in (f for f in module.ops if isinstance(f, func.FuncOp)):
+    for function in (f for f in module.ops if isa(f, func.FuncOp)):
         if only is not None and function.sym_name.data not in only:
             continue
         entry = function.attributes[coco_gpu.ENTRY_ATTR]
-        assert isinstance(entry, FunctionType)
+        assert isa(entry, FunctionType)
         name = function.sym_name.data
-        arg_types = [t for t in entry.inputs.data if isinstance(t, TensorType)]
-        result_types = [t for t in entry.outputs.data if isinstance(t, TensorType)]
+        arg_types = [t for t in entry.inputs.data if isa(t, TensorType)]
+        result_types = [t for t in entry.outputs.data if isa(t, TensorType)]
         per_rank: list[list[np.ndarray]] = [[] for _ in range(world)]
         for k, t in enumerate(arg_types):
             for r, value in enumerate(distribute(t, inputs[f"{name}.arg{k}"], world)):

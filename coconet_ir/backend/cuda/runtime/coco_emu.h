@@ -4,7 +4,7 @@
 // device memory is host memory. Every stream is a worker thread with a FIFO
 // (the streams of a rank run concurrently); a kernel launch runs every block
 // as an OS thread, its threads as fibers taking turns (every thread an OS
-// thread under a sanitizer), so a thread spinning on a flag set by another
+// thread under AddressSanitizer), so a thread spinning on a flag set by another
 // block, stream or rank makes progress. NCCL calls
 // rendezvous in the stream workers of the ranks of a communicator; cuBLAS
 // calls run in the stream worker. Polls are atomics (std::atomic_ref).
@@ -26,6 +26,9 @@
 #include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -53,6 +56,13 @@
 
 // After the standard headers: coco_emu_api.h defines CUDA's qualifiers as macros.
 #include "coco_emu_api.h"
+
+#if defined(__SANITIZE_THREAD__)
+// ThreadSanitizer's runtime defines these; no header declares them.
+extern "C" void AnnotateIgnoreWritesBegin(const char *file, int line);
+extern "C" void AnnotateIgnoreWritesEnd(const char *file, int line);
+extern "C" void __tsan_func_exit(void);
+#endif
 
 // ===========================================================================
 // The emulator
@@ -131,6 +141,21 @@ struct stream_state {
   std::deque<std::function<void()>> queue;
   bool busy = false, stop = false;
   std::thread worker;
+  // What the fibers of a block of this stream's launches run on, by block:
+  // made once and reused launch after launch (a launch begins only after the
+  // stream's previous one ended). Mapping stacks for every launch, and under
+  // ThreadSanitizer making a fiber, cost as much as starting a thread; what a
+  // fiber of ThreadSanitizer carries over from its last launch happened
+  // before anyway (run_block_fibers).
+  struct fiber_slots {
+    void *stacks = nullptr;  // `count` stacks of thread_stack_bytes()
+    size_t count = 0;
+#if defined(__SANITIZE_THREAD__)
+    std::vector<void *> tsan;  // ThreadSanitizer's fiber of each thread
+#endif
+  };
+  std::vector<fiber_slots> fiber_pool;
+  fiber_slots &fibers_of_block(size_t block, size_t threads);
 
   void start() {
     worker = std::thread([this] { run(); });
@@ -172,7 +197,9 @@ struct stream_state {
       work.notify_all();
     }
     if (worker.joinable()) worker.join();
+    release_fibers();
   }
+  void release_fibers();
 };
 
 }  // namespace coco_emu
@@ -433,11 +460,15 @@ void peer_copy(void *dst, const void *src, size_t bytes, cudaStream_t stream, in
 // fibers (ucontext) that take turns: a fiber runs until it waits (at
 // `__syncthreads()`, or polling a signal) or returns, then the next one
 // runs. Hundreds of OS threads per launch on a few cores spent most of a run
-// creating threads and waking them to find nothing to do. Under a sanitizer
-// (which would need to be told of every switch) and with COCO_EMU_FIBERS=0,
-// every CUDA thread is an OS thread, as on a GPU where they run at once.
+// creating threads and waking them to find nothing to do. ThreadSanitizer is
+// told of every fiber and every switch (`__tsan_switch_to_fiber`, without
+// synchronization: a block's threads are ordered only by its barrier's atomics
+// and what the kernel itself does, as on a GPU, so a missing `__syncthreads()`
+// is still a race). Under AddressSanitizer (which would need every stack
+// switch announced) and with COCO_EMU_FIBERS=0, every CUDA thread is an OS
+// thread, as on a GPU where they run at once.
 inline bool use_fibers() {
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__)
   return false;
 #else
   static const bool on = [] {
@@ -450,26 +481,68 @@ inline bool use_fibers() {
 
 struct kernel_thread;
 
-// The fibers of one block and their scheduler (`run_block_fibers`).
+// The fibers of one block and their scheduler (`run_block_fibers`). The
+// scheduler's bookkeeping that fibers write is relaxed atomics: one OS thread
+// runs them all, and ThreadSanitizer, which sees each fiber as a thread of
+// its own, must take it neither for a race nor for synchronization.
 struct fiber_block {
   const kernel_thread *launch;  // the block's: body, barrier, ids
   ucontext_t scheduler;
   std::vector<ucontext_t> fibers;
-  std::vector<char> done;
-  std::vector<unsigned> barrier_wait;  // 1 + the barrier phase a fiber waits to end; 0: none
-  size_t running = 0;
-  bool busy = false;  // a fiber did something since the round began
+  std::unique_ptr<std::atomic<bool>[]> done;
+  // 1 + the barrier phase a fiber waits to end; 0: none
+  std::unique_ptr<std::atomic<unsigned>[]> barrier_wait;
+  std::atomic<size_t> running{0};
+  std::atomic<bool> busy{false};  // a fiber did something since the round began
+#if defined(__SANITIZE_THREAD__)
+  void *tsan_scheduler = nullptr;  // ThreadSanitizer's fiber of the scheduler
+  void *const *tsan = nullptr;     // and of each CUDA thread (the stream's)
+  char tsan_end = 0;               // released by each fiber, acquired by the scheduler
+#endif
 };
 
+// Switch from `from` to `to`, telling ThreadSanitizer first (`tsan_to`: its
+// fiber of `to`; `sync`: the switch orders what the switching fiber did before
+// what `to` does next). The operands are evaluated before, and nothing
+// instrumented runs between the two (ThreadSanitizer's rule for
+// `__tsan_switch_to_fiber`).
+#if defined(__SANITIZE_THREAD__)
+#define COCO_EMU_SWITCH_SYNC(from, to, tsan_to, sync)                           \
+  do {                                                                          \
+    ucontext_t *from_ = (from), *to_ = (to);                                    \
+    void *fiber_ = (tsan_to);                                                   \
+    __tsan_switch_to_fiber(fiber_, (sync) ? 0 : __tsan_switch_to_fiber_no_sync); \
+    swapcontext(from_, to_);                                                    \
+  } while (0)
+#else
+#define COCO_EMU_SWITCH_SYNC(from, to, tsan_to, sync) swapcontext((from), (to))
+#endif
+#define COCO_EMU_SWITCH(from, to, tsan_to) COCO_EMU_SWITCH_SYNC(from, to, tsan_to, false)
+
 inline thread_local fiber_block *current_fibers = nullptr;
+
+// The scheduler tells the fiber it resumes which CUDA thread it is through the
+// OS thread's `threadIdx`. ThreadSanitizer does not record that write: every
+// fiber reads the variable, and each finds its own index there whenever it
+// runs, but no synchronization orders one fiber's read before the next write.
+inline void set_thread_index(uint3 index) {
+#if defined(__SANITIZE_THREAD__)
+  AnnotateIgnoreWritesBegin(__FILE__, __LINE__);
+  threadIdx = index;
+  AnnotateIgnoreWritesEnd(__FILE__, __LINE__);
+#else
+  threadIdx = index;
+#endif
+}
 
 // Give the block's other fibers a turn. `idle`: the caller's wait saw nothing
 // change since its last turn (a round in which every fiber was idle backs off
 // as an OS thread's poll does).
 inline void fiber_wait(bool idle) {
   fiber_block *b = current_fibers;
-  if (!idle) b->busy = true;
-  swapcontext(&b->fibers[b->running], &b->scheduler);
+  if (!idle) b->busy.store(true, std::memory_order_relaxed);
+  COCO_EMU_SWITCH(&b->fibers[b->running.load(std::memory_order_relaxed)], &b->scheduler,
+                  b->tsan_scheduler);
 }
 
 // ---------------------------------------------------------------------------
@@ -559,9 +632,10 @@ struct block_barrier {
     if (n == expected.load(std::memory_order_acquire)) complete(n);
     if (fiber_block *b = current_fibers) {
       // The scheduler passes over this fiber until the phase ends.
-      b->barrier_wait[b->running] = phase + 1;
+      size_t self = b->running.load(std::memory_order_relaxed);
+      b->barrier_wait[self].store(phase + 1, std::memory_order_relaxed);
       while (generation.load(std::memory_order_acquire) == phase) fiber_wait(false);
-      b->barrier_wait[b->running] = 0;
+      b->barrier_wait[self].store(0, std::memory_order_relaxed);
       return;
     }
     for (unsigned spins = 0; generation.load(std::memory_order_acquire) == phase; ++spins) {
@@ -670,14 +744,27 @@ inline void *kernel_thread_main(void *arg) {
   return nullptr;
 }
 
-// A fiber's life: the kernel's body, then out of the block's barrier.
+// A fiber's life: the kernel's body, then out of the block's barrier, then
+// back to the scheduler for good. It never returns: under ThreadSanitizer a
+// return would run the function's exit on the scheduler's fiber (its own exit
+// is told first, so that the fiber, reused by the stream's next launch,
+// starts with an empty call stack). Last it releases what it wrote, which the
+// scheduler acquires once every fiber is done, so that the launch's end
+// orders it before what follows.
 inline void fiber_entry() {
   fiber_block *b = current_fibers;
   (*b->launch->body)();
   b->launch->block->barrier.arrive_and_drop();
-  b->done[b->running] = 1;
-  b->busy = true;
-}  // returns to the scheduler (uc_link)
+  size_t self = b->running.load(std::memory_order_relaxed);
+  b->done[self].store(true, std::memory_order_relaxed);
+  b->busy.store(true, std::memory_order_relaxed);
+#if defined(__SANITIZE_THREAD__)
+  __tsan_release(&b->tsan_end);
+  __tsan_func_exit();
+#endif
+  COCO_EMU_SWITCH(&b->fibers[self], &b->scheduler, b->tsan_scheduler);
+  fatal(5, "a finished fiber was resumed");
+}
 
 // A block as fibers (use_fibers), on the OS thread that runs
 // `run_block_fibers(t)`, `t` the block's description (its `tid` unused):
@@ -689,38 +776,47 @@ inline void *run_block_fibers(void *arg) {
   t->enter();
   const size_t n = (size_t)t->bdim.x * t->bdim.y * t->bdim.z;
   const size_t stack = thread_stack_bytes();
-  void *stacks = mmap(nullptr, n * stack, PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (stacks == MAP_FAILED)
-    fatal(5, "%s: kernel '%s': cannot map the stacks of %zu fibers (%s)",
-          describe_current().c_str(), t->name, n, strerror(errno));
+  stream_state::fiber_slots &slots =
+      t->stream->fiber_pool[((size_t)t->bid.z * t->gdim.y + t->bid.y) * t->gdim.x + t->bid.x];
   fiber_block b;
   b.launch = t;
   b.fibers.resize(n);
-  b.done.assign(n, 0);
-  b.barrier_wait.assign(n, 0);
+  b.done.reset(new std::atomic<bool>[n]);
+  b.barrier_wait.reset(new std::atomic<unsigned>[n]);
+  current_fibers = &b;
   for (size_t i = 0; i < n; ++i) {
+    b.done[i].store(false, std::memory_order_relaxed);
+    b.barrier_wait[i].store(0, std::memory_order_relaxed);
     ucontext_t &f = b.fibers[i];
     getcontext(&f);
-    f.uc_stack.ss_sp = static_cast<char *>(stacks) + i * stack;
+    f.uc_stack.ss_sp = static_cast<char *>(slots.stacks) + i * stack;
     f.uc_stack.ss_size = stack;
     f.uc_link = &b.scheduler;
     makecontext(&f, fiber_entry, 0);
   }
-  current_fibers = &b;
+#if defined(__SANITIZE_THREAD__)
+  b.tsan_scheduler = __tsan_get_current_fiber();
+  b.tsan = slots.tsan.data();
+#endif
+  // The first round starts every fiber: its switches synchronize, so that what
+  // came before the launch (on its stream) happens before the CUDA threads run;
+  // the scheduler has acquired nothing from a fiber yet (it looks at the
+  // barrier only of fibers that have run).
   size_t live = n;
-  for (unsigned idle = 0; live > 0;) {
-    b.busy = false;
+  for (unsigned idle = 0, round = 0; live > 0; ++round) {
+    b.busy.store(false, std::memory_order_relaxed);
     for (size_t i = 0; i < n; ++i) {
-      if (b.done[i] || (b.barrier_wait[i] && !t->block->barrier.passed(b.barrier_wait[i])))
+      unsigned wait = b.barrier_wait[i].load(std::memory_order_relaxed);
+      if (b.done[i].load(std::memory_order_relaxed) ||
+          (wait && !t->block->barrier.passed(wait)))
         continue;
-      threadIdx = uint3((unsigned)(i % t->bdim.x), (unsigned)(i / t->bdim.x % t->bdim.y),
-                        (unsigned)(i / ((size_t)t->bdim.x * t->bdim.y)));
-      b.running = i;
-      swapcontext(&b.scheduler, &b.fibers[i]);
-      if (b.done[i]) --live;
+      set_thread_index(uint3((unsigned)(i % t->bdim.x), (unsigned)(i / t->bdim.x % t->bdim.y),
+                             (unsigned)(i / ((size_t)t->bdim.x * t->bdim.y))));
+      b.running.store(i, std::memory_order_relaxed);
+      COCO_EMU_SWITCH_SYNC(&b.scheduler, &b.fibers[i], b.tsan[i], round == 0);
+      if (b.done[i].load(std::memory_order_relaxed)) --live;
     }
-    if (b.busy) {
+    if (b.busy.load(std::memory_order_relaxed)) {
       idle = 0;
     } else if (++idle < 16) {
       sched_yield();
@@ -729,9 +825,43 @@ inline void *run_block_fibers(void *arg) {
       nanosleep(&ts, nullptr);
     }
   }
+#if defined(__SANITIZE_THREAD__)
+  __tsan_acquire(&b.tsan_end);
+#endif
   current_fibers = nullptr;
-  munmap(stacks, n * stack);
   return nullptr;
+}
+
+// The stacks (and ThreadSanitizer's fibers) of block `block` of this
+// stream's launches, for `threads` threads: made or grown here, by the
+// stream's worker, before the launch's blocks start.
+inline stream_state::fiber_slots &stream_state::fibers_of_block(size_t block, size_t threads) {
+  if (fiber_pool.size() <= block) fiber_pool.resize(block + 1);
+  fiber_slots &slots = fiber_pool[block];
+  if (slots.count < threads) {
+    const size_t stack = thread_stack_bytes();
+    if (slots.stacks) munmap(slots.stacks, slots.count * stack);
+    slots.stacks = mmap(nullptr, threads * stack, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (slots.stacks == MAP_FAILED)
+      fatal(5, "%s: cannot map the stacks of %zu fibers (%s)", describe_current().c_str(),
+            threads, strerror(errno));
+    slots.count = threads;
+  }
+#if defined(__SANITIZE_THREAD__)
+  while (slots.tsan.size() < threads) slots.tsan.push_back(__tsan_create_fiber(0));
+#endif
+  return slots;
+}
+
+inline void stream_state::release_fibers() {
+  for (fiber_slots &slots : fiber_pool) {
+    if (slots.stacks) munmap(slots.stacks, slots.count * thread_stack_bytes());
+#if defined(__SANITIZE_THREAD__)
+    for (void *fiber : slots.tsan) __tsan_destroy_fiber(fiber);
+#endif
+  }
+  fiber_pool.clear();
 }
 
 // A launch's tiles, if its kernel counted any, in the world's timeline.
@@ -758,6 +888,7 @@ inline void run_grid_fibers(stream_state *s, const char *name, dim3 grid, dim3 b
         args.push_back(kernel_thread{states.back().get(), uint3(0, 0, 0), uint3(bx, by, bz), block,
                                      grid, &body, s, name, &timeline});
       }
+  for (size_t b = blocks; b-- > 0;) s->fibers_of_block(b, threads);
   std::vector<pthread_t> handles(blocks);
   for (size_t b = 0; b < blocks; ++b) {
     int err = pthread_create(&handles[b], nullptr, run_block_fibers, &args[b]);

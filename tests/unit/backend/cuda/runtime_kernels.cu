@@ -382,4 +382,21 @@ extern "C" int coco_racy(coco_context *ctx, int *counter) {
   return 0;
 }
 
+// Threads of one block swapping values through shared memory: each writes its
+// slot, then reads its neighbour's. Without the barrier between the two the
+// read races with the neighbour's write (the emulation runs a block's threads
+// as fibers, one after another, so only ThreadSanitizer can tell).
+__global__ void rotate(int *out, int sync) {
+  COCO_SHARED(int, slots, 32);
+  slots[threadIdx.x] = (int)threadIdx.x;
+  if (sync) __syncthreads();
+  out[threadIdx.x] = slots[(threadIdx.x + 1) % 32];
+}
+
+extern "C" int coco_rotate(coco_context *ctx, int *out, int sync) {
+  COCO_LAUNCH(rotate, 1, 32, 0, ctx->streams[0], out, sync);
+  COCO_CHECK_CUDA(cudaGetLastError());
+  return 0;
+}
+
 extern "C" size_t coco_symmetric_bytes(void) { return 1 << 16; }
