@@ -63,8 +63,8 @@ from xdsl.utils.exceptions import PassFailedException
 from coconet_ir.analysis.channels import PipelineChannels, channel_of
 from coconet_ir.analysis.chunks import ChunkConflict, chunk_dims, step_of
 from coconet_ir.analysis.costs import function_costs
-from coconet_ir.analysis.fused_plan import DEFAULT_CHUNK_ELEMENTS
-from coconet_ir.diagnostics import CocoError, value_name
+from coconet_ir.analysis.fused_plan import DEFAULT_CHUNK_ELEMENTS, FusedPlan
+from coconet_ir.diagnostics import CocoError, value_name, warn
 from coconet_ir.dialects import coco
 from coconet_ir.dialects.coco import (
     ELEMENTWISE_OPS,
@@ -880,7 +880,30 @@ class LowerFusion(CocoLoweringPattern):
         if lower_tile_collective(self.lowering, op, rewriter):
             return
         if not lower_fused_collective(self.lowering, op, rewriter):
+            warn(
+                "lowered op by op (kernels and library calls), not as one kernel: "
+                + why_not_one_kernel(self.lowering, op),
+                op,
+            )
             lower_fusion_with_collectives(self.lowering, op, rewriter)
+
+
+def why_not_one_kernel(lowering: Lowering, op: coco.FusionOp) -> str:
+    """Why none of the one-kernel lowerings takes the fusion `op`, naming the
+    ops that forced it: what the fused collective kernel's plan refuses, else
+    the region's ops that are not elementwise."""
+    if any(isinstance(o, coco.ReduceScatterOp) for o in op.block.ops):
+        plan = FusedPlan.of(op, lowering.world, lowering.fused_chunk)
+        if isinstance(plan, str):
+            return f"the fused collective kernel refuses it: it {plan}"
+    kept = [o.name for o in op.block.ops if not isinstance(o, (*FUSIBLE, coco.YieldOp))]
+    if kept:
+        names = ", ".join(f"'{name}'" for name in dict.fromkeys(kept))
+        return (
+            f"it holds {names}, in a form no tile kernel or fused collective "
+            f"kernel takes at world {lowering.world} (docs/fused-operators.md)"
+        )
+    return "no one kernel indexes every value of the region over its largest output"
 
 
 DELEGATED: dict[type[Operation], Callable[[Lowering, Any, PatternRewriter], None]] = {

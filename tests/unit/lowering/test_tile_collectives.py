@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import warnings
 from math import prod
 from pathlib import Path
 
@@ -420,11 +421,25 @@ def test_gemv_thread_sanitizer(rows: int, k: int, m: int):
     assert_close(run, rtol=1e-4)
 
 
+def op_by_op(module: ModuleOp, world: int, *ops: str) -> ModuleOp:
+    """`module` lowered at `world`, which must warn that its fusion goes op
+    by op, naming `ops` (issue 27: no silent fallback)."""
+    named = ", ".join(f"'{op}'" for op in ops)
+    with pytest.warns(cc.CocoWarning, match="lowered op by op") as caught:
+        lowered = cc.Pipeline(f"convert-coco-to-gpu{{world={world}}}")(module)
+    (warning,) = [str(w.message) for w in caught]
+    assert "<input>:3:3: warning: 'coco.fusion' op" in warning, warning
+    assert f"it holds {named}, in a form no tile kernel" in warning, warning
+    assert f"takes at world {world}" in warning, warning
+    return lowered
+
+
 def test_a_wide_gemm_or_uneven_tiles_lower_op_by_op():
     """More than 16 rows is no GEMV, and 3 ranks do not divide 64 columns
-    into whole tiles per rank: both lower op by op (cuBLAS, then NCCL)."""
+    into whole tiles per rank: both lower op by op (cuBLAS, then NCCL), and
+    the conversion says so at the fusion."""
     for module, world in ((gemv(rows=32, k=32, m=32), 2), (gemv(k=96, m=64), 3)):
-        lowered = cc.Pipeline(f"convert-coco-to-gpu{{world={world}}}")(module)
+        lowered = op_by_op(module, world, "coco.matmul", "coco.all_reduce")
         names = {op.name for op in lowered.walk()}
         assert "coco_gpu.gemm" in names and "coco_gpu.nccl_all_reduce" in names
 
@@ -526,7 +541,7 @@ def test_gemm_into_the_last_dim_lowers_op_by_op():
     """An all_to_all along the GEMM's columns has no tile kernel (yet): the
     fusion lowers op by op (cuBLAS, then NCCL)."""
     module = moe(dim=3, ffn=64)
-    lowered = cc.Pipeline("convert-coco-to-gpu{world=4}")(module)
+    lowered = op_by_op(module, 4, "coco.batch_matmul", "coco.all_to_all")
     names = {op.name for op in lowered.walk()}
     assert "coco_gpu.gemm" in names and "coco_gpu.nccl_all_to_all" in names
 
@@ -607,10 +622,12 @@ def test_only_tile_kernels_have_a_timeline():
 def test_gemm_with_no_wide_tile_lowers_op_by_op():
     """An output width with no divisor from 16 to 128 (131, prime) would
     give one-column tiles: the fusion lowers op by op instead."""
-    lowered = cc.Pipeline("convert-coco-to-gpu{world=4}")(moe(ffn=131))
+    lowered = op_by_op(moe(ffn=131), 4, "coco.batch_matmul", "coco.all_to_all")
     names = {op.name for op in lowered.walk()}
     assert "coco_gpu.gemm" in names and "coco_gpu.nccl_all_to_all" in names
-    wide = cc.Pipeline("convert-coco-to-gpu{world=4}")(moe(ffn=12))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", cc.CocoWarning)  # one kernel: no warning
+        wide = cc.Pipeline("convert-coco-to-gpu{world=4}")(moe(ffn=12))
     assert "coco_gpu.nccl_all_to_all" not in {op.name for op in wide.walk()}
 
 

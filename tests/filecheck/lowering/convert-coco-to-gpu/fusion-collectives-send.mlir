@@ -1,4 +1,5 @@
 // RUN: coconet-opt %s --split-input-file -p 'convert-coco-to-gpu{world=4 fused_chunk=100}' | filecheck %s
+// RUN: coconet-opt %s --split-input-file -p 'convert-coco-to-gpu{world=4 fused_chunk=100}' 2>&1 >/dev/null | filecheck %s --check-prefix=WARN
 
 // The send variant (CoCoNet's pipeline send fusion): the kernel reduces and
 // computes, phase 2 signals only release the scratch (nothing is gathered),
@@ -50,7 +51,11 @@ func.func @stage2() -> !coco.tensor<4x8x16xf32, sliced<1>> {
 // -----
 
 // Refused by the fused plan (two reduce_scatters along different dims): the
-// fusion is lowered op by op, NCCL calls and kernels, no signals.
+// fusion is lowered op by op, NCCL calls and kernels, no signals, and the
+// conversion warns at the fusion, saying why (its only warning).
+
+// WARN:     fusion-collectives-send.mlir:[[# @LINE + 12]]:3: warning: 'coco.fusion' op lowered op by op (kernels and library calls), not as one kernel: the fused collective kernel refuses it: it reduces into !coco.tensor<8x8xf32, sliced<1>>, not the fusion's slice !coco.tensor<8x8xf32, sliced<0>>
+// WARN-NOT: warning
 
 // CHECK:       builtin.module attributes {
 // CHECK-NOT:   coco_gpu.signal_slots
