@@ -501,7 +501,7 @@ def lower_per_peer(
     ]
     # The buffers go in now, so that each has one flat view for the launches
     # of every step (`HostValues.flat`).
-    rewriter.insert_op(host, InsertPoint.before(op))
+    rewriter.insert(host, InsertPoint.before(op))
     host.clear()
     streams = [COMMUNICATION_STREAM] * bool(gathered) + [REDUCTION_STREAM] * bool(
         scattered
