@@ -34,7 +34,8 @@ from coconet_ir import ir
 
 PassRegistry = dict[str, Callable[[], type[ModulePass]]]
 
-CLI_PASS_LIST = "`coconet-opt --help` lists them"
+CLI_TOOL = "coconet-opt"
+"""The command-line tool whose `--help` a PassSpecError points at by default."""
 API_CONTEXT = "cc.Pipeline"
 API_PASS_LIST = "coconet_ir.pipeline.available_passes() lists them"
 
@@ -54,22 +55,34 @@ class PassSpecError(ir.CocoError):
     `reason` is the message without context; the text is the command line's
     (`error: REASON`), or with `api=True` the Python API's
     (`error: cc.Pipeline: REASON`).
-    `unknown_pass` says where the list of passes is, in either wording.
+    `unknown_pass` says where the list of passes is, in either wording: the
+    `--help` of the command-line tool `tool` that was given the pipeline.
     """
 
-    def __init__(self, reason: str, *, unknown_pass: bool = False, api: bool = False):
+    def __init__(
+        self,
+        reason: str,
+        *,
+        unknown_pass: bool = False,
+        api: bool = False,
+        tool: str = CLI_TOOL,
+    ):
         self.reason = reason
         self.unknown_pass = unknown_pass
         if api:
             listing = f"; {API_PASS_LIST}" if unknown_pass else ""
             super().__init__(f"{API_CONTEXT}: {reason}{listing}")
         else:
-            listing = f" ({CLI_PASS_LIST})" if unknown_pass else ""
+            listing = f" (`{tool} --help` lists them)" if unknown_pass else ""
             super().__init__(f"{reason}{listing}")
 
     def for_api(self) -> PassSpecError:
         """The same error worded for the Python API."""
         return PassSpecError(self.reason, unknown_pass=self.unknown_pass, api=True)
+
+    def for_tool(self, tool: str) -> PassSpecError:
+        """The same error for the command-line tool `tool`."""
+        return PassSpecError(self.reason, unknown_pass=self.unknown_pass, tool=tool)
 
 
 def build_pipeline(

@@ -64,7 +64,7 @@ from coconet_ir.analysis.channels import PipelineChannels, channel_of
 from coconet_ir.analysis.chunks import ChunkConflict, chunk_dims, step_of
 from coconet_ir.analysis.costs import function_costs
 from coconet_ir.analysis.fused_plan import DEFAULT_CHUNK_ELEMENTS, FusedPlan
-from coconet_ir.diagnostics import CocoError, value_name, warn
+from coconet_ir.diagnostics import CocoError, warn
 from coconet_ir.dialects import coco
 from coconet_ir.dialects.coco import (
     ELEMENTWISE_OPS,
@@ -89,7 +89,7 @@ from coconet_ir.dialects.coco_gpu import (
     NcclSendOp,
     stream_of,
 )
-from coconet_ir.ir import declared_world_size
+from coconet_ir.ir import argument_location, declared_world_size, describe_argument
 from coconet_ir.lowering.absorb import absorb_producers
 from coconet_ir.lowering.bufferize import (
     alloc,
@@ -1122,6 +1122,14 @@ class ConvertCocoToGpu(ModulePass):
                 f"{self.name}: fused_chunk must be >= 1, got {self.fused_chunk}"
             )
         for op in module.walk():
+            for arg in (a for r in op.regions for b in r.blocks for a in b.args):
+                problem = divisibility_problem(arg.type, world)
+                if problem is not None:
+                    raise ConversionRefused(
+                        f"{self.name} cannot convert: {describe_argument(arg)}: "
+                        f"{problem}",
+                        argument_location(arg),
+                    )
             reason = self.problem(op, world)
             if reason is not None:
                 raise ConversionRefused(f"{self.name} cannot convert: {reason}", op)
@@ -1130,11 +1138,8 @@ class ConvertCocoToGpu(ModulePass):
 
     @staticmethod
     def problem(op: Operation, world: int) -> str | None:
-        """Why `op` cannot be converted on `world` ranks, or None."""
-        for arg in (a for r in op.regions for b in r.blocks for a in b.args):
-            problem = divisibility_problem(arg.type, world)
-            if problem is not None:
-                return f"argument {value_name(arg)}: {problem}"
+        """Why `op` cannot be converted on `world` ranks, or None (its
+        regions' arguments are checked by `check`, located at themselves)."""
         for value in (*op.operands, *op.results):
             problem = divisibility_problem(value.type, world)
             if problem is not None:

@@ -30,7 +30,7 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 import coconet_ir.ir as ir
 from coconet_ir import __version__
 from coconet_ir.pipeline import build_pipeline
-from coconet_ir.tools.errors import run_guarded
+from coconet_ir.tools.errors import run_guarded, write_problem
 from coconet_ir.universe import (
     MLIR_SYNTAX_DIALECTS,
     get_all_dialects,
@@ -75,7 +75,7 @@ class AtomicOutput:
                 prefix=f".{name}.", suffix=".tmp", dir=directory
             )
         except OSError as err:  # name the file asked for, not the temporary one
-            raise OSError(err.errno, err.strerror, path) from None
+            raise OSError(err.errno, write_problem(path, err), path) from None
         self.stream: IO[str] = os.fdopen(fd, "w", encoding="utf-8")
 
     def commit(self) -> None:

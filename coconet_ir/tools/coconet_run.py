@@ -24,6 +24,7 @@ import hashlib
 import math
 import os
 import sys
+import textwrap
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypedDict, cast
@@ -31,11 +32,10 @@ from typing import TYPE_CHECKING, Any, TypedDict, cast
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
-from xdsl.utils.exceptions import ArgSpecParseError
 
 import coconet_ir.ir as ir
 from coconet_ir.dialects.coco import WORLD_SIZE_ATTR
-from coconet_ir.tools.errors import diagnostic_of, run_guarded
+from coconet_ir.tools.errors import run_guarded, write_problem
 
 if TYPE_CHECKING:
     from coconet_ir.dialects.coco import TensorType
@@ -67,9 +67,23 @@ class UsageError(ir.CocoError):
 # ============================================================================
 
 
+class PassListingParser(argparse.ArgumentParser):
+    """`--help` ends with the passes `-p` accepts (coconet-opt's registry),
+    listed only when help is shown: the registry is not loaded on a run."""
+
+    def format_help(self) -> str:
+        from coconet_ir.pipeline import available_passes
+
+        names = ", ".join(sorted(available_passes()))
+        listing = textwrap.fill(
+            names, initial_indent="  ", subsequent_indent="  ", break_on_hyphens=False
+        )
+        return f"{super().format_help()}\npasses -p accepts:\n{listing}\n"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser; argparse itself exits 2 on malformed usage."""
-    parser = argparse.ArgumentParser(
+    parser = PassListingParser(
         prog=TOOL,
         description="Run a coco program on N simulated ranks with the reference "
         "interpreter, or check that two programs are equivalent.",
@@ -221,13 +235,15 @@ def check_usage(args: argparse.Namespace) -> None:
 
 
 def make_pipeline(spec: str) -> PassPipeline:
-    """The `-p` pipeline, verifying after every pass; bad specs are usage errors."""
-    from coconet_ir.pipeline import available_passes, build_pipeline
+    """The `-p` pipeline, verifying after every pass. A bad spec is bad input,
+    as in coconet-opt (exit 1; 2 with --compare, where 1 means "not
+    equivalent"), and an unknown pass points at this tool's `--help`."""
+    from coconet_ir.pipeline import PassSpecError, available_passes, build_pipeline
 
     try:
         return build_pipeline(available_passes(), spec, verify_after_pass)
-    except (ir.CocoError, ArgSpecParseError) as err:
-        raise UsageError(diagnostic_of(err)) from None
+    except PassSpecError as err:
+        raise err.for_tool(TOOL) from None
 
 
 def verify_after_pass(
@@ -407,9 +423,7 @@ def check_writable(path: str) -> None:
                 pass
             os.unlink(path)
     except OSError as err:
-        raise UsageError(
-            f"cannot write the --save file {path}: {err.strerror or err}"
-        ) from None
+        raise UsageError(f"--save {path}: {write_problem(path, err)}") from None
 
 
 def save(path: str, result: RunResult) -> int:

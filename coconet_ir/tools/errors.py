@@ -13,6 +13,7 @@ Set `COCONET_TRACEBACK=1` to see the Python traceback instead.
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import warnings
@@ -41,6 +42,15 @@ USER_ERRORS = (
 
 `ArgSpecParseError` (a malformed `-p` pipeline) derives from `BaseException` in
 xDSL, so it is listed explicitly."""
+
+
+def write_problem(path: str, err: OSError) -> str:
+    """Why `path` cannot be written: names the directory when it is the
+    directory that is missing (`-o out/x.mlir` with no `out/`)."""
+    directory = os.path.dirname(path) or "."
+    if err.errno == errno.ENOENT and not os.path.isdir(directory):
+        return f"cannot write: the directory {directory} does not exist"
+    return f"cannot write: {err.strerror or err}"
 
 
 def pipeline_diagnostic(err: ArgSpecParseError) -> Diagnostic:

@@ -156,8 +156,13 @@ def test_unknown_target_is_usage_error(tmp_path: Path):
 
 def test_unwritable_output(tmp_path: Path):
     path = write(tmp_path, "p.mlir", ALL_REDUCE)
-    proc = coconet_opt(path, "-o", tmp_path / "no" / "dir" / "out.mlir")
-    assert_clean_error(proc, "No such file or directory")
+    out = tmp_path / "no" / "dir" / "out.mlir"
+    proc = coconet_opt(path, "-o", out)
+    assert_clean_error(
+        proc, f"{out}: error: cannot write: the directory {out.parent} does not exist"
+    )
+    proc = coconet_opt(path, "-o", tmp_path)
+    assert_clean_error(proc, f"{tmp_path}: error: Is a directory")
 
 
 def test_round_trip_and_output_file(tmp_path: Path):

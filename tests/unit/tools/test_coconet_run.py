@@ -249,7 +249,10 @@ def test_comparing_bad_input_exits_2(tmp_path: Path, kind: str):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["-p", "nope"], "unknown pass 'nope'"),
+        (
+            ["-p", "nope"],
+            "coconet-run: error: unknown pass 'nope' (`coconet-run --help` lists them)",
+        ),
         (["-p", "canonicalise"], "did you mean 'canonicalize'"),
         (["-p", "cse{"], "pass-pipeline:1:5: error: bad pass pipeline"),
         (["-p", "canonicalize{foo=1}"], "pass 'canonicalize' has no option 'foo'"),
@@ -258,6 +261,32 @@ def test_comparing_bad_input_exits_2(tmp_path: Path, kind: str):
             "coconet-run: error: pass 'coco-overlap': option 'chunks' expects an "
             "integer, got 'abc'",
         ),
+    ],
+)
+def test_a_bad_pipeline_exits_as_coconet_opt_does(
+    tmp_path: Path, args: list[str], message: str
+):
+    """Exit 1, as coconet-opt's; 2 with --compare, where 1 means "not equivalent"."""
+    path = write(tmp_path, "p.mlir", ALL_REDUCE_ADD)
+    assert_clean_error(coconet_run(path, "--world", "2", *args), message, code=1)
+    proc = coconet_run("--compare", path, path, "--world", "2", *args)
+    assert_clean_error(proc, message, code=2)
+    opt = subprocess.run(
+        [*tool_command("coconet-opt"), str(path), *args], capture_output=True
+    )
+    assert opt.returncode == 1
+
+
+def test_help_lists_the_passes_an_unknown_pass_error_points_at():
+    proc = coconet_run("--help")
+    assert proc.returncode == 0
+    listing = proc.stdout.split("passes -p accepts:")[1]
+    assert "coco-optimize" in listing and "convert-coco-to-gpu" in listing
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
         (["--stats"], "--stats only applies to --backend emu"),
         (["--check"], "--check only applies to --backend emu or cuda"),
         (["--seed", "-1"], "--seed must be non-negative"),
@@ -310,8 +339,8 @@ def test_unwritable_save_path(tmp_path: Path):
     proc = coconet_run(path, "--world", "2", "--save", out)
     assert_clean_error(
         proc,
-        f"coconet-run: error: cannot write the --save file {out}: No such file or "
-        "directory",
+        f"coconet-run: error: --save {out}: cannot write: the directory "
+        f"{out.parent} does not exist",
         code=2,
     )
     assert proc.stdout == ""
@@ -323,7 +352,7 @@ def test_unwritable_save_path_is_found_before_running(tmp_path: Path, where: str
     path = write(tmp_path, "p.mlir", SPLIT_ADD)  # 16 rows do not divide on 3 ranks
     out = tmp_path / "no" / "out.npz" if where == "missing dir" else tmp_path
     proc = coconet_run(path, "--world", "3", "--save", out)
-    assert_clean_error(proc, f"cannot write the --save file {out}: ", code=2)
+    assert_clean_error(proc, f"--save {out}: cannot write: ", code=2)
     assert "divisible" not in proc.stderr
 
 

@@ -104,6 +104,11 @@ inline size_t thread_stack_bytes() {
 
 using clock = std::chrono::steady_clock;
 
+// Seconds on the steady clock (a poller's start; coco_emu_api.h has no <chrono>).
+inline double now_seconds() {
+  return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
+}
+
 // What the current thread runs: set in kernel threads and stream workers.
 struct stream_state;
 struct activity {
@@ -566,7 +571,7 @@ void note_progress() { progress().fetch_add(1, std::memory_order_relaxed); }
 poller::poller(const uint64_t *slot_, uint64_t expected_)
   : slot(slot_),
     expected(expected_),
-    start(clock::now()),
+    start(now_seconds()),
     seen_progress(progress().load(std::memory_order_relaxed)) {}
 
 void poller::pause(uint64_t seen) {
@@ -584,9 +589,8 @@ void poller::pause(uint64_t seen) {
   uint64_t now = progress().load(std::memory_order_relaxed);
   if (now != seen_progress) {  // something moved: the wait starts over
     seen_progress = now;
-    start = clock::now();
-  } else if (std::chrono::duration<double>(clock::now() - start).count() >
-             timeout_seconds()) {
+    start = now_seconds();
+  } else if (now_seconds() - start > timeout_seconds()) {
     watchdog(seen);
   }
 }

@@ -10,8 +10,11 @@
 // compiles its kernels and a small launch template per kernel, not the
 // emulator again.
 //
-// `cuda::atomic_ref` and `cuda::thread_scope_system` are a shim over
-// std::atomic_ref here (libcu++ is not needed to build the emulation).
+// `cuda::atomic_ref` and `cuda::thread_scope_system` are a shim over the
+// compiler's `__atomic` builtins here (libcu++ is not needed to build the
+// emulation). Not over std::atomic_ref: under C++20, <atomic> (with its
+// wait/notify machinery) and <chrono> cost every emulated build about 0.25 s
+// of template instantiation, more than most programs' own code.
 #pragma once
 
 #ifdef __CUDACC__
@@ -20,8 +23,6 @@
 
 #include <math.h>
 
-#include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -80,10 +81,10 @@ inline thread_local dim3 gridDim{1, 1, 1};
 #if defined(__SANITIZE_THREAD__)
 // ThreadSanitizer ignores fences: model one as an RMW on a shared atomic,
 // which orders (for tsan) what every fenced thread did before and after.
-inline std::atomic<unsigned> coco_emu_fence_{0};
-inline void __threadfence() { coco_emu_fence_.fetch_add(1, std::memory_order_acq_rel); }
+inline unsigned coco_emu_fence_ = 0;
+inline void __threadfence() { __atomic_fetch_add(&coco_emu_fence_, 1u, __ATOMIC_ACQ_REL); }
 #else
-inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 #endif
 inline void __threadfence_block() { __threadfence(); }
 inline void __threadfence_system() { __threadfence(); }
@@ -113,10 +114,27 @@ inline unsigned int __float_as_uint(float x) { return coco_emu_bit_cast<unsigned
 inline double __longlong_as_double(long long x) { return coco_emu_bit_cast<double>(x); }
 inline long long __double_as_longlong(double x) { return coco_emu_bit_cast<long long>(x); }
 
+// `*address` combined with `value` by `op`, atomically, as one
+// compare-and-swap loop (what std::atomic_ref does for floats); the old value.
+template <class T, class Op>
+inline T coco_emu_atomic_update(T *address, T value, int order, Op op) {
+  T old, desired;
+  __atomic_load(address, &old, __ATOMIC_RELAXED);
+  do {
+    desired = op(old, value);
+  } while (!__atomic_compare_exchange(address, &old, &desired, true, order, __ATOMIC_RELAXED));
+  return old;
+}
+
 template <class T> inline T coco_emu_atomic_add(T *address, T value) {
   // CUDA's atomicAdd is relaxed; seq_cst here lets ThreadSanitizer see the
   // "__threadfence(), then atomicAdd a counter" pattern as synchronization.
-  return std::atomic_ref<T>(*address).fetch_add(value, std::memory_order_seq_cst);
+  if constexpr (std::is_integral_v<T>) {
+    return __atomic_fetch_add(address, value, __ATOMIC_SEQ_CST);
+  } else {
+    return coco_emu_atomic_update(address, value, __ATOMIC_SEQ_CST,
+                                  [](T a, T b) { return a + b; });
+  }
 }
 inline float atomicAdd(float *a, float v) { return coco_emu_atomic_add(a, v); }
 inline double atomicAdd(double *a, double v) { return coco_emu_atomic_add(a, v); }
@@ -226,7 +244,7 @@ inline __nv_bfloat16 __float2bfloat16_rn(float f) { return f; }
 inline float __bfloat162float(__nv_bfloat16 b) { return b; }
 
 // ---------------------------------------------------------------------------
-// libcu++'s cuda::atomic_ref, as a shim over std::atomic_ref
+// libcu++'s cuda::atomic_ref, as a shim over the __atomic builtins
 // ---------------------------------------------------------------------------
 
 namespace cuda {
@@ -237,19 +255,84 @@ enum thread_scope {
   thread_scope_thread = 3,
 };
 namespace std {
-using ::std::memory_order;
-using ::std::memory_order_acq_rel;
-using ::std::memory_order_acquire;
-using ::std::memory_order_relaxed;
-using ::std::memory_order_release;
-using ::std::memory_order_seq_cst;
+// The builtins' orders, as libstdc++'s std::memory_order numbers them.
+enum memory_order : int {
+  memory_order_relaxed = __ATOMIC_RELAXED,
+  memory_order_consume = __ATOMIC_CONSUME,
+  memory_order_acquire = __ATOMIC_ACQUIRE,
+  memory_order_release = __ATOMIC_RELEASE,
+  memory_order_acq_rel = __ATOMIC_ACQ_REL,
+  memory_order_seq_cst = __ATOMIC_SEQ_CST,
+};
 }  // namespace std
 using namespace cuda::std;  // cuda::memory_order_* too, as libcu++ has them
 
+// The operations of libcu++'s atomic_ref on an object of integer, float or
+// pointer type (fetch_min/fetch_max as libcu++ has them).
 template <class T, thread_scope Scope = thread_scope_system>
-struct atomic_ref : ::std::atomic_ref<T> {
-  using ::std::atomic_ref<T>::atomic_ref;
-  using ::std::atomic_ref<T>::operator=;
+class atomic_ref {
+ public:
+  explicit atomic_ref(T &object) : p(&object) {}
+  atomic_ref(const atomic_ref &) = default;
+
+  T load(memory_order order = memory_order_seq_cst) const {
+    T value;
+    __atomic_load(p, &value, order);
+    return value;
+  }
+  void store(T value, memory_order order = memory_order_seq_cst) const {
+    __atomic_store(p, &value, order);
+  }
+  operator T() const { return load(); }
+  T operator=(T value) const {
+    store(value);
+    return value;
+  }
+  T exchange(T value, memory_order order = memory_order_seq_cst) const {
+    T old;
+    __atomic_exchange(p, &value, &old, order);
+    return old;
+  }
+  bool compare_exchange_weak(T &expected, T desired,
+                             memory_order order = memory_order_seq_cst) const {
+    return __atomic_compare_exchange(p, &expected, &desired, true, order, failure(order));
+  }
+  bool compare_exchange_strong(T &expected, T desired,
+                               memory_order order = memory_order_seq_cst) const {
+    return __atomic_compare_exchange(p, &expected, &desired, false, order, failure(order));
+  }
+  T fetch_add(T value, memory_order order = memory_order_seq_cst) const {
+    if constexpr (::std::is_integral_v<T>) return __atomic_fetch_add(p, value, order);
+    else return coco_emu_atomic_update(p, value, order, [](T a, T b) { return a + b; });
+  }
+  T fetch_sub(T value, memory_order order = memory_order_seq_cst) const {
+    if constexpr (::std::is_integral_v<T>) return __atomic_fetch_sub(p, value, order);
+    else return coco_emu_atomic_update(p, value, order, [](T a, T b) { return a - b; });
+  }
+  T fetch_and(T value, memory_order order = memory_order_seq_cst) const {
+    return __atomic_fetch_and(p, value, order);
+  }
+  T fetch_or(T value, memory_order order = memory_order_seq_cst) const {
+    return __atomic_fetch_or(p, value, order);
+  }
+  T fetch_xor(T value, memory_order order = memory_order_seq_cst) const {
+    return __atomic_fetch_xor(p, value, order);
+  }
+  T fetch_min(T value, memory_order order = memory_order_seq_cst) const {
+    return coco_emu_atomic_update(p, value, order, [](T a, T b) { return b < a ? b : a; });
+  }
+  T fetch_max(T value, memory_order order = memory_order_seq_cst) const {
+    return coco_emu_atomic_update(p, value, order, [](T a, T b) { return a < b ? b : a; });
+  }
+
+ private:
+  // A failed compare-exchange only loads: no release in its order.
+  static int failure(memory_order order) {
+    return order == memory_order_acq_rel   ? __ATOMIC_ACQUIRE
+           : order == memory_order_release ? __ATOMIC_RELAXED
+                                           : int(order);
+  }
+  T *p;
 };
 }  // namespace cuda
 
@@ -407,7 +490,7 @@ class poller {
 
   const uint64_t *slot;
   uint64_t expected;
-  std::chrono::steady_clock::time_point start;
+  double start;  // seconds on the steady clock (coco_emu.h's now_seconds)
   uint64_t seen_progress;
   unsigned spins = 0;
 };

@@ -263,7 +263,7 @@ __device__ __forceinline__ void signal(uint64_t *slot, uint64_t value) {
   // ThreadSanitizer the emulation models that as an RMW on one process-wide
   // atomic, which would order every signalling thread of every rank and hide
   // races between ranks (a fused kernel without its closing sync).
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
   coco_emu::note_progress();
 #endif
   cuda::atomic_ref<uint64_t, cuda::thread_scope_system> ref(*slot);

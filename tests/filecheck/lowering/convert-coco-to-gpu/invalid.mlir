@@ -5,7 +5,7 @@
 // Refusals: the world size must be known and divide every sliced dim.
 
 // NOWORLD: error: 'builtin.module' op convert-coco-to-gpu needs the world size: give the option world=N or the module attribute coco.world_size
-// DIVIDE: invalid.mlir:[[# @LINE + 3]]:1: error: 'func.func' op convert-coco-to-gpu cannot convert: argument %x: dimension 0 of !coco.tensor<6xf32, sliced<0>> (size 6) is not divisible by the world size 4
+// DIVIDE: invalid.mlir:[[# @LINE + 3]]:14: error: convert-coco-to-gpu cannot convert: argument %x of @f: dimension 0 of !coco.tensor<6xf32, sliced<0>> (size 6) is not divisible by the world size 4
 // THREADS: error: convert-coco-to-gpu: threads must be >= 1, got 0
 // THREE: func.func @f(%x: memref<2xf32>, %result0: memref<2xf32>)
 func.func @f(%x: !coco.tensor<6xf32, sliced<0>>) -> !coco.tensor<6xf32, sliced<0>> {
