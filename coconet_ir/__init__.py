@@ -10,6 +10,8 @@
   and `cc.Schedule(module)` (from `coconet_ir.schedule`);
 - `cc.autotune(module, machine="h100x8", world=None)`, the cost model's pick
   among candidate schedules (from `coconet_ir.passes.autotune`);
+- `cc.remarks_to(handler)`: the optimization remarks of the passes run in a
+  `with` block (from `coconet_ir.diagnostics`);
 - the builder DSL: `cc.tensor`, `cc.function`, `cc.all_reduce`, `cc.matmul`, ...
   (from `coconet_ir.dsl`).
 
@@ -51,7 +53,10 @@ _HOMES = {
     "autotune": "passes.autotune",
     "Schedule": "schedule",
     "Handle": "schedule",
-    "CocoWarning": "diagnostics",
+    **dict.fromkeys(
+        ("CocoWarning", "remarks_to", "Remark", "RemarkFilter", "RemarkKind"),
+        "diagnostics",
+    ),
 }
 """Public names and the submodule each lives in; the rest come from the DSL."""
 

@@ -14,7 +14,11 @@ docs/cli.md, "Diagnostics".
 
 from __future__ import annotations
 
+import re
 import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from enum import auto
 
@@ -134,3 +138,141 @@ def warn(message: str, at: Where = None) -> None:
     `CocoWarning`."""
     text = str(Diagnostic.about(at, message, severity=Severity.WARNING))
     warnings.warn(CocoWarning(text), stacklevel=2)
+
+
+# ============================================================================
+# Optimization remarks (docs/cli.md, "Remarks")
+# ============================================================================
+
+
+class RemarkKind(StrEnum):
+    """What a remark says, as MLIR's remark kinds."""
+
+    PASSED = "Passed"
+    """A transformation was applied."""
+    MISSED = "Missed"
+    """A transformation did not apply, and why."""
+    FAILURE = "Failure"
+    """A transformation was tried and given up."""
+    ANALYSIS = "Analysis"
+    """What a decision was based on (the cost model's numbers)."""
+
+
+@dataclass(frozen=True)
+class Remark:
+    """One optimization remark, printed as mlir-opt prints its remarks:
+    `LOC: remark: [Missed] NAME | Category:PASS | Function=F | Reason="..."`."""
+
+    kind: RemarkKind
+    category: str
+    """The pass (or conversion) that emits it; what the filters match."""
+    name: str
+    """What it is about, in one word (`FusedCollective`, `OneKernel`)."""
+    message: str
+    location: str | None = None
+    function: str | None = None
+
+    def __str__(self) -> str:
+        where = f"{self.location}: " if self.location else ""
+        function = f" | Function={self.function}" if self.function else ""
+        failed = self.kind in (RemarkKind.MISSED, RemarkKind.FAILURE)
+        key = "Reason" if failed else "Remark"
+        return (
+            f"{where}remark: [{self.kind}] {self.name} | Category:{self.category}"
+            f'{function} | {key}="{self.message}"'
+        )
+
+
+@dataclass(frozen=True)
+class RemarkFilter:
+    """Which remarks to show, as mlir-opt's `--remarks-filter*` options: a
+    regular expression over the category (the pass name), matched whole, for
+    every kind (`all`) or for one kind."""
+
+    all: str | None = None
+    passed: str | None = None
+    missed: str | None = None
+    failed: str | None = None
+    analysis: str | None = None
+
+    def accepts(self, remark: Remark) -> bool:
+        own = {
+            RemarkKind.PASSED: self.passed,
+            RemarkKind.MISSED: self.missed,
+            RemarkKind.FAILURE: self.failed,
+            RemarkKind.ANALYSIS: self.analysis,
+        }[remark.kind]
+        return any(
+            pattern is not None and re.fullmatch(pattern, remark.category) is not None
+            for pattern in (self.all, own)
+        )
+
+    @property
+    def enabled(self) -> bool:
+        return any(
+            p is not None
+            for p in (self.all, self.passed, self.missed, self.failed, self.analysis)
+        )
+
+
+_REMARK_SINK: ContextVar[Callable[[Remark], None] | None] = ContextVar(
+    "coco_remark_sink", default=None
+)
+
+
+def remark(
+    kind: RemarkKind,
+    category: str,
+    name: str,
+    message: str | Callable[[], str],
+    at: Where = None,
+    *,
+    function: str | None = None,
+) -> None:
+    """Emit a remark about `at` (an op: its location and function), if anyone
+    listens (`remarks_to`); otherwise nothing is built: `message` may be a
+    function that words it."""
+    sink = _REMARK_SINK.get()
+    if sink is None:
+        return
+    text = message() if callable(message) else message
+    if function is None and isinstance(at, Operation):
+        function = function_name(at)
+    sink(Remark(kind, category, name, text, location_text(at), function))
+
+
+def remarks_on() -> bool:
+    """Whether remarks are being listened to (to skip work only they need)."""
+    return _REMARK_SINK.get() is not None
+
+
+def function_name(op: Operation | None) -> str | None:
+    """The name of the `func.func` holding `op` (or being it), if any."""
+    while op is not None and op.name != "func.func":
+        op = op.parent_op()
+    symbol = None if op is None else op.properties.get("sym_name")
+    return getattr(symbol, "data", None)
+
+
+@contextmanager
+def remarks_to(
+    handler: Callable[[Remark], None], accept: RemarkFilter = RemarkFilter(all=".*")
+) -> Iterator[None]:
+    """Within the block, every remark `accept` lets through goes to `handler`.
+
+    ```python
+    found = []
+    with remarks_to(found.append):
+        cc.Pipeline("coco-optimize,convert-coco-to-gpu{world=4}")(module)
+    ```
+    """
+
+    def sink(remark: Remark) -> None:
+        if accept.accepts(remark):
+            handler(remark)
+
+    token = _REMARK_SINK.set(sink)
+    try:
+        yield
+    finally:
+        _REMARK_SINK.reset(token)

@@ -12,10 +12,14 @@ the same values; a dropout keeps its type, hence its global indices.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from xdsl.ir import Operation, SSAValue
 
+from coconet_ir.diagnostics import RemarkKind, remark
 from coconet_ir.dialects import coco
 from coconet_ir.dialects.coco import ELEMENTWISE_OPS
+from coconet_ir.lowering.state import CONVERSION
 
 ABSORBABLE = (*ELEMENTWISE_OPS, coco.ConstantOp)
 
@@ -64,8 +68,26 @@ def absorb_once(fusion: coco.FusionOp) -> bool:
     return False
 
 
-def absorb_producers(root: Operation) -> None:
-    """Absorb into every `coco.fusion` under `root` the producers only it uses."""
+def absorb_producers(
+    root: Operation, keep: Callable[[coco.FusionOp], bool] = lambda _: False
+) -> None:
+    """Absorb into every `coco.fusion` under `root` the producers only it
+    uses, except into those `keep` says must stay as they are (a fusion a
+    tile kernel takes: its plan reads its inputs as they are)."""
     for fusion in [op for op in root.walk() if isinstance(op, coco.FusionOp)]:
+        if keep(fusion):
+            for value in fusion.inputs:
+                producer = absorbable(fusion, value)
+                if producer is not None:
+                    remark(
+                        RemarkKind.MISSED,
+                        CONVERSION,
+                        "Prologue",
+                        f"'{producer.name}' runs as a kernel of its own before the "
+                        "tile kernel that reads its result: tile kernels take no "
+                        "elementwise prologue (docs/fused-operators.md)",
+                        producer,
+                    )
+            continue
         while absorb_once(fusion):
             pass

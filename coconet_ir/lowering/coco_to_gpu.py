@@ -64,7 +64,15 @@ from coconet_ir.analysis.channels import PipelineChannels, channel_of
 from coconet_ir.analysis.chunks import ChunkConflict, chunk_dims, step_of
 from coconet_ir.analysis.costs import function_costs
 from coconet_ir.analysis.fused_plan import DEFAULT_CHUNK_ELEMENTS, FusedPlan
-from coconet_ir.diagnostics import CocoError, warn
+from coconet_ir.diagnostics import (
+    CocoError,
+    RemarkKind,
+    function_name,
+    location_text,
+    remark,
+    remarks_on,
+    warn,
+)
 from coconet_ir.dialects import coco
 from coconet_ir.dialects.coco import (
     ELEMENTWISE_OPS,
@@ -120,6 +128,7 @@ from coconet_ir.lowering.kernels import (
 from coconet_ir.lowering.overlap import OnItsStream, lower_overlap
 from coconet_ir.lowering.per_peer import lower_per_peer, lower_shift
 from coconet_ir.lowering.state import (
+    CONVERSION,
     ElementContext,
     Lowering,
     chunk_of,
@@ -128,7 +137,7 @@ from coconet_ir.lowering.state import (
     result_type,
     tensor_of,
 )
-from coconet_ir.lowering.tile_collectives import lower_tile_collective
+from coconet_ir.lowering.tile_collectives import is_tile_fusion, lower_tile_collective
 from coconet_ir.passes.base import move_contents
 
 __all__ = [
@@ -872,20 +881,37 @@ class LowerFusion(CocoLoweringPattern):
     def match_and_rewrite(self, op: coco.FusionOp, rewriter: PatternRewriter) -> None:
         if not ready(op):
             return
+        # The remark on one kernel follows its lowering, which detaches `op`:
+        # where it was is taken first.
+        where = (location_text(op), function_name(op)) if remarks_on() else None
         domain = fused_domain(self.lowering, op)
         if domain is not None:
             lower_fused_elementwise(self.lowering, op, domain, rewriter)
+            one_kernel_remark(where, "an elementwise kernel")
             return
-
         if lower_tile_collective(self.lowering, op, rewriter):
+            one_kernel_remark(where, "a tile kernel (docs/fused-operators.md)")
             return
-        if not lower_fused_collective(self.lowering, op, rewriter):
-            warn(
-                "lowered op by op (kernels and library calls), not as one kernel: "
-                + why_not_one_kernel(self.lowering, op),
-                op,
-            )
-            lower_fusion_with_collectives(self.lowering, op, rewriter)
+        if lower_fused_collective(self.lowering, op, rewriter):
+            one_kernel_remark(where, "a fused collective kernel")
+            return
+        why = why_not_one_kernel(self.lowering, op)
+        remark(RemarkKind.MISSED, CONVERSION, "OneKernel", why, op)
+        warn(
+            f"lowered op by op (kernels and library calls), not as one kernel: {why}",
+            op,
+        )
+        lower_fusion_with_collectives(self.lowering, op, rewriter)
+
+
+def one_kernel_remark(where: tuple[str | None, str | None] | None, kernel: str):
+    """A passed remark: the fusion at `where` (its location and function) is
+    lowered as one `kernel`."""
+    if where is not None:
+        location, function = where
+        message = f"lowered as one kernel: {kernel}"
+        kind = RemarkKind.PASSED
+        remark(kind, CONVERSION, "OneKernel", message, location, function=function)
 
 
 def why_not_one_kernel(lowering: Lowering, op: coco.FusionOp) -> str:
@@ -1077,7 +1103,7 @@ class ConvertCocoToGpu(ModulePass):
     """Lower a coco module to per-rank buffers, kernels in a `gpu.module`,
     NCCL and cuBLAS calls (docs/gpu/device.md)."""
 
-    name = "convert-coco-to-gpu"
+    name = CONVERSION
 
     world: int | None = None
     """The world size (default: the module's `coco.world_size`)."""
@@ -1188,7 +1214,7 @@ class ConvertCocoToGpu(ModulePass):
         functions = [
             f for f in op.ops if isinstance(f, func.FuncOp) and not f.is_declaration
         ]
-        absorb_producers(op)
+        absorb_producers(op, keep=lambda fusion: is_tile_fusion(fusion, world))
         for function in functions:
             bufferize_function(lowering, function)
         PatternRewriteWalker(

@@ -75,6 +75,9 @@ __all__ = [
 
 index = IndexType()
 
+CONVERSION = "convert-coco-to-gpu"
+"""The conversion's pass name (its remarks' category)."""
+
 CHUNK_ATTR = "coco_gpu.chunk"
 """On a dropout cloned into one chunk of a `coco.overlap` or one step of a
 `coco.per_peer` (while lowering): `array<i64: DIM, INDEX, CHUNKS>` — its

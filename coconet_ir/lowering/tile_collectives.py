@@ -1313,6 +1313,11 @@ PLANS: tuple[type[EmbeddingAllToAll | GemvAllReduce | GemmAllToAll], ...] = (
 """The tile kernels, by the plan that says whether a fusion is theirs."""
 
 
+def is_tile_fusion(fusion: FusionOp, world: int) -> bool:
+    """Whether a tile kernel takes `fusion` on `world` ranks (`PLANS`)."""
+    return any(kind.of(fusion, world) is not None for kind in PLANS)
+
+
 def lower_tile_collective(
     lowering: Lowering, fusion: FusionOp, rewriter: PatternRewriter
 ) -> bool:

@@ -30,7 +30,7 @@ The producer (`coco.embedding`, `coco.matmul`, `coco.batch_matmul`) must have
 the collective (`coco.all_to_all`, `coco.all_reduce`, `coco.reduce_scatter`)
 as its only user, in the same block. A fusion's meaning is its body, so values
 never change. `op=NAME` names the producer. With `where_it_pays`
-(coco-optimize's rule, `pays_off`): only the pairs the lowering has a
+(coco-optimize's rule, `FuseCollective.why_not`): only the pairs the lowering has a
 tile-granular kernel for (`tile_kernel_problem`) — an embedding of sliced<0>
 tables into its all_to_all, a GEMM with a sliced<0> result into an
 all_to_all, a row-parallel GEMV (at most `GEMV_ROWS` rows) into an
@@ -52,6 +52,7 @@ from xdsl.pattern_rewriter import (
 )
 
 from coconet_ir.analysis.kernels import COLLECTIVES, PRODUCERS, tile_kernel_problem
+from coconet_ir.diagnostics import RemarkKind, remark
 from coconet_ir.dialects.coco import FusionOp, label_attribute, label_of
 from coconet_ir.passes.base import CocoPass, function_body_ops, rewrite_once
 from coconet_ir.passes.regions import Boundary, outline
@@ -74,12 +75,6 @@ def consumer(op: Operation) -> Operation | str:
     if user.parent_block() is not op.parent_block():
         return f"its user '{user.name}' is in another block"
     return user
-
-
-def pays_off(op: Operation, collective: Operation) -> bool:
-    """`coco-optimize`'s rule (docs/passes/coco-fuse-collective.md): where
-    the lowering has a tile kernel for the pair."""
-    return tile_kernel_problem(op, collective) is None
 
 
 def build_fused_collective(found: Boundary, body) -> FusionOp:
@@ -108,11 +103,17 @@ class FuseCollectiveFunction(RewritePattern):
             if not isinstance(op, PRODUCERS) or not self.pass_.targets(op):
                 continue
             collective = consumer(op)
-            if isinstance(collective, str) or not self.pass_.wants(op, collective):
+            why = collective if isinstance(collective, str) else self.pass_.why_not(op)
+            if why is not None:
+                remark(RemarkKind.MISSED, self.pass_.name, "FusedCollective", why, op)
                 continue
+            assert not isinstance(collective, str)
             pairs.append((op, collective))
-        for op, collective in pairs:
-            outline([op, collective], build_fused_collective, rewriter)
+        for producer, user in pairs:
+            made = f"'{producer.name}' and its '{user.name}' made one region"
+            name = self.pass_.name
+            remark(RemarkKind.PASSED, name, "FusedCollective", made, producer)
+            outline([producer, user], build_fused_collective, rewriter)
 
 
 @dataclass(frozen=True)
@@ -123,10 +124,19 @@ class FuseCollective(CocoPass):
     name = "coco-fuse-collective"
 
     where_it_pays: bool = False
-    """Only the pairs `pays_off` accepts (coco-optimize's rule)."""
+    """Only the pairs the lowering has a tile kernel for (coco-optimize's
+    rule, `why_not`)."""
 
-    def wants(self, op: Operation, collective: Operation) -> bool:
-        return not self.where_it_pays or pays_off(op, collective)
+    def why_not(self, op: Operation) -> str | None:
+        """Why the targeted producer `op` is not fused with the collective
+        consuming it (its `consumer`), or None."""
+        collective = consumer(op)
+        if isinstance(collective, str) or not self.where_it_pays:
+            return None
+        problem = tile_kernel_problem(op, collective)
+        if problem is None:
+            return None
+        return f"no tile kernel for it and its '{collective.name}': {problem}"
 
     def candidates(self, module: ModuleOp) -> Iterable[Operation]:
         return (op for op in function_body_ops(module) if isinstance(op, PRODUCERS))

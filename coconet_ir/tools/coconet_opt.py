@@ -11,9 +11,11 @@ a failure leaves an existing FILE as it was.
 
 from __future__ import annotations
 
+import argparse
 import errno
 import gc
 import os
+import re
 import sys
 import tempfile
 import time
@@ -29,6 +31,7 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 
 import coconet_ir.ir as ir
 from coconet_ir import __version__
+from coconet_ir.diagnostics import CocoError, Remark, RemarkFilter, remarks_to
 from coconet_ir.pipeline import build_pipeline
 from coconet_ir.tools.errors import run_guarded, write_problem
 from coconet_ir.universe import (
@@ -114,7 +117,53 @@ class CocoNetOptMain(xDSLOptMain):
     def __init__(self, args: Sequence[str] | None = None):
         super().__init__(description="coconet-ir modular optimizer driver", args=args)
 
+    def register_all_arguments(self, arg_parser: argparse.ArgumentParser):
+        super().register_all_arguments(arg_parser)
+        remarks = arg_parser.add_argument_group(
+            "remarks",
+            "optimization remarks, as mlir-opt's: what each pass did, did not "
+            "do and why (docs/cli.md, Remarks). A filter is a regular "
+            "expression matched against the whole pass name, e.g. "
+            "--remarks-filter='coco-.*'",
+        )
+        remarks.add_argument(
+            "--remarks",
+            action="store_true",
+            help="show every remark (--remarks-filter='.*')",
+        )
+        for option, kind in REMARK_FILTERS.items():
+            which = "all remarks" if kind == "all" else f"{kind} remarks"
+            remarks.add_argument(
+                option,
+                dest=f"remarks_filter_{kind}",
+                metavar="REGEX",
+                help=f"show {which} of the passes REGEX matches",
+            )
+
+    def remark_filter(self) -> RemarkFilter:
+        patterns = {
+            kind: getattr(self.args, f"remarks_filter_{kind}")
+            for kind in REMARK_FILTERS.values()
+        }
+        if self.args.remarks:
+            patterns["all"] = ".*"
+        for pattern in patterns.values():
+            if pattern is not None:
+                try:
+                    re.compile(pattern)
+                except re.error as err:
+                    raise CocoError(f"bad remarks filter '{pattern}': {err}") from None
+        return RemarkFilter(**patterns)
+
     def run(self):
+        accept = self.remark_filter()
+        if accept.enabled:
+            with remarks_to(print_remark, accept):
+                self.run_writing_output()
+        else:
+            self.run_writing_output()
+
+    def run_writing_output(self):
         try:
             with fewer_collections():
                 super().run()
@@ -204,6 +253,21 @@ class CocoNetOptMain(xDSLOptMain):
         self.pipeline = build_pipeline(
             self.available_passes, self.args.passes, callback
         )
+
+
+REMARK_FILTERS = {
+    "--remarks-filter": "all",
+    "--remarks-filter-passed": "passed",
+    "--remarks-filter-missed": "missed",
+    "--remarks-filter-failed": "failed",
+    "--remarks-filter-analyse": "analysis",
+}
+"""mlir-opt's remark filter options → the `RemarkFilter` field each sets."""
+
+
+def print_remark(remark: Remark) -> None:
+    """A remark on standard error, as it is emitted (mlir-opt's `emitRemark`)."""
+    print(remark, file=sys.stderr, flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -546,6 +546,50 @@ def test_gemm_into_the_last_dim_lowers_op_by_op():
     assert "coco_gpu.gemm" in names and "coco_gpu.nccl_all_to_all" in names
 
 
+MOE_BEHIND_GELU = """
+func.func @moe(%t: !coco.tensor<8x8x2x32xf32, sliced<1>>, %w: !coco.tensor<8x32x32xf32, sliced<0>>) -> !coco.tensor<8x8x2x32xf32, sliced<1>> {
+  %d = coco.all_to_all %t dim = 0 : !coco.tensor<8x8x2x32xf32, sliced<1>> -> !coco.tensor<8x8x2x32xf32, sliced<0>>
+  %a = coco.gelu %d : (!coco.tensor<8x8x2x32xf32, sliced<0>>) -> !coco.tensor<8x8x2x32xf32, sliced<0>>
+  %h = coco.batch_matmul %a, %w : (!coco.tensor<8x8x2x32xf32, sliced<0>>, !coco.tensor<8x32x32xf32, sliced<0>>) -> !coco.tensor<8x8x2x32xf32, sliced<0>>
+  %o = coco.all_to_all %h dim = 1 : !coco.tensor<8x8x2x32xf32, sliced<0>> -> !coco.tensor<8x8x2x32xf32, sliced<1>>
+  func.return %o : !coco.tensor<8x8x2x32xf32, sliced<1>>
+}
+"""  # noqa: E501
+
+
+@pytestmark_emulation
+@pytest.mark.parametrize("world", [2, 4, 8])
+def test_an_elementwise_op_before_the_expert_gemm_keeps_the_tile_kernel(world: int):
+    """Issue 27: all_to_all -> gelu -> batch_matmul -> all_to_all. The
+    conversion does not absorb the gelu into the tile kernel's fusion (no
+    tile kernel takes a prologue): the gelu is its own kernel, the GEMM +
+    all_to_all stays one tile kernel, and a missed remark says why.
+    Emulated = interpreter."""
+    from coconet_ir.emulate import compare_runs
+    from coconet_ir.emulate import emulate as emulate_program
+
+    module = cc.parse(MOE_BEHIND_GELU)
+    optimize = f"coco-optimize{{world={world}}}"
+    found: list[cc.Remark] = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", cc.CocoWarning)  # no op-by-op fallback
+        with cc.remarks_to(found.append):
+            lowered = cc.Pipeline(f"{optimize},convert-coco-to-gpu{{world={world}}}")(
+                module
+            )
+    kernels = [str(op.kernel) for op in lowered.walk() if op.name == "gpu.launch_func"]
+    assert sum("fused" in k for k in kernels) == 1, kernels
+    assert "coco_gpu.gemm" not in {op.name for op in lowered.walk()}
+    said = {(r.kind, r.name) for r in found}
+    assert (cc.RemarkKind.MISSED, "Prologue") in said
+    assert (cc.RemarkKind.PASSED, "OneKernel") in said
+    (prologue,) = [r for r in found if r.name == "Prologue"]
+    assert prologue.location == "<input>:4:3" and "'coco.gelu'" in prologue.message
+    run = emulate_program(module, world, seed=3, passes=optimize)
+    verdict = compare_runs(cc.interpret(module, world, seed=3), run, module)
+    assert verdict, verdict.first_difference
+
+
 @pytestmark_emulation
 @pytest.mark.parametrize("element", ["f32", "bf16", "i32"])
 @pytest.mark.parametrize("layouts", ["sliced<0>,sliced<0>", "sliced<1>,replicated"])
