@@ -59,7 +59,7 @@ from coconet_ir.passes.base import CocoPass, Rewrite, move_contents
 from coconet_ir.passes.dce import CocoDCE
 from coconet_ir.passes.fuse import Fuse
 from coconet_ir.passes.fuse_send import FuseSend
-from coconet_ir.passes.optimize import Optimize
+from coconet_ir.passes.optimize import KeepTheFaster, Optimize
 from coconet_ir.passes.overlap import Overlap
 from coconet_ir.passes.reorder import Reorder
 from coconet_ir.passes.split_all_reduce import SplitAllReduce
@@ -430,29 +430,38 @@ class Step:
     pass whose options the search chose). Steps are values: candidates whose
     steps begin alike share those steps' result."""
 
-    action: Rewrite | ModulePass
+    action: Rewrite | KeepTheFaster | ModulePass
     strict: bool = False
 
     def run(self, module: ModuleOp, ctx: Context) -> None:
         with warnings.catch_warnings():
             action = "error" if self.strict else "ignore"
             warnings.simplefilter(action, CocoWarning)
-            if isinstance(self.action, Rewrite):
+            if isinstance(self.action, (Rewrite, KeepTheFaster)):
                 self.action(module)
             else:
                 self.action.apply(ctx, module)
 
 
-def plan_steps(plan: Plan) -> list[Step]:
-    """The steps of `plan`'s passes: coco-optimize's parts (its options
-    checked now: a refusal before any part runs), each pass that rewrites
-    all it applies to as its `Rewrite` unless its options were chosen
-    (`Plan.varied`), and any other pass as it is."""
+def plan_steps(plan: Plan, written: ModuleOp | None = None) -> list[Step]:
+    """The steps of `plan`'s passes, run on `written`: coco-optimize's parts
+    (its options checked now: a refusal before any part runs) and, where it
+    checks its speed against the program as written, that check (when
+    coco-optimize is the plan's first pass and `written` is given), each pass
+    that rewrites all it applies to as its `Rewrite` unless its options were
+    chosen (`Plan.varied`), and any other pass as it is."""
     steps: list[Step] = []
     for position, each in enumerate(plan.passes):
         strict = position in plan.varied
         if isinstance(each, Optimize) and not strict:
             steps += [Step(part) for part in each.steps()]
+            if each.checks_speed():
+                if position != 0 or written is None:
+                    raise CocoError(
+                        "coco-autotune: coco-optimize checks its speed against "
+                        "the program as written only as a plan's first pass"
+                    )
+                steps.append(Step(KeepTheFaster(each.machine, each.world, written)))
         elif isinstance(each, CocoPass) and each.rewrites_all() and not strict:
             steps.append(Step(Rewrite(each)))
         else:
@@ -544,7 +553,7 @@ def run_plans(
     root = Prefix()
     for index, plan in enumerate(plans):
         try:
-            steps = plan_steps(plan)
+            steps = plan_steps(plan, module)
         except CocoError as err:
             settle([index], (None, str(err)))
             continue

@@ -24,7 +24,9 @@ cost model predicts it pays (`coco-overlap{auto=true}`), and drop what became de
 
 Every part applies to all ops it matches and skips the others, so the pass
 never refuses; an option no op could satisfy (`chunks=0`) is refused before any
-part runs.
+part runs. Last, a function (a pipeline's stages together) whose optimized
+form the cost model predicts slower than as written is put back as written,
+with a missed remark (`never_slower`, docs/passes.md).
 """
 
 from __future__ import annotations
@@ -33,10 +35,18 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.func import FuncOp
 from xdsl.passes import ModulePass
+from xdsl.rewriter import Rewriter
 
 from coconet_ir.costmodel.machines import DEFAULT_MACHINE, PRESETS
-from coconet_ir.dialects.coco import SendOp, tensor_type
+from coconet_ir.diagnostics import CocoError, RemarkKind, remark
+from coconet_ir.dialects.coco import (
+    SendOp,
+    divisibility_problem,
+    tensor_type,
+    world_size,
+)
 from coconet_ir.passes.base import CocoPass, PassRefused, Rewrite
 
 
@@ -147,9 +157,24 @@ class Optimize(ModulePass):
                 f"{', '.join(sorted(PRESETS))}"
             )
 
+    never_slower: bool | None = None
+    """Keep a function's schedule as written where the cost model predicts
+    the optimized one slower (`keep_the_faster`). Unset: on with
+    `overlap_mode=auto`; off when a mode is forced (the user's choice)."""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for step in self.steps():
+        steps = self.steps()
+        written = op.clone() if self.checks_speed() else None
+        for step in steps:
             step(op)
+        if written is not None:
+            KeepTheFaster(self.machine, self.world, written)(op)
+
+    def checks_speed(self) -> bool:
+        """Whether `never_slower` is on (unset: with `overlap_mode=auto`)."""
+        if self.never_slower is None:
+            return self.overlap_mode == "auto"
+        return self.never_slower
 
     def steps(self) -> list[Rewrite]:
         """The parts as the rewrites that run in order: each rewrites what it
@@ -167,6 +192,80 @@ class Optimize(ModulePass):
             else Rewrite(part)
             for part in parts
         ]
+
+
+def divides_every_slice(module: ModuleOp, world: int) -> bool:
+    """Whether `world` divides every sliced dim of the module's values."""
+    blocks = (b for op in module.walk() for r in op.regions for b in r.blocks)
+    arguments = (a for b in blocks for a in b.args)
+    results = (v for op in module.walk() for v in op.results)
+    return all(
+        divisibility_problem(value.type, world) is None
+        for value in (*arguments, *results)
+    )
+
+
+@dataclass(frozen=True)
+class KeepTheFaster:
+    """coco-optimize's last step (`Optimize.steps` are the others; the
+    autotuner runs them one by one): `keep_the_faster` against `written`,
+    the module the steps started from, on `machine` at `world` ranks."""
+
+    machine: str
+    world: int | None
+    written: ModuleOp
+
+    def __call__(self, module: ModuleOp) -> None:
+        keep_the_faster(self.written, module, self.machine, self.world)
+
+
+def keep_the_faster(
+    written: ModuleOp, optimized: ModuleOp, machine_name: str, world: int | None
+) -> None:
+    """Never worse than doing nothing: for each group of functions (a
+    function, or a pipeline's stages together: their sends and receives
+    are rewritten together), the cost model (`machine_name`, launches
+    included) predicts the group as written and as optimized; where the
+    optimized group is predicted slower, copies of the written
+    functions replace it, with a missed remark giving both times. A
+    program the model cannot predict (a sliced dim the world it is
+    predicted for does not divide) is kept optimized."""
+    from networkx import connected_components
+
+    from coconet_ir.analysis.channels import PipelineChannels
+    from coconet_ir.costmodel.machines import machine
+    from coconet_ir.costmodel.predict import predict
+
+    model = machine(machine_name)
+    world = world or world_size(optimized) or model.gpus
+    if not divides_every_slice(written, world):
+        return
+    try:
+        before = predict(written, model, world)
+        after = predict(optimized, model, world)
+    except CocoError:
+        return
+    functions = {f.sym_name.data: f for f in optimized.ops if isinstance(f, FuncOp)}
+    originals = {f.sym_name.data: f for f in written.ops if isinstance(f, FuncOp)}
+    for group in connected_components(PipelineChannels.of(optimized).stages()):
+        names = sorted(n for n in group if n in before and n in after)
+        if not names or set(group) - set(originals):
+            continue
+        was = max(before[n].time_s for n in names)
+        now = max(after[n].time_s for n in names)
+        if now <= was * (1 + 1e-9):
+            continue
+        for name in sorted(group):
+            Rewriter.replace_op(functions[name], originals[name].clone())
+        remark(
+            RemarkKind.MISSED,
+            Optimize.name,
+            "Schedule",
+            f"kept the schedule as written: the cost model ({model.name}, "
+            f"{world} ranks) predicts {now * 1e6:.3f} us optimized against "
+            f"{was * 1e6:.3f} us as written",
+            originals[names[0]],
+        )
 
 
 @dataclass(frozen=True)

@@ -65,10 +65,10 @@ def test_each_distinct_prefix_runs_once(runs: Counter[Step]):
     """On Adam every candidate is predicted (no refusal cuts a branch): at
     most one step run per distinct prefix of steps (fewer where a step that
     changes nothing joins two), far fewer than the plans' steps."""
-    plans = plans_of("adam")
-    steps = [plan_steps(plan) for plan in plans]
+    plans, module = plans_of("adam"), example("adam")
+    steps = [plan_steps(plan, module) for plan in plans]
     prefixes = {tuple(s[:k]) for s in steps for k in range(1, len(s) + 1)}
-    outcomes = run_plans(plans, example("adam"), cc.make_context())
+    outcomes = run_plans(plans, module, cc.make_context())
     assert all(m is not None for m, _ in outcomes)
     assert runs.total() <= len(prefixes)
     assert runs.total() < sum(len(s) for s in steps) / 2
@@ -109,6 +109,7 @@ def test_a_step_that_changes_nothing_hands_its_plans_on(runs: Counter[Step]):
         tuning.optimize_plan(None),
         tuning.optimize_plan(None, fuse_collective=False),
     ]
-    (default, _), (without, _) = run_plans(plans, example("sgd"), cc.make_context())
+    module = example("sgd")
+    (default, _), (without, _) = run_plans(plans, module, cc.make_context())
     assert default is without
-    assert runs.total() == len(plan_steps(plans[0]))
+    assert runs.total() == len(plan_steps(plans[0], module))

@@ -186,7 +186,11 @@ def test_fused_operators_become_one_region_first(world):
         isinstance(op, coco.MatmulOp) and isinstance(op.parent_op(), coco.FusionOp)
         for op in ops_of(megatron, coco.MatmulOp)
     )
-    off = optimize(cc.parse(FUSED_OPERATORS), "{fuse_collective=false}")
+    # at these sizes the split is predicted slower: never_slower would keep
+    # the program as written
+    off = optimize(
+        cc.parse(FUSED_OPERATORS), "{fuse_collective=false never_slower=false}"
+    )
     assert ops_of(off, coco.ReduceScatterOp)
     assert not any(
         isinstance(op.parent_op(), coco.FusionOp)
@@ -215,3 +219,73 @@ def test_one_run_fuses_every_hop_of_a_deep_pipeline(stages: int):
 def test_a_second_run_changes_nothing(path: Path):
     once = cc.to_text(optimize(cc.parse_file(str(path))))
     assert cc.to_text(optimize(cc.parse(once))) == once
+
+
+def predicted_s(module: ModuleOp, world: int) -> float:
+    """The module's predicted step (its slowest function) on the default machine."""
+    from coconet_ir.costmodel.machines import DEFAULT_MACHINE, machine
+    from coconet_ir.costmodel.predict import predict, total_time
+
+    return total_time(predict(module, machine(DEFAULT_MACHINE), world))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("world", [2, 4, 8])
+@pytest.mark.parametrize("mode", ["auto", "chunks", "per_peer"])
+def test_never_predicted_slower_than_as_written(path: Path, world: int, mode: str):
+    """Issue 27: the optimized example is never predicted slower than the
+    example as written (launches included): by default (`auto`), and in a
+    forced overlap mode when asked (`never_slower=true`)."""
+    before = example(path.stem)
+    checked = "" if mode == "auto" else " never_slower=true"
+    after = optimize(before, f"{{world={world} overlap_mode={mode}{checked}}}")
+    assert predicted_s(after, world) <= predicted_s(before, world) * (1 + 1e-9)
+
+
+CLIPPED_ADAMW = """
+func.func @step(%g0: !coco.tensor<256x64xf32, local>, %g1: !coco.tensor<64xf32, local>,
+                %w0: !coco.tensor<256x64xf32, replicated>, %w1: !coco.tensor<64xf32, replicated>,
+                %lr: !coco.tensor<f32, replicated>) {
+  %s0 = coco.all_reduce %g0 reduction = sum : !coco.tensor<256x64xf32, local> -> !coco.tensor<256x64xf32, replicated>
+  %s1 = coco.all_reduce %g1 reduction = sum : !coco.tensor<64xf32, local> -> !coco.tensor<64xf32, replicated>
+  %n0 = coco.norm %s0 : (!coco.tensor<256x64xf32, replicated>) -> !coco.tensor<f32, replicated>
+  %n1 = coco.norm %s1 : (!coco.tensor<64xf32, replicated>) -> !coco.tensor<f32, replicated>
+  %a = coco.mul %n0, %n0 : (!coco.tensor<f32, replicated>, !coco.tensor<f32, replicated>) -> !coco.tensor<f32, replicated>
+  %b = coco.mul %n1, %n1 : (!coco.tensor<f32, replicated>, !coco.tensor<f32, replicated>) -> !coco.tensor<f32, replicated>
+  %t = coco.add %a, %b : (!coco.tensor<f32, replicated>, !coco.tensor<f32, replicated>) -> !coco.tensor<f32, replicated>
+  %norm = coco.sqrt %t : (!coco.tensor<f32, replicated>) -> !coco.tensor<f32, replicated>
+  %k = coco.mul %lr, %norm : (!coco.tensor<f32, replicated>, !coco.tensor<f32, replicated>) -> !coco.tensor<f32, replicated>
+  %d0 = coco.mul %k, %s0 : (!coco.tensor<f32, replicated>, !coco.tensor<256x64xf32, replicated>) -> !coco.tensor<256x64xf32, replicated>
+  %d1 = coco.mul %k, %s1 : (!coco.tensor<f32, replicated>, !coco.tensor<64xf32, replicated>) -> !coco.tensor<64xf32, replicated>
+  %v0 = coco.sub %w0, %d0 : (!coco.tensor<256x64xf32, replicated>, !coco.tensor<256x64xf32, replicated>) -> !coco.tensor<256x64xf32, replicated>
+  %v1 = coco.sub %w1, %d1 : (!coco.tensor<64xf32, replicated>, !coco.tensor<64xf32, replicated>) -> !coco.tensor<64xf32, replicated>
+  coco.update %w0, %v0 : !coco.tensor<256x64xf32, replicated>
+  coco.update %w1, %v1 : !coco.tensor<64xf32, replicated>
+  func.return
+}
+"""  # noqa: E501
+
+
+def test_a_schedule_predicted_slower_is_not_taken():
+    """An update scaled by a norm over two gradients (clipping by global
+    norm): the optimized fusion reduces over both tensors' slices, which no
+    one kernel does yet, so it would be lowered op by op; the cost model
+    predicts that slower, coco-optimize keeps the program as written and a
+    missed remark gives both times. `never_slower=false` takes the rewrite."""
+    module = cc.parse(CLIPPED_ADAMW)
+    found: list[cc.Remark] = []
+    with cc.remarks_to(found.append, cc.RemarkFilter(all="coco-optimize")):
+        kept = optimize(module, "{world=4}")
+    assert cc.to_text(kept) == cc.to_text(module)
+    (said,) = found
+    assert (said.kind, said.name, said.location, said.function) == (
+        cc.RemarkKind.MISSED,
+        "Schedule",
+        "<input>:2:1",
+        "step",
+    )
+    assert said.message.startswith("kept the schedule as written: the cost model")
+    taken = optimize(module, "{world=4 never_slower=false}")
+    assert ops_of(taken, coco.FusionOp)
+    assert predicted_s(taken, 4) > predicted_s(module, 4)
+    assert cc.equivalent(module, taken, 4)

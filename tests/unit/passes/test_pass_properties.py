@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from networkx import connected_components
 from strategies import (
     STAGE_NAMES,
     WORLDS,
@@ -42,6 +43,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
 
+from coconet_ir.analysis.channels import PipelineChannels
 from coconet_ir.dialects.coco import UpdateOp
 from coconet_ir.interpreter import equivalent
 from coconet_ir.ir import CocoError, make_context, parse, to_text, verify
@@ -122,6 +124,34 @@ def test_pipeline_preserves_semantics(pipeline: PassPipeline, program: Program):
 @given(program=programs())
 def test_slow_pipeline_preserves_semantics(pipeline: PassPipeline, program: Program):
     check_preserves_semantics(pipeline, program)
+
+
+def predicted(module: ModuleOp, world: int) -> dict[str, float]:
+    """Each function's predicted time on `world` ranks of the default machine."""
+    from coconet_ir.costmodel.machines import DEFAULT_MACHINE, machine
+    from coconet_ir.costmodel.predict import predict
+
+    found = predict(module, machine(DEFAULT_MACHINE), world)
+    return {name: p.time_s for name, p in found.items()}
+
+
+@settings(max_examples=scaled_examples(30))
+@given(program=programs(), pick=st.integers(0, 2))
+def test_coco_optimize_is_never_predicted_slower(program: Program, pick: int):
+    """Issue 27: coco-optimize never predicts a function slower than it was
+    written (the pipeline stages by their slowest); with `never_slower=false`
+    it may."""
+    world = program.worlds[pick % len(program.worlds)]
+    optimized = program.module.clone()
+    build_pipeline(available_passes(), f"coco-optimize{{world={world}}}").apply(
+        make_context(), optimized
+    )
+    before, after = predicted(program.module, world), predicted(optimized, world)
+    stages = PipelineChannels.of(program.module).stages()
+    for group in connected_components(stages):
+        was = max(before[name] for name in group)
+        now = max(after[name] for name in group)
+        assert now <= was * (1 + 1e-9), (sorted(group), was, now)
 
 
 TARGETED = [
