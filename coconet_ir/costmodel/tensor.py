@@ -66,6 +66,8 @@ class Stage:
     launches: int = 1
     stream: str | None = None
     """Where it runs, if not on its kind's stream."""
+    overlapped: bool = False
+    """A fused kernel that computes and communicates at once."""
 
 
 def per_rank_dims(t: coco.TensorType, world: int) -> list[int]:
@@ -206,7 +208,7 @@ class Coster:
             flops, element, moved, sent, signals, self.world, self.machine
         )
         kind = COMMUNICATION if sent else COMPUTE
-        return Stage(describe(op), kind, seconds)
+        return Stage(describe(op), kind, seconds, overlapped=bool(sent))
 
     def sent(self, op: Operation) -> int:
         """What one rank sends for `op`, at this coster's chunk size."""
@@ -232,8 +234,9 @@ def staged_pipeline(
             stream = stage.stream or STREAMS[stage.kind]
             start = max(done, free.get(stream, 0.0))
             done = free[stream] = start + stage.seconds
+            name = f"{label}[{i}] {stage.label}"
             intervals.append(
-                Interval(stream, f"{label}[{i}] {stage.label}", stage.kind, start, done)
+                Interval(stream, name, stage.kind, start, done, stage.overlapped)
             )
     return max(free.values()), intervals
 
@@ -345,7 +348,7 @@ class Schedule:
             start = max(self.operands_ready(op), self.free[stream], issued)
             end = self.free[stream] = start + stage.seconds
             self.prediction.timeline.append(
-                Interval(stream, stage.label, stage.kind, start, end)
+                Interval(stream, stage.label, stage.kind, start, end, stage.overlapped)
             )
         for result in op.results:
             self.ready[result] = end
@@ -359,7 +362,9 @@ class Schedule:
         issued = self.issue(launches)
         end = max(start + length, issued)
         self.prediction.timeline += [
-            Interval(i.stream, i.label, i.kind, start + i.start, start + i.end)
+            Interval(
+                i.stream, i.label, i.kind, start + i.start, start + i.end, i.overlapped
+            )
             for i in intervals
         ]
         for stream in self.free:

@@ -20,6 +20,9 @@ class Interval:
     """`compute` or `communication`."""
     start: float
     end: float
+    overlapped: bool = False
+    """A fused kernel that computes and communicates at once (its stream is
+    its kind's; a picture draws it as both)."""
 
     @property
     def duration(self) -> float:

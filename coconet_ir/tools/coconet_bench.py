@@ -25,7 +25,8 @@ import argparse
 import importlib.util
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -88,6 +89,10 @@ class Workload:
     build: Callable[[], ModuleOp]
     schedules: Callable[[], tuple[str, ...]]
     """The CoCoNet schedules to compare, as coconet-opt pipelines."""
+    world: int = WORLD
+    """The ranks of each stage."""
+    stages: int = 1
+    """Its pipeline's stages (each on `world` GPUs of its own)."""
 
 
 def load_example(name: str) -> ModuleType:
@@ -160,6 +165,7 @@ WORKLOADS: tuple[Workload, ...] = (
         "B=8 S=2048 H=12288 bf16, TP=8 per stage",
         at_model_size("pipeline"),
         lambda: OVERLAP_SCHEDULES,
+        stages=2,
     ),
     Workload(
         "ag-matmul",
@@ -287,7 +293,12 @@ def with_world(module: ModuleOp, world: int) -> ModuleOp:
 
 
 def add_row(
-    rows: list[Row], kind: str, label: str, module: ModuleOp, machine: Machine
+    rows: list[Row],
+    kind: str,
+    label: str,
+    module: ModuleOp,
+    machine: Machine,
+    world: int,
 ) -> None:
     """A row for `module`, or one more label for an identical earlier row."""
     from coconet_ir.ir import to_text
@@ -297,35 +308,61 @@ def add_row(
         if row.text == text and row.kind == kind:
             row.labels.append(label)
             return
-    rows.append(Row(kind, [label], module, text, predict(module, machine, WORLD)))
+    rows.append(Row(kind, [label], module, text, predict(module, machine, world)))
 
 
-def autotuned(module: ModuleOp, machine: Machine) -> tuple[str, ModuleOp]:
+def autotuned(module: ModuleOp, machine: Machine, world: int) -> tuple[str, ModuleOp]:
     """The schedule the autotuner predicts fastest (`coco-autotune`'s
     `autotune`: its report's best candidate)."""
     from coconet_ir.passes.autotune import autotune
 
-    best = autotune(module, machine=machine, world=WORLD).best
+    best = autotune(module, machine=machine, world=world).best
     assert best.module is not None  # the best is never a refused candidate
     return f"autotuned: {best.pipeline or 'the program as written'}", best.module
 
 
 def run_workload(workload: Workload, machine: Machine) -> Result:
-    """The baseline, each schedule and the autotuned program, predicted."""
+    """The baseline, each schedule and the autotuned program, predicted; a
+    progress bar on stderr when it is a terminal (the largest workloads
+    take minutes)."""
     from coconet_ir.pipeline import Pipeline
 
     start = time.perf_counter()
-    module = with_world(workload.build(), WORLD)
-    rows: list[Row] = []
-    add_row(
-        rows, "baseline", "baseline (unfused: every op a kernel, NCCL)", module, machine
-    )
-    for schedule in workload.schedules():
-        add_row(rows, "schedule", schedule, Pipeline(schedule)(module), machine)
-    notes: list[str] = []
-    label, tuned = autotuned(module, machine)
-    add_row(rows, "autotuned", label, tuned, machine)
-    return Result(workload, machine, rows, notes, time.perf_counter() - start)
+    world = workload.world
+    module = with_world(workload.build(), world)
+    schedules = workload.schedules()
+    with progress(workload.name, len(schedules) + 2) as step:
+        rows: list[Row] = []
+        baseline = "baseline (unfused: every op a kernel, NCCL)"
+        add_row(rows, "baseline", baseline, module, machine, world)
+        step()
+        for schedule in schedules:
+            scheduled = Pipeline(schedule)(module)
+            add_row(rows, "schedule", schedule, scheduled, machine, world)
+            step()
+        label, tuned = autotuned(module, machine, world)
+        add_row(rows, "autotuned", label, tuned, machine, world)
+        step()
+    return Result(workload, machine, rows, [], time.perf_counter() - start)
+
+
+@contextmanager
+def progress(name: str, total: int) -> Iterator[Callable[[], None]]:
+    """A step counter for one workload: a tqdm bar on a terminal's stderr,
+    else nothing (logs and tests see only the tables)."""
+    if not sys.stderr.isatty():
+        yield lambda: None
+        return
+    from tqdm import tqdm
+
+    with tqdm(
+        total=total, desc=name, unit="schedule", file=sys.stderr, leave=False
+    ) as bar:
+
+        def step() -> None:
+            bar.update()
+
+        yield step
 
 
 # ============================================================================
@@ -352,7 +389,9 @@ def table(result: Result, backend: str) -> list[list[str]]:
     cuda = backend == "cuda"
     predicted = f"predicted (cost model, {result.machine.name})"
     times = (
-        [f"measured (cuda, {WORLD} GPUs per stage)", predicted] if cuda else [predicted]
+        [f"measured (cuda, {result.workload.world} GPUs per stage)", predicted]
+        if cuda
+        else [predicted]
     )
     header = ["schedule", *times, "speedup", "launches", "bytes per rank"]
     baseline = result.baseline.measured_s or result.baseline.time_s
@@ -461,17 +500,17 @@ def calibration_lines(as_markdown: bool) -> list[str]:
     return [title, "", *body, ""]
 
 
-def header_lines(machine: Machine, backend: str) -> list[str]:
+def header_lines(machine: Machine, backend: str, world: int) -> list[str]:
     if backend == "cuda":
         return [
-            f"{TOOL}: measured on this machine's GPUs (cuda, {WORLD} ranks per "
+            f"{TOOL}: measured on this machine's GPUs (cuda, {world} ranks per "
             f"stage), next to the cost model's predictions for {machine.name}",
             "",
         ]
     return [
         f"{TOOL}: MODEL PREDICTIONS, not measurements: every time is predicted by "
         f"the cost model for {machine.name} ({machine.description}); "
-        f"{WORLD} ranks per stage",
+        f"{world} ranks per stage",
         "",
     ]
 
@@ -504,7 +543,7 @@ def check_gpus(workloads: Sequence[Workload]) -> None:
     from coconet_ir.backend.cuda.gpu_run import GpuRunError, gpu_count
     from coconet_ir.backend.cuda.toolchain import nvcc
 
-    needed = WORLD * (2 if any(w.name == "pipeline" for w in workloads) else 1)
+    needed = max(w.world * w.stages for w in workloads)
     found = gpu_count()
     if found < needed:
         raise GpuRunError(
@@ -519,9 +558,9 @@ def check_gpus(workloads: Sequence[Workload]) -> None:
         )
 
 
-def measure(row: Row, warmup: int = 5, iters: int = 20) -> float:
+def measure(row: Row, world: int, warmup: int = 5, iters: int = 20) -> float:
     """Seconds per call of `row`'s program on this machine's GPUs: lowered
-    for `WORLD` ranks, built with nvcc, every argument zero-filled (the time,
+    for `world` ranks, built with nvcc, every argument zero-filled (the time,
     not the values, is measured: zeros are valid embedding indices; norms of
     zeros give NaNs, which cost what numbers do), the slowest rank's mean
     over `iters` calls after `warmup` (`run_gpu`, CUDA events on stream 0)."""
@@ -535,7 +574,7 @@ def measure(row: Row, warmup: int = 5, iters: int = 20) -> float:
     from coconet_ir.emulate import lower
     from coconet_ir.interpreter.values import local_shape, storage_dtype
 
-    lowered = lower(row.module, WORLD, passes="")
+    lowered = lower(row.module, world, passes="")
     library = compile_gpu(lowered.cuda)
     stages = PipelineChannels.of(lowered.coco).stage_indices()
     calls: list[EntryCall] = []
@@ -546,20 +585,20 @@ def measure(row: Row, warmup: int = 5, iters: int = 20) -> float:
         # One host array per argument, the same for every rank: each rank's
         # device gets its own copy (run_gpu), so ranks share no buffer.
         arrays = [
-            np.zeros(local_shape(t, WORLD), storage_dtype(t.element_type))
+            np.zeros(local_shape(t, world), storage_dtype(t.element_type))
             for t in types
             if isinstance(t, TensorType)
         ]
         calls.append(
             EntryCall(
                 f"coco_{func.sym_name.data}",
-                [arrays] * WORLD,
+                [arrays] * world,
                 stage=stages[func.sym_name.data],
             )
         )
     _, run = run_gpu(
         library,
-        WORLD,
+        world,
         calls,
         num_stages=max(stages.values(), default=0) + 1,
         symmetric_bytes=lowered.symmetric_bytes,
@@ -581,11 +620,25 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=TOOL,
         description="Predict (or, with --backend cuda, measure) the paper's "
-        "workloads at the paper's sizes: the unfused baseline, each CoCoNet "
-        "schedule, the autotuned one and the bound max(compute, communication).",
+        "workloads at the paper's sizes, or your own program (FILE): the "
+        "unfused baseline, each CoCoNet schedule, the autotuned one and the "
+        "bound max(compute, communication).",
         epilog="workloads: " + ", ".join(BY_NAME) + ". exit codes: 0 success; "
         "1 a workload failed, or --backend cuda without GPUs; 2 bad usage. "
         "See docs/cli.md.",
+    )
+    parser.add_argument(
+        "file",
+        nargs="?",
+        metavar="FILE",
+        help="a coco program (.mlir) to bench instead of the paper's workloads",
+    )
+    parser.add_argument(
+        "--world",
+        type=int,
+        metavar="N",
+        help="with FILE: the ranks of each stage (default: its coco.world_size, "
+        f"else {WORLD})",
     )
     parser.add_argument(
         "--machine",
@@ -614,6 +667,47 @@ def build_parser() -> argparse.ArgumentParser:
         "generated CUDA C with nvcc and time it on this machine's GPUs",
     )
     return parser
+
+
+USER_SCHEDULES = (
+    *dict.fromkeys(
+        s
+        for group in (FUSED_OPERATOR_SCHEDULES, OPTIMIZER_SCHEDULES, OVERLAP_SCHEDULES)
+        for s in group
+        if s != "coco-optimize"
+    ),
+    "coco-optimize",
+)
+"""A program of the user's: every schedule the paper's workloads compare
+(schedules that give the same program share a row)."""
+
+
+def file_workload(path: str, world: int | None) -> Workload:
+    """The user's program at `path` as a workload on `world` ranks (else its
+    `coco.world_size`, else `WORLD`) per stage."""
+    from coconet_ir.analysis.channels import PipelineChannels
+    from coconet_ir.dialects.coco import world_size
+    from coconet_ir.ir import check_arguments_divisible, parse_file
+
+    if world is not None and world < 1:
+        raise UsageError(f"--world must be >= 1, got {world}")
+    module = parse_file(path)
+    declared = world_size(module)
+    if world is not None and declared is not None and world != declared:
+        raise UsageError(
+            f"--world {world} disagrees with {path}'s {WORLD_SIZE_ATTR} = {declared}"
+        )
+    ranks = world or declared or WORLD
+    check_arguments_divisible(with_world(module.clone(), ranks))
+    stages = max(PipelineChannels.of(module).stage_indices().values(), default=0) + 1
+    return Workload(
+        Path(path).stem,
+        f"{path}, {ranks} ranks per stage",
+        module.clone,
+        lambda: USER_SCHEDULES,
+        world=ranks,
+        stages=stages,
+    )
 
 
 def chosen_workloads(names: Sequence[str] | None) -> list[Workload]:
@@ -645,18 +739,26 @@ def bench(args: argparse.Namespace) -> int:
         target = machine(args.machine)
     except CocoError as err:
         raise UsageError(str(err.diagnostic.message)) from None
-    workloads = chosen_workloads(args.workload)
+    if args.file is not None and args.workload:
+        raise UsageError("give a FILE or --workload, not both")
+    if args.file is None and args.world is not None:
+        raise UsageError(f"--world applies to a FILE (the workloads run on {WORLD})")
+    if args.file is not None:
+        workloads = [file_workload(args.file, args.world)]
+    else:
+        workloads = chosen_workloads(args.workload)
     directory = png_directory(args.png)
     if args.backend == "cuda":
         check_gpus(workloads)
     start = time.perf_counter()
-    print("\n".join(header_lines(target, args.backend)))
+    world = max(w.world for w in workloads)
+    print("\n".join(header_lines(target, args.backend, world)))
     print("\n".join(calibration_lines(args.markdown)), flush=True)
     for workload in workloads:
         result = run_workload(workload, target)
         if args.backend == "cuda":
             for row in result.rows:
-                row.measured_s = measure(row)
+                row.measured_s = measure(row, workload.world)
         lines = report(result, args.backend, args.markdown)
         if directory is not None:
             path = write_png(result, directory, args.backend)

@@ -1,7 +1,9 @@
 """A predicted timeline as a picture (coconet-bench `--png`): one horizontal
 lane per stream of each function (a pipeline's stages get a pair of lanes
 each), one bar per `Interval`, coloured by its kind and labelled where it is
-wide enough to hold its label.
+wide enough to hold its label. A fused kernel that computes and
+communicates at once (`Interval.overlapped`) is drawn as both: its upper half
+in the computation's colour, its lower half in the communication's.
 
 Needs matplotlib (`pip install -e '.[bench]'`); without it, drawing raises a
 CocoError saying so.
@@ -75,13 +77,21 @@ def draw_timeline(predictions: dict[str, Prediction], title: str, path: Path) ->
         y = len(rows) - 1 - lane
         for interval in intervals:
             start, width = interval.start * 1e3, interval.duration * 1e3
-            ax.broken_barh(
-                [(start, width)],
-                (y - 0.35, 0.7),
-                facecolors=COLOURS.get(interval.kind, "#999999"),
-                edgecolors="white",
-                linewidth=0.5,
+            # a fused kernel computes and communicates at once: both halves
+            halves = (
+                [(COMPUTE, 0.0), (COMMUNICATION, -0.35)]
+                if interval.overlapped
+                else [(interval.kind, -0.35)]
             )
+            height = 0.35 if interval.overlapped else 0.7
+            for kind, offset in halves:
+                ax.broken_barh(
+                    [(start, width)],
+                    (y + offset, height),
+                    facecolors=COLOURS.get(kind, "#999999"),
+                    edgecolors="white",
+                    linewidth=0.5,
+                )
             label = fitting_label(interval.label, width / end * AXIS_PIXELS)
             if label:
                 ax.text(

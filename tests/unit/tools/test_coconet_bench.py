@@ -46,6 +46,8 @@ def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
 
 UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
 
+GEMV = Path(__file__).parents[3] / "examples" / "gemv_allreduce.mlir"
+
 
 def seconds(row: str) -> float:
     """The predicted time of a table row ("... 2.229 ms  1.68x ...")."""
@@ -161,6 +163,9 @@ def test_cuda_without_gpus_is_a_clean_error() -> None:
     [
         (["--workload", "bert"], "unknown workload 'bert'; the workloads are"),
         (["--machine", "tpu"], "unknown machine 'tpu'; the presets are"),
+        (["--world", "4"], "--world applies to a FILE"),
+        ([str(GEMV), "--workload", "megatron"], "give a FILE or --workload"),
+        ([str(GEMV), "--world", "0"], "--world must be >= 1, got 0"),
     ],
 )
 def test_bad_usage_exits_2(args: list[str], message: str) -> None:
@@ -172,3 +177,40 @@ def test_a_png_directory_that_cannot_be_made(tmp_path: Path) -> None:
     blocker.write_text("")
     run = bench("--workload", "gemv-allreduce", "--png", str(blocker / "sub"))
     assert_clean_error(run, "cannot make the --png directory", code=2)
+
+
+def test_a_users_own_program(tmp_path: Path) -> None:
+    """Issue 27: `coconet-bench FILE --world N` gives the same table for the
+    user's module: the baseline, every schedule the workloads compare (those
+    giving the same program on one row), the autotuned one and the bound;
+    its timeline draws the fused GEMV + all_reduce as both computation and
+    communication."""
+    run = bench(str(GEMV), "--world", "4", "--png", str(tmp_path))
+    assert run.returncode == 0, run.stderr
+    assert "4 ranks per stage" in run.stdout.splitlines()[0]
+    table = section(run.stdout, "gemv_allreduce")
+    assert f"{GEMV}, 4 ranks per stage" in table
+    rows = [line.split("  ")[0] for line in table.splitlines() if line.strip()]
+    assert rows[2] == "baseline (unfused: every op a kernel, NCCL)"
+    assert any(row.startswith("coco-optimize{fuse_collective=false}") for row in rows)
+    assert any(row.startswith("autotuned: ") for row in rows)
+    assert "bound: max(compute, communication)" in rows
+    assert (tmp_path / "gemv_allreduce.png").stat().st_size > 10_000
+
+
+def test_a_fused_kernel_is_computation_and_communication_at_once() -> None:
+    import coconet_ir as cc
+    from coconet_ir.costmodel import predict
+
+    fused = cc.Pipeline("coco-optimize{world=4}")(cc.parse_file(str(GEMV)))
+    (prediction,) = predict(fused, machine("h100x8"), 4).values()
+    (kernel,) = [i for i in prediction.timeline if i.overlapped]
+    assert (kernel.kind, kernel.label) == ("communication", "proj_fused")
+    unfused = cc.parse_file(str(GEMV))
+    (written,) = predict(unfused, machine("h100x8"), 4).values()
+    assert not any(i.overlapped for i in written.timeline)
+
+
+def test_a_file_that_does_not_divide_among_the_ranks(tmp_path: Path) -> None:
+    run = bench(str(GEMV), "--world", "3")
+    assert_clean_error(run, "is not divisible by the world size 3", code=1)
