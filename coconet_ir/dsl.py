@@ -28,6 +28,7 @@ Python line that built the op:
 
 from __future__ import annotations
 
+import functools
 import inspect
 import numbers
 import re
@@ -36,7 +37,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from types import FrameType
+from types import CodeType, FrameType
 from typing import Any, Protocol, TypeAlias, TypeVar, cast, overload
 
 from xdsl.builder import Builder
@@ -244,12 +245,19 @@ def _user_frame() -> FrameType | None:
     return frame
 
 
+@functools.lru_cache(maxsize=256)
+def _positions(code: CodeType) -> tuple[tuple[int | None, ...], ...]:
+    """The source positions of `code`'s instructions, read once per code
+    object (a model's builder makes thousands of ops from one function)."""
+    return tuple(code.co_positions())
+
+
 def _user_location() -> FileLineColLoc:
     frame = _user_frame()
     if frame is None:
         return FileLineColLoc(StringAttr("<unknown>"), IntAttr(0), IntAttr(0))
     line, column = frame.f_lineno, 1
-    positions = list(frame.f_code.co_positions())
+    positions = _positions(frame.f_code)
     index = frame.f_lasti // 2
     if 0 <= index < len(positions):
         start_line, _, start_col, _ = positions[index]

@@ -17,9 +17,19 @@ from coconet_ir.dialects.coco import element_info
 EXAMPLES = sorted(p.stem for p in EXAMPLES_DIR.glob("*.mlir"))
 
 
-@pytest.mark.parametrize("world", [2, 4])
-@pytest.mark.parametrize("optimize", [False, True], ids=["original", "optimized"])
-@pytest.mark.parametrize("name", EXAMPLES)
+CASES = [
+    pytest.param(name, optimize, world, id=f"{name}-{kind}-{world}")
+    for name in EXAMPLES
+    for optimize, kind in ((False, "original"), (True, "optimized"))
+    for world in (2, 4)
+    # The optimized GEMV is one tile kernel whose every thread the evaluator
+    # runs in Python (10 s a world): at world 2 here; at 2, 4 and 8 on small
+    # shapes in test_tile_collectives, and at this size under the emulator.
+    if not (name == "gemv_allreduce" and optimize and world == 4)
+]
+
+
+@pytest.mark.parametrize(("name", "optimize", "world"), CASES)
 def test_lowered_example_matches_the_interpreter(name: str, optimize: bool, world: int):
     check_example(name, optimize, world)
 
