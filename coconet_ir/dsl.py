@@ -414,6 +414,11 @@ def _result(op: Operation) -> Value:
     return Value(op.results[0], _STACK.scopes[-1])
 
 
+def _emitted(op_name: str, make: Callable[[], Operation], name: str | None) -> Value:
+    """`_emit`, then the op's result as a DSL value."""
+    return _result(_emit(op_name, make, name))
+
+
 def _apply(
     op_type: type[coco.CocoOp],
     operands: Sequence[tuple[object, str]],
@@ -467,12 +472,10 @@ def _constant(value: object, element_type: Attribute, name: str | None = None) -
     if problem is not None:
         raise CocoError(problem, _user_location(), op_name="coco.constant")
     number = real if coco.is_float(element_type) else int(real)
-    return _result(
-        _emit(
-            "coco.constant",
-            lambda: coco.ConstantOp(number, element_type, label=name),
-            name,
-        )
+    return _emitted(
+        "coco.constant",
+        lambda: coco.ConstantOp(number, element_type, label=name),
+        name,
     )
 
 
@@ -523,7 +526,7 @@ def _binary(
     def function(lhs: Operand, rhs: Operand, *, name: str | None = None) -> Value:
         op_name = op_type.name
         a, b = _promote(op_name, lhs, rhs)
-        return _result(_emit(op_name, lambda: op_type(a, b, label=name), name))
+        return _emitted(op_name, lambda: op_type(a, b, label=name), name)
 
     return _named(function, function_name, doc)
 
@@ -535,7 +538,7 @@ def _unary(
 
     def function(x: Value, *, name: str | None = None) -> Value:
         a = _value(op_type.name, x)
-        return _result(_emit(op_type.name, lambda: op_type(a, label=name), name))
+        return _emitted(op_type.name, lambda: op_type(a, label=name), name)
 
     return _named(function, function_name, doc)
 
@@ -568,9 +571,7 @@ def cmp(
     """Elementwise comparison (`coco.cmp`), `predicate` one of
     `eq ne lt le gt ge`; the result has element type i1."""
     a, b = _promote("coco.cmp", lhs, rhs)
-    return _result(
-        _emit("coco.cmp", lambda: coco.CmpOp(a, b, predicate, label=name), name)
-    )
+    return _emitted("coco.cmp", lambda: coco.CmpOp(a, b, predicate, label=name), name)
 
 
 def select(
@@ -579,9 +580,7 @@ def select(
     """Elementwise `condition ? if_true : if_false` (`coco.select`)."""
     c = _value("coco.select", condition, "condition")
     a, b = _promote("coco.select", if_true, if_false)
-    return _result(
-        _emit("coco.select", lambda: coco.SelectOp(c, a, b, label=name), name)
-    )
+    return _emitted("coco.select", lambda: coco.SelectOp(c, a, b, label=name), name)
 
 
 neg = _unary("neg", coco.NegOp, "Elementwise `-x`; also `-x` on values.")
@@ -599,9 +598,7 @@ def convert(x: Value, element_type: ElementType, *, name: str | None = None) -> 
     """`coco.convert`: the same tensor with another element type."""
     a = _value("coco.convert", x)
     elt = _element_type(element_type)
-    return _result(
-        _emit("coco.convert", lambda: coco.ConvertOp(a, elt, label=name), name)
-    )
+    return _emitted("coco.convert", lambda: coco.ConvertOp(a, elt, label=name), name)
 
 
 def constant(
@@ -618,12 +615,10 @@ def dropout(x: Value, p: float, seed: int = 0, *, name: str | None = None) -> Va
     """`coco.dropout`: `x * keep / (1 - p)` with `keep = u(seed, i) >= p` at each
     element's global linear index `i`."""
     a = _value("coco.dropout", x)
-    return _result(
-        _emit(
-            "coco.dropout",
-            lambda: coco.DropoutOp(a, float(p), int(seed), label=name),
-            name,
-        )
+    return _emitted(
+        "coco.dropout",
+        lambda: coco.DropoutOp(a, float(p), int(seed), label=name),
+        name,
     )
 
 
@@ -641,8 +636,8 @@ def reduce(
     elif isinstance(dims, int):
         dims = [dims]
     dims = list(dims)
-    return _result(
-        _emit("coco.reduce", lambda: coco.ReduceOp(a, kind, dims, label=name), name)
+    return _emitted(
+        "coco.reduce", lambda: coco.ReduceOp(a, kind, dims, label=name), name
     )
 
 
@@ -762,8 +757,8 @@ def recv(
             op_name="coco.recv",
         )
     stage = _stage_name("coco.recv", from_)
-    return _result(
-        _emit("coco.recv", lambda: coco.RecvOp(type, stage, channel, label=name), name)
+    return _emitted(
+        "coco.recv", lambda: coco.RecvOp(type, stage, channel, label=name), name
     )
 
 
