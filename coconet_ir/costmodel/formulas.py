@@ -63,9 +63,11 @@ class MatmulShape:
     m: int
     n: int
     k: int
+    """The contraction: `k` products summed per output element."""
     batch: int = 1
     element_bytes: int = 4
     element_type: str = "f32"
+    """The operands' element type (its peak rate: `Machine.peak_flops`)."""
 
     @property
     def flops(self) -> int:

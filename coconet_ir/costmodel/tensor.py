@@ -62,8 +62,11 @@ class Stage:
 
     label: str
     kind: str
+    """`compute` or `communication`: which stream it runs on by default."""
     seconds: float
+    """Its predicted duration (a model prediction, not a measurement)."""
     launches: int = 1
+    """The calls the host issues for it (kernels, NCCL calls)."""
     stream: str | None = None
     """Where it runs, if not on its kind's stream."""
     overlapped: bool = False
