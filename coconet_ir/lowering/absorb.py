@@ -8,11 +8,17 @@ producer whose only user is the fusion is moved into the fusion's body (its
 own operands become inputs of the fusion), repeatedly, so that the fused
 Adam step is one launch. Every op moved is elementwise, so the body computes
 the same values; a dropout keeps its type, hence its global indices.
+
+A fusion a tile kernel takes (`tile_collectives`) keeps its form: it takes in
+only what its kernel applies to each element it loads of its first read (a
+GEMM's prologue: `takes_prologue`), with a remark for what it takes and for
+what stays a kernel of its own (docs/fused-operators.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 from xdsl.ir import Operation, SSAValue
 
@@ -36,13 +42,17 @@ def absorbable(fusion: coco.FusionOp, value: SSAValue) -> Operation | None:
     return producer
 
 
-def absorb_once(fusion: coco.FusionOp) -> bool:
-    """Move one absorbable producer into the body; whether one was found."""
+def absorb_once(
+    fusion: coco.FusionOp,
+    takes: Callable[[Operation], bool] = lambda _: True,
+) -> bool:
+    """Move one absorbable producer that `takes` accepts into the body;
+    whether one was found."""
     block = fusion.body.block
     inputs = list(fusion.inputs)
     for index, value in enumerate(inputs):
         producer = absorbable(fusion, value)
-        if producer is None:
+        if producer is None or not takes(producer):
             continue
         operands: list[SSAValue] = []
         for operand in producer.operands:
@@ -69,25 +79,53 @@ def absorb_once(fusion: coco.FusionOp) -> bool:
 
 
 def absorb_producers(
-    root: Operation, keep: Callable[[coco.FusionOp], bool] = lambda _: False
+    root: Operation,
+    keep: Callable[[coco.FusionOp], bool] = lambda _: False,
+    prologue: Callable[[coco.FusionOp, Operation], bool] = lambda _, __: False,
 ) -> None:
     """Absorb into every `coco.fusion` under `root` the producers only it
-    uses, except into those `keep` says must stay as they are (a fusion a
-    tile kernel takes: its plan reads its inputs as they are)."""
+    uses. Into those `keep` says must keep their form (a fusion a tile
+    kernel takes: its plan reads its inputs as they are), only the producers
+    `prologue` accepts (ops the tile kernel applies to what it loads), with
+    a passed remark; a missed one for the others."""
     for fusion in [op for op in root.walk() if isinstance(op, coco.FusionOp)]:
-        if keep(fusion):
-            for value in fusion.inputs:
-                producer = absorbable(fusion, value)
-                if producer is not None:
-                    remark(
-                        RemarkKind.MISSED,
-                        CONVERSION,
-                        "Prologue",
-                        f"'{producer.name}' runs as a kernel of its own before the "
-                        "tile kernel that reads its result: tile kernels take no "
-                        "elementwise prologue (docs/fused-operators.md)",
-                        producer,
-                    )
+        if not keep(fusion):
+            while absorb_once(fusion):
+                pass
             continue
-        while absorb_once(fusion):
-            pass
+        while True:
+            taken = [p for p in map(partial(absorbable, fusion), fusion.inputs) if p]
+            taken = [p for p in taken if prologue(fusion, p)]
+            if not taken:
+                break
+            remark(
+                RemarkKind.PASSED,
+                CONVERSION,
+                "Prologue",
+                f"'{taken[0].name}' is applied by the tile kernel to each element "
+                "it loads",
+                taken[0],
+            )
+            absorb_once(fusion, lambda p: p is taken[0])
+        for value in fusion.inputs:
+            producer = absorbable(fusion, value) or elementwise_region(fusion, value)
+            if producer is not None:
+                remark(
+                    RemarkKind.MISSED,
+                    CONVERSION,
+                    "Prologue",
+                    f"'{producer.name}' runs as a kernel of its own before the "
+                    "tile kernel that reads its result: a tile kernel applies "
+                    "single elementwise ops of one operand, of their result's "
+                    "type, to its first operand (docs/fused-operators.md)",
+                    producer,
+                )
+
+
+def elementwise_region(fusion: coco.FusionOp, value: SSAValue) -> Operation | None:
+    """The `coco.fusion` (coco-fuse's elementwise region) producing the
+    fusion input `value` for it alone, if it is one."""
+    producer = value.owner
+    if isinstance(producer, coco.FusionOp) and value.uses.get_length() == 1:
+        return producer if producer.parent is fusion.parent else None
+    return None

@@ -137,7 +137,11 @@ from coconet_ir.lowering.state import (
     result_type,
     tensor_of,
 )
-from coconet_ir.lowering.tile_collectives import is_tile_fusion, lower_tile_collective
+from coconet_ir.lowering.tile_collectives import (
+    is_tile_fusion,
+    lower_tile_collective,
+    takes_prologue,
+)
 from coconet_ir.passes.base import move_contents
 
 __all__ = [
@@ -1214,7 +1218,11 @@ class ConvertCocoToGpu(ModulePass):
         functions = [
             f for f in op.ops if isinstance(f, func.FuncOp) and not f.is_declaration
         ]
-        absorb_producers(op, keep=lambda fusion: is_tile_fusion(fusion, world))
+        absorb_producers(
+            op,
+            keep=lambda fusion: is_tile_fusion(fusion, world),
+            prologue=lambda fusion, producer: takes_prologue(fusion, producer, world),
+        )
         for function in functions:
             bufferize_function(lowering, function)
         PatternRewriteWalker(

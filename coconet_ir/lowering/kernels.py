@@ -1219,18 +1219,22 @@ def sum_of_products(
     initial: SSAValue,
     x: Operand,
     w: Operand,
+    x_map: Callable[[Builder, SSAValue], SSAValue] | None = None,
 ) -> SSAValue:
-    """`initial + sum_k x[at_x(k)] * w[at_w(k)]` for `k` over `bounds` (an
+    """`initial + sum_k f(x[at_x(k)]) * w[at_w(k)]` for `k` over `bounds` (an
     `scf.for`'s start, end and step), in `initial`'s type: the compute type
-    of the elements (f32 for halves; integers wrap). The dot product of a
-    row and a column in `matmul_kernel` and in the tile kernels."""
+    of the elements (f32 for halves; integers wrap); `f` is `x_map` (on an
+    element as loaded, e.g. a tile kernel's prologue), else the identity.
+    The dot product of a row and a column in `matmul_kernel` and in the tile
+    kernels."""
     acc_type = initial.type
     products = Block(arg_types=[index, acc_type])
     k, acc = products.args
     k.name_hint, acc.name_hint = "k", "acc"
     inner = Builder(InsertPoint.at_end(products))
     (xs, x_at), (ws, w_at) = x, w
-    a = to_compute(inner, load(inner, xs, [x_at(inner, k)]))
+    loaded = load(inner, xs, [x_at(inner, k)])
+    a = to_compute(inner, x_map(inner, loaded) if x_map else loaded)
     bv = to_compute(inner, load(inner, ws, [w_at(inner, k)]))
     multiply = arith.MuliOp if isinstance(acc_type, IntegerType) else arith.MulfOp
     product = binary(inner, multiply, a, bv)

@@ -72,6 +72,8 @@ from coconet_ir.dialects.coco import (
     AllReduceOp,
     AllToAllOp,
     BatchMatmulOp,
+    DropoutOp,
+    ElementwiseUnaryOp,
     EmbeddingOp,
     FusionOp,
     MatmulOp,
@@ -114,6 +116,7 @@ from coconet_ir.lowering.kernels import (
     combine,
     compute_type,
     constant,
+    emit_elementwise,
     for_loop,
     from_compute,
     from_lanes,
@@ -157,10 +160,11 @@ def dot(
     row: tuple[SSAValue, SSAValue],
     column: tuple[SSAValue, SSAValue, int],
     depth: int,
+    x_map: Callable[[Builder, SSAValue], SSAValue] | None = None,
 ) -> SSAValue:
-    """`sum_k x[start + k] * w[offset + k * stride]` over `k < depth`, in the
-    compute type (f32 for halves): `row` is `(x, start)`, `column` is
-    `(w, offset, stride)`."""
+    """`sum_k f(x[start + k]) * w[offset + k * stride]` over `k < depth`, in
+    the compute type (f32 for halves): `row` is `(x, start)`, `column` is
+    `(w, offset, stride)`, `f` is `x_map` (a prologue) or the identity."""
     (x, start), (w, offset, stride) = row, column
 
     def x_at(inner: Builder, k: SSAValue) -> SSAValue:
@@ -173,7 +177,7 @@ def dot(
     zero = constant(b, 0, compute_type(memref_element(x.type)))
     n = Ints(b)
     bounds = (n.c(0), n.c(depth), n.c(1))
-    return sum_of_products(b, bounds, zero, (x, x_at), (w, w_at))
+    return sum_of_products(b, bounds, zero, (x, x_at), (w, w_at), x_map)
 
 
 def multiply(b: Builder, x: SSAValue, y: SSAValue) -> SSAValue:
@@ -232,29 +236,57 @@ def open_to_peers(
     loop.insert(SignalOp(peers, peer, m.add(ready, rank), epoch))
 
 
+def is_prologue_op(op: Operation) -> bool:
+    """An op a tile kernel can apply to each element it loads of its
+    producer's first operand: elementwise on one operand, of the same type
+    as its result (no dropout: it needs the element's global index)."""
+    return (
+        isinstance(op, ElementwiseUnaryOp)
+        and not isinstance(op, DropoutOp)
+        and op.operands[0].type == op.results[0].type
+    )
+
+
 def tiled_pair(
     fusion: FusionOp,
     producers: type[Operation] | tuple[type[Operation], ...],
     collective: type[Operation],
-) -> tuple[Operation, Operation] | None:
-    """The fusion's two ops if its body is exactly one of `producers` of
-    block arguments, then `collective` of its result, yielded, and the pair
-    has a tile kernel (`tile_kernel_problem`); else None."""
+    prologue: bool = False,
+) -> tuple[tuple[Operation, ...], Operation, Operation] | None:
+    """The fusion's ops if its body is one of `producers` of block arguments,
+    then `collective` of its result, yielded, and the pair has a tile kernel
+    (`tile_kernel_problem`); else None. With `prologue`, the producer's first
+    operand may instead come from a chain of `is_prologue_op`s starting at a
+    block argument, each used only by the next (the prologue, returned
+    first)."""
     ops = list(fusion.block.ops)
-    if len(ops) != 3:
+    if len(ops) < 3:
         return None
-    first, second, end = ops
+    *before, first, second, end = ops
+    chain = tuple(before)
+    if chain and not prologue:
+        return None
+    if not isinstance(first, producers):
+        return None
+    source = first.operands[0]
+    for op in reversed(chain):
+        if not (
+            is_prologue_op(op) and source is op.results[0] and source.has_one_use()
+        ):
+            return None
+        source = op.operands[0]
     if not (
         isinstance(first, producers)
         and isinstance(second, collective)
         and isinstance(end, YieldOp)
         and second.operands[0] is first.results[0]
         and list(end.arguments) == [second.results[0]]
-        and all(v.owner is fusion.block for v in first.operands)
+        and source.owner is fusion.block
+        and all(v.owner is fusion.block for v in first.operands[1:])
         and tile_kernel_problem(first, second) is None
     ):
         return None
-    return first, second
+    return chain, first, second
 
 
 P = TypeVar("P", bound=Operation)
@@ -270,22 +302,28 @@ class TilePlan(ABC, Generic[P]):
     fusion: FusionOp
     world: int
     producer: P
-    """The fusion's first op, whose result its collective moves."""
+    """The op whose result its collective moves."""
+    prologue: tuple[Operation, ...] = ()
+    """Elementwise ops applied to each element the kernel loads of the
+    producer's first operand (`takes_prologue` plans only; `tiled_pair`)."""
 
     producers: ClassVar[tuple[type[Operation], ...]]
     """The producers the kernel computes."""
     collective: ClassVar[type[Operation]]
     """The collective consuming the producer that the kernel performs."""
+    takes_prologue: ClassVar[bool] = False
+    """Whether the kernel applies a `prologue` to its first read."""
 
     @classmethod
     def of(cls, fusion: FusionOp, world: int) -> Self | None:
         """The plan of `fusion` on `world` ranks, or None: the fusion is not
         one of `producers` into `collective` with a tile kernel
         (`tiled_pair`), or the plan finds no tiling (`tiled`)."""
-        pair = tiled_pair(fusion, cls.producers, cls.collective)
-        if pair is None:
+        found = tiled_pair(fusion, cls.producers, cls.collective, cls.takes_prologue)
+        if found is None:
             return None
-        plan = cls(fusion, world, cast(Any, pair[0]))
+        prologue, producer, _ = found
+        plan = cls(fusion, world, cast(Any, producer), prologue)
         return plan if plan.tiled else None
 
     @property
@@ -313,8 +351,15 @@ class TilePlan(ABC, Generic[P]):
     @property
     def reads(self) -> list[SSAValue]:
         """The fusion's block arguments the kernel reads, in its order: the
-        operands of its producer, the fusion's first op (`tiled_pair`)."""
-        return list(self.producer.operands)
+        operands of its producer (the first one's before the prologue)."""
+        first, *rest = self.producer.operands
+        return [self.prologue[0].operands[0] if self.prologue else first, *rest]
+
+    def apply_prologue(self, b: Builder, value: SSAValue) -> SSAValue:
+        """The prologue's ops on one loaded element (`emit_elementwise`)."""
+        for op in self.prologue:
+            value = emit_elementwise(b, op, [value])
+        return value
 
     @property
     @abstractmethod
@@ -1180,6 +1225,7 @@ class GemmAllToAll(AllToAllPlan[MatmulOp | BatchMatmulOp]):
 
     producers = (MatmulOp, BatchMatmulOp)
     collective = AllToAllOp
+    takes_prologue = True
 
     @cached_property
     def dim(self) -> int:
@@ -1284,7 +1330,11 @@ class GemmAllToAll(AllToAllPlan[MatmulOp | BatchMatmulOp]):
             local = linear(b, moved, plan.block[:-1])
             weights = q.mul(moved[0], depth * cols) if plan.grouped else q.c(0)
             total = dot(
-                b, (x, q.mul(local, depth)), (w, q.add(weights, column), cols), depth
+                b,
+                (x, q.mul(local, depth)),
+                (w, q.add(weights, column), cols),
+                depth,
+                plan.apply_prologue if plan.prologue else None,
             )
             at = q.add(q.mul(rank, chunk), q.add(q.mul(row, cols), column))
             return from_compute(b, total, element), at
@@ -1316,6 +1366,20 @@ PLANS: tuple[type[EmbeddingAllToAll | GemvAllReduce | GemmAllToAll], ...] = (
 def is_tile_fusion(fusion: FusionOp, world: int) -> bool:
     """Whether a tile kernel takes `fusion` on `world` ranks (`PLANS`)."""
     return any(kind.of(fusion, world) is not None for kind in PLANS)
+
+
+def takes_prologue(fusion: FusionOp, op: Operation, world: int) -> bool:
+    """Whether the tile kernel of `fusion` can apply `op`, the producer of
+    the input its first read comes from, to each element it loads (its
+    `prologue`: `is_prologue_op`, and a plan that `takes_prologue`)."""
+    if not is_prologue_op(op):
+        return False
+    for kind in PLANS:
+        plan = kind.of(fusion, world) if kind.takes_prologue else None
+        if plan is not None:
+            inputs = dict(zip(fusion.block.args, fusion.inputs))
+            return inputs[plan.reads[0]] is op.results[0]  # type: ignore[index]
+    return False
 
 
 def lower_tile_collective(

@@ -546,48 +546,106 @@ def test_gemm_into_the_last_dim_lowers_op_by_op():
     assert "coco_gpu.gemm" in names and "coco_gpu.nccl_all_to_all" in names
 
 
-MOE_BEHIND_GELU = """
+MOE_BEHIND = """
 func.func @moe(%t: !coco.tensor<8x8x2x32xf32, sliced<1>>, %w: !coco.tensor<8x32x32xf32, sliced<0>>) -> !coco.tensor<8x8x2x32xf32, sliced<1>> {
   %d = coco.all_to_all %t dim = 0 : !coco.tensor<8x8x2x32xf32, sliced<1>> -> !coco.tensor<8x8x2x32xf32, sliced<0>>
-  %a = coco.gelu %d : (!coco.tensor<8x8x2x32xf32, sliced<0>>) -> !coco.tensor<8x8x2x32xf32, sliced<0>>
+  PROLOGUE
   %h = coco.batch_matmul %a, %w : (!coco.tensor<8x8x2x32xf32, sliced<0>>, !coco.tensor<8x32x32xf32, sliced<0>>) -> !coco.tensor<8x8x2x32xf32, sliced<0>>
   %o = coco.all_to_all %h dim = 1 : !coco.tensor<8x8x2x32xf32, sliced<0>> -> !coco.tensor<8x8x2x32xf32, sliced<1>>
   func.return %o : !coco.tensor<8x8x2x32xf32, sliced<1>>
 }
 """  # noqa: E501
+T = "!coco.tensor<8x8x2x32xf32, sliced<0>>"
+GELU = f"%a = coco.gelu %d : ({T}) -> {T}"
+GELU_RELU = f"%g = coco.gelu %d : ({T}) -> {T}\n  %a = coco.relu %g : ({T}) -> {T}"
+SQUARE = f"%a = coco.mul %d, %d : ({T}, {T}) -> {T}"
+
+
+def lowered_with_remarks(module: ModuleOp, world: int) -> tuple[ModuleOp, list]:
+    """coco-optimize and the conversion at `world`, with their remarks; an
+    op-by-op fallback (its warning) fails the test."""
+    passes = f"coco-optimize{{world={world}}},convert-coco-to-gpu{{world={world}}}"
+    found: list[cc.Remark] = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", cc.CocoWarning)
+        with cc.remarks_to(found.append):
+            lowered = cc.Pipeline(passes)(module)
+    return lowered, found
 
 
 @pytestmark_emulation
 @pytest.mark.parametrize("world", [2, 4, 8])
-def test_an_elementwise_op_before_the_expert_gemm_keeps_the_tile_kernel(world: int):
+def test_elementwise_ops_before_the_expert_gemm_run_inside_the_tile_kernel(
+    world: int,
+):
     """Issue 27: all_to_all -> gelu -> batch_matmul -> all_to_all. The
-    conversion does not absorb the gelu into the tile kernel's fusion (no
-    tile kernel takes a prologue): the gelu is its own kernel, the GEMM +
-    all_to_all stays one tile kernel, and a missed remark says why.
-    Emulated = interpreter."""
+    conversion takes the gelu into the tile kernel, which applies it to each
+    element of the tokens it loads (its prologue): after the dispatch (NCCL,
+    and its unpack kernel where the layout needs one) ONE kernel, and a
+    passed remark. Emulated = interpreter."""
     from coconet_ir.emulate import compare_runs
     from coconet_ir.emulate import emulate as emulate_program
 
-    module = cc.parse(MOE_BEHIND_GELU)
-    optimize = f"coco-optimize{{world={world}}}"
-    found: list[cc.Remark] = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", cc.CocoWarning)  # no op-by-op fallback
-        with cc.remarks_to(found.append):
-            lowered = cc.Pipeline(f"{optimize},convert-coco-to-gpu{{world={world}}}")(
-                module
-            )
-    kernels = [str(op.kernel) for op in lowered.walk() if op.name == "gpu.launch_func"]
-    assert sum("fused" in k for k in kernels) == 1, kernels
+    module = cc.parse(MOE_BEHIND.replace("PROLOGUE", GELU))
+    lowered, found = lowered_with_remarks(module, world)
+    assert kernels_after_the_dispatch(lowered) == ["@kernels::@moe_fused_0"]
     assert "coco_gpu.gemm" not in {op.name for op in lowered.walk()}
-    said = {(r.kind, r.name) for r in found}
-    assert (cc.RemarkKind.MISSED, "Prologue") in said
-    assert (cc.RemarkKind.PASSED, "OneKernel") in said
-    (prologue,) = [r for r in found if r.name == "Prologue"]
-    assert prologue.location == "<input>:4:3" and "'coco.gelu'" in prologue.message
+    prologue = [
+        (r.location, r.message.split("'")[1])
+        for r in found
+        if r.name == "Prologue" and r.kind == cc.RemarkKind.PASSED
+    ]
+    assert prologue == [("<input>:4:3", "coco.gelu")]
+    optimize = f"coco-optimize{{world={world}}}"
     run = emulate_program(module, world, seed=3, passes=optimize)
     verdict = compare_runs(cc.interpret(module, world, seed=3), run, module)
     assert verdict, verdict.first_difference
+
+
+@pytest.mark.parametrize("world", [2, 4, 8])
+def test_a_prologue_device_ir_matches_the_interpreter(world: int):
+    """The tile kernel's prologue in the device IR: (-x) @ w per expert."""
+    x = "!coco.tensor<8x8x1x8xf32, sliced<0>>"
+    w = "!coco.tensor<8x8x8xf32, sliced<0>>"
+    out = "!coco.tensor<8x8x1x8xf32, sliced<1>>"
+    module = cc.parse(
+        f"func.func @moe(%x: {x}, %w: {w}) -> {out} {{\n"
+        f"  %r = coco.neg %x : ({x}) -> {x}\n"
+        f"  %h = coco.batch_matmul %r, %w : ({x}, {w}) -> {x}\n"
+        f"  %o = coco.all_to_all %h dim = 1 : {x} -> {out}\n"
+        f"  func.return %o : {out}\n}}"
+    )
+    check_one_launch_equals_interpreter(
+        cc.Pipeline("coco-fuse-collective")(module), world, seed=7
+    )
+
+
+def kernels_after_the_dispatch(lowered: ModuleOp) -> list[str]:
+    """The kernels launched, but the dispatch all_to_all's unpack."""
+    launches = [op for op in lowered.walk() if op.name == "gpu.launch_func"]
+    names = [str(op.kernel) for op in launches]  # type: ignore[attr-defined]
+    return [name for name in names if "unpack" not in name]
+
+
+@pytest.mark.parametrize(
+    ("prologue", "op", "kernel"),
+    [(SQUARE, "coco.mul", "mul"), (GELU_RELU, "coco.fusion", "fusion")],
+    ids=["two-operands", "a-fused-region"],
+)
+def test_what_no_prologue_takes_stays_a_kernel_of_its_own(prologue, op, kernel):
+    """`d * d` has two operands, and gelu -> relu is one region after
+    coco-fuse: no tile kernel applies them as it loads. They stay a kernel
+    of their own, the GEMM + all_to_all one tile kernel, and a missed remark
+    says why."""
+    module = cc.parse(MOE_BEHIND.replace("PROLOGUE", prologue))
+    lowered, found = lowered_with_remarks(module, 4)
+    assert kernels_after_the_dispatch(lowered) == [
+        f"@kernels::@moe_{kernel}_0",
+        "@kernels::@moe_fused_0",
+    ]
+    (missed,) = [r for r in found if r.kind == cc.RemarkKind.MISSED]
+    assert (missed.name, missed.location) == ("Prologue", "<input>:4:3")
+    assert missed.message.startswith(f"'{op}' runs as a kernel of its own")
 
 
 @pytestmark_emulation
