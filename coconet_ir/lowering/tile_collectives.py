@@ -93,6 +93,7 @@ from coconet_ir.dialects.coco_gpu import (
     TileComputedOp,
     WaitSignalOp,
 )
+from coconet_ir.lowering import kernels
 from coconet_ir.lowering.embedding import (
     EmbeddingLookup,
     emit_pooled,
@@ -116,7 +117,6 @@ from coconet_ir.lowering.kernels import (
     combine,
     compute_type,
     constant,
-    emit_elementwise,
     for_loop,
     from_compute,
     from_lanes,
@@ -358,7 +358,7 @@ class TilePlan(ABC, Generic[P]):
     def apply_prologue(self, b: Builder, value: SSAValue) -> SSAValue:
         """The prologue's ops on one loaded element (`emit_elementwise`)."""
         for op in self.prologue:
-            value = emit_elementwise(b, op, [value])
+            value = kernels.emit_elementwise(b, op, [value])
         return value
 
     @property

@@ -1399,7 +1399,22 @@ const char *cudaGetErrorString(cudaError_t e) {
     default: return "unknown error";
   }
 }
-const char *cudaGetErrorName(cudaError_t e) { return cudaGetErrorString(e); }
+// An enumerator's own name, as cudaGetErrorName and cublasGetStatusString give it.
+#define COCO_EMU_NAME_CASE(x) \
+  case x:                     \
+    return #x;
+
+const char *cudaGetErrorName(cudaError_t e) {
+  switch (e) {
+    COCO_EMU_NAME_CASE(cudaSuccess)
+    COCO_EMU_NAME_CASE(cudaErrorInvalidValue)
+    COCO_EMU_NAME_CASE(cudaErrorMemoryAllocation)
+    COCO_EMU_NAME_CASE(cudaErrorInvalidConfiguration)
+    COCO_EMU_NAME_CASE(cudaErrorInvalidResourceHandle)
+    COCO_EMU_NAME_CASE(cudaErrorLaunchFailure)
+    default: return "cudaErrorUnknown";
+  }
+}
 
 cudaError_t cudaMallocAsync(void **ptr, size_t bytes, cudaStream_t stream) {
   if (!ptr || !stream) return coco_emu::set_error(cudaErrorInvalidValue);
@@ -1587,11 +1602,11 @@ cublasStatus_t cublasGetStream(cublasHandle_t handle, cudaStream_t *stream) {
 }
 const char *cublasGetStatusString(cublasStatus_t s) {
   switch (s) {
-    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
-    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
-    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    COCO_EMU_NAME_CASE(CUBLAS_STATUS_SUCCESS)
+    COCO_EMU_NAME_CASE(CUBLAS_STATUS_NOT_INITIALIZED)
+    COCO_EMU_NAME_CASE(CUBLAS_STATUS_ALLOC_FAILED)
+    COCO_EMU_NAME_CASE(CUBLAS_STATUS_INVALID_VALUE)
+    COCO_EMU_NAME_CASE(CUBLAS_STATUS_NOT_SUPPORTED)
   }
   return "CUBLAS_STATUS_UNKNOWN";
 }
