@@ -205,6 +205,13 @@ def divides_every_slice(module: ModuleOp, world: int) -> bool:
     )
 
 
+def stages_of(names: list[str]) -> str:
+    """` for the pipeline stages @a, @b` when a group has several functions."""
+    if len(names) < 2:
+        return ""
+    return " for the pipeline stages " + ", ".join(f"@{n}" for n in names)
+
+
 @dataclass(frozen=True)
 class KeepTheFaster:
     """coco-optimize's last step (`Optimize.steps` are the others; the
@@ -261,9 +268,9 @@ def keep_the_faster(
             RemarkKind.MISSED,
             Optimize.name,
             "Schedule",
-            f"kept the schedule as written: the cost model ({model.name}, "
-            f"{world} ranks) predicts {now * 1e6:.3f} us optimized against "
-            f"{was * 1e6:.3f} us as written",
+            f"kept the schedule as written{stages_of(names)}: the cost model "
+            f"({model.name}, {world} ranks) predicts {now * 1e6:.3f} us optimized "
+            f"against {was * 1e6:.3f} us as written",
             originals[names[0]],
         )
 

@@ -289,3 +289,19 @@ def test_a_schedule_predicted_slower_is_not_taken():
     assert ops_of(taken, coco.FusionOp)
     assert predicted_s(taken, 4) > predicted_s(module, 4)
     assert cc.equivalent(module, taken, 4)
+
+
+def test_a_pipelines_stages_are_kept_together():
+    """Forced chunks on the pipeline example's toy sizes are predicted
+    slower: both stages (their send and receive were rewritten together)
+    are kept as written, and the remark names them."""
+    module = example("pipeline")
+    found: list[cc.Remark] = []
+    with cc.remarks_to(found.append, cc.RemarkFilter(all="coco-optimize")):
+        kept = optimize(module, "{overlap_mode=chunks never_slower=true}")
+    assert cc.to_text(kept) == cc.to_text(module)
+    (said,) = found
+    assert said.message.startswith(
+        "kept the schedule as written for the pipeline stages @stage1, @stage2: "
+    )
+    assert cc.to_text(optimize(module, "{overlap_mode=chunks}")) != cc.to_text(module)
