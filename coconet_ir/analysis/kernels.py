@@ -2,7 +2,8 @@
 tile-granular kernels of docs/gpu/tile-kernels.md (`tile_kernel_problem`, which
 coco-fuse-collective's `where_it_pays` rule and the lowering's plans check),
 the fused collective kernel of docs/gpu/fused.md (`FusedPlan`), an elementwise
-chain. The cost model prices a `coco.fusion` by it (`one_kernel`)."""
+chain. The cost model prices a `coco.fusion` by it (`one_kernel`), and an op
+the GEMM + all_to_all tile kernel applies as it loads (`is_tile_prologue`)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from coconet_ir.dialects.coco import (
     AllToAllOp,
     BatchMatmulOp,
     CollectiveOp,
+    DropoutOp,
+    ElementwiseUnaryOp,
     EmbeddingOp,
     FusionOp,
     LayoutAttr,
@@ -108,3 +111,41 @@ def one_kernel(fusion: FusionOp, world: int) -> bool:
         if tile_kernel_problem(producer, collective) is not None:
             return False
     return True
+
+
+def is_prologue_op(op: Operation) -> bool:
+    """An op a tile kernel can apply to each element it loads of its
+    producer's first operand: elementwise on one operand, of the same type
+    as its result (no dropout: it needs the element's global index)."""
+    return (
+        isinstance(op, ElementwiseUnaryOp)
+        and not isinstance(op, DropoutOp)
+        and op.operands[0].type == op.results[0].type
+    )
+
+
+def is_tile_prologue(op: Operation) -> bool:
+    """Whether the lowering applies `op` inside the tile kernel of the one
+    fusion using it (docs/fused-operators.md): an `is_prologue_op` whose
+    result is only the first operand of the GEMM of a GEMM + all_to_all
+    fusion a tile kernel takes. (The lowering also takes a chain of such
+    ops, one at a time; here only the last counts.)"""
+    if not is_prologue_op(op) or not op.results[0].has_one_use():
+        return False
+    use = next(iter(op.results[0].uses))
+    fusion = use.operation
+    if not isinstance(fusion, FusionOp):
+        return False
+    argument = fusion.block.args[use.index]
+    body = list(fusion.block.ops)
+    if len(body) != 3:
+        return False
+    producer, collective = body[0], body[1]
+    return (
+        isinstance(producer, (MatmulOp, BatchMatmulOp))
+        and isinstance(collective, AllToAllOp)
+        and producer.operands[0] is argument
+        and argument.has_one_use()
+        and collective.operands[0] is producer.results[0]
+        and tile_kernel_problem(producer, collective) is None
+    )

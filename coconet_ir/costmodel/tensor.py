@@ -36,7 +36,7 @@ from coconet_ir.analysis.costs import (
     per_peer_exchange,
     transfer,
 )
-from coconet_ir.analysis.kernels import one_kernel
+from coconet_ir.analysis.kernels import is_tile_prologue, one_kernel
 from coconet_ir.costmodel import formulas as f
 from coconet_ir.costmodel.machines import Machine
 from coconet_ir.costmodel.timeline import COMMUNICATION, COMPUTE, Interval, Prediction
@@ -175,6 +175,8 @@ class Coster:
             case _ if isinstance(op, ELEMENTWISE_OPS):
                 if coco.tensor_type(op.results[0]).rank == 0:
                     return None  # scalar bookkeeping, folded into its users
+                if is_tile_prologue(op):
+                    return None  # applied by the tile kernel as it loads
                 moved = self.value_bytes([*op.operands, *op.results])
                 return Stage(label, COMPUTE, f.memory_s(moved, machine))
             case coco.CollectiveOp() | coco.SendOp():

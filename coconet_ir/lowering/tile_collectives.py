@@ -66,14 +66,12 @@ from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import InsertPoint
 
 from coconet_ir.analysis.costs import fusion_work
-from coconet_ir.analysis.kernels import tile_kernel_problem
+from coconet_ir.analysis.kernels import is_prologue_op, tile_kernel_problem
 from coconet_ir.dialects import gpu  # xDSL's gpu, in MLIR's syntax
 from coconet_ir.dialects.coco import (
     AllReduceOp,
     AllToAllOp,
     BatchMatmulOp,
-    DropoutOp,
-    ElementwiseUnaryOp,
     EmbeddingOp,
     FusionOp,
     MatmulOp,
@@ -234,17 +232,6 @@ def open_to_peers(
     m = Ints(loop)
     peer = m.rem(m.add(rank, k), world)
     loop.insert(SignalOp(peers, peer, m.add(ready, rank), epoch))
-
-
-def is_prologue_op(op: Operation) -> bool:
-    """An op a tile kernel can apply to each element it loads of its
-    producer's first operand: elementwise on one operand, of the same type
-    as its result (no dropout: it needs the element's global index)."""
-    return (
-        isinstance(op, ElementwiseUnaryOp)
-        and not isinstance(op, DropoutOp)
-        and op.operands[0].type == op.results[0].type
-    )
 
 
 def tiled_pair(

@@ -1039,3 +1039,18 @@ def test_the_embedding_kernel_has_8_row_loads_in_flight(
     count, ahead = wide_loads(directory / "dlrm.fatbin", DLRM_KERNEL, "FADD")
     assert count >= 8
     assert ahead >= 8
+
+
+@pytest.mark.parametrize(("prologue", "own"), [(GELU, False), (SQUARE, True)])
+def test_the_cost_model_prices_a_prologue_inside_the_tile_kernel(prologue, own):
+    """The tensor-level model agrees with the lowering: a gelu the tile
+    kernel applies as it loads is no kernel of its own (`is_tile_prologue`);
+    `d * d` is."""
+    from coconet_ir.costmodel import machine, predict
+
+    module = cc.parse(MOE_BEHIND.replace("PROLOGUE", prologue))
+    optimized = cc.Pipeline("coco-optimize{world=4 never_slower=false}")(module)
+    (prediction,) = predict(optimized, machine("h100x8"), 4).values()
+    labels = [interval.label for interval in prediction.timeline]
+    assert any(label.startswith("mul") for label in labels) == own, labels
+    assert not any(label.startswith("gelu") for label in labels), labels
