@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from math import prod
 
-from xdsl.ir import Operation
+from xdsl.ir import Operation, SSAValue
 
 from coconet_ir.analysis.fused_plan import FusedPlan
 from coconet_ir.dialects.coco import (
@@ -24,6 +24,7 @@ from coconet_ir.dialects.coco import (
     LayoutAttr,
     MatmulOp,
     ReduceScatterOp,
+    YieldOp,
     is_float,
     tensor_type,
 )
@@ -33,6 +34,10 @@ PRODUCERS = (EmbeddingOp, MatmulOp, BatchMatmulOp)
 COLLECTIVES = (AllToAllOp, AllReduceOp, ReduceScatterOp)
 """The collectives coco-fuse-collective fuses with their producer (the
 pairs `tile_kernel_problem` accepts are some of these)."""
+
+GEMM_PRODUCERS = (MatmulOp, BatchMatmulOp)
+"""The producers of the GEMM + all_to_all tile kernel, the one that takes a
+prologue."""
 
 GEMV_ROWS = 16
 """A matmul with at most this many rows (the product of its result's dims
@@ -124,28 +129,70 @@ def is_prologue_op(op: Operation) -> bool:
     )
 
 
+def tiled_pair(
+    fusion: FusionOp,
+    producers: type[Operation] | tuple[type[Operation], ...],
+    collective: type[Operation],
+    prologue: bool = False,
+) -> tuple[tuple[Operation, ...], Operation, Operation] | None:
+    """The fusion's ops if its body is one of `producers` of block arguments,
+    then `collective` of its result, yielded, and the pair has a tile kernel
+    (`tile_kernel_problem`); else None. With `prologue`, the producer's first
+    operand may instead come from a chain of `is_prologue_op`s starting at a
+    block argument, each used only by the next (the prologue, returned
+    first)."""
+    ops = list(fusion.block.ops)
+    if len(ops) < 3:
+        return None
+    *before, first, second, end = ops
+    chain = tuple(before)
+    if chain and not prologue:
+        return None
+    if not isinstance(first, producers):
+        return None
+    source = first.operands[0]
+    for op in reversed(chain):
+        if not (
+            is_prologue_op(op) and source is op.results[0] and source.has_one_use()
+        ):
+            return None
+        source = op.operands[0]
+    if not (
+        isinstance(first, producers)
+        and isinstance(second, collective)
+        and isinstance(end, YieldOp)
+        and second.operands[0] is first.results[0]
+        and list(end.arguments) == [second.results[0]]
+        and source.owner is fusion.block
+        and all(v.owner is fusion.block for v in first.operands[1:])
+        and tile_kernel_problem(first, second) is None
+    ):
+        return None
+    return chain, first, second
+
+
+def prologue_source(fusion: FusionOp) -> SSAValue | None:
+    """The block argument of a GEMM + all_to_all fusion a tile kernel takes
+    (`tiled_pair`) that its prologue, else its GEMM, reads first, if that is
+    its only use: where a prologue op taken in would go."""
+    found = tiled_pair(fusion, GEMM_PRODUCERS, AllToAllOp, prologue=True)
+    if found is None:
+        return None
+    chain, producer, _ = found
+    source = (chain[0] if chain else producer).operands[0]
+    return source if source.has_one_use() else None
+
+
 def is_tile_prologue(op: Operation) -> bool:
     """Whether the lowering applies `op` inside the tile kernel of the one
     fusion using it (docs/fused-operators.md): an `is_prologue_op` whose
-    result is only the first operand of the GEMM of a GEMM + all_to_all
-    fusion a tile kernel takes. (The lowering also takes a chain of such
-    ops, one at a time; here only the last counts.)"""
+    result is only that fusion's `prologue_source`. (The lowering takes a
+    chain of such ops, one at a time; before it, only the last is the
+    fusion's input.)"""
     if not is_prologue_op(op) or not op.results[0].has_one_use():
         return False
     use = next(iter(op.results[0].uses))
     fusion = use.operation
     if not isinstance(fusion, FusionOp):
         return False
-    argument = fusion.block.args[use.index]
-    body = list(fusion.block.ops)
-    if len(body) != 3:
-        return False
-    producer, collective = body[0], body[1]
-    return (
-        isinstance(producer, (MatmulOp, BatchMatmulOp))
-        and isinstance(collective, AllToAllOp)
-        and producer.operands[0] is argument
-        and argument.has_one_use()
-        and collective.operands[0] is producer.results[0]
-        and tile_kernel_problem(producer, collective) is None
-    )
+    return prologue_source(fusion) is fusion.block.args[use.index]

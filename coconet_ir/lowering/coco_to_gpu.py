@@ -908,7 +908,9 @@ class LowerFusion(CocoLoweringPattern):
         lower_fusion_with_collectives(self.lowering, op, rewriter)
 
 
-def one_kernel_remark(where: tuple[str | None, str | None] | None, kernel: str):
+def one_kernel_remark(
+    where: tuple[str | None, str | None] | None, kernel: str
+) -> None:
     """A passed remark: the fusion at `where` (its location and function) is
     lowered as one `kernel`."""
     if where is not None:

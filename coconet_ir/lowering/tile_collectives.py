@@ -66,7 +66,7 @@ from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import InsertPoint
 
 from coconet_ir.analysis.costs import fusion_work
-from coconet_ir.analysis.kernels import is_prologue_op, tile_kernel_problem
+from coconet_ir.analysis.kernels import GEMM_PRODUCERS, is_tile_prologue, tiled_pair
 from coconet_ir.dialects import gpu  # xDSL's gpu, in MLIR's syntax
 from coconet_ir.dialects.coco import (
     AllReduceOp,
@@ -75,7 +75,6 @@ from coconet_ir.dialects.coco import (
     EmbeddingOp,
     FusionOp,
     MatmulOp,
-    YieldOp,
     element_info,
     tensor_type,
 )
@@ -232,48 +231,6 @@ def open_to_peers(
     m = Ints(loop)
     peer = m.rem(m.add(rank, k), world)
     loop.insert(SignalOp(peers, peer, m.add(ready, rank), epoch))
-
-
-def tiled_pair(
-    fusion: FusionOp,
-    producers: type[Operation] | tuple[type[Operation], ...],
-    collective: type[Operation],
-    prologue: bool = False,
-) -> tuple[tuple[Operation, ...], Operation, Operation] | None:
-    """The fusion's ops if its body is one of `producers` of block arguments,
-    then `collective` of its result, yielded, and the pair has a tile kernel
-    (`tile_kernel_problem`); else None. With `prologue`, the producer's first
-    operand may instead come from a chain of `is_prologue_op`s starting at a
-    block argument, each used only by the next (the prologue, returned
-    first)."""
-    ops = list(fusion.block.ops)
-    if len(ops) < 3:
-        return None
-    *before, first, second, end = ops
-    chain = tuple(before)
-    if chain and not prologue:
-        return None
-    if not isinstance(first, producers):
-        return None
-    source = first.operands[0]
-    for op in reversed(chain):
-        if not (
-            is_prologue_op(op) and source is op.results[0] and source.has_one_use()
-        ):
-            return None
-        source = op.operands[0]
-    if not (
-        isinstance(first, producers)
-        and isinstance(second, collective)
-        and isinstance(end, YieldOp)
-        and second.operands[0] is first.results[0]
-        and list(end.arguments) == [second.results[0]]
-        and source.owner is fusion.block
-        and all(v.owner is fusion.block for v in first.operands[1:])
-        and tile_kernel_problem(first, second) is None
-    ):
-        return None
-    return chain, first, second
 
 
 P = TypeVar("P", bound=Operation)
@@ -1210,7 +1167,7 @@ class GemmAllToAll(AllToAllPlan[MatmulOp | BatchMatmulOp]):
     outermost, so each source's part is contiguous). A *tile* is `tile_rows
     x tile_columns` of that matrix; each destination has `per_peer` of them."""
 
-    producers = (MatmulOp, BatchMatmulOp)
+    producers = GEMM_PRODUCERS
     collective = AllToAllOp
     takes_prologue = True
 
@@ -1356,17 +1313,12 @@ def is_tile_fusion(fusion: FusionOp, world: int) -> bool:
 
 
 def takes_prologue(fusion: FusionOp, op: Operation, world: int) -> bool:
-    """Whether the tile kernel of `fusion` can apply `op`, the producer of
-    the input its first read comes from, to each element it loads (its
-    `prologue`: `is_prologue_op`, and a plan that `takes_prologue`)."""
-    if not is_prologue_op(op):
-        return False
-    for kind in PLANS:
-        plan = kind.of(fusion, world) if kind.takes_prologue else None
-        if plan is not None:
-            inputs = dict(zip(fusion.block.args, fusion.inputs))
-            return inputs[plan.reads[0]] is op.results[0]  # type: ignore[index]
-    return False
+    """Whether the tile kernel of `fusion` on `world` ranks applies `op`
+    to each element it loads (`is_tile_prologue`, and a plan that
+    `takes_prologue` finds a tiling)."""
+    return is_tile_prologue(op) and any(
+        kind.takes_prologue and kind.of(fusion, world) is not None for kind in PLANS
+    )
 
 
 def lower_tile_collective(

@@ -30,7 +30,7 @@ The producer (`coco.embedding`, `coco.matmul`, `coco.batch_matmul`) must have
 the collective (`coco.all_to_all`, `coco.all_reduce`, `coco.reduce_scatter`)
 as its only user, in the same block. A fusion's meaning is its body, so values
 never change. `op=NAME` names the producer. With `where_it_pays`
-(coco-optimize's rule, `FuseCollective.why_not`): only the pairs the lowering has a
+(coco-optimize's rule, `FuseCollective.problem`): only the pairs the lowering has a
 tile-granular kernel for (`tile_kernel_problem`) — an embedding of sliced<0>
 tables into its all_to_all, a GEMM with a sliced<0> result into an
 all_to_all, a row-parallel GEMV (at most `GEMV_ROWS` rows) into an
@@ -102,9 +102,10 @@ class FuseCollectiveFunction(RewritePattern):
         for op in func.body.block.ops:
             if not isinstance(op, PRODUCERS) or not self.pass_.targets(op):
                 continue
-            collective = consumer(op)
-            why = collective if isinstance(collective, str) else self.pass_.why_not(op)
+            collective, why = consumer(op), self.pass_.problem(op)
             if why is not None:
+                if not isinstance(collective, str):  # the rule of where_it_pays
+                    why = f"no tile kernel for it and its '{collective.name}': {why}"
                 remark(RemarkKind.MISSED, self.pass_.name, "FusedCollective", why, op)
                 continue
             assert not isinstance(collective, str)
@@ -125,18 +126,7 @@ class FuseCollective(CocoPass):
 
     where_it_pays: bool = False
     """Only the pairs the lowering has a tile kernel for (coco-optimize's
-    rule, `why_not`)."""
-
-    def why_not(self, op: Operation) -> str | None:
-        """Why the targeted producer `op` is not fused with the collective
-        consuming it (its `consumer`), or None."""
-        collective = consumer(op)
-        if isinstance(collective, str) or not self.where_it_pays:
-            return None
-        problem = tile_kernel_problem(op, collective)
-        if problem is None:
-            return None
-        return f"no tile kernel for it and its '{collective.name}': {problem}"
+    rule, `problem`)."""
 
     def candidates(self, module: ModuleOp) -> Iterable[Operation]:
         return (op for op in function_body_ops(module) if isinstance(op, PRODUCERS))
