@@ -85,6 +85,7 @@ __all__ = [
     "gelu",
     "i1",
     "i32",
+    "layer_norm",
     "local",
     "log",
     "matmul",
@@ -100,6 +101,8 @@ __all__ = [
     "reduce_scatter",
     "relu",
     "replicated",
+    "reshape",
+    "rms_norm",
     "rsqrt",
     "select",
     "send",
@@ -109,6 +112,7 @@ __all__ = [
     "sub",
     "tanh",
     "tensor",
+    "transpose",
     "update",
 ]
 
@@ -455,8 +459,14 @@ def _is_scalar(x: object) -> bool:
     return isinstance(x, numbers.Real) and not isinstance(x, Value)
 
 
-def _constant(value: object, element_type: Attribute, name: str | None = None) -> Value:
-    """`value`, a Python number, as a `coco.constant` of `element_type`."""
+def _constant(
+    value: object,
+    element_type: Attribute,
+    name: str | None = None,
+    shape: Sequence[int] = (),
+) -> Value:
+    """`value`, a Python number, as a `coco.constant` of `element_type` (and
+    `shape`: a splat)."""
     if not isinstance(value, numbers.Real) or isinstance(value, Value):
         raise CocoError(
             f"value must be a Python number, got {value!r}",
@@ -474,7 +484,7 @@ def _constant(value: object, element_type: Attribute, name: str | None = None) -
     number = real if coco.is_float(element_type) else int(real)
     return _emitted(
         "coco.constant",
-        lambda: coco.ConstantOp(number, element_type, label=name),
+        lambda: coco.ConstantOp(number, element_type, shape=shape, label=name),
         name,
     )
 
@@ -605,10 +615,12 @@ def constant(
     value: float | int | bool,
     element_type: ElementType = f32,
     *,
+    shape: Sequence[int] = (),
     name: str | None = None,
 ) -> Value:
-    """`coco.constant`: a rank-0 replicated constant."""
-    return _constant(value, _element_type(element_type), name)
+    """`coco.constant`: a replicated constant, every element `value` (rank 0
+    unless `shape` is given)."""
+    return _constant(value, _element_type(element_type), name, shape)
 
 
 def dropout(x: Value, p: float, seed: int = 0, *, name: str | None = None) -> Value:
@@ -627,9 +639,11 @@ def reduce(
     kind: str = "sum",
     dims: int | Sequence[int] | None = None,
     *,
+    keep_dims: bool = False,
     name: str | None = None,
 ) -> Value:
-    """`coco.reduce`: reduce over `dims` (`sum max min`); all dims when None."""
+    """`coco.reduce`: reduce over `dims` (`sum max min`); all dims when None;
+    `keep_dims` keeps them with size 1 (the result broadcasts against `x`)."""
     a = _value("coco.reduce", x)
     if dims is None:
         dims = list(range(x.rank))
@@ -637,8 +651,30 @@ def reduce(
         dims = [dims]
     dims = list(dims)
     return _emitted(
-        "coco.reduce", lambda: coco.ReduceOp(a, kind, dims, label=name), name
+        "coco.reduce",
+        lambda: coco.ReduceOp(a, kind, dims, keep_dims=keep_dims, label=name),
+        name,
     )
+
+
+def transpose(
+    x: Value, perm: Sequence[int] | None = None, *, name: str | None = None
+) -> Value:
+    """`coco.transpose`: result dim `j` is `x`'s dim `perm[j]` (all dims
+    reversed when None, as numpy's `transpose`)."""
+    a = _value("coco.transpose", x)
+    order = list(reversed(range(x.rank))) if perm is None else list(perm)
+    return _emitted(
+        "coco.transpose", lambda: coco.TransposeOp(a, order, label=name), name
+    )
+
+
+def reshape(x: Value, shape: Sequence[int], *, name: str | None = None) -> Value:
+    """`coco.reshape`: `x`'s elements, row-major, in `shape` (a sliced `x`
+    where the dims before its cut keep their product; docs/dialect.md)."""
+    a = _value("coco.reshape", x)
+    dims = list(shape)
+    return _emitted("coco.reshape", lambda: coco.ReshapeOp(a, dims, label=name), name)
 
 
 def norm(x: Value, *, name: str | None = None) -> Value:
@@ -760,6 +796,114 @@ def recv(
     return _emitted(
         "coco.recv", lambda: coco.RecvOp(type, stage, channel, label=name), name
     )
+
+
+# ============================================================================
+# Norm layers, built of ops
+# ============================================================================
+
+
+def layer_norm(
+    x: Value,
+    weight: Value | None = None,
+    bias: Value | None = None,
+    *,
+    dim: int = -1,
+    eps: float = 1e-5,
+    name: str | None = None,
+) -> Value:
+    """LayerNorm over `dim`, as `torch.nn.functional.layer_norm` over the
+    last dim: `(x - mean) / sqrt(var + eps) * weight + bias`, the mean and
+    the (biased) variance over `dim`, in two passes. Halves are normalized in
+    f32 and converted back at the end; a `x` sliced along `dim` sums across
+    ranks (`coco.all_reduce`). Written as `coco.reduce ... keep_dims` and
+    elementwise ops (docs/python-api.md, "Norm layers"); `name` labels the
+    result."""
+    axis = _norm_axis("layer_norm", x, dim)
+    wide = _in_f32(x)
+    mean = _mean_over(wide, axis)
+    centred = wide - mean
+    variance = _mean_over(centred * centred, axis)
+    return _affine(centred * rsqrt(variance + eps), x, weight, bias, name)
+
+
+def rms_norm(
+    x: Value,
+    weight: Value | None = None,
+    *,
+    dim: int = -1,
+    eps: float = 1e-6,
+    name: str | None = None,
+) -> Value:
+    """RMSNorm over `dim` (Zhang and Sennrich, 2019; LLaMA's norm):
+    `x / sqrt(mean(x * x) + eps) * weight`, built as `layer_norm` is."""
+    axis = _norm_axis("rms_norm", x, dim)
+    wide = _in_f32(x)
+    normed = wide * rsqrt(_mean_over(wide * wide, axis) + eps)
+    return _affine(normed, x, weight, None, name)
+
+
+def _norm_axis(function_name: str, x: object, dim: int) -> int:
+    """`dim` of the value `x` (negative from the end), checked."""
+    if not isinstance(x, Value):
+        _value(f"cc.{function_name}", x)
+    assert isinstance(x, Value)
+    if not -x.rank <= dim < x.rank:
+        raise CocoError(
+            f"dim {dim} is out of range for a value of rank {x.rank}",
+            _user_location(),
+            op_name=f"cc.{function_name}",
+        )
+    return dim % x.rank
+
+
+def _in_f32(x: Value) -> Value:
+    """`x` in the type a norm computes in: f32 for halves."""
+    if x.element_type in (f16, bf16):
+        return convert(x, f32)
+    return x
+
+
+def _mean_over(x: Value, axis: int) -> Value:
+    """The mean of `x` over `axis`, kept as a dim of size 1; the partial
+    sums of a value sliced along `axis` are summed across ranks."""
+    total = reduce(x, "sum", axis, keep_dims=True)
+    if x.layout.is_sliced and x.layout.sliced_dim == axis:
+        total = all_reduce(total, "sum")
+    return total * (1.0 / x.shape[axis])
+
+
+def _affine(
+    normed: Value,
+    x: Value,
+    weight: Value | None,
+    bias: Value | None,
+    name: str | None,
+) -> Value:
+    """`normed * weight + bias` (each where given) in `x`'s element type,
+    its last op labelled `name`."""
+    y = normed
+    if weight is not None:
+        y = y * _in_f32(weight)
+    if bias is not None:
+        y = y + _in_f32(bias)
+    if y.element_type != x.element_type:
+        y = convert(y, x.element_type)
+    return _labelled(y, name)
+
+
+def _labelled(y: Value, name: str | None) -> Value:
+    """`y` with its op labelled `name` (and its SSA name), as `name=` on the
+    op's own builder would."""
+    if name is None:
+        return y
+    op = y.ssa.owner
+    assert isinstance(op, Operation)  # a norm's result is an op's
+    if not isinstance(name, str):
+        raise _op_error(op.name, TypeError(f"name must be a string, got {name!r}"))
+    op.attributes["name"] = StringAttr(name)
+    y.ssa.name_hint = SSAValue.extract_valid_name(name)
+    return y
 
 
 # ============================================================================

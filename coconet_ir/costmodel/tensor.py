@@ -166,7 +166,13 @@ class Coster:
                     [op.indices, op.result]
                 )
                 return Stage(label, COMPUTE, f.memory_s(moved, machine))
-            case coco.ReduceOp() | coco.NormOp() | coco.ConvertOp():
+            case (
+                coco.ReduceOp()
+                | coco.NormOp()
+                | coco.ConvertOp()
+                | coco.TransposeOp()
+                | coco.ReshapeOp()
+            ):
                 moved = self.value_bytes([*op.operands, *op.results])
                 return Stage(label, COMPUTE, f.memory_s(moved, machine))
             case coco.ConcatOp() | coco.SplitOp():  # a bucket's copy kernel

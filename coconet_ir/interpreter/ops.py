@@ -313,11 +313,24 @@ def _reduced(op: coco.ReduceOp, operand: DistValue) -> np.ndarray:
     axes = tuple(d + 1 for d in op.reduced_dims)
     data = in_compute_dtype(operand)
     kind = op.kind.data.value
+    keep = op.keeps_dims
     if kind == "sum":
-        return np.sum(data, axis=axes, dtype=data.dtype)
+        return np.sum(data, axis=axes, dtype=data.dtype, keepdims=keep)
     if kind == "max":
-        return np.max(data, axis=axes)
-    return np.min(data, axis=axes)
+        return np.max(data, axis=axes, keepdims=keep)
+    return np.min(data, axis=axes, keepdims=keep)
+
+
+def _transposed(op: coco.TransposeOp, operand: DistValue) -> np.ndarray:
+    """Each rank's block transposed (the rank axis stays first)."""
+    return np.transpose(operand.data, (0, *(d + 1 for d in op.permutation)))
+
+
+def _reshaped(op: coco.ReshapeOp, operand: DistValue) -> np.ndarray:
+    """Each rank's block in the result's local shape: the layout rule makes
+    a rank's elements the same, in the same row-major order."""
+    shape = local_shape(result_type(op), operand.world)
+    return operand.data.reshape((operand.data.shape[0], *shape))
 
 
 def _norm(op: coco.NormOp, operand: DistValue) -> np.ndarray:
@@ -403,8 +416,9 @@ class CocoFunctions(InterpreterFunctions):
         self, interpreter: Interpreter, op: coco.ConstantOp, args: PythonValues
     ) -> PythonValues:
         world = stage_context(interpreter).world
-        value = rounded_constant(result_type(op).element_type, [op.python_value])
-        return (finish(op, value, world),)
+        constant = result_type(op)
+        value = rounded_constant(constant.element_type, op.python_value)
+        return (finish(op, np.full((1, *constant.dims), value), world),)
 
     @impl(coco.DropoutOp)
     def run_dropout(
@@ -421,6 +435,8 @@ class CocoFunctions(InterpreterFunctions):
         return (finish(op, kept / scale, operand.world),)
 
     run_reduce = _operand_rule(coco.ReduceOp, _reduced)
+    run_transpose = _operand_rule(coco.TransposeOp, _transposed)
+    run_reshape = _operand_rule(coco.ReshapeOp, _reshaped)
     run_norm = _operand_rule(coco.NormOp, _norm)
 
     def _run_products(

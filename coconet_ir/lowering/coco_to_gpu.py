@@ -119,11 +119,13 @@ from coconet_ir.lowering.kernels import (
     bucket_copy,
     copy_block,
     emit_elementwise,
+    flat_copy,
     kernel_users,
     matmul_kernel,
     printed_form,
     rank_major,
     reduce_kernel,
+    transpose_copy,
 )
 from coconet_ir.lowering.overlap import OnItsStream, lower_overlap
 from coconet_ir.lowering.per_peer import lower_per_peer, lower_shift
@@ -456,6 +458,32 @@ class LowerReduction(BufferLowering[coco.ReduceOp | coco.NormOp]):
             square=norm,
             root=norm,
         )
+
+
+@dataclass
+class LowerTranspose(BufferLowering[coco.TransposeOp]):
+    """`coco.transpose` → a copy kernel reading each element of the
+    result's per-rank buffer at its permuted index (docs/gpu/device.md,
+    "Transpose and reshape")."""
+
+    OPS = (coco.TransposeOp,)
+
+    def emit(self, op, host, sources, out) -> None:
+        shape = local_shape(tensor_of(op.operand), self.world)
+        site = self.lowering.kernel_site(op)
+        host += transpose_copy(site, sources[0], out, shape, op.permutation)
+
+
+@dataclass
+class LowerReshape(BufferLowering[coco.ReshapeOp]):
+    """`coco.reshape` → a copy of the per-rank buffer in order: the layout
+    rule makes a rank's elements the same before and after."""
+
+    OPS = (coco.ReshapeOp,)
+
+    def emit(self, op, host, sources, out) -> None:
+        count = math.prod(local_shape(tensor_of(op.operand), self.world))
+        host += flat_copy(self.lowering.kernel_site(op), sources[0], out, count)
 
 
 WORLD_ONE_IDENTITIES = (
@@ -985,6 +1013,8 @@ def patterns(lowering: Lowering) -> list[RewritePattern]:
         LowerMatmul,
         LowerEmbedding,
         LowerReduction,
+        LowerTranspose,
+        LowerReshape,
         LowerAllSlice,
         LowerBucketCopies,
         LowerNcclCall,

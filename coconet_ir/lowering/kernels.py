@@ -963,6 +963,45 @@ def rank_major(
     return copy_kernel(site, key, pre * size * post, source, dest, [], remap)
 
 
+def transpose_copy(
+    site: KernelSite,
+    source: SSAValue,
+    dest: SSAValue,
+    shape: Sequence[int],
+    perm: Sequence[int],
+) -> list[Operation]:
+    """Copy a buffer of `shape` into `dest` transposed (`coco.transpose`):
+    element `i` of `dest` (shape `shape[perm[j]]` along dim `j`) is read at
+    the source index whose dim `perm[j]` is `i`'s digit `j`."""
+    moved = tuple(shape[d] for d in perm)
+
+    def remap(
+        b: Builder, i: SSAValue, extra: Sequence[SSAValue]
+    ) -> tuple[SSAValue, SSAValue]:
+        digits = Indexer(b, i, moved)
+        source_digits: list[SSAValue | int] = [0] * len(shape)
+        for j, d in enumerate(perm):
+            source_digits[d] = digits.digit(j)
+        return linear(b, source_digits, shape), i
+
+    key = ("transpose", tuple(shape), tuple(perm))
+    return copy_kernel(site, key, math.prod(shape), source, dest, [], remap)
+
+
+def flat_copy(
+    site: KernelSite, source: SSAValue, dest: SSAValue, count: int
+) -> list[Operation]:
+    """Copy `count` elements in order (`coco.reshape`: the same row-major
+    elements, another shape)."""
+
+    def remap(
+        b: Builder, i: SSAValue, extra: Sequence[SSAValue]
+    ) -> tuple[SSAValue, SSAValue]:
+        return i, i
+
+    return copy_kernel(site, ("copy",), count, source, dest, [], remap)
+
+
 @dataclass(frozen=True)
 class BucketCopy:
     """One bucket's copy (or a run of its pieces): its flat buffer, the

@@ -31,6 +31,24 @@ ROOT = Path(__file__).resolve().parents[2]
 
 EXAMPLES_DIR = ROOT / "examples"
 
+EXAMPLES = (
+    "sgd",
+    "adam",
+    "lamb",
+    "megatron",
+    "pipeline",
+    "sequence_parallel",
+    "matmul_reduce_scatter",
+    "dlrm_embedding",
+    "gemv_allreduce",
+    "moe_gemm_a2a",
+    "sequence_parallel_mlp",
+    "sequence_parallel_norm",
+    "sequence_parallel_rmsnorm",
+)
+"""Every `examples/NAME.mlir` (test_examples checks the list is whole), in
+the order the suites run them."""
+
 
 def load_example(name: str) -> ModuleType:
     """Import `examples/NAME.py` (its TEST and MODEL sizes, its `build`) from

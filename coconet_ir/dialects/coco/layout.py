@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from functools import lru_cache
+from math import prod
 
 from xdsl.dialects.builtin import i1, i32
 from xdsl.ir import Attribute
@@ -155,24 +156,84 @@ def check_dim_in_range(what: str, dim: int, operand: TensorType) -> None:
         )
 
 
-def infer_reduce(operand: TensorType, dims: Sequence[int]) -> TensorType:
+def infer_reduce(
+    operand: TensorType, dims: Sequence[int], keep_dims: bool = False
+) -> TensorType:
     """Reductions: replicated → replicated, local → local; on sliced<D> a set of
-    dims including D gives local partials, excluding D gives sliced (renumbered)."""
+    dims including D gives local partials, excluding D gives sliced (renumbered,
+    unless `keep_dims` keeps the reduced dims with size 1)."""
     if not dims:
         raise LayoutError("needs at least one dimension to reduce (dims = [...])")
     if len(set(dims)) != len(dims):
         raise LayoutError(f"dims must be distinct, got {list(dims)}")
     for d in dims:
         check_dim_in_range("dim", d, operand)
-    shape = [s for axis, s in enumerate(operand.dims) if axis not in dims]
+    if keep_dims:
+        shape = [1 if axis in dims else s for axis, s in enumerate(operand.dims)]
+    else:
+        shape = [s for axis, s in enumerate(operand.dims) if axis not in dims]
     layout = operand.layout
     if layout.is_sliced:
         cut = layout.sliced_dim
         if cut in dims:
             layout = LOCAL
-        else:
+        elif not keep_dims:
             layout = LayoutAttr.sliced(cut - sum(1 for d in dims if d < cut))
     return TensorType(shape, operand.element_type, layout)
+
+
+def infer_transpose(operand: TensorType, perm: Sequence[int]) -> TensorType:
+    """`coco.transpose`: result dim `j` is operand dim `perm[j]`; a sliced
+    operand's cut moves with its dim (sliced<D> → sliced<j> where
+    `perm[j] = D`)."""
+    if sorted(perm) != list(range(operand.rank)):
+        raise LayoutError(
+            f"perm must be a permutation of the operand's {operand.rank} dims, got "
+            f"{list(perm)}"
+        )
+    shape = [operand.dims[d] for d in perm]
+    layout = operand.layout
+    if layout.is_sliced:
+        layout = LayoutAttr.sliced(list(perm).index(layout.sliced_dim))
+    return TensorType(shape, operand.element_type, layout)
+
+
+def infer_reshape(operand: TensorType, shape: Sequence[int]) -> TensorType:
+    """`coco.reshape`: the same elements in row-major order, in `shape`.
+
+    Replicated and local values reshape freely. A value sliced along `D`
+    reshapes when the dims before `D` keep their product `P`: its result is
+    sliced along the first dim `E` with `prod(shape[:E]) = P` and
+    `shape[E] > 1`, so that every rank's block (`P` runs of `dims[D]/N`
+    rows) is the same elements before and after, and no data moves."""
+    if any(s < 1 for s in shape):
+        raise LayoutError(f"result dims must be positive, got {list(shape)}")
+    if prod(shape) != prod(operand.dims):
+        raise LayoutError(
+            f"cannot reshape {list(operand.dims)} ({prod(operand.dims)} elements) "
+            f"into {list(shape)} ({prod(shape)} elements)"
+        )
+    layout = operand.layout
+    if layout.is_sliced:
+        layout = LayoutAttr.sliced(_reshaped_cut(operand, shape))
+    return TensorType(shape, operand.element_type, layout)
+
+
+def _reshaped_cut(operand: TensorType, shape: Sequence[int]) -> int:
+    """The dim of `shape` a reshape of the sliced `operand` is cut along."""
+    before = prod(operand.dims[: operand.layout.sliced_dim])
+    candidates = [e for e in range(len(shape)) if prod(shape[:e]) == before]
+    for e in candidates:
+        if shape[e] > 1:
+            return e
+    if candidates and operand.dims[operand.layout.sliced_dim] == 1:
+        return candidates[0]
+    raise LayoutError(
+        f"cannot reshape {operand} into {list(shape)}: the dims before the "
+        f"sliced dim {operand.layout.sliced_dim} hold {before} rows, and no "
+        f"prefix of {list(shape)} does (a reshape of a sliced value may merge or "
+        "split dims before the sliced one, or from it on, but not across it)"
+    )
 
 
 MATMUL_RULES = (

@@ -31,6 +31,7 @@ from xdsl.dialects.builtin import (
     ModuleOp,
     StringAttr,
     SymbolRefAttr,
+    UnitAttr,
     f64,
     i1,
     i32,
@@ -47,6 +48,7 @@ from xdsl.irdl import (
     lazy_traits_def,
     operand_def,
     opt_attr_def,
+    opt_prop_def,
     prop_def,
     region_def,
     result_def,
@@ -108,6 +110,8 @@ from coconet_ir.dialects.coco.layout import (
     infer_embedding,
     infer_matmul,
     infer_reduce,
+    infer_reshape,
+    infer_transpose,
     require_layout,
 )
 
@@ -596,8 +600,8 @@ I32_RANGE = range(-(2**31), 2**31)
 
 @irdl_op_definition
 class ConstantOp(CocoOp):
-    """`coco.constant VALUE : !coco.tensor<ELT, replicated>`: a rank-0
-    replicated constant.
+    """`coco.constant VALUE : !coco.tensor<SHAPE x ELT, replicated>`: a
+    replicated constant, every element VALUE (a splat; rank 0 is a scalar).
 
     VALUE is a float literal for a float ELT (an integer literal is accepted and
     printed as a float; a hexadecimal literal is the bit pattern in ELT, as MLIR
@@ -617,11 +621,12 @@ class ConstantOp(CocoOp):
         value: float | int | bool,
         element_type: Attribute | str = "f32",
         *,
+        shape: Sequence[int] = (),
         label: str | None = None,
     ):
         element_type = as_element_type(element_type)
         super().__init__(
-            result_types=[TensorType([], element_type, REPLICATED)],
+            result_types=[TensorType(shape, element_type, REPLICATED)],
             properties={"value": self.make_value(value, element_type)},
             attributes=label_attribute(label),
         )
@@ -638,10 +643,8 @@ class ConstantOp(CocoOp):
 
     def verify_types(self) -> None:
         result = as_tensor_type(self.result, "result")
-        if result.rank != 0 or not result.layout.is_replicated:
-            raise LayoutError(
-                f"result must be a rank-0 replicated tensor, got {result}"
-            )
+        if not result.layout.is_replicated:
+            raise LayoutError(f"result must be a replicated tensor, got {result}")
         problem = self.value_problem(self.python_value, result.element_type)
         if problem is not None:
             raise LayoutError(problem)
@@ -820,16 +823,18 @@ class DropoutOp(InferredResultOp):
 @irdl_op_definition
 class ReduceOp(UnaryOp):
     """`coco.reduce %a kind = K dims = [...]`: reduce over the given dims
-    (removed from the shape)."""
+    (removed from the shape, or kept with size 1 with `keep_dims`, so the
+    result broadcasts back against the operand: a norm layer's statistics)."""
 
     name = "coco.reduce"
 
     kind = prop_def(ReduceKindAttr)
     dims = prop_def(DenseArrayBase[I64])
+    keep_dims = opt_prop_def(UnitAttr)
 
     assembly_format = (
-        "$operand `kind` `=` $kind `dims` `=` $dims attr-dict `:` "
-        "functional-type(operands, results)"
+        "$operand `kind` `=` $kind `dims` `=` $dims (`keep_dims` $keep_dims^)? "
+        "attr-dict `:` functional-type(operands, results)"
     )
 
     def __init__(
@@ -838,32 +843,110 @@ class ReduceOp(UnaryOp):
         kind: ReduceKind | str,
         dims: Sequence[int],
         *,
+        keep_dims: bool = False,
         label: str | None = None,
     ):
+        properties: dict[str, Attribute] = {
+            "kind": ReduceKindAttr(ReduceKind(kind)),
+            "dims": DenseArrayBase.from_list(i64, dims),
+        }
+        if keep_dims:
+            properties["keep_dims"] = UnitAttr()
         super().__init__(
             operand,
-            properties={
-                "kind": ReduceKindAttr(ReduceKind(kind)),
-                "dims": DenseArrayBase.from_list(i64, dims),
-            },
+            properties=properties,
             label=label,
-            dims=dims,
+            dims=tuple(dims),
+            keep_dims=keep_dims,
         )
 
     @property
     def reduced_dims(self) -> tuple[int, ...]:
         return self.dims.get_values()
 
+    @property
+    def keeps_dims(self) -> bool:
+        return self.keep_dims is not None
+
     @classmethod
     def infer_result_type(
-        cls, operand: TensorType, *, dims: Sequence[int]
+        cls, operand: TensorType, *, dims: Sequence[int], keep_dims: bool = False
     ) -> TensorType:
         if operand.element_type == i1:
             raise LayoutError("does not take an i1 operand (i1 is not arithmetic)")
-        return infer_reduce(operand, dims)
+        return infer_reduce(operand, dims, keep_dims)
 
     def inference_options(self) -> dict[str, Any]:
-        return {"dims": self.reduced_dims}
+        return {"dims": self.reduced_dims, "keep_dims": self.keeps_dims}
+
+
+@irdl_op_definition
+class TransposeOp(UnaryOp):
+    """`coco.transpose %a perm = [...]`: result dim `j` is operand dim
+    `perm[j]` (numpy's `transpose(a, perm)`); a sliced operand stays cut
+    along the same (moved) dim."""
+
+    name = "coco.transpose"
+
+    perm = prop_def(DenseArrayBase[I64])
+
+    assembly_format = (
+        "$operand `perm` `=` $perm attr-dict `:` functional-type(operands, results)"
+    )
+
+    def __init__(
+        self,
+        operand: SSAValue | Operation,
+        perm: Sequence[int],
+        *,
+        label: str | None = None,
+    ):
+        super().__init__(
+            operand,
+            properties={"perm": DenseArrayBase.from_list(i64, perm)},
+            label=label,
+            perm=tuple(perm),
+        )
+
+    @property
+    def permutation(self) -> tuple[int, ...]:
+        return self.perm.get_values()
+
+    @classmethod
+    def infer_result_type(
+        cls, operand: TensorType, *, perm: Sequence[int]
+    ) -> TensorType:
+        return infer_transpose(operand, perm)
+
+    def inference_options(self) -> dict[str, Any]:
+        return {"perm": self.permutation}
+
+
+@irdl_op_definition
+class ReshapeOp(UnaryOp):
+    """`coco.reshape %a : (T) -> T'`: the same elements, row-major, in the
+    result type's shape; a sliced operand reshapes where no element changes
+    rank (the dims before the sliced one keep their product)."""
+
+    name = "coco.reshape"
+
+    def __init__(
+        self,
+        operand: SSAValue | Operation,
+        shape: Sequence[int],
+        *,
+        label: str | None = None,
+    ):
+        super().__init__(operand, label=label, shape=tuple(shape))
+
+    @classmethod
+    def infer_result_type(
+        cls, operand: TensorType, *, shape: Sequence[int]
+    ) -> TensorType:
+        return infer_reshape(operand, shape)
+
+    def inference_options(self) -> dict[str, Any]:
+        return {"shape": as_tensor_type(self.result).dims}
 
 
 @irdl_op_definition

@@ -29,6 +29,10 @@
 // RUN: coconet-opt %{examples}/moe_gemm_a2a.mlir -p 'coco-optimize,convert-coco-to-gpu{world=4}' --print-op-generic | %mlir-opt --allow-unregistered-dialect -o /dev/null
 // RUN: coconet-opt %{examples}/sequence_parallel_mlp.mlir -p 'convert-coco-to-gpu{world=4}' --print-op-generic | %mlir-opt --allow-unregistered-dialect -o /dev/null
 // RUN: coconet-opt %{examples}/sequence_parallel_mlp.mlir -p 'coco-optimize,convert-coco-to-gpu{world=4}' --print-op-generic | %mlir-opt --allow-unregistered-dialect -o /dev/null
+// RUN: coconet-opt %{examples}/sequence_parallel_norm.mlir -p 'convert-coco-to-gpu{world=4}' --print-op-generic | %mlir-opt --allow-unregistered-dialect -o /dev/null
+// RUN: coconet-opt %{examples}/sequence_parallel_norm.mlir -p 'coco-optimize,convert-coco-to-gpu{world=4}' --print-op-generic | %mlir-opt --allow-unregistered-dialect -o /dev/null
+// RUN: coconet-opt %{examples}/sequence_parallel_rmsnorm.mlir -p 'convert-coco-to-gpu{world=4}' --print-op-generic | %mlir-opt --allow-unregistered-dialect -o /dev/null
+// RUN: coconet-opt %{examples}/sequence_parallel_rmsnorm.mlir -p 'coco-optimize,convert-coco-to-gpu{world=4}' --print-op-generic | %mlir-opt --allow-unregistered-dialect -o /dev/null
 
 // RUN: coconet-opt %{examples}/sgd.mlir -p 'coco-optimize,convert-coco-to-gpu{world=4}' -t upstream-kernels | %{nvvm} | %{ptx} > %t.sgd.ptx
 // RUN: coconet-opt %{examples}/adam.mlir -p 'coco-optimize,convert-coco-to-gpu{world=4}' -t upstream-kernels | %{nvvm} | %{ptx} > %t.adam.ptx
@@ -45,6 +49,8 @@
 // RUN: coconet-opt %{examples}/gemv_allreduce.mlir -p 'convert-coco-to-gpu{world=4}' -t upstream-kernels | %{nvvm} | %{ptx} > %t.gemv0.ptx
 // RUN: coconet-opt %{examples}/sequence_parallel_mlp.mlir -p 'coco-optimize,convert-coco-to-gpu{world=4}' -t upstream-kernels | %{nvvm} | %{ptx} > %t.spmlp.ptx
 // RUN: coconet-opt %{examples}/sequence_parallel_mlp.mlir -p 'convert-coco-to-gpu{world=4}' -t upstream-kernels | %{nvvm} | %{ptx} > %t.spmlp0.ptx
+// RUN: coconet-opt %{examples}/sequence_parallel_norm.mlir -p 'coco-optimize,convert-coco-to-gpu{world=4}' -t upstream-kernels | %{nvvm} | %{ptx} > %t.spnorm.ptx
+// RUN: coconet-opt %{examples}/sequence_parallel_rmsnorm.mlir -p 'coco-optimize,convert-coco-to-gpu{world=4}' -t upstream-kernels | %{nvvm} | %{ptx} > %t.sprms.ptx
 // RUN: %ptxas -arch=sm_90 %t.sgd.ptx -o %t.sgd.cubin
 // RUN: %ptxas -arch=sm_90 %t.adam.ptx -o %t.adam.cubin
 // RUN: %ptxas -arch=sm_90 %t.lamb.ptx -o %t.lamb.cubin
@@ -58,5 +64,7 @@
 // RUN: %ptxas -arch=sm_90 %t.dlrm0.ptx -o %t.dlrm0.cubin
 // RUN: %ptxas -arch=sm_90 %t.gemv.ptx -o %t.gemv.cubin
 // RUN: %ptxas -arch=sm_90 %t.gemv0.ptx -o %t.gemv0.cubin
+// RUN: %ptxas -arch=sm_90 %t.spnorm.ptx -o %t.spnorm.cubin
+// RUN: %ptxas -arch=sm_90 %t.sprms.ptx -o %t.sprms.cubin
 // RUN: %ptxas -arch=sm_90 %t.spmlp.ptx -o %t.spmlp.cubin
 // RUN: %ptxas -arch=sm_90 %t.spmlp0.ptx -o %t.spmlp0.cubin

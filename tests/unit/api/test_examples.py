@@ -11,24 +11,12 @@ from math import prod
 
 import numpy as np
 import pytest
-from helpers import EXAMPLES_DIR, load_example
+from helpers import EXAMPLES, EXAMPLES_DIR, load_example
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
 
 import coconet_ir as cc
 
-NAMES = [
-    "sgd",
-    "adam",
-    "lamb",
-    "megatron",
-    "pipeline",
-    "sequence_parallel",
-    "matmul_reduce_scatter",
-    "dlrm_embedding",
-    "gemv_allreduce",
-    "moe_gemm_a2a",
-    "sequence_parallel_mlp",
-]
+NAMES = list(EXAMPLES)
 
 PYTHON_ONLY = ["lamb_bert", "adam_bert"]
 """Examples without a .mlir twin (built at a size no file should hold)."""
@@ -242,6 +230,31 @@ def sequence_parallel_mlp(i: Inputs) -> Inputs:
     return {"sequence_parallel_mlp.result0": gelu(x @ w1 + b1) @ w2}
 
 
+def layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray) -> np.ndarray:
+    """torch.nn.functional.layer_norm over the last dim (eps 1e-5)."""
+    mean = x.mean(axis=-1, keepdims=True)
+    variance = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
+    return (x - mean) / np.sqrt(variance + 1e-5) * gamma + beta
+
+
+def sequence_parallel_norm(i: Inputs) -> Inputs:
+    """The ranks' partial sums added, + bias, dropout, + residual: the new
+    residual stream; its LayerNorm, gathered."""
+    f = "sequence_parallel_norm"
+    partial, bias, r, gamma, beta = (i[f"{f}.arg{k}"] for k in range(5))
+    h = dropout(partial.sum(axis=0) + bias, 0.1, seed=11) + r
+    return {f"{f}.result0": h, f"{f}.result1": layer_norm(h, gamma, beta)}
+
+
+def sequence_parallel_rmsnorm(i: Inputs) -> Inputs:
+    """The residual stream and its RMSNorm (eps 1e-5), in f64."""
+    f = "sequence_parallel_rmsnorm"
+    partial, r, weight = (i[f"{f}.arg{k}"] for k in range(3))
+    h = partial.sum(axis=0) + r
+    rms = np.sqrt((h * h).mean(axis=-1, keepdims=True) + 1e-5)
+    return {f"{f}.result0": h, f"{f}.result1": h / rms * weight}
+
+
 REFERENCES: dict[str, Callable[[Inputs], Inputs]] = {
     "sgd": sgd,
     "adam": adam,
@@ -254,6 +267,8 @@ REFERENCES: dict[str, Callable[[Inputs], Inputs]] = {
     "gemv_allreduce": gemv_allreduce,
     "moe_gemm_a2a": moe_gemm_a2a,
     "sequence_parallel_mlp": sequence_parallel_mlp,
+    "sequence_parallel_norm": sequence_parallel_norm,
+    "sequence_parallel_rmsnorm": sequence_parallel_rmsnorm,
 }
 
 BIAS_CORRECTION = {"arg5": np.float32(0.9**3), "arg6": np.float32(0.999**3)}
@@ -268,6 +283,11 @@ GIVEN_INPUTS: dict[str, Inputs] = {
 SIGNED_INPUTS = ["sequence_parallel_mlp"]
 """Examples run on the signed inputs (`draw_inputs(signed=True)`): the drawn
 ones are positive, where GELU is nearly the identity."""
+
+
+TOLERANCES = {"sequence_parallel_rmsnorm": (1e-2, 1e-2)}
+"""(rtol, atol) of the bf16 examples against numpy in f64: bf16 keeps 8
+bits, and every op rounds (the f32 examples: 2e-4, 2e-5)."""
 
 
 def test_every_example_has_a_reference() -> None:
@@ -288,11 +308,12 @@ def test_interpreter_matches_numpy(name: str, world: int) -> None:
     expected = REFERENCES[name](inputs)
     assert sorted(result.outputs) == sorted(expected)
     for key, value in expected.items():
+        rtol, atol = TOLERANCES.get(name, (2e-4, 2e-5))
         np.testing.assert_allclose(
             np.asarray(result.outputs[key].value, dtype=np.float64),
             value,
-            rtol=2e-4,
-            atol=2e-5,
+            rtol=rtol,
+            atol=atol,
             err_msg=f"{name} on {world} ranks: {key}",
         )
 

@@ -17,7 +17,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, device_only, for_every_arch, one_translation_unit
+from helpers import (
+    EXAMPLES,
+    ROOT,
+    device_only,
+    for_every_arch,
+    one_translation_unit,
+)
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import ModuleOp
 
@@ -183,19 +189,6 @@ def test_cuda_printer_is_a_base_printer():
     assert issubclass(CudaPrinter, BasePrinter)
 
 
-EXAMPLES = (
-    "sgd",
-    "adam",
-    "lamb",
-    "megatron",
-    "pipeline",
-    "matmul_reduce_scatter",
-    "sequence_parallel",
-    "dlrm_embedding",
-    "gemv_allreduce",
-    "moe_gemm_a2a",
-    "sequence_parallel_mlp",
-)
 
 
 def test_every_example_lowered_compiles_with_nvcc(tmp_path: Path):

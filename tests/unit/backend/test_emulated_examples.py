@@ -10,7 +10,7 @@ from functools import cache
 
 import numpy as np
 import pytest
-from helpers import example, pipeline_of
+from helpers import EXAMPLES, example, pipeline_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import Program, programs, scaled_examples
@@ -24,19 +24,6 @@ from coconet_ir.analysis.device_traffic import device_traffic
 from coconet_ir.dialects.coco import PerPeerOp
 from coconet_ir.emulate import EmulationResult, compare_runs, emulate
 
-EXAMPLES = [
-    "sgd",
-    "adam",
-    "lamb",
-    "megatron",
-    "pipeline",
-    "sequence_parallel",
-    "matmul_reduce_scatter",
-    "dlrm_embedding",
-    "gemv_allreduce",
-    "moe_gemm_a2a",
-    "sequence_parallel_mlp",
-]
 SINGLE_PASSES = [
     "",
     "coco-split-all-reduce",

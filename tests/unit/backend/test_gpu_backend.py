@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers import (
+    EXAMPLES,
     for_every_arch,
     once_per_run,
     one_translation_unit,
@@ -42,19 +43,6 @@ from coconet_ir.backend.emu import EntryCall
 from coconet_ir.dialects import coco_gpu
 
 ROOT = Path(__file__).resolve().parents[3]
-EXAMPLES = (
-    "sgd",
-    "adam",
-    "lamb",
-    "megatron",
-    "pipeline",
-    "matmul_reduce_scatter",
-    "sequence_parallel",
-    "dlrm_embedding",
-    "gemv_allreduce",
-    "moe_gemm_a2a",
-    "sequence_parallel_mlp",
-)
 WORLD = 8
 
 needs_toolchain = pytest.mark.skipif(

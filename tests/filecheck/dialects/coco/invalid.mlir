@@ -172,7 +172,7 @@ func.func @convert_layout(%a: !coco.tensor<8xf32, local>) {
 
 // -----
 
-// CHECK: 'coco.constant' op result must be a rank-0 replicated tensor, got !coco.tensor<f32, local>
+// CHECK: 'coco.constant' op result must be a replicated tensor, got !coco.tensor<f32, local>
 func.func @constant_local() {
   %c = coco.constant 1.0 : !coco.tensor<f32, local>
   func.return
