@@ -17,7 +17,12 @@ as xDSL's arith dialect imports its patterns:
 - `shift(x) by = 0`, and a shift of a replicated `x` → `x`;
   `shift(shift(x) by = a) by = b` → `shift(x) by = a + b` when the inner
   shift has no other use (a multiple of N is the identity, but N is not
-  known here).
+  known here);
+- `transpose(x)` by the identity permutation, and `reshape(x)` to `x`'s own
+  type → `x`; `transpose(transpose(x) perm = p) perm = q` → `transpose(x)
+  perm = [p[q[0]], ...]` (or `x` when that is the identity);
+  `reshape(reshape(x))` → one `reshape(x)` where the layout rules allow it
+  from `x` directly.
 
 A producer these rewrites leave unused (a gather, a reduce_scatter) is removed
 by the dead-code sweep `canonicalize` ends with: collectives declare that they
@@ -40,8 +45,11 @@ from coconet_ir.dialects.coco.ops import (
     AllReduceOp,
     AllSliceOp,
     ConvertOp,
+    LayoutError,
     ReduceScatterOp,
+    ReshapeOp,
     ShiftOp,
+    TransposeOp,
     label_of,
     tensor_type,
 )
@@ -159,11 +167,55 @@ class ShiftOfShift(RewritePattern):
         )
 
 
+@dataclass
+class ComposeTransposes(RewritePattern):
+    """`transpose(x)` by the identity → `x`; `transpose(transpose(x) perm = p)
+    perm = q` → `transpose(x) perm = [p[q[j]] for j]`, or `x` when that is
+    the identity (the inner transpose stays for its other uses)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: TransposeOp, rewriter: PatternRewriter) -> None:
+        perm, source = list(op.permutation), op.operand
+        inner = source.owner
+        if isinstance(inner, TransposeOp):
+            perm = [inner.permutation[q] for q in perm]
+            source = inner.operand
+        if perm == list(range(len(perm))):
+            rewriter.replace(op, [], [source])
+        elif source is not op.operand:
+            rewriter.replace(op, TransposeOp(source, perm, label=label_of(op)))
+
+
+@dataclass
+class ComposeReshapes(RewritePattern):
+    """`reshape(x)` to `x`'s own type → `x`; `reshape(reshape(x))` → one
+    `reshape(x)` when the layout rules give the same type from `x`."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: ReshapeOp, rewriter: PatternRewriter) -> None:
+        inner = op.operand.owner
+        source = inner.operand if isinstance(inner, ReshapeOp) else op.operand
+        if source.type == op.result.type:
+            rewriter.replace(op, [], [source])
+            return
+        if source is op.operand:
+            return
+        target = tensor_type(op.result)
+        try:
+            direct = ReshapeOp(source, target.dims, label=label_of(op))
+        except LayoutError:
+            return  # the layout allows it only through the inner shape
+        if direct.result.type == target:
+            rewriter.replace(op, direct)
+
+
 PATTERNS: dict[str, tuple[RewritePattern, ...]] = {
     AllSliceOp.name: (SliceOfGather(),),
     AllGatherOp.name: (GatherOfSlice(), GatherOfScatter()),
     AllReduceOp.name: (ReplicatedIdempotentAllReduce(),),
     ConvertOp.name: (SameTypeConvert(),),
     ShiftOp.name: (IdentityShift(), ShiftOfShift()),
+    TransposeOp.name: (ComposeTransposes(),),
+    ReshapeOp.name: (ComposeReshapes(),),
 }
 """The canonicalization patterns of each op, by op name."""

@@ -890,6 +890,8 @@ class TransposeOp(UnaryOp):
 
     perm = prop_def(DenseArrayBase[I64])
 
+    traits = traits_def(canonicalized("coco.transpose"))
+
     assembly_format = (
         "$operand `perm` `=` $perm attr-dict `:` functional-type(operands, results)"
     )
@@ -929,6 +931,8 @@ class ReshapeOp(UnaryOp):
     rank (the dims before the sliced one keep their product)."""
 
     name = "coco.reshape"
+
+    traits = traits_def(canonicalized("coco.reshape"))
 
     def __init__(
         self,

@@ -7,6 +7,7 @@
 // RUN: coconet-run --compare %s %t --world 4 --entry canon
 // RUN: coconet-run --compare %s %t --world 8 --entry canon
 // RUN: coconet-run --compare %s %t --world 2 --entry shifts && coconet-run --compare %s %t --world 4 --entry shifts && coconet-run --compare %s %t --world 8 --entry shifts
+// RUN: coconet-run --compare %s %t --world 2 --entry norms && coconet-run --compare %s %t --world 4 --entry norms && coconet-run --compare %s %t --world 8 --entry norms
 
 // CHECK-LABEL: func.func @canon
 // all_gather(reduce_scatter(g)) -> all_reduce(g), the reduction and the name kept.
@@ -73,4 +74,22 @@ func.func @shifts(%x: !coco.tensor<16xf32, sliced<0>>, %r: !coco.tensor<4xf32, r
   %c = coco.shift %r by = 2 : !coco.tensor<4xf32, replicated> -> !coco.tensor<4xf32, replicated>
   %d = coco.shift %x by = 0 : !coco.tensor<16xf32, sliced<0>> -> !coco.tensor<16xf32, sliced<0>>
   func.return %b, %c, %d : !coco.tensor<16xf32, sliced<0>>, !coco.tensor<4xf32, replicated>, !coco.tensor<16xf32, sliced<0>>
+}
+
+// Transposes compose (the identity goes), reshapes compose where the layout
+// rules allow the direct one, and a reshape to the operand's type goes.
+// CHECK-LABEL: func.func @norms
+// CHECK-NEXT:    %b = coco.transpose %c perm = [1, 2, 0] {name = "twice"} : (!coco.tensor<2x4x8xf32, replicated>) -> !coco.tensor<4x8x2xf32, replicated>
+// CHECK-NEXT:    %r2 = coco.reshape %x {name = "flat"} : (!coco.tensor<8x16xf32, sliced<0>>) -> !coco.tensor<128xf32, sliced<0>>
+// CHECK-NEXT:    func.return %x, %b, %x, %r2, %x :
+func.func @norms(%x: !coco.tensor<8x16xf32, sliced<0>>, %c: !coco.tensor<2x4x8xf32, replicated>) -> (!coco.tensor<8x16xf32, sliced<0>>, !coco.tensor<4x8x2xf32, replicated>, !coco.tensor<8x16xf32, sliced<0>>, !coco.tensor<128xf32, sliced<0>>, !coco.tensor<8x16xf32, sliced<0>>) {
+  %t = coco.transpose %x perm = [1, 0] : (!coco.tensor<8x16xf32, sliced<0>>) -> !coco.tensor<16x8xf32, sliced<1>>
+  %tt = coco.transpose %t perm = [1, 0] {name = "back"} : (!coco.tensor<16x8xf32, sliced<1>>) -> !coco.tensor<8x16xf32, sliced<0>>
+  %a = coco.transpose %c perm = [2, 0, 1] : (!coco.tensor<2x4x8xf32, replicated>) -> !coco.tensor<8x2x4xf32, replicated>
+  %b = coco.transpose %a perm = [2, 0, 1] {name = "twice"} : (!coco.tensor<8x2x4xf32, replicated>) -> !coco.tensor<4x8x2xf32, replicated>
+  %id = coco.transpose %x perm = [0, 1] : (!coco.tensor<8x16xf32, sliced<0>>) -> !coco.tensor<8x16xf32, sliced<0>>
+  %r1 = coco.reshape %x : (!coco.tensor<8x16xf32, sliced<0>>) -> !coco.tensor<8x4x4xf32, sliced<0>>
+  %r2 = coco.reshape %r1 {name = "flat"} : (!coco.tensor<8x4x4xf32, sliced<0>>) -> !coco.tensor<128xf32, sliced<0>>
+  %r3 = coco.reshape %r1 : (!coco.tensor<8x4x4xf32, sliced<0>>) -> !coco.tensor<8x16xf32, sliced<0>>
+  func.return %tt, %b, %id, %r2, %r3 : !coco.tensor<8x16xf32, sliced<0>>, !coco.tensor<4x8x2xf32, replicated>, !coco.tensor<8x16xf32, sliced<0>>, !coco.tensor<128xf32, sliced<0>>, !coco.tensor<8x16xf32, sliced<0>>
 }

@@ -49,6 +49,8 @@ def test_canonicalize_undoes_split(path: Path):
         (coco.AllGatherOp, {canon.GatherOfSlice, canon.GatherOfScatter}),
         (coco.AllReduceOp, {canon.ReplicatedIdempotentAllReduce}),
         (coco.ConvertOp, {canon.SameTypeConvert}),
+        (coco.TransposeOp, {canon.ComposeTransposes}),
+        (coco.ReshapeOp, {canon.ComposeReshapes}),
     ],
 )
 def test_ops_carry_their_patterns(op_type: type, patterns: set[type]):
