@@ -394,8 +394,7 @@ _VERIFIED_AT_MODULE = (coco.SendOp, coco.RecvOp)
 def _emit(op_name: str, make: Callable[[], Operation], name: str | None) -> Operation:
     """Build an op, insert it into the current function and check its rules."""
     scope = _current_scope(op_name)
-    if name is not None and not isinstance(name, str):
-        raise _op_error(op_name, TypeError(f"name must be a string, got {name!r}"))
+    _check_name(op_name, name)
     try:
         op = make()
     except (VerifyException, ValueError, KeyError, TypeError) as err:
@@ -408,10 +407,21 @@ def _emit(op_name: str, make: Callable[[], Operation], name: str | None) -> Oper
         except VerifyException as err:
             Rewriter.erase_op(op, safe_erase=False)
             raise _op_error(op_name, err) from None
+    _name_results(op, name)
+    return op
+
+
+def _check_name(op_name: str, name: object) -> None:
+    """A builder's `name=` must be a string (or None)."""
+    if name is not None and not isinstance(name, str):
+        raise _op_error(op_name, TypeError(f"name must be a string, got {name!r}"))
+
+
+def _name_results(op: Operation, name: str | None) -> None:
+    """The results of an op labelled `name` carry it as their SSA name."""
     if name is not None:
         for result in op.results:
             result.name_hint = SSAValue.extract_valid_name(name)
-    return op
 
 
 def _result(op: Operation) -> Value:
@@ -895,14 +905,12 @@ def _affine(
 def _labelled(y: Value, name: str | None) -> Value:
     """`y` with its op labelled `name` (and its SSA name), as `name=` on the
     op's own builder would."""
-    if name is None:
-        return y
     op = y.ssa.owner
     assert isinstance(op, Operation)  # a norm's result is an op's
-    if not isinstance(name, str):
-        raise _op_error(op.name, TypeError(f"name must be a string, got {name!r}"))
-    op.attributes["name"] = StringAttr(name)
-    y.ssa.name_hint = SSAValue.extract_valid_name(name)
+    _check_name(op.name, name)
+    if name is not None:
+        op.attributes["name"] = StringAttr(name)
+        _name_results(op, name)
     return y
 
 
