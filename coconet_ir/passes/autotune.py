@@ -629,8 +629,10 @@ class Search:
         self.ctx = ir.make_context()
         self.tried: list[Candidate] = []
         self.by_text: dict[str, Candidate] = {}
-        self.by_module: dict[int, Candidate] = {}
-        """Candidates by the identity of their module (kept alive by them)."""
+        self.by_module: dict[int, tuple[ModuleOp, Candidate]] = {}
+        """Candidates by the identity of a module that was predicted or found
+        alike; the module is kept here, so its id is not reused by a later
+        try_all's module (which then passed as the same as this candidate)."""
         self.left_out = 0
         self.bar: Any = None
 
@@ -660,13 +662,13 @@ class Search:
     def predict(self, candidate: Candidate, result: ModuleOp) -> None:
         """Predict `result`, unless an earlier candidate's module prints the
         same (or is the same: plans that `run_plans` found alike)."""
-        earlier = self.by_module.get(id(result))
+        earlier = self.by_module.get(id(result), (None, None))[1]
         text = ""
         if earlier is None:
             text = ir.to_text(result)
             earlier = self.by_text.get(text)
         if earlier is not None:
-            self.by_module[id(result)] = earlier
+            self.by_module[id(result)] = (result, earlier)
             candidate.same_as = earlier.same_as or earlier.number
             candidate.module, candidate.prediction = earlier.module, earlier.prediction
             return
@@ -675,7 +677,7 @@ class Search:
             predict(result, self.machine, self.world)
         )
         self.by_text[text] = candidate
-        self.by_module[id(result)] = candidate
+        self.by_module[id(result)] = (result, candidate)
 
     def grow_bar(self, count: int) -> None:
         """A progress bar on a terminal, once the search is long."""

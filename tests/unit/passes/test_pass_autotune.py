@@ -5,7 +5,9 @@ not fatal, an overlapped schedule at a model's sizes."""
 
 from __future__ import annotations
 
+import gc
 import io
+import weakref
 from dataclasses import fields
 from functools import cache
 from pathlib import Path
@@ -220,6 +222,24 @@ def test_the_pass_replaces_the_module_and_reports(capsys):
     assert capsys.readouterr().err == report.table()
     cc.Pipeline("coco-autotune").apply(example("megatron"))
     assert capsys.readouterr().err == ""
+
+
+def test_a_module_found_alike_stays_alive_with_the_search():
+    """The search knows modules by identity across its batches of plans; a
+    module it found printing as an earlier one's must stay alive, or a later
+    batch's module can take its id and pass as that candidate (a chunked
+    megatron once reported "same as #1"). The regression: weakref dies."""
+    search = tuning.Search(example("megatron"), H100, None, None)
+    first = example("megatron")
+    search.predict(tuning.Candidate(1, "a", ""), first)
+    alike = first.clone()
+    seen = weakref.ref(alike)
+    later = tuning.Candidate(2, "b", "")
+    search.predict(later, alike)
+    assert later.same_as == 1
+    del alike
+    gc.collect()
+    assert seen() is not None
 
 
 def test_world_and_machine():
