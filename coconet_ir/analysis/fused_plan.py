@@ -13,21 +13,32 @@ A fusion the kernel handles is, in body order:
   `local` partial, each used only by `coco.all_reduce`s in the body, which
   complete it into a rank-0 replicated scalar (LAMB's norms: *slice
   reductions*);
+- `coco.reduce ... keep_dims` of a slice over the dims after some dim `k`
+  past the cut (`k > D`): a statistic per *row* of `R = prod(G[k:])`
+  elements, sliced like the slice (a LayerNorm's mean and variance: *row
+  reductions*, all over the same dims), and elementwise ops on rows and
+  scalars (the row's `1 / sqrt(var + eps)`);
 - `coco.all_gather`s of slices, and `coco.send`s of slices or gathered values;
 - the yield, of slices and gathered values.
 
-Slice reductions cut the per-element work into *stages* (`FusedPlan.stage`):
-stage 0 is everything computed from the reduce_scatters and the inputs; an
-all_reduce's scalar belongs to the stage after the one its partial is reduced
-in, and an op to the latest stage of its operands. Between two stages the
-kernel reduces every partial across its grid and across the ranks (docs/gpu/fused.md,
-"Reductions inside a fused kernel").
+Slice and row reductions cut the per-element work into *stages*
+(`FusedPlan.stage`): stage 0 is everything computed from the reduce_scatters
+and the inputs; an all_reduce's scalar and a row reduction's rows belong to
+the stage after the one their operand is computed in, and an op to the latest
+stage of its operands. Between two stages the kernel reduces every partial
+across its grid and across the ranks (docs/gpu/fused.md, "Reductions inside a
+fused kernel"); a boundary of row reductions only needs the block: chunks are
+whole rows, and the block that reduces a chunk's rows in one stage computes
+that chunk in the next (docs/gpu/fused.md, "Row reductions: a norm in the
+kernel").
 
 Every other operand comes from the fusion's inputs: a slice of the same type,
-or a replicated tensor that broadcasts against `G` (it is read at each
-element's global index). `FusedPlan.of` returns the plan, or a sentence saying
-why the fusion is not of this shape; the lowering then falls back to lowering
-the body op by op.
+rows of it (sliced, the shape of a row reduction's result), or a replicated
+tensor that broadcasts against `G` (it is read at each element's global
+index), or elementwise arithmetic on such broadcast inputs (`convert
+%weight`, computed again at each element). `FusedPlan.of` returns the plan,
+or a sentence saying why the fusion is not of this shape; the lowering then
+falls back to lowering the body op by op.
 
 The per-element computation is done once per element of the rank's slice, at
 the element's global coordinates, so the sliced dim needs no packing: a slice
@@ -164,6 +175,11 @@ class FusedPlan:
     scalar_all_reduces: tuple[coco.AllReduceOp, ...] = ()
     """The `coco.all_reduce`s completing them."""
     chunk_elements: int = DEFAULT_CHUNK_ELEMENTS
+    row_reductions: tuple[coco.ReduceOp, ...] = ()
+    """Keep-dims `coco.reduce`s of a slice over its trailing dims: a value
+    per row of `row_length` elements (`is_row_reduction`)."""
+    row_length: int = 1
+    """Elements of a row (1: the fusion has no rows)."""
 
     # ------------------------------------------------------------------
     # Construction
@@ -186,9 +202,18 @@ class FusedPlan:
         if slice_type.rank == 0 or slice_type.dims[dim] % world:
             return f"cannot cut {slice_type} into {world} blocks"
         geometry = SliceGeometry(tuple(slice_type.dims), dim, world)
-        problems = _problems(ops, slice_type) + _yield_problems(fusion)
+        rows = _row_lengths(ops, slice_type)
+        if len(rows) > 1:
+            return f"reduces rows of different lengths ({sorted(rows)} elements)"
+        row_length = rows.pop() if rows else 1
+        problems = _problems(ops, slice_type, row_length) + _yield_problems(
+            fusion, slice_type
+        )
         if problems:
             return problems[0]
+        row_reductions = [
+            op for op in ops if isinstance(op, coco.ReduceOp) and op.keeps_dims
+        ]
         return FusedPlan(
             fusion,
             geometry,
@@ -202,9 +227,15 @@ class FusedPlan:
             ),
             tuple(op for op in ops if isinstance(op, coco.AllGatherOp)),
             tuple(op for op in ops if isinstance(op, coco.SendOp)),
-            tuple(op for op in ops if isinstance(op, coco.ReduceOp)),
+            tuple(
+                op
+                for op in ops
+                if isinstance(op, coco.ReduceOp) and op not in row_reductions
+            ),
             tuple(op for op in ops if isinstance(op, coco.AllReduceOp)),
             chunk_elements,
+            tuple(row_reductions),
+            row_length,
         )
 
     # ------------------------------------------------------------------
@@ -218,12 +249,19 @@ class FusedPlan:
     @property
     def chunks(self) -> int:
         """Chunks of a rank's slice (the last one may be short)."""
-        return -(-self.geometry.elements // self.chunk_elements)
+        return -(-self.geometry.elements // self.chunk_size)
 
     @property
     def chunk_size(self) -> int:
-        """Elements of a full chunk (never more than the slice)."""
-        return min(self.chunk_elements, self.geometry.elements)
+        """Elements of a full chunk: `chunk_elements` rounded up to whole
+        rows, never more than the slice."""
+        rows = -(-self.chunk_elements // self.row_length)
+        return min(rows * self.row_length, self.geometry.elements)
+
+    @property
+    def rows(self) -> int:
+        """Rows of a rank's slice (its elements when there are no rows)."""
+        return self.geometry.elements // self.row_length
 
     @property
     def max_blocks(self) -> int:
@@ -241,8 +279,17 @@ class FusedPlan:
             if isinstance(op, coco.YieldOp):
                 continue
             stage = max((self.stage(v, found) for v in op.operands), default=0)
-            found[op] = stage + 1 if isinstance(op, coco.AllReduceOp) else stage
+            found[op] = stage + 1 if self.is_boundary(op) else stage
         return found
+
+    def is_boundary(self, op: Operation) -> bool:
+        """Whether `op`'s result belongs to the stage after its operand's:
+        an all_reduce's scalar, a row reduction's rows."""
+        return isinstance(op, coco.AllReduceOp) or op in self.row_reductions
+
+    def read_stage(self, op: Operation) -> int:
+        """The stage in which `op` reads its operands."""
+        return self.stages[op] - (op in self.row_reductions)
 
     def stage(self, value: SSAValue, stages: dict[Operation, int] | None = None) -> int:
         """The stage `value` is computed in (0 for the fusion's inputs)."""
@@ -250,17 +297,24 @@ class FusedPlan:
             return 0
         return (self.stages if stages is None else stages)[value.op]
 
-    @staticmethod
-    def is_recomputed(op: Operation) -> bool:
+    def is_recomputed(self, op: Operation) -> bool:
         """Whether a stage that needs `op`'s value computes it again rather
         than reading it back: an all_slice (a read of an input), a constant,
-        rank-0 arithmetic."""
+        rank-0 arithmetic, arithmetic on rows (from the rows read back)."""
         if isinstance(op, coco.AllSliceOp | coco.ConstantOp):
             return True
-        return (
-            isinstance(op, coco.ELEMENTWISE_OPS)
-            and coco.tensor_type(op.results[0]).rank == 0
+        return isinstance(op, coco.ELEMENTWISE_OPS) and not self.is_slice(
+            op.results[0]
         )
+
+    def is_slice(self, value: SSAValue) -> bool:
+        """Whether `value` has the slice's shape (not rows, not a scalar)."""
+        return tuple(coco.tensor_type(value).dims) == self.geometry.dims
+
+    def is_rows(self, value: SSAValue) -> bool:
+        """Whether `value` holds a number per row (a row reduction's shape)."""
+        t, g = coco.tensor_type(value), self.geometry
+        return self.row_length > 1 and _row_length(t, g.dims, g.dim) is not None
 
     @cached_property
     def read_stages(self) -> dict[SSAValue, int]:
@@ -273,7 +327,7 @@ class FusedPlan:
             if self.is_recomputed(op):
                 stage = max((found.get(r, -1) for r in op.results), default=-1)
             else:
-                stage = self.stages[op]
+                stage = self.read_stage(op)
             for v in op.operands:
                 found[v] = max(found.get(v, -1), stage)
         return found
@@ -294,8 +348,38 @@ class FusedPlan:
     @property
     def stage_count(self) -> int:
         """Stages of the per-element work: one more than the boundaries at
-        which the kernel completes slice reductions."""
-        return 1 + max((self.stages[op] for op in self.scalar_all_reduces), default=0)
+        which the kernel completes slice or row reductions."""
+        ends = (*self.scalar_all_reduces, *self.row_reductions)
+        return 1 + max((self.stages[op] for op in ends), default=0)
+
+    @cached_property
+    def scalar_boundaries(self) -> frozenset[int]:
+        """The stages after which the kernel completes slice reductions
+        across its grid and the ranks (the others end in row reductions,
+        which the block completes alone)."""
+        return frozenset(self.stages[op] for op in self.slice_reductions)
+
+    @property
+    def segments(self) -> list[list[int]]:
+        """The stages in runs between scalar boundaries: a run's stages go
+        chunk by chunk in one loop over the chunks (the grid syncs only
+        between runs)."""
+        runs: list[list[int]] = [[]]
+        for stage in range(self.stage_count):
+            runs[-1].append(stage)
+            if stage in self.scalar_boundaries:
+                runs.append([])
+        return [run for run in runs if run]
+
+    @property
+    def cooperative(self) -> bool:
+        """Whether every block must be resident at once (a grid-wide combine
+        of slice reductions): the launch is cooperative."""
+        return bool(self.scalar_boundaries)
+
+    def row_type(self, op: coco.ReduceOp) -> Attribute:
+        """The element type of a row reduction's rows."""
+        return coco.tensor_type(op.result).element_type
 
     @property
     def slots(self) -> SlotLayout:
@@ -398,8 +482,57 @@ def _align(n: int, alignment: int) -> int:
     return -(-n // alignment) * alignment
 
 
-def _problems(ops: list[Operation], slice_type: coco.TensorType) -> list[str]:
-    """Why `ops` are not a fused collective over slices of `slice_type`."""
+def is_row_reduction(op: coco.ReduceOp) -> bool:
+    """A keep-dims reduction of a sliced value over its dims after some dim
+    past the cut, of more than one element each: one value per row, sliced
+    like its operand (a norm's statistics)."""
+    t = coco.tensor_type(op.operand)
+    if not (op.keeps_dims and t.layout.is_sliced):
+        return False
+    reduced = list(op.reduced_dims)
+    first = reduced[0] if reduced else t.rank
+    return (
+        first > t.layout.sliced_dim
+        and reduced == list(range(first, t.rank))
+        and prod(t.dims[first:]) > 1
+    )
+
+
+def _row_length(
+    t: coco.TensorType, dims: tuple[int, ...], dim: int
+) -> int | None:
+    """The row length `R` if `t` holds one value per row of a slice of shape
+    `dims` cut along `dim`: sliced like it, its dims but 1 from some dim
+    after the cut on (that dim's and the later dims' product is `R` > 1)."""
+    if not (t.layout.is_sliced and t.layout.sliced_dim == dim and t.rank == len(dims)):
+        return None
+    first = next(
+        (k for k in range(dim + 1, t.rank) if all(d == 1 for d in t.dims[k:])),
+        None,
+    )
+    if first is None or tuple(t.dims[:first]) != dims[:first]:
+        return None
+    length = prod(dims[first:])
+    return length if length > 1 else None
+
+
+def _row_lengths(ops: list[Operation], slice_type: coco.TensorType) -> set[int]:
+    """The row lengths of the values `ops` read and compute."""
+    dims, dim = tuple(slice_type.dims), slice_type.layout.sliced_dim
+    return {
+        length
+        for op in ops
+        for value in (*op.operands, *op.results)
+        if isinstance(value.type, coco.TensorType)
+        and (length := _row_length(value.type, dims, dim)) is not None
+    }
+
+
+def _problems(
+    ops: list[Operation], slice_type: coco.TensorType, row_length: int
+) -> list[str]:
+    """Why `ops` are not a fused collective over slices of `slice_type`
+    (with rows of `row_length` elements)."""
     problems: list[str] = []
     dims = tuple(slice_type.dims)
     dim = slice_type.layout.sliced_dim
@@ -409,6 +542,9 @@ def _problems(ops: list[Operation], slice_type: coco.TensorType) -> list[str]:
             t.layout.is_sliced and tuple(t.dims) == dims and t.layout.sliced_dim == dim
         )
 
+    def is_rows(t: coco.TensorType) -> bool:
+        return row_length > 1 and _row_length(t, dims, dim) == row_length
+
     def is_scalar(t: coco.TensorType) -> bool:
         return t.rank == 0 and t.layout.is_replicated
 
@@ -417,6 +553,16 @@ def _problems(ops: list[Operation], slice_type: coco.TensorType) -> list[str]:
             return False
         tail = dims[len(dims) - t.rank :]
         return all(a in (1, b) for a, b in zip(t.dims, tail))
+
+    computed_broadcasts: set[SSAValue] = set()
+    """Arithmetic on replicated inputs that broadcast (`convert %weight`):
+    computed again at every element, from the inputs read there."""
+
+    def reads_broadcast(v: SSAValue) -> bool:
+        t = coco.tensor_type(v)
+        return broadcasts(t) and (
+            isinstance(v, BlockArgument) or v in computed_broadcasts or is_scalar(t)
+        )
 
     for op in ops:
         if isinstance(op, coco.ReduceScatterOp):
@@ -436,6 +582,9 @@ def _problems(ops: list[Operation], slice_type: coco.TensorType) -> list[str]:
                 problems.append(f"gathers {op.operand.type}, not a slice {slice_type}")
             continue
         if isinstance(op, coco.SendOp):
+            continue
+        if isinstance(op, coco.ReduceOp) and op.keeps_dims:
+            problems.extend(_row_reduction_problems(op, is_slice))
             continue
         if isinstance(op, coco.ReduceOp):
             problems.extend(_slice_reduction_problems(op, is_slice))
@@ -458,11 +607,59 @@ def _problems(ops: list[Operation], slice_type: coco.TensorType) -> list[str]:
             problems.append(f"holds {op.name}, which the fused kernel does not compute")
             continue
         t = coco.tensor_type(op.results[0])
+        if is_rows(t):
+            problems.extend(_row_op_problems(op, is_rows, is_scalar))
+            continue
+        if (
+            t.rank > 0
+            and broadcasts(t)
+            and all(reads_broadcast(v) for v in op.operands)
+        ):
+            if isinstance(op, coco.DropoutOp):
+                problems.append(f"drops out {t}, not elements of the slice")
+            computed_broadcasts.add(op.results[0])
+            continue
         if not (is_slice(t) or is_scalar(t)):
             problems.append(f"computes {t}, neither a slice {slice_type} nor a scalar")
         for operand in op.operands:
-            problems.extend(_operand_problem(operand, is_slice, is_scalar, broadcasts))
+            t = coco.tensor_type(operand)
+            if not (is_slice(t) or is_rows(t) or reads_broadcast(operand)):
+                problems.append(
+                    f"computes on {t}, which the kernel cannot read per element"
+                )
     return problems
+
+
+def _row_reduction_problems(op: coco.ReduceOp, is_slice) -> list[str]:
+    """A row reduction must reduce a slice of the fusion's shape over its
+    dims after the cut, into rows that elementwise ops read."""
+    t = coco.tensor_type(op.operand)
+    if not (is_slice(t) and is_row_reduction(op)):
+        return [
+            f"holds a 'coco.reduce ... keep_dims' of {t} over dims "
+            f"{list(op.reduced_dims)}, not of rows after the cut (its last dims)"
+        ]
+    if t.element_type == coco.i1:
+        return [f"holds a 'coco.reduce' of {t.element_type} values"]
+    for use in op.result.uses:
+        if not isinstance(use.operation, (*coco.ELEMENTWISE_OPS, coco.YieldOp)):
+            return [
+                f"uses the rows of 'coco.reduce' in '{use.operation.name}', "
+                "not only in elementwise ops"
+            ]
+    return []
+
+
+def _row_op_problems(op: Operation, is_rows, is_scalar) -> list[str]:
+    """Arithmetic on rows (computed again for every element of a row) reads
+    rows and scalars; a dropout of rows draws at no element's index."""
+    if isinstance(op, coco.DropoutOp):
+        return [f"drops out rows {op.results[0].type}, not elements of the slice"]
+    for operand in op.operands:
+        t = coco.tensor_type(operand)
+        if not (is_rows(t) or is_scalar(t)):
+            return [f"computes rows {op.results[0].type} from {t}"]
+    return []
 
 
 def _slice_reduction_problems(op: coco.ReduceOp, is_slice) -> list[str]:
@@ -485,26 +682,19 @@ def _slice_reduction_problems(op: coco.ReduceOp, is_slice) -> list[str]:
     return []
 
 
-def _yield_problems(fusion: coco.FusionOp) -> list[str]:
+def _yield_problems(fusion: coco.FusionOp, slice_type: coco.TensorType) -> list[str]:
     """The kernel writes slices computed in the body and gathered values; a
-    yielded input or scalar has no element the kernel would store."""
+    yielded input, scalar or row has no element the kernel would store."""
     problems: list[str] = []
     for value in fusion.yield_op.arguments:
         t = coco.tensor_type(value)
         if isinstance(value, BlockArgument):
             problems.append("yields one of its inputs unchanged")
+        elif _row_length(t, tuple(slice_type.dims), slice_type.layout.sliced_dim):
+            problems.append(f"yields rows {t}, which the kernel keeps to itself")
         elif not (t.layout.is_sliced or isinstance(value.owner, coco.AllGatherOp)):
             problems.append(f"yields {t}, neither a slice nor a gathered value")
     return problems
-
-
-def _operand_problem(operand: SSAValue, is_slice, is_scalar, broadcasts) -> list[str]:
-    t = coco.tensor_type(operand)
-    if is_slice(t) or is_scalar(t):
-        return []
-    if isinstance(operand, BlockArgument) and broadcasts(t):
-        return []
-    return [f"computes on {t}, which the kernel cannot read per element"]
 
 
 def fused_plans(module: ModuleOp, world: int) -> dict[coco.FusionOp, FusedPlan | str]:

@@ -69,7 +69,6 @@ from coconet_ir.analysis.fused_plan import (
 from coconet_ir.dialects import coco, gpu  # xDSL's gpu, in MLIR's syntax
 from coconet_ir.dialects.coco import (
     AllGatherOp,
-    AllReduceOp,
     AllSliceOp,
     FusionOp,
     ReduceOp,
@@ -319,6 +318,8 @@ class FusedKernel:
                 f"slice{i}",
                 MemRefType(t.element_type, [geometry.elements]),
             )
+        for i, op in enumerate(plan.row_reductions):
+            add(("rows", op), f"rows{i}", MemRefType(plan.row_type(op), [plan.rows]))
         for i, buffer in enumerate(plan.symmetric_buffers()):
             if buffer.kind in SCALAR_BUFFERS:
                 add(
@@ -341,6 +342,8 @@ class FusedKernel:
         )
         width = VECTOR_BYTES // widest
         rows = (g.elements, self.plan.chunk_size, g.block * g.inner)
+        if self.plan.row_length > 1:
+            rows += (self.plan.row_length,)  # a vector's lanes share their row
         if width < 2 or any(size % width for size in rows):
             return 1
         return width
@@ -392,10 +395,10 @@ class FusedKernel:
         if self.width > 1:
             self.aligned = self.all_aligned(b)
         self.phase_push(b)
-        for stage in range(self.plan.stage_count):
-            self.phase_compute(b, stage)
-            if stage + 1 < self.plan.stage_count:
-                self.complete_reductions(b, stage)
+        for run in self.plan.segments:
+            self.phase_compute(b, run)
+            if run[-1] + 1 < self.plan.stage_count:
+                self.complete_reductions(b, run[-1])
         self.phase_gather(b)
         return func
 
@@ -462,10 +465,12 @@ class FusedKernel:
         every buffer but the inputs read as scalars or by broadcast."""
         if not (isinstance(key, tuple) and key):
             return False  # rank, epoch, peers, slots
-        if key[0] in (*SCALAR_BUFFERS, "seed"):
+        if key[0] in (*SCALAR_BUFFERS, "seed", "rows"):
             return False
         if key[0] != "read":
             return True
+        if self.plan.is_rows(key[1]):
+            return False
         t = coco.tensor_type(key[1])
         return t.rank > 0 and (
             t.layout.is_sliced or tuple(t.dims) == self.plan.geometry.dims
@@ -564,26 +569,34 @@ class FusedKernel:
 
     # ------------------------------------------------------------ phase 2
 
-    def phase_compute(self, b: Builder, stage: int) -> None:
-        """Stage `stage` of phase 2 over the chunks of this rank's slice (the
-        same chunks go to the same block in every stage): stage 0 waits for
-        the peers' contributions and reduces them; every stage computes its
-        ops, stores its outputs, pushes its gathered values and accumulates
-        its slice reductions; the last one signals phase 2."""
+    def phase_compute(self, b: Builder, run: list[int]) -> None:
+        """Stages `run` of phase 2 (stages between two scalar boundaries)
+        over the chunks of this rank's slice, chunk by chunk (the same chunks
+        go to the same block in every stage): stage 0 waits for the peers'
+        contributions and reduces them; every stage computes its ops, stores
+        its outputs, pushes its gathered values and accumulates its slice
+        reductions; a stage with row reductions goes row by row and stores
+        each row's statistic, which the block reads in the next stage after
+        a barrier; the last stage signals phase 2."""
         n = Ints(b)
-        accumulators = self.start_accumulators(b, stage)
+        accumulators = {stage: self.start_accumulators(b, stage) for stage in run}
         body, chunk = for_loop(b, self.bid, n.c(self.chunks), self.gdim, "chunk")
-        if stage == 0:
-            self.wait_for_peers(body, chunk)
-            self.barrier(body)
-        self.for_elements(
-            body,
-            chunk,
-            lambda loop, element, width: self.compute_elements(
-                loop, element, width, stage, accumulators
-            ),
-        )
-        if stage + 1 < self.plan.stage_count:
+        for stage in run:
+            if stage == 0:
+                self.wait_for_peers(body, chunk)
+            if stage == 0 or stage != run[0]:
+                self.barrier(body)  # the peers' data, or the rows just stored
+            if self.row_reductions(stage):
+                self.for_rows(body, chunk, stage, accumulators[stage])
+                continue
+            self.for_elements(
+                body,
+                chunk,
+                lambda loop, element, width, stage=stage: self.compute_elements(
+                    loop, element, width, stage, accumulators[stage]
+                ),
+            )
+        if run[-1] + 1 < self.plan.stage_count:
             return
         self.barrier(body)
         lead = self.leader(body)
@@ -597,6 +610,80 @@ class FusedKernel:
             inner.insert(SignalOp(self.peers, peer, slot, self.epoch))
 
         self.for_peers(lead, signal)
+
+    def row_reductions(self, stage: int) -> list[ReduceOp]:
+        """The row reductions whose operand stage `stage` computes."""
+        plan = self.plan
+        return [op for op in plan.row_reductions if plan.read_stage(op) == stage]
+
+    def for_rows(
+        self,
+        b: Builder,
+        chunk: SSAValue,
+        stage: int,
+        accumulators: dict[ReduceOp, SSAValue],
+    ) -> None:
+        """Stage `stage` of chunk `chunk` row by row: for each row, the row
+        accumulators start at their identity, the block's threads stride
+        over the row's elements (`compute_elements`), the block combines
+        the accumulators (`block_reduce`) and thread 0 stores each row
+        reduction's value in its rows buffer."""
+        plan = self.plan
+        n = Ints(b)
+        per_chunk = plan.chunk_size // plan.row_length
+        first = n.mul(chunk, per_chunk)
+        end = n.add(first, per_chunk)
+        if plan.rows % per_chunk:
+            end = n.min(end, plan.rows)
+        body, row = for_loop(b, first, end, n.c(1), "row")
+        m = Ints(body)
+        reductions = self.row_reductions(stage)
+        for op in reductions:
+            t = compute_type(plan.partial_type(op))
+            identity = constant(body, reduce_identity(str(op.kind.data), t), t)
+            store(body, identity, accumulators[op], [m.c(0)])
+
+        def emit(loop: Builder, element: SSAValue, width: int) -> None:
+            self.compute_elements(loop, element, width, stage, accumulators)
+
+        if self.aligned is None:
+            emit(*self.row_elements(body, row), 1)
+        else:
+            vectors, scalars = if_else(body, self.aligned)
+            emit(*self.row_elements(vectors, row, self.width), self.width)
+            emit(*self.row_elements(scalars, row), 1)
+        totals = []
+        for op in reductions:
+            value = load(body, accumulators[op], [m.c(0)])
+            totals.append(
+                block_reduce(
+                    body,
+                    str(op.kind.data),
+                    value,
+                    self.shared(value.type),
+                    self.threads,
+                    self.tid,
+                    self.bdim,
+                )
+            )
+        lead = self.leader(body)
+        for op, total in zip(reductions, totals):
+            rows = self.arg(self.func, ("rows", op))
+            store(lead, from_compute(lead, total, plan.row_type(op)), rows, [row])
+
+    def row_elements(
+        self, b: Builder, row: SSAValue, width: int = 1
+    ) -> tuple[Builder, SSAValue]:
+        """`for v = row * R + tid; v < (row + 1) * R; v += bdim` over vectors
+        of `width` elements (R counted in vectors); the body's builder and
+        its first element `v * width`."""
+        n = Ints(b)
+        size = self.plan.row_length // width
+        first = n.mul(row, size)
+        body, index = for_loop(
+            b, n.add(first, self.tid), n.add(first, size), self.bdim, "v"
+        )
+        return body, Ints(body).mul(index, width)
 
     def for_peers(
         self, b: Builder, emit: Callable[[Builder, SSAValue], object]
@@ -649,7 +736,11 @@ class FusedKernel:
             if v in self.scalars:
                 return self.scalars[v]
             if v not in per_lane[lane]:
-                if isinstance(v, BlockArgument):
+                if plan.is_rows(v) and (
+                    isinstance(v, BlockArgument) or v.owner in plan.row_reductions
+                ):
+                    values = [self.row_value(b, n, v, element)] * width
+                elif isinstance(v, BlockArgument):
                     values = self.read_lanes(b, n, v, elements, own)
                 else:  # carried over from an earlier stage
                     buffer = self.arg(self.func, ("slice", v))
@@ -666,6 +757,11 @@ class FusedKernel:
                     scalars[op.result] = value
         for op in plan.compute:
             if op not in needed:
+                continue
+            if plan.is_rows(op.results[0]):  # every lane of a vector: one row
+                row = emit_elementwise(b, op, [value_of(v, 0) for v in op.operands])
+                for scalars in per_lane:
+                    scalars[op.results[0]] = row
                 continue
             for lane, scalars in enumerate(per_lane):
                 if isinstance(op, AllSliceOp):
@@ -716,6 +812,12 @@ class FusedKernel:
                 ),
             )
 
+    def row_value(self, b: Builder, n: Ints, v: SSAValue, element: SSAValue):
+        """The value of rows `v` (a row reduction's, or a fusion input's) at
+        element `element`'s row, which every lane of its vector shares."""
+        key = ("read", v) if isinstance(v, BlockArgument) else ("rows", v.owner)
+        return load(b, self.arg(self.func, key), [n.div(element, self.plan.row_length)])
+
     def stage_ops(self, stage: int) -> set[Operation]:
         """The body ops stage `stage` computes per element: those its
         outputs, gathers and slice reductions need, back to the inputs, the
@@ -728,17 +830,21 @@ class FusedKernel:
         }
         needed |= {
             op.operand
-            for op in (*self.gathered_outputs, *plan.slice_reductions)
+            for op in (
+                *self.gathered_outputs,
+                *plan.slice_reductions,
+                *plan.row_reductions,
+            )
             if plan.stage(op.operand) == stage
         }
         found: set[Operation] = set()
         for op in reversed(list(plan.fusion.block.ops)):
             if not any(r in needed for r in op.results):
                 continue
-            if isinstance(op, AllReduceOp) or (
+            if plan.is_boundary(op) or (
                 op.results[0] in plan.carried and plan.stage(op.results[0]) < stage
             ):
-                continue  # a scalar of a boundary, or stored in an earlier stage
+                continue  # a boundary's scalar or rows, or stored earlier
             found.add(op)
             needed.update(op.operands)
         return found
@@ -813,10 +919,11 @@ class FusedKernel:
     def start_accumulators(self, b: Builder, stage: int) -> dict[ReduceOp, SSAValue]:
         """A per-thread accumulator (`memref.alloca` of one element of the
         compute type, which the compiler keeps in a register) for every slice
-        reduction of `stage`, holding its identity."""
+        and row reduction of `stage`, holding its identity (a row's starts
+        again at every row: `for_rows`)."""
         n = Ints(b)
         found: dict[ReduceOp, SSAValue] = {}
-        for op in self.plan.slice_reductions:
+        for op in (*self.plan.slice_reductions, *self.plan.row_reductions):
             if self.plan.stage(op.operand) != stage:
                 continue
             t = compute_type(self.plan.partial_type(op))
@@ -1263,10 +1370,12 @@ class FusedCollectiveLowering:
             args[("gathered", op)] = collapsed(op.result)
         for value in kernel.slice_outputs:
             args[("slice", value)] = collapsed(value)
+        for op in plan.row_reductions:
+            args[("rows", op)] = collapsed(op.result)  # the block's, per launch
 
         threads = lowering.threads
         items = plan.max_blocks * threads
-        cooperative = plan.stage_count > 1
+        cooperative = plan.cooperative
         symbol = lowering.kernels.symbol_of(func)
         per_block, one = values.index(threads), values.index(1)
         grid, blocks = values.launch_blocks(

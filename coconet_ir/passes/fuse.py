@@ -10,11 +10,13 @@ Two kinds of group, formed in this order in every function:
    slices and the `send`s of group values; with `reductions` (the default),
    also the reductions of a whole slice to a rank-0 partial and the scalar
    `all_reduce`s completing them (LAMB's norms), and the compute on their
-   results. Groups joined by an op that uses both merge (one kernel, several
-   reductions). Then the group grows **backward**: an `all_slice`, an
-   elementwise op or a reduction step whose every use is in the group joins
-   it (`beta1 * m` of Adam's sliced moment), except rank-0 arithmetic on
-   arguments and constants (`1 - beta1`), which the host computes once.
+   results; always the keep-dims reductions of a slice's rows (a LayerNorm's
+   statistics: `is_row_reduction`) and the compute on those rows. Groups
+   joined by an op that uses both merge (one kernel, several reductions).
+   Then the group grows **backward**: an `all_slice`, an elementwise op or a
+   reduction step whose every use is in the group joins it (`beta1 * m` of
+   Adam's sliced moment), except rank-0 arithmetic on arguments and
+   constants (`1 - beta1`), which the host computes once.
 2. **Elementwise chains**: the remaining connected elementwise ops, when there
    are at least two.
 
@@ -53,6 +55,7 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 
+from coconet_ir.analysis.fused_plan import is_row_reduction
 from coconet_ir.diagnostics import location_of
 from coconet_ir.dialects import coco
 from coconet_ir.passes.base import ListedOpsPass, function_body_ops, rewrite_once
@@ -86,6 +89,8 @@ def joins_collective_group(
         return True
     if isinstance(producer, coco.AllGatherOp):
         return False
+    if isinstance(op, coco.ReduceOp) and is_row_reduction(op):
+        return True
     if isinstance(op, coco.ReduceOp | coco.AllReduceOp):
         return reductions and is_reduction_step(op)
     return isinstance(op, (*coco.ELEMENTWISE_OPS, coco.AllGatherOp))
@@ -279,6 +284,8 @@ class Grouping:
 
 
 def is_absorbable(op: Operation, reductions: bool) -> bool:
+    if isinstance(op, coco.ReduceOp) and is_row_reduction(op):
+        return True
     if isinstance(op, coco.ReduceOp | coco.AllReduceOp):
         return reductions and is_reduction_step(op)
     return isinstance(op, (coco.AllSliceOp, *coco.ELEMENTWISE_OPS))
@@ -492,6 +499,8 @@ def duplicate_reduction(group: Iterable[Operation]) -> str | None:
 
 def can_be_fused(op: Operation) -> bool:
     """Whether a fused kernel can hold `op`."""
+    if isinstance(op, coco.ReduceOp) and is_row_reduction(op):
+        return True
     if isinstance(op, coco.ReduceOp | coco.AllReduceOp):
         return is_reduction_step(op)
     return isinstance(

@@ -163,7 +163,7 @@ class SliceSet:
             return None
         if isinstance(op, NormOp):
             return Move(MoveKind.NORM)
-        result = infer_reduce(operand, op.reduced_dims)
+        result = infer_reduce(operand, op.reduced_dims, op.keeps_dims)
         if result.layout.is_local:
             return Move(MoveKind.PARTIAL)
         return Move(MoveKind.SLICED, result)
@@ -315,7 +315,11 @@ class SliceSetRewriter:
     def rebuild_partial(self, op: ReduceOp) -> None:
         kind = op.kind.data
         partial = ReduceOp(
-            self.slice_of[op.operand], kind, op.reduced_dims, label=label_of(op)
+            self.slice_of[op.operand],
+            kind,
+            op.reduced_dims,
+            keep_dims=op.keeps_dims,
+            label=label_of(op),
         )
         total = AllReduceOp(partial, str(kind), label=suffixed(op, "ar"))
         if op.result.name_hint is not None:

@@ -36,6 +36,7 @@ EXAMPLES = (
     "adam",
     "lamb",
     "megatron",
+    "megatron_norm",
     "pipeline",
     "sequence_parallel",
     "matmul_reduce_scatter",

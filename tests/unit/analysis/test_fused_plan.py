@@ -15,7 +15,7 @@ from coconet_ir.analysis.traffic import (
     fused_peer_bytes,
     fused_send_bytes,
 )
-from coconet_ir.dialects.coco import FusionOp
+from coconet_ir.dialects.coco import FusionOp, RsqrtOp
 from coconet_ir.interpreter.values import cut
 
 
@@ -292,3 +292,89 @@ def test_halves_accumulate_their_partials_in_f32():
     types = {b.kind: str(b.element_type) for b in plan.symmetric_buffers()}
     assert types["partials"] == "f32"
     assert types["exchange"] == types["result"] == "bf16"
+
+
+# ----------------------------------------------------------------------------
+# Row reductions (docs/gpu/fused.md, "Row reductions: a norm in the kernel")
+# ----------------------------------------------------------------------------
+
+ROW = T("8x1xf32", "sliced<0>")
+COLUMNS = T("1x4xf32", "local")
+ALONG_ROWS = f"({SLICE}) -> {COLUMNS}"
+
+
+def test_a_layer_norm_is_three_stages_of_rows():
+    """The mean's rows, then the variance's: each a stage boundary the
+    block completes alone (no cooperative launch), the centred value
+    carried from stage 1 to 2; the rows' arithmetic is computed again."""
+    fusion = reduced(
+        f"""%m = coco.reduce %s kind = sum dims = [1] keep_dims : ({SLICE}) -> {ROW}
+    %c = coco.sub %s, %m : ({SLICE}, {ROW}) -> {SLICE}
+    %q = coco.mul %c, %c : ({SLICE}, {SLICE}) -> {SLICE}
+    %v = coco.reduce %q kind = sum dims = [1] keep_dims : ({SLICE}) -> {ROW}
+    %e = coco.rsqrt %v : ({ROW}) -> {ROW}
+    %y = coco.mul %c, %e : ({SLICE}, {ROW}) -> {SLICE}
+    coco.yield %y : {SLICE}""",
+        SLICE,
+    )
+    plan = FusedPlan.of(fusion, 2, chunk_elements=6)
+    assert isinstance(plan, FusedPlan)
+    assert [op.result.name_hint for op in plan.row_reductions] == ["m", "v"]
+    assert plan.slice_reductions == () and not plan.cooperative
+    assert plan.row_length == 4 and plan.rows == 4
+    assert plan.stage_count == 3 and plan.segments == [[0, 1, 2]]
+    assert [v.name_hint for v in plan.carried] == ["s", "c"]
+    assert plan.chunk_size == 8 and plan.chunks == 2  # 6 rounded to 2 rows
+    rsqrt = next(op for op in plan.compute if isinstance(op, RsqrtOp))
+    assert plan.is_recomputed(rsqrt) and plan.stages[rsqrt] == 2
+
+
+@pytest.mark.parametrize(
+    ("body", "out", "refusal"),
+    [
+        (
+            f"""%m = coco.reduce %s kind = sum dims = [0] keep_dims : {ALONG_ROWS}
+    %a = coco.all_reduce %m reduction = sum : {COLUMNS} -> {T("1x4xf32")}
+    %y = coco.sub %s, %a : ({SLICE}, {T("1x4xf32")}) -> {SLICE}
+    coco.yield %y : {SLICE}""",
+            SLICE,
+            "not of rows after the cut",
+        ),
+        (
+            f"""%m = coco.reduce %s kind = sum dims = [1] keep_dims : ({SLICE}) -> {ROW}
+    coco.yield %m : {ROW}""",
+            ROW,
+            f"yields rows {ROW}",
+        ),
+        (
+            f"""%m = coco.reduce %s kind = sum dims = [1] keep_dims : ({SLICE}) -> {ROW}
+    %d = coco.dropout %m p = 5.000000e-01 seed = 1 : ({ROW}) -> {ROW}
+    %y = coco.sub %s, %d : ({SLICE}, {ROW}) -> {SLICE}
+    coco.yield %y : {SLICE}""",
+            SLICE,
+            "drops out rows",
+        ),
+    ],
+    ids=["over-the-cut", "yielded", "dropout"],
+)
+def test_refuses_rows_it_cannot_keep(body: str, out: str, refusal: str):
+    plan = FusedPlan.of(reduced(body, out), 2)
+    assert isinstance(plan, str) and refusal in plan, plan
+
+
+def test_refuses_rows_of_two_lengths():
+    sliced, local = T("2x4x8xf32", "sliced<0>"), T("2x4x8xf32", "local")
+    rows8, rows32 = T("2x4x1xf32", "sliced<0>"), T("2x1x1xf32", "sliced<0>")
+    per_row = f"({sliced}) -> {rows8}"
+    text = REDUCED.format(
+        local=local,
+        sliced=sliced,
+        out=sliced,
+        body=f"""%a = coco.reduce %s kind = sum dims = [2] keep_dims : {per_row}
+    %b = coco.reduce %s kind = max dims = [1, 2] keep_dims : ({sliced}) -> {rows32}
+    %y = coco.sub %s, %a : ({sliced}, {rows8}) -> {sliced}
+    %z = coco.sub %y, %b : ({sliced}, {rows32}) -> {sliced}
+    coco.yield %z : {sliced}""",
+    )
+    plan = FusedPlan.of(the_fusion(cc.parse(text)), 2)
+    assert plan == "reduces rows of different lengths ([8, 32] elements)"

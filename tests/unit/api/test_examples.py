@@ -246,6 +246,14 @@ def sequence_parallel_norm(i: Inputs) -> Inputs:
     return {f"{f}.result0": h, f"{f}.result1": layer_norm(h, gamma, beta)}
 
 
+def megatron_norm(i: Inputs) -> Inputs:
+    """The row-parallel layer's output and its LayerNorm."""
+    f = "megatron_norm"
+    out = row_parallel_layer(i, f)
+    gamma, beta = i[f"{f}.arg4"], i[f"{f}.arg5"]
+    return {f"{f}.result0": out, f"{f}.result1": layer_norm(out, gamma, beta)}
+
+
 def sequence_parallel_rmsnorm(i: Inputs) -> Inputs:
     """The residual stream and its RMSNorm (eps 1e-5), in f64."""
     f = "sequence_parallel_rmsnorm"
@@ -260,6 +268,7 @@ REFERENCES: dict[str, Callable[[Inputs], Inputs]] = {
     "adam": adam,
     "lamb": lamb,
     "megatron": megatron,
+    "megatron_norm": megatron_norm,
     "pipeline": pipeline,
     "sequence_parallel": sequence_parallel,
     "matmul_reduce_scatter": matmul_reduce_scatter,

@@ -35,7 +35,15 @@ THREADS = 256
 ARCHS = ("sm_80", "sm_90")
 
 
-RESIDENT = ("adam", "megatron", "pipeline", "lamb")
+RESIDENT = (
+    "adam",
+    "megatron",
+    "pipeline",
+    "lamb",
+    "megatron_norm",
+    "sequence_parallel_norm",
+    "sequence_parallel_rmsnorm",
+)
 
 
 @pytest.fixture(scope="module")
@@ -67,10 +75,17 @@ def resident_report(tmp_path_factory: pytest.TempPathFactory) -> str:
     return once_per_run(tmp_path_factory, "resident_report", compute)
 
 
+KNOWN_SPILLS = {("megatron_norm", "sm_90"): 4}
+"""Spill stores (bytes) ptxas reports at the 64-register cap, measured
+2026-12-02 with nvcc 13: the Megatron layer with its LayerNorm (dropout's
+Philox on four lanes, the reduction over 8 ranks, two gathers and the row
+statistics in one kernel) at sm_90 (docs/gpu/fused.md, "Limits"). More fails."""
+
+
 @pytest.mark.parametrize("name", RESIDENT)
 def test_fused_kernels_compile_resident(name: str, resident_report: str):
     """ptxas reports every fused kernel for sm_80 and sm_90; none of the
-    example's kernels spills."""
+    example's kernels spills (but KNOWN_SPILLS)."""
     kernels = [
         k
         for k in PTXAS_KERNEL.finditer(resident_report)
@@ -84,7 +99,9 @@ def test_fused_kernels_compile_resident(name: str, resident_report: str):
     assert by_arch["sm_80"] and by_arch["sm_80"] == by_arch["sm_90"], by_arch
     for k in fused:
         assert int(k["registers"]) * THREADS * BLOCKS_PER_SM <= REGISTERS_PER_SM, k[0]
-    assert all(k["spills"] == "0" for k in kernels), resident_report
+    for k in kernels:
+        allowed = KNOWN_SPILLS.get((name, k["arch"]), 0) if k in fused else 0
+        assert int(k["spills"]) <= allowed, resident_report
 
 
 HALF_STEP = """
@@ -97,7 +114,7 @@ func.func @half(%g: !coco.tensor<4096xf16, local>, %w: !coco.tensor<4096xf16, re
 """  # noqa: E501
 
 
-VECTORIZED = ("sgd", "megatron", "adam", "lamb", "half")
+VECTORIZED = ("sgd", "megatron", "adam", "lamb", "half", "sequence_parallel_norm")
 
 
 @pytest.fixture(scope="module")

@@ -294,3 +294,29 @@ def test_targeting_both_gathers_of_a_combination_of_different_dims_refuses():
     with pytest.raises(cc.CocoError, match="nothing to move"):
         Reorder(op="rows").apply(cc.make_context(), module)
     assert cc.to_text(module) == text
+
+
+@pytest.mark.parametrize("cut", [0, 1])
+@pytest.mark.parametrize("world", WORLDS)
+def test_a_layer_norm_after_an_all_gather_moves_onto_slices(cut: int, world: int):
+    """Its keep-dims row statistics keep their dims on slices: over the
+    other dim a sliced reduction (rows of the rank's rows), over the cut
+    dim a partial and its all_reduce."""
+
+    @cc.function
+    def normed(
+        x: cc.tensor([16, 64], cc.f32, cc.sliced(cut)),
+        w: cc.tensor([64], cc.f32, cc.replicated),
+        b: cc.tensor([64], cc.f32, cc.replicated),
+    ):
+        return cc.layer_norm(cc.all_gather(x), w, b)
+
+    before = cc.module(normed)
+    after = cc.Pipeline("coco-reorder")(before)
+    reductions = ops_of(after, coco.ReduceOp)
+    assert len(reductions) == 2 and all(op.keeps_dims for op in reductions)
+    layouts = {coco.tensor_type(op.result).layout for op in reductions}
+    assert layouts == {coco.LayoutAttr.sliced(0) if cut == 0 else coco.LOCAL}
+    assert len(ops_of(after, coco.AllReduceOp)) == 2 * cut
+    result = cc.equivalent(before, after, world)
+    assert result.ok, result.first_difference
