@@ -76,9 +76,10 @@ SYMMETRIC_ALIGNMENT = 256
 class SlotLayout:
     """Where each kind of signal slot of a fused kernel lies, from the
     kernel's first slot: the two phases of every (source rank, chunk); then,
-    per stage boundary, a slot per source rank (its scalar partials are in
-    the exchange buffers), a slot per block of this rank's grid (its block
-    partials are written) and one flag (the boundary's scalars are ready)."""
+    per scalar boundary (`FusedPlan.boundary`), a slot per source rank (its
+    scalar partials are in the exchange buffers), a slot per block of this
+    rank's grid (its block partials are written) and one flag (the
+    boundary's scalars are ready). A row boundary needs no slot."""
 
     world: int
     chunks: int
@@ -371,6 +372,11 @@ class FusedPlan:
                 runs.append([])
         return [run for run in runs if run]
 
+    def boundary(self, stage: int) -> int:
+        """The number of the scalar boundary after stage `stage` (its
+        slots: `SlotLayout`)."""
+        return sorted(self.scalar_boundaries).index(stage)
+
     @property
     def cooperative(self) -> bool:
         """Whether every block must be resident at once (a grid-wide combine
@@ -384,7 +390,7 @@ class FusedPlan:
     @property
     def slots(self) -> SlotLayout:
         return SlotLayout(
-            self.world, self.chunks, self.stage_count - 1, self.max_blocks
+            self.world, self.chunks, len(self.scalar_boundaries), self.max_blocks
         )
 
     @property

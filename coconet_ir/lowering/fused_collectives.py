@@ -973,9 +973,10 @@ class FusedKernel:
         accumulators = self.accumulators[stage]
         n = Ints(b)
         zero = n.c(0)
-        arrivals = n.add(self.slot_base, slots.arrivals(stage))
-        scalars = n.add(self.slot_base, slots.scalars(stage))
-        flag = n.add(self.slot_base, slots.flag(stage))
+        boundary = plan.boundary(stage)
+        arrivals = n.add(self.slot_base, slots.arrivals(boundary))
+        scalars = n.add(self.slot_base, slots.scalars(boundary))
+        flag = n.add(self.slot_base, slots.flag(boundary))
         arrivals.name_hint, scalars.name_hint = "arrival_slots", "scalar_slots"
         flag.name_hint = "flag_slot"
 

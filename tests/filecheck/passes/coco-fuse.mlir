@@ -7,6 +7,7 @@
 // RUN: coconet-run --compare %s %t --entry sliced_sgd --world 2 && coconet-run --compare %s %t --entry sliced_sgd --world 4 && coconet-run --compare %s %t --entry sliced_sgd --world 8
 // RUN: coconet-run --compare %s %t --entry row_parallel --world 2 && coconet-run --compare %s %t --entry row_parallel --world 4 && coconet-run --compare %s %t --entry row_parallel --world 8
 // RUN: coconet-run --compare %s %t --entry norm_cycle --world 2 && coconet-run --compare %s %t --entry norm_cycle --world 4 && coconet-run --compare %s %t --entry norm_cycle --world 8
+// RUN: coconet-run --compare %s %t --entry rms_rows --world 2 && coconet-run --compare %s %t --entry rms_rows --world 4 && coconet-run --compare %s %t --entry rms_rows --world 8
 // RUN: coconet-run --compare %s %t --entry twice --world 2 && coconet-run --compare %s %t --entry twice --world 4 && coconet-run --compare %s %t --entry twice --world 8
 // RUN: coconet-opt %s -p 'coco-fuse{op=grad_rs}' | filecheck %s --check-prefix=ONE
 // RUN: coconet-opt %s -p 'coco-fuse{op=cyc_rs}' | filecheck %s --check-prefix=THROUGH
@@ -191,4 +192,33 @@ func.func @twice(%g: !coco.tensor<64xf32, local>) -> !coco.tensor<64xf32, sliced
 func.func @alone(%g: !coco.tensor<64xf32, local>) -> !coco.tensor<64xf32, sliced<0>> {
   %a = coco.reduce_scatter %g reduction = sum dim = 0 {name = "lone"} : !coco.tensor<64xf32, local> -> !coco.tensor<64xf32, sliced<0>>
   func.return %a : !coco.tensor<64xf32, sliced<0>>
+}
+
+// A norm's row statistics join the group (docs/passes/coco-fuse.md): the
+// RMSNorm of the reduced rows, its keep-dims reduction and the arithmetic
+// on the rows included, is one region with the all_gather; the constant
+// stays outside.
+// CHECK-LABEL: func.func @rms_rows
+// CHECK-NEXT:    %eps = coco.constant
+// CHECK-NEXT:    %g = coco.fusion (%p, %eps) {name = "rows_rs_fused"}
+// CHECK:           coco.reduce_scatter %p_1
+// CHECK-NEXT:      coco.mul
+// CHECK-NEXT:      coco.reduce %{{.*}} kind = sum dims = [1] keep_dims
+// CHECK-NEXT:      coco.add
+// CHECK-NEXT:      coco.rsqrt
+// CHECK-NEXT:      coco.mul
+// CHECK-NEXT:      coco.all_gather
+// CHECK-NEXT:      coco.yield
+// CHECK-NEXT:    }
+// CHECK-NEXT:    func.return %g
+func.func @rms_rows(%p: !coco.tensor<16x64xf32, local>) -> !coco.tensor<16x64xf32, replicated> {
+  %eps = coco.constant 1.000000e-05 : !coco.tensor<f32, replicated>
+  %h = coco.reduce_scatter %p reduction = sum dim = 0 {name = "rows_rs"} : !coco.tensor<16x64xf32, local> -> !coco.tensor<16x64xf32, sliced<0>>
+  %sq = coco.mul %h, %h : (!coco.tensor<16x64xf32, sliced<0>>, !coco.tensor<16x64xf32, sliced<0>>) -> !coco.tensor<16x64xf32, sliced<0>>
+  %ss = coco.reduce %sq kind = sum dims = [1] keep_dims : (!coco.tensor<16x64xf32, sliced<0>>) -> !coco.tensor<16x1xf32, sliced<0>>
+  %v = coco.add %ss, %eps : (!coco.tensor<16x1xf32, sliced<0>>, !coco.tensor<f32, replicated>) -> !coco.tensor<16x1xf32, sliced<0>>
+  %r = coco.rsqrt %v : (!coco.tensor<16x1xf32, sliced<0>>) -> !coco.tensor<16x1xf32, sliced<0>>
+  %n = coco.mul %h, %r : (!coco.tensor<16x64xf32, sliced<0>>, !coco.tensor<16x1xf32, sliced<0>>) -> !coco.tensor<16x64xf32, sliced<0>>
+  %g = coco.all_gather %n : !coco.tensor<16x64xf32, sliced<0>> -> !coco.tensor<16x64xf32, replicated>
+  func.return %g : !coco.tensor<16x64xf32, replicated>
 }
