@@ -58,10 +58,12 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from coconet_ir.analysis.costs import global_bytes
 from coconet_ir.dialects.coco import (
     ELEMENTWISE_OPS,
+    AddOp,
     AllReduceOp,
     ConcatOp,
     ConstantOp,
     DropoutOp,
+    ReduceOp,
     SplitOp,
     TensorType,
     UpdateOp,
@@ -115,6 +117,34 @@ def is_chain_op(op: Operation) -> bool:
     return isinstance(op, ELEMENTWISE_OPS) and not isinstance(op, DropoutOp)
 
 
+def is_sum_term(op: Operation) -> bool:
+    """A sum of a whole chain value into a rank-0 replicated scalar used by
+    one `coco.add`: a term of a sum across parameters (a global norm's
+    squares, `clip_grad_norm_`'s)."""
+    if not isinstance(op, ReduceOp) or op.kind.data != "sum" or op.keeps_dims:
+        return False
+    operand = tensor_type(op.operand)
+    result = tensor_type(op.result)
+    return (
+        len(op.reduced_dims) == operand.rank
+        and result.layout.is_replicated
+        and op.result.uses.get_length() == 1
+        and isinstance(next(iter(op.result.uses)).operation, AddOp)
+    )
+
+
+def sum_root(term: ReduceOp) -> SSAValue:
+    """The value the sum tree above `term` adds up: follow its `coco.add`s
+    while each one's result is used by exactly one more `coco.add`."""
+    value: SSAValue = term.result
+    while value.uses.get_length() == 1:
+        user = next(iter(value.uses)).operation
+        if not isinstance(user, AddOp) or tensor_type(user.results[0]).rank:
+            break
+        value = user.results[0]
+    return value
+
+
 def bucket_layout_ok(t: TensorType) -> bool:
     return not t.layout.is_sliced or t.layout.sliced_dim == 0
 
@@ -149,22 +179,46 @@ class ScalarKeys:
         self.keys: dict[SSAValue, Ref] = {}
 
     def key(self, value: SSAValue) -> Ref:
-        if value not in self.keys:
-            self.keys[value] = self.compute(value)
+        """`value`'s key, its operands' first (iteratively: a global norm
+        over hundreds of parameters is a chain of as many additions)."""
+        work = [value]
+        while work:
+            current = work[-1]
+            if current in self.keys:
+                work.pop()
+                continue
+            pending = [o for o in self.operands(current) if o not in self.keys]
+            if pending:
+                work += pending
+                continue
+            self.keys[current] = self.compute(current)
+            work.pop()
         return self.keys[value]
+
+    def operands(self, value: SSAValue) -> Sequence[SSAValue]:
+        """The values `value`'s key is made of."""
+        op = value.owner
+        if isinstance(op, Operation) and self.is_computed(op):
+            return op.operands
+        return ()
+
+    @staticmethod
+    def is_computed(op: Operation) -> bool:
+        """Whether a value of `op` is keyed by what it computes."""
+        scalar_operands = all(tensor_type(o).rank == 0 for o in op.operands)
+        return isinstance(op, ConstantOp) or (is_chain_op(op) and scalar_operands)
 
     def compute(self, value: SSAValue) -> Ref:
         if isinstance(value, BlockArgument):
             return ("arg", value.index)
         op = value.owner
         assert isinstance(op, Operation)
-        scalar_operands = all(tensor_type(o).rank == 0 for o in op.operands)
-        if isinstance(op, ConstantOp) or (is_chain_op(op) and scalar_operands):
+        if self.is_computed(op):
             return (
                 op.name,
                 properties_key(op),
                 str(value.type),
-                tuple(self.key(o) for o in op.operands),
+                tuple(self.keys[o] for o in op.operands),
             )
         return ("value", id(value))
 
@@ -213,13 +267,15 @@ def chain_members(reduce: AllReduceOp) -> tuple[set[Operation], list[UpdateOp]]:
                 if user not in updates:
                     updates.append(user)
             elif user not in members:
-                if not is_chain_op(user):
+                if not (is_chain_op(user) or is_sum_term(user)):
                     raise NotBucketable
                 add(user)
 
     visit_users(reduce.result)
     while work:
         op = work.pop()
+        if is_sum_term(op):
+            continue  # its scalar is added up outside the chain
         for result in op.results:
             visit_users(result)
         for operand in op.operands:
@@ -282,6 +338,12 @@ def full_chain(
         operands = [ref(o) for o in op.operands]
         if any(r is None for r in operands):
             return None
+        if is_sum_term(op):
+            assert isinstance(op, ReduceOp)
+            refs[op.result] = ("term", index)
+            root = ("value", id(sum_root(op)))  # the bucket's terms add up here
+            signature.append((op.name, "sum over every dim", tuple(operands), root))
+            continue
         for j, result in enumerate(op.results):
             t = tensor_type(result)
             if t.dims != shape or not bucket_layout_ok(t):
@@ -464,9 +526,18 @@ def rewrite_bucket(bucket: Bucket, label: str, position: dict[Operation, int]) -
             rewriter.erase_op(chain.reduce)
         return
     flat[first.reduce.result] = reduce.result
+    terms: list[tuple[list[Operation], ReduceOp]] = []
     for index, op in enumerate(first.ops):
         copies = [c.ops[index] for c in chains]
         operands = [flat.get(o, o) for o in op.operands]
+        if is_sum_term(op):
+            labels = {label_of(copy) for copy in copies}
+            label_ = labels.pop() if len(labels) == 1 else None
+            total = ReduceOp(operands[0], "sum", [0], label=label_)
+            total.location = fused_location(copies)
+            new_ops.append(total)
+            terms.append((copies, total))
+            continue
         rebuilt = type(op).create(
             operands=operands,
             result_types=[flat_type(tensor_type(r), chains) for r in op.results],
@@ -496,13 +567,90 @@ def rewrite_bucket(bucket: Bucket, label: str, position: dict[Operation, int]) -
                     location=old.location,
                 )
             )
-    rewriter.insert_op([*new_ops, *updates], where)
+    early = terms_first(terms, new_ops, position, last)
+    if early is None:
+        for op in [*reversed(updates), *reversed(new_ops)]:
+            op.erase()
+        return
+    before_terms, zero = early
+    rewriter.insert_op([op for op in new_ops if op not in before_terms], where)
+    rewriter.insert_op(updates, where)
+    for copies, total in terms:
+        copies[0].results[0].replace_all_uses_with(total.result)
+        for copy in copies[1:]:
+            assert zero is not None
+            copy.results[0].replace_all_uses_with(zero.result)
+    if zero is not None:
+        drop_zero_terms(zero)
     for chain in chains:
         for update in chain.updates:
             rewriter.erase_op(update)
         for op in reversed(chain.ops):
             rewriter.erase_op(op)
         rewriter.erase_op(chain.reduce)
+
+
+def drop_zero_terms(zero: ConstantOp) -> None:
+    """`x + 0` of the bucket's zeroed terms is `x` (the sum is already
+    reassociated); the zero goes once nothing adds it."""
+    while zero.result.uses:
+        add = next(iter(zero.result.uses)).operation
+        assert isinstance(add, AddOp)
+        lhs, rhs = add.operands
+        add.results[0].replace_all_uses_with(rhs if lhs is zero.result else lhs)
+        Rewriter.erase_op(add)
+    Rewriter.erase_op(zero)
+
+
+def terms_first(
+    terms: list[tuple[list[Operation], ReduceOp]],
+    new_ops: list[Operation],
+    position: dict[Operation, int],
+    last: Operation,
+) -> tuple[set[Operation], ConstantOp | None] | None:
+    """Insert what a bucket's sum terms need (the flat ops they are computed
+    from and the terms, and a zero for the other parameters' terms) before
+    the first op adding them up, when that op stands before the bucket's
+    last chain op (its scalar, `clip_grad_norm_`'s coefficient, is read by
+    the chain); the inserted ops, and the zero. The first parameter's term
+    becomes the bucket's whole sum, the others 0, so the sum tree above them
+    adds the same (reassociated). None, inserting nothing, when an operand
+    those ops read from outside is defined only after that point."""
+    if not terms:
+        return set(), None
+    ops = list(position)
+    users = [
+        top_level_position(use.operation, position)
+        for copies, _ in terms
+        for copy in copies
+        for use in copy.results[0].uses
+    ]
+    first_user = min(u for u in users if u is not None)
+    needed: set[Operation] = set()
+    work: list[Operation] = [total for _, total in terms]
+    while work:
+        op = work.pop()
+        if op in needed:
+            continue
+        needed.add(op)
+        work += [o.owner for o in op.operands if o.owner in new_ops]  # type: ignore[misc]
+    zero = ConstantOp(0.0, tensor_type(terms[0][1].result).element_type)
+    zero.location = fused_location(copy for copies, _ in terms for copy in copies[1:])
+    ordered = [op for op in new_ops if op in needed]
+    if first_user > position[last]:
+        Rewriter.insert_op([zero], InsertPoint.after(last))
+        return set(), zero
+    for op in ordered:
+        for operand in op.operands:
+            owner = operand.owner
+            if owner in needed or isinstance(operand, BlockArgument):
+                continue
+            at = top_level_position(owner, position)  # type: ignore[arg-type]
+            if at is None or at >= first_user:
+                zero.erase()
+                return None
+    Rewriter.insert_op([zero, *ordered], InsertPoint.before(ops[first_user]))
+    return needed, zero
 
 
 # ============================================================================

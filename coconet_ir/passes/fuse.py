@@ -331,11 +331,21 @@ def collective_groups(block: Block, reductions: bool = True) -> Grouping:
 
 
 def chain_groups(block: Block) -> Grouping:
+    """Elementwise chains, but not of rank-0 arithmetic on arguments and
+    constants (`1 - lr * wd`): the host computes that once, as it does
+    outside a fused collective."""
+    host_scalars = HostScalars()
+
+    def on_device(op: Operation) -> bool:
+        return isinstance(op, coco.ELEMENTWISE_OPS) and not all(
+            host_scalars.holds(r) for r in op.results
+        )
+
     return grow(
         block,
         Grouping(
-            joins_chain,
-            lambda op: isinstance(op, coco.ELEMENTWISE_OPS),
+            lambda op, producer: on_device(op) and joins_chain(op, producer),
+            on_device,
             merge_reductions=False,
         ),
     )

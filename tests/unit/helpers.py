@@ -35,6 +35,7 @@ EXAMPLES = (
     "sgd",
     "adam",
     "lamb",
+    "adamw_clip",
     "megatron",
     "megatron_norm",
     "pipeline",

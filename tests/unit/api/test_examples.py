@@ -246,6 +246,27 @@ def sequence_parallel_norm(i: Inputs) -> Inputs:
     return {f"{f}.result0": h, f"{f}.result1": layer_norm(h, gamma, beta)}
 
 
+def adamw_clip(i: Inputs) -> Inputs:
+    """torch's clip_grad_norm_(max_norm=1) then AdamW (weight decay 0.01),
+    in f64: the clipped gradients' moments and the decayed weights."""
+    f, count = "adamw_clip", 3
+    lr, b1t, b2t = (i[f"{f}.arg{4 * count + k}"] for k in range(3))
+    grads = [i[f"{f}.arg{4 * p}"].astype(np.float64).sum(axis=0) for p in range(count)]
+    norm = np.sqrt(sum((s * s).sum() for s in grads))
+    clip = min(1.0, 1.0 / (norm + 1e-6))
+    out: Inputs = {}
+    for p, s in enumerate(grads):
+        w, m, v = (i[f"{f}.arg{4 * p + k}"] for k in (1, 2, 3))
+        g = s * clip
+        m1 = 0.9 * m + 0.1 * g
+        v1 = 0.999 * v + (1 - 0.999) * g * g
+        step = (m1 / (1 - b1t)) / (np.sqrt(v1 / (1 - b2t)) + 1e-8)
+        out[f"{f}.arg{4 * p + 1}"] = w * (1 - lr * 0.01) - lr * step
+        out[f"{f}.arg{4 * p + 2}"] = m1
+        out[f"{f}.arg{4 * p + 3}"] = v1
+    return out
+
+
 def megatron_norm(i: Inputs) -> Inputs:
     """The row-parallel layer's output and its LayerNorm."""
     f = "megatron_norm"
@@ -269,6 +290,7 @@ REFERENCES: dict[str, Callable[[Inputs], Inputs]] = {
     "lamb": lamb,
     "megatron": megatron,
     "megatron_norm": megatron_norm,
+    "adamw_clip": adamw_clip,
     "pipeline": pipeline,
     "sequence_parallel": sequence_parallel,
     "matmul_reduce_scatter": matmul_reduce_scatter,

@@ -167,7 +167,13 @@ def run_op(op: Operation, env: Env) -> None:
             assert isa(value, FloatAttr)
             env[op.results[0]] = float_dtype(out).type(value.value.data)  # type: ignore[arg-type]
     elif isa(out, IndexType) and isa(
-        op, arith.AddiOp | arith.MuliOp | arith.SubiOp | arith.DivUIOp | arith.RemUIOp
+        op,
+        arith.AddiOp
+        | arith.MuliOp
+        | arith.SubiOp
+        | arith.DivUIOp
+        | arith.RemUIOp
+        | arith.MinUIOp,
     ):
         a, b = (np.asarray(x, dtype=np.int64) for x in ins)
         fn = {
@@ -176,6 +182,7 @@ def run_op(op: Operation, env: Env) -> None:
             arith.SubiOp: np.subtract,
             arith.DivUIOp: np.floor_divide,
             arith.RemUIOp: np.remainder,
+            arith.MinUIOp: np.minimum,  # a short last chunk's end
         }[type(op)]
         env[op.results[0]] = fn(a, b)
     elif type(op) in BINARY:

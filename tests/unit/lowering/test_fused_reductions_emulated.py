@@ -171,3 +171,21 @@ def test_a_missing_wait_is_caught(monkeypatch: pytest.MonkeyPatch, mutation: str
     with pytest.raises((EmulationError, AssertionError)):
         run = emulate(staged(), 4, fused_chunk=3, sanitize="thread")
         assert_close(run, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("world", [2, 4, 8])
+def test_adamw_with_global_norm_clipping(world: int):
+    """examples/adamw_clip.mlir (three parameters, one norm over all their
+    gradients) after coco-optimize: ONE fused cooperative kernel for the
+    bucket, besides the copies into and out of it (a concat and a split
+    launch); no NCCL; the fused all-reduce's bytes plus one f32 partial."""
+    module = cc.Pipeline("coco-optimize")(example("adamw_clip"))
+    run = emulate(module, world)
+    assert_close(run, rtol=1e-5, atol=1e-6)
+    assert launches_of(run, "fused") == CALLS * world
+    assert sum(run.stats["kernels"].values()) == 3 * CALLS * world
+    assert sum(map(sum, run.stats["nccl_calls"])) == 0
+    assert_traffic(run, module, world)
+    elements = 256 * 64 + 64 + 128 * 32
+    per_call = 2 * (world - 1) * elements * 4 // world + (world - 1) * 4
+    assert peer_bytes(run.stats, world)[0].sum() == CALLS * per_call
