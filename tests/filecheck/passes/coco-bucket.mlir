@@ -9,6 +9,7 @@
 // RUN: coconet-run --compare %s %t --world 4 --entry sgd
 // RUN: coconet-run --compare %s %t --world 8 --entry sgd
 // RUN: coconet-run --compare %s %t --world 4 --entry ddp
+// RUN: coconet-run --compare %s %t --world 2 --entry clip && coconet-run --compare %s %t --world 4 --entry clip && coconet-run --compare %s %t --world 8 --entry clip
 // RUN: coconet-opt %s -p coco-optimize -o %t.opt
 // RUN: coconet-run --compare %s %t.opt --world 8 --entry sgd
 
@@ -86,4 +87,42 @@ func.func @ddp(%a: !coco.tensor<8x8xf32, local>, %b: !coco.tensor<16xf32, local>
 func.func @odd(%g: !coco.tensor<6xf32, local>) -> !coco.tensor<6xf32, replicated> {
   %s = coco.all_reduce %g reduction = sum {name = "odd"} : !coco.tensor<6xf32, local> -> !coco.tensor<6xf32, replicated>
   func.return %s : !coco.tensor<6xf32, replicated>
+}
+
+// Clipping by global norm (docs/passes/coco-bucket.md, "Sums across
+// parameters"): the two sums of squares become one sum over the bucket,
+// placed before the norm, and the addition of the second term goes; the
+// clipped updates follow the clip coefficient.
+// CHECK-LABEL: func.func @clip
+// CHECK:         %bucket{{[0-9]+}}_g0 = coco.concat %g0, %g1
+// CHECK-NEXT:    %[[B:.*]] = coco.all_reduce %bucket{{[0-9]+}}_g0
+// CHECK-NEXT:    %[[SQ:.*]] = coco.mul %[[B]], %[[B]]
+// CHECK-NEXT:    %[[SUM:.*]] = coco.reduce %[[SQ]] kind = sum dims = [0] {{.*}} -> !coco.tensor<f32, replicated>
+// CHECK-NEXT:    %norm = coco.sqrt %[[SUM]]
+// CHECK-NOT:     coco.add
+// CHECK:         coco.mul %[[B]], %norm
+// CHECK:         coco.split
+// Under coco-optimize, one fused collective for the bucket, the norm inside.
+// OPT-LABEL: func.func @clip
+// OPT:         coco.fusion
+// OPT:           coco.reduce_scatter
+// OPT:           coco.all_reduce
+// OPT:           coco.sqrt
+// OPT:           coco.all_gather
+func.func @clip(%g0: !coco.tensor<16xf32, local>, %w0: !coco.tensor<16xf32, replicated>, %g1: !coco.tensor<8xf32, local>, %w1: !coco.tensor<8xf32, replicated>) {
+  %s0 = coco.all_reduce %g0 reduction = sum : !coco.tensor<16xf32, local> -> !coco.tensor<16xf32, replicated>
+  %s1 = coco.all_reduce %g1 reduction = sum : !coco.tensor<8xf32, local> -> !coco.tensor<8xf32, replicated>
+  %q0 = coco.mul %s0, %s0 : (!coco.tensor<16xf32, replicated>, !coco.tensor<16xf32, replicated>) -> !coco.tensor<16xf32, replicated>
+  %n0 = coco.reduce %q0 kind = sum dims = [0] : (!coco.tensor<16xf32, replicated>) -> !coco.tensor<f32, replicated>
+  %q1 = coco.mul %s1, %s1 : (!coco.tensor<8xf32, replicated>, !coco.tensor<8xf32, replicated>) -> !coco.tensor<8xf32, replicated>
+  %n1 = coco.reduce %q1 kind = sum dims = [0] : (!coco.tensor<8xf32, replicated>) -> !coco.tensor<f32, replicated>
+  %t = coco.add %n0, %n1 : (!coco.tensor<f32, replicated>, !coco.tensor<f32, replicated>) -> !coco.tensor<f32, replicated>
+  %norm = coco.sqrt %t : (!coco.tensor<f32, replicated>) -> !coco.tensor<f32, replicated>
+  %a0 = coco.mul %s0, %norm : (!coco.tensor<16xf32, replicated>, !coco.tensor<f32, replicated>) -> !coco.tensor<16xf32, replicated>
+  %u0 = coco.sub %w0, %a0 : (!coco.tensor<16xf32, replicated>, !coco.tensor<16xf32, replicated>) -> !coco.tensor<16xf32, replicated>
+  coco.update %w0, %u0 : !coco.tensor<16xf32, replicated>
+  %a1 = coco.mul %s1, %norm : (!coco.tensor<8xf32, replicated>, !coco.tensor<f32, replicated>) -> !coco.tensor<8xf32, replicated>
+  %u1 = coco.sub %w1, %a1 : (!coco.tensor<8xf32, replicated>, !coco.tensor<8xf32, replicated>) -> !coco.tensor<8xf32, replicated>
+  coco.update %w1, %u1 : !coco.tensor<8xf32, replicated>
+  func.return
 }

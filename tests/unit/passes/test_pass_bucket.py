@@ -407,3 +407,43 @@ def test_a_sum_read_on_its_own_is_no_term() -> None:
     after = cc.Pipeline("coco-bucket{chains_only=true}")(before)
     assert len(ops_of(after, coco.AllReduceOp)) == 2
     assert cc.to_text(after) == cc.to_text(before)
+
+
+TWO_NORMS = """
+func.func @f({args}) {{
+{grads}
+  %ta = coco.add %n0, %n1 : ({sc}, {sc}) -> {sc}
+  %tb = coco.add %n2, %n3 : ({sc}, {sc}) -> {sc}
+  %c = coco.div %ta, %tb : ({sc}, {sc}) -> {sc}
+{updates}
+  func.return
+}}
+"""
+
+
+@pytest.mark.parametrize("world", [2, 4, 8])
+def test_two_norms_are_two_sums(world: int) -> None:
+    """Two sums (of parameters 0, 1 and of 2, 3: each its own `coco.add`
+    tree) whose ratio scales every update: the terms add up at different
+    roots, so the chains are two buckets, each with its own sum."""
+    loc, r = T([16], "local"), T([16], "replicated")
+    sc = "!coco.tensor<f32, replicated>"
+    grads = "\n".join(
+        f"  %s{i} = coco.all_reduce %g{i} reduction = sum : {loc} -> {r}\n"
+        f"  %q{i} = coco.mul %s{i}, %s{i} : ({r}, {r}) -> {r}\n"
+        f"  %n{i} = coco.reduce %q{i} kind = sum dims = [0] : ({r}) -> {sc}"
+        for i in range(4)
+    )
+    updates = "\n".join(
+        f"  %a{i} = coco.mul %s{i}, %c : ({r}, {sc}) -> {r}\n"
+        f"  %u{i} = coco.sub %w{i}, %a{i} : ({r}, {r}) -> {r}\n"
+        f"  coco.update %w{i}, %u{i} : {r}"
+        for i in range(4)
+    )
+    args = ", ".join(f"%g{i}: {loc}, %w{i}: {r}" for i in range(4))
+    text = TWO_NORMS.format(args=args, sc=sc, grads=grads, updates=updates)
+    before = cc.parse(text)
+    after = cc.Pipeline("coco-bucket")(before)
+    assert len(ops_of(after, coco.ReduceOp)) == 2
+    verdict = cc.equivalent(before, after, world)
+    assert verdict, verdict.first_difference
