@@ -17,9 +17,11 @@ shared rank-0 arguments:
 `coco-optimize` buckets the parameters (`coco-bucket`: the squares' sums of
 a bucket's parameters become one sum over the flat bucket), splits the
 bucket's all_reduce, keeps the moments sliced and fuses the rest: ONE fused
-kernel per bucket (cooperative: the norm's partials are combined across its
-grid and the ranks inside it), besides the copies into and out of the bucket
-(docs/passes/coco-bucket.md, "Sums across parameters").
+kernel (cooperative: the norm's partials are combined across its grid and
+the ranks inside it), besides the copies into and out of the buckets
+(docs/passes/coco-bucket.md, "Sums across parameters"). Without buckets
+(`coco-optimize{bucket=false}`) it is one fused kernel with a part per
+parameter shape and no copies (docs/gpu/fused.md, "Several slice shapes").
 
 Run: `python examples/adamw_clip.py` prints the IR; `--bert` the launches at
 BERT-large's sizes; `coconet-run examples/adamw_clip.mlir --world 4`

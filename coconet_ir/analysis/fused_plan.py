@@ -82,15 +82,18 @@ class SlotLayout:
     boundary's scalars are ready). A row boundary needs no slot."""
 
     world: int
-    chunks: int
+    chunks: tuple[int, ...]
+    """Chunks of each part's slice (`FusedPlan.parts`), whose phase slots
+    come one part after the other."""
     boundaries: int
     max_blocks: int
 
-    def phase(self, phase: int) -> int:
-        return phase * self.world * self.chunks
+    def phase(self, phase: int, part: int = 0) -> int:
+        before = sum(self.chunks[:part])
+        return (SIGNAL_PHASES * before + phase * self.chunks[part]) * self.world
 
     def scalars(self, boundary: int) -> int:
-        return SIGNAL_PHASES * self.world * self.chunks + boundary * self.world
+        return SIGNAL_PHASES * self.world * sum(self.chunks) + boundary * self.world
 
     def arrivals(self, boundary: int) -> int:
         return self.scalars(self.boundaries) + boundary * self.max_blocks
@@ -161,6 +164,42 @@ class SliceGeometry:
 
 
 @dataclass(frozen=True)
+class Part:
+    """The slices of one shape in a fused kernel (a fusion over several
+    parameters' slices has one part per shape: docs/gpu/fused.md, "Several
+    slice shapes"): their reduce_scatters and gathers, and the chunks the
+    kernel cuts a rank's slice into."""
+
+    index: int
+    geometry: SliceGeometry
+    reductions: tuple[coco.ReduceScatterOp, ...]
+    gathers: tuple[coco.AllGatherOp, ...]
+    chunk_size: int
+    """Elements of a full chunk (never more than the slice)."""
+
+    @property
+    def chunks(self) -> int:
+        """Chunks of a rank's slice (the last one may be short)."""
+        return -(-self.geometry.elements // self.chunk_size)
+
+    @property
+    def max_blocks(self) -> int:
+        return max(self.chunks, (self.geometry.world - 1) * self.chunks)
+
+    def holds(self, value: SSAValue) -> bool:
+        """Whether `value` is a slice of this part's shape (or rows of it)."""
+        t = coco.tensor_type(value)
+        g = self.geometry
+        return (
+            t.layout.is_sliced
+            and t.layout.sliced_dim == g.dim
+            and t.rank == len(g.dims)
+            and tuple(t.dims[: g.dim + 1]) == g.dims[: g.dim + 1]
+            and all(d in (1, e) for d, e in zip(t.dims, g.dims))
+        )
+
+
+@dataclass(frozen=True)
 class FusedPlan:
     """What a fused collective kernel does for one `coco.fusion`."""
 
@@ -198,16 +237,26 @@ class FusedPlan:
             return "holds no coco.reduce_scatter"
         if chunk_elements < 1:
             return f"chunk size must be >= 1 element, got {chunk_elements}"
-        slice_type = coco.tensor_type(reductions[0].result)
-        dim = slice_type.layout.sliced_dim
-        if slice_type.rank == 0 or slice_type.dims[dim] % world:
-            return f"cannot cut {slice_type} into {world} blocks"
-        geometry = SliceGeometry(tuple(slice_type.dims), dim, world)
+        shapes: dict[tuple[tuple[int, ...], int], coco.TensorType] = {}
+        for op in reductions:
+            t = coco.tensor_type(op.result)
+            dim = t.layout.sliced_dim if t.layout.is_sliced else 0
+            if t.rank == 0 or not t.layout.is_sliced or t.dims[dim] % world:
+                return f"cannot cut {t} into {world} blocks"
+            shapes.setdefault((tuple(t.dims), dim), t)
+        slice_types = list(shapes.values())
+        """One per part: slices of the same shape and cut form one part."""
+        slice_type = slice_types[0]
+        geometry = SliceGeometry(
+            tuple(slice_type.dims), slice_type.layout.sliced_dim, world
+        )
         rows = _row_lengths(ops, slice_type)
+        if rows and len(slice_types) > 1:
+            return "reduces rows in a fusion of several slice shapes"
         if len(rows) > 1:
             return f"reduces rows of different lengths ({sorted(rows)} elements)"
         row_length = rows.pop() if rows else 1
-        problems = _problems(ops, slice_type, row_length) + _yield_problems(
+        problems = _problems(ops, slice_types, row_length) + _yield_problems(
             fusion, slice_type
         )
         if problems:
@@ -247,17 +296,82 @@ class FusedPlan:
     def world(self) -> int:
         return self.geometry.world
 
+    @cached_property
+    def parts(self) -> tuple[Part, ...]:
+        """The slice shapes, one part each, in the order of their first
+        reduce_scatter (the first part's geometry is `geometry`)."""
+        found: dict[tuple[tuple[int, ...], int], list[coco.ReduceScatterOp]] = {}
+        for op in self.reductions:
+            t = coco.tensor_type(op.result)
+            found.setdefault((tuple(t.dims), t.layout.sliced_dim), []).append(op)
+        parts: list[Part] = []
+        for index, ((dims, dim), reductions) in enumerate(found.items()):
+            geometry = SliceGeometry(dims, dim, self.world)
+            rows = -(-self.chunk_elements // self.row_length)
+            size = min(rows * self.row_length, geometry.elements)
+            gathers = tuple(
+                op
+                for op in self.gathers
+                if tuple(coco.tensor_type(op.operand).dims) == dims
+                and coco.tensor_type(op.operand).layout.sliced_dim == dim
+            )
+            parts.append(Part(index, geometry, tuple(reductions), gathers, size))
+        return tuple(parts)
+
+    @cached_property
+    def components(self) -> dict[int, list[frozenset[SSAValue]]]:
+        """Per part, its slice values in groups computed together (connected
+        through elementwise ops on slices, rows or all_slices; scalars do not
+        connect): every parameter's chain of a step over many parameters is
+        a group of its own, which the kernel computes in an element loop of
+        its own, so the loops' live values stay those of one chain."""
+        parent: dict[SSAValue, SSAValue] = {}
+
+        def find(v: SSAValue) -> SSAValue:
+            while parent[v] is not v:
+                parent[v] = parent[parent[v]]
+                v = parent[v]
+            return v
+
+        def sliced(v: SSAValue) -> bool:
+            t = coco.tensor_type(v)
+            return t.rank > 0 and t.layout.is_sliced
+
+        for op in self.fusion.block.ops:
+            if isinstance(op, coco.YieldOp) or not op.results:
+                continue
+            result = op.results[0]
+            if not sliced(result):
+                continue
+            parent.setdefault(result, result)
+            for operand in op.operands:
+                if isinstance(operand, OpResult) and operand in parent:
+                    parent[find(operand)] = find(result)
+        groups: dict[SSAValue, list[SSAValue]] = {}
+        for v in parent:
+            groups.setdefault(find(v), []).append(v)
+        found: dict[int, list[frozenset[SSAValue]]] = {p.index: [] for p in self.parts}
+        for members in groups.values():
+            found[self.part_of(members[0]).index].append(frozenset(members))
+        return found
+
+    def part_of(self, value: SSAValue) -> Part:
+        """The part whose slices (or else rows) `value` is."""
+        dims = tuple(coco.tensor_type(value).dims)
+        exact = [p for p in self.parts if p.holds(value) and p.geometry.dims == dims]
+        return (exact or [p for p in self.parts if p.holds(value)])[0]
+
     @property
     def chunks(self) -> int:
-        """Chunks of a rank's slice (the last one may be short)."""
-        return -(-self.geometry.elements // self.chunk_size)
+        """Chunks of a rank's slice (the last one may be short): of the first
+        part's (`parts` has each one's)."""
+        return self.parts[0].chunks
 
     @property
     def chunk_size(self) -> int:
         """Elements of a full chunk: `chunk_elements` rounded up to whole
-        rows, never more than the slice."""
-        rows = -(-self.chunk_elements // self.row_length)
-        return min(rows * self.row_length, self.geometry.elements)
+        rows, never more than the slice (the first part's)."""
+        return self.parts[0].chunk_size
 
     @property
     def rows(self) -> int:
@@ -267,8 +381,9 @@ class FusedPlan:
     @property
     def max_blocks(self) -> int:
         """The most blocks the launch asks for: one per work item of its
-        busiest phase ((N-1) x chunks pushes, or the chunks of the slice)."""
-        return max(self.chunks, (self.world - 1) * self.chunks)
+        busiest phase ((N-1) x chunks pushes, or the chunks of the slice), in
+        its busiest part."""
+        return max(part.max_blocks for part in self.parts)
 
     @cached_property
     def stages(self) -> dict[Operation, int]:
@@ -309,8 +424,13 @@ class FusedPlan:
         )
 
     def is_slice(self, value: SSAValue) -> bool:
-        """Whether `value` has the slice's shape (not rows, not a scalar)."""
-        return tuple(coco.tensor_type(value).dims) == self.geometry.dims
+        """Whether `value` has a part's slice shape (not rows, not a scalar,
+        not a broadcast input's)."""
+        t = coco.tensor_type(value)
+        return t.layout.is_sliced and any(
+            tuple(t.dims) == p.geometry.dims and t.layout.sliced_dim == p.geometry.dim
+            for p in self.parts
+        )
 
     def is_rows(self, value: SSAValue) -> bool:
         """Whether `value` holds a number per row (a row reduction's shape)."""
@@ -390,7 +510,10 @@ class FusedPlan:
     @property
     def slots(self) -> SlotLayout:
         return SlotLayout(
-            self.world, self.chunks, len(self.scalar_boundaries), self.max_blocks
+            self.world,
+            tuple(part.chunks for part in self.parts),
+            len(self.scalar_boundaries),
+            self.max_blocks,
         )
 
     @property
@@ -409,19 +532,25 @@ class FusedPlan:
         scalars its all_reduces exchange)."""
         return coco.tensor_type(op.result).element_type
 
+    def elements(self, op: coco.ReduceScatterOp | coco.AllGatherOp) -> int:
+        """Elements of a rank's slice of the part `op` reduces into or
+        gathers from."""
+        value = op.result if isinstance(op, coco.ReduceScatterOp) else op.operand
+        return self.part_of(value).geometry.elements
+
     def symmetric_buffers(self) -> list[SymmetricBuffer]:
         """The kernel's buffers in the symmetric workspace, in layout order:
         each reduction's scratch and each gather's receive buffer (`world *
         slice` elements); for each slice reduction, its block partials (one
         per block, in the compute type) and the ranks' partials (one per
         rank); for each scalar all_reduce, its result."""
-        n, elements = self.world, self.geometry.elements
+        n = self.world
         found = [
-            SymmetricBuffer("scratch", op, _operand_type(op), n * elements)
+            SymmetricBuffer("scratch", op, _operand_type(op), n * self.elements(op))
             for op in self.reductions
         ]
         found += [
-            SymmetricBuffer("gather", op, _operand_type(op), n * elements)
+            SymmetricBuffer("gather", op, _operand_type(op), n * self.elements(op))
             for op in self.gathers
         ]
         for op in self.slice_reductions:
@@ -450,10 +579,14 @@ class FusedPlan:
         contribution to the peer's slice of every reduction (phase 1), its
         slice of every gathered value (phase 2), and its partial of every
         slice reduction (one scalar each)."""
-        elements = self.geometry.elements
+        count, pushed, gathered = (
+            self.elements,
+            self.reduction_element_bytes,
+            self.gather_element_bytes,
+        )
         return (
-            sum(elements * self.reduction_element_bytes(op) for op in self.reductions)
-            + sum(elements * self.gather_element_bytes(op) for op in self.gathers)
+            sum(count(op) * pushed(op) for op in self.reductions)
+            + sum(count(op) * gathered(op) for op in self.gathers)
             + sum(
                 coco.element_info(self.partial_type(op)).bytes
                 for op in self.slice_reductions
@@ -535,18 +668,22 @@ def _row_lengths(ops: list[Operation], slice_type: coco.TensorType) -> set[int]:
 
 
 def _problems(
-    ops: list[Operation], slice_type: coco.TensorType, row_length: int
+    ops: list[Operation], slice_types: list[coco.TensorType], row_length: int
 ) -> list[str]:
-    """Why `ops` are not a fused collective over slices of `slice_type`
-    (with rows of `row_length` elements)."""
+    """Why `ops` are not a fused collective over slices of `slice_types` (one
+    per part; with rows of `row_length` elements, of the one part)."""
     problems: list[str] = []
-    dims = tuple(slice_type.dims)
-    dim = slice_type.layout.sliced_dim
+    shapes = [(tuple(t.dims), t.layout.sliced_dim) for t in slice_types]
+    dims, dim = shapes[0]
+    named = " or ".join(str(t) for t in slice_types)
+
+    def shape_of(t: coco.TensorType) -> tuple[tuple[int, ...], int] | None:
+        """The part `t` is a slice of, if it is one."""
+        key = (tuple(t.dims), t.layout.sliced_dim if t.layout.is_sliced else -1)
+        return key if t.layout.is_sliced and key in shapes else None
 
     def is_slice(t: coco.TensorType) -> bool:
-        return (
-            t.layout.is_sliced and tuple(t.dims) == dims and t.layout.sliced_dim == dim
-        )
+        return shape_of(t) is not None
 
     def is_rows(t: coco.TensorType) -> bool:
         return row_length > 1 and _row_length(t, dims, dim) == row_length
@@ -554,29 +691,31 @@ def _problems(
     def is_scalar(t: coco.TensorType) -> bool:
         return t.rank == 0 and t.layout.is_replicated
 
-    def broadcasts(t: coco.TensorType) -> bool:
-        if not t.layout.is_replicated or t.rank > len(dims):
+    def broadcasts(t: coco.TensorType, against: tuple[int, ...] | None = None) -> bool:
+        """Whether replicated `t` broadcasts against the part `against` (any
+        part when None)."""
+        if not t.layout.is_replicated:
             return False
-        tail = dims[len(dims) - t.rank :]
-        return all(a in (1, b) for a, b in zip(t.dims, tail))
+        for target in [against] if against is not None else [d for d, _ in shapes]:
+            if t.rank <= len(target) and all(
+                a in (1, b) for a, b in zip(t.dims, target[len(target) - t.rank :])
+            ):
+                return True
+        return False
 
     computed_broadcasts: set[SSAValue] = set()
     """Arithmetic on replicated inputs that broadcast (`convert %weight`):
     computed again at every element, from the inputs read there."""
 
-    def reads_broadcast(v: SSAValue) -> bool:
+    def reads_broadcast(v: SSAValue, against: tuple[int, ...] | None = None) -> bool:
         t = coco.tensor_type(v)
-        return broadcasts(t) and (
+        return broadcasts(t, against) and (
             isinstance(v, BlockArgument) or v in computed_broadcasts or is_scalar(t)
         )
 
     for op in ops:
         if isinstance(op, coco.ReduceScatterOp):
             t = coco.tensor_type(op.result)
-            if not is_slice(t):
-                problems.append(
-                    f"reduces into {t}, not the fusion's slice {slice_type}"
-                )
             if not isinstance(op.operand, BlockArgument):
                 problems.append("reduces a value computed inside the fusion")
             kind = t.element_type
@@ -585,7 +724,7 @@ def _problems(
             continue
         if isinstance(op, coco.AllGatherOp):
             if not is_slice(coco.tensor_type(op.operand)):
-                problems.append(f"gathers {op.operand.type}, not a slice {slice_type}")
+                problems.append(f"gathers {op.operand.type}, not a slice {named}")
             continue
         if isinstance(op, coco.SendOp):
             continue
@@ -605,7 +744,7 @@ def _problems(
         if isinstance(op, coco.AllSliceOp):
             t = coco.tensor_type(op.result)
             if not is_slice(t):
-                problems.append(f"cuts {t}, not the fusion's slice {slice_type}")
+                problems.append(f"cuts {t}, not the fusion's slice {named}")
             continue
         if isinstance(op, coco.ConstantOp):
             continue
@@ -625,13 +764,23 @@ def _problems(
                 problems.append(f"drops out {t}, not elements of the slice")
             computed_broadcasts.add(op.results[0])
             continue
-        if not (is_slice(t) or is_scalar(t)):
-            problems.append(f"computes {t}, neither a slice {slice_type} nor a scalar")
+        part = shape_of(t)
+        if not (part is not None or is_scalar(t)):
+            problems.append(f"computes {t}, neither a slice {named} nor a scalar")
+            continue
         for operand in op.operands:
-            t = coco.tensor_type(operand)
-            if not (is_slice(t) or is_rows(t) or reads_broadcast(operand)):
+            u = coco.tensor_type(operand)
+            if part is None and not is_scalar(u):
+                problems.append(f"computes the scalar {t} from {u}")
+            elif part is not None and is_slice(u) and shape_of(u) != part:
+                problems.append(f"computes {t} from a slice of another shape, {u}")
+            elif not (
+                is_slice(u)
+                or is_rows(u)
+                or reads_broadcast(operand, None if part is None else part[0])
+            ):
                 problems.append(
-                    f"computes on {t}, which the kernel cannot read per element"
+                    f"computes on {u}, which the kernel cannot read per element"
                 )
     return problems
 

@@ -112,7 +112,10 @@ from coconet_ir.lowering.embedding import (
     embedding_kernel,
     index_bounds,
 )
-from coconet_ir.lowering.fused_collectives import lower_fused_collective
+from coconet_ir.lowering.fused_collectives import (
+    fused_parameter_problem,
+    lower_fused_collective,
+)
 from coconet_ir.lowering.kernels import (
     BucketCopy,
     KernelModule,
@@ -956,6 +959,9 @@ def why_not_one_kernel(lowering: Lowering, op: coco.FusionOp) -> str:
         plan = FusedPlan.of(op, lowering.world, lowering.fused_chunk)
         if isinstance(plan, str):
             return f"the fused collective kernel refuses it: it {plan}"
+        problem = fused_parameter_problem(lowering, plan)
+        if problem is not None:
+            return f"the fused collective kernel {problem} (coco-bucket takes fewer)"
     kept = [o.name for o in op.block.ops if not isinstance(o, (*FUSIBLE, coco.YieldOp))]
     if kept:
         names = ", ".join(f"'{name}'" for name in dict.fromkeys(kept))

@@ -64,6 +64,7 @@ from xdsl.rewriter import InsertPoint
 from coconet_ir.analysis.fused_plan import (
     SYMMETRIC_ALIGNMENT,
     FusedPlan,
+    Part,
     SliceGeometry,
 )
 from coconet_ir.dialects import coco, gpu  # xDSL's gpu, in MLIR's syntax
@@ -281,7 +282,15 @@ class FusedKernel:
     peers: SSAValue = field(init=False)
     slot_base: SSAValue = field(init=False)
     phase_base: dict[int, SSAValue] = field(init=False)
-    """The first slot of each phase's range: `slots + phase offset`."""
+    """The first slot of each phase's range of the part being built: `slots +
+    phase offset`."""
+    phase_bases: list[dict[int, SSAValue]] = field(init=False)
+    """`phase_base` of every part."""
+    part: Part = field(init=False)
+    """The part whose loops are being built (`on`)."""
+    component: frozenset[SSAValue] | None = field(init=False, default=None)
+    """The chain whose element loop is being built (`FusedPlan.components`;
+    None: every chain of the part, as a row stage computes them)."""
     is_leader: SSAValue = field(init=False)
     width: int = field(init=False)
     """Elements per vector access (1: every access is scalar)."""
@@ -291,7 +300,7 @@ class FusedKernel:
     # ---------------------------------------------------------------- args
 
     def __post_init__(self) -> None:
-        plan, geometry, world = self.plan, self.plan.geometry, self.plan.world
+        plan, world = self.plan, self.plan.world
         add = self.layout.add
         add("rank", "rank", index)
         add("epoch", "epoch", i64)
@@ -299,9 +308,9 @@ class FusedKernel:
         add("slots", "slots", index)
         for op in self.dropouts():
             add(("seed", op), "seed", i64)
-        full = geometry.elements * world
         for i, op in enumerate(plan.reductions):
             t = coco.tensor_type(op.operand)
+            full = plan.elements(op) * world
             add(("input", op), f"input{i}", MemRefType(t.element_type, [full]))
             add(("scratch", op), f"scratch{i}", MemRefType(t.element_type, [full]))
         for arg in self.read_arguments():
@@ -309,6 +318,7 @@ class FusedKernel:
             add(("read", arg), f"in{arg.index}", _flat_buffer(t, world))
         for i, op in enumerate(self.gathered_outputs):
             t = coco.tensor_type(op.operand)
+            full = plan.elements(op) * world
             add(("gather", op), f"gather{i}", MemRefType(t.element_type, [full]))
             add(("gathered", op), f"gathered{i}", MemRefType(t.element_type, [full]))
         for i, value in enumerate(self.slice_outputs):
@@ -316,7 +326,7 @@ class FusedKernel:
             add(
                 ("slice", value),
                 f"slice{i}",
-                MemRefType(t.element_type, [geometry.elements]),
+                MemRefType(t.element_type, [plan.part_of(value).geometry.elements]),
             )
         for i, op in enumerate(plan.row_reductions):
             add(("rows", op), f"rows{i}", MemRefType(plan.row_type(op), [plan.rows]))
@@ -334,14 +344,21 @@ class FusedKernel:
         kernel moves, if every chunk and every row of a slice is a whole
         number of vectors (so vectors never straddle a chunk or a row); else
         1 (docs/gpu/fused.md, "Vector accesses")."""
-        g = self.plan.geometry
         widest = max(
             element_info(t.element_type).storage.itemsize
             for key, (_, t) in zip(self.layout.positions, self.layout.args)
             if isinstance(t, MemRefType) and self.is_vector_accessed(key)
         )
         width = VECTOR_BYTES // widest
-        rows = (g.elements, self.plan.chunk_size, g.block * g.inner)
+        rows = tuple(
+            size
+            for part in self.plan.parts
+            for size in (
+                part.geometry.elements,
+                part.chunk_size,
+                part.geometry.block * part.geometry.inner,
+            )
+        )
         if self.plan.row_length > 1:
             rows += (self.plan.row_length,)  # a vector's lanes share their row
         if width < 2 or any(size % width for size in rows):
@@ -384,29 +401,52 @@ class FusedKernel:
         self.epoch = self.arg(func, "epoch")
         self.peers = self.arg(func, "peers")
         self.slot_base = self.arg(func, "slots")
-        self.phase_base = {}
-        for phase, hint in ((PHASE_PUSH, "pushed"), (PHASE_GATHER, "gathered")):
-            base = n.add(self.slot_base, self.plan.slots.phase(phase))
-            if base is not self.slot_base:
-                base.name_hint = f"{hint}_slots"
-            self.phase_base[phase] = base
+        self.phase_bases = []
+        for part in self.plan.parts:
+            bases: dict[int, SSAValue] = {}
+            for phase, hint in ((PHASE_PUSH, "pushed"), (PHASE_GATHER, "gathered")):
+                base = n.add(self.slot_base, self.plan.slots.phase(phase, part.index))
+                if base is not self.slot_base:
+                    base.name_hint = f"{hint}_slots"
+                bases[phase] = base
+            self.phase_bases.append(bases)
+        self.on(self.plan.parts[0])
         self.is_leader = n.eq(self.tid, 0)
         self.is_leader.name_hint = "leader"
         if self.width > 1:
             self.aligned = self.all_aligned(b)
-        self.phase_push(b)
+        for part in self.plan.parts:
+            self.on(part)
+            self.phase_push(b)
         for run in self.plan.segments:
-            self.phase_compute(b, run)
+            accumulators = {stage: self.start_accumulators(b, stage) for stage in run}
+            for part in self.plan.parts:
+                self.on(part)
+                self.phase_compute(b, run, accumulators)
             if run[-1] + 1 < self.plan.stage_count:
                 self.complete_reductions(b, run[-1])
-        self.phase_gather(b)
+        for part in self.plan.parts:
+            self.on(part)
+            self.phase_gather(b)
         return func
+
+    def on(self, part: Part) -> None:
+        """Build the loops of `part` (its chunks, signal slots, geometry)."""
+        self.part = part
+        self.phase_base = self.phase_bases[part.index]
+
+    def mine(self, value: SSAValue) -> bool:
+        """Whether the element loop being built computes `value`: a slice of
+        its part, of its chain (`component`) if it computes one chain."""
+        return self.part.holds(value) and (
+            self.component is None or value in self.component
+        )
 
     # ------------------------------------------------------------ helpers
 
     @property
     def chunks(self) -> int:
-        return self.plan.chunks
+        return self.part.chunks
 
     def slot(self, n: Ints, phase: int, source: SSAValue, chunk: Index) -> SSAValue:
         """Slot `base + (phase * N + source) * C + chunk` of a signal pad."""
@@ -436,8 +476,8 @@ class FusedKernel:
         over vectors of `width` elements (K and L counted in vectors); the
         body's builder and its first element `l * width`."""
         n = Ints(b)
-        size = self.plan.chunk_size // width
-        total = self.plan.geometry.elements // width
+        size = self.part.chunk_size // width
+        total = self.part.geometry.elements // width
         first = n.mul(chunk, size)
         start = n.add(first, self.tid)
         end = n.add(first, size)
@@ -473,7 +513,8 @@ class FusedKernel:
             return False
         t = coco.tensor_type(key[1])
         return t.rank > 0 and (
-            t.layout.is_sliced or tuple(t.dims) == self.plan.geometry.dims
+            t.layout.is_sliced
+            or any(tuple(t.dims) == p.geometry.dims for p in self.plan.parts)
         )
 
     def all_aligned(self, b: Builder) -> SSAValue:
@@ -497,7 +538,7 @@ class FusedKernel:
         """Bytes of `element_bytes` per element in chunk `chunk` (the last
         chunk may be short)."""
         n = Ints(b)
-        size, total = self.plan.chunk_size, self.plan.geometry.elements
+        size, total = self.part.chunk_size, self.part.geometry.elements
         if total % size == 0:
             return n.c(size * element_bytes)
         first = n.mul(chunk, size)
@@ -523,7 +564,7 @@ class FusedKernel:
     def global_index(self, n: Ints, owner: SSAValue, element: SSAValue) -> SSAValue:
         """The global linear index of element `element` of `owner`'s slice
         (SliceGeometry.global_index, in `arith`)."""
-        g = self.plan.geometry
+        g = self.part.geometry
         row = g.block * g.inner
         offset = n.mul(owner, row)
         if g.contiguous:
@@ -541,15 +582,15 @@ class FusedKernel:
             body.insert(
                 PeerViewOp(self.peers, self.arg(self.func, ("scratch", op)), peer)
             ).result
-            for op in self.plan.reductions
+            for op in self.part.reductions
         ]
-        row = n.mul(self.rank, self.plan.geometry.elements)
+        row = n.mul(self.rank, self.part.geometry.elements)
 
         def push(loop: Builder, element: SSAValue, width: int) -> None:
             m = Ints(loop)
             source = self.global_index(m, peer, element)
             at = m.add(row, element)
-            for op, target in zip(self.plan.reductions, targets):
+            for op, target in zip(self.part.reductions, targets):
                 input_ = self.arg(self.func, ("input", op))
                 store_lanes(loop, load_lanes(loop, input_, source, width), target, at)
 
@@ -558,7 +599,7 @@ class FusedKernel:
         lead = self.leader(body)
         k = Ints(lead)
         pushed = sum(
-            self.plan.reduction_element_bytes(op) for op in self.plan.reductions
+            self.plan.reduction_element_bytes(op) for op in self.part.reductions
         )
         self.count_bytes(lead, peer, chunk, pushed)
         lead.insert(
@@ -569,7 +610,12 @@ class FusedKernel:
 
     # ------------------------------------------------------------ phase 2
 
-    def phase_compute(self, b: Builder, run: list[int]) -> None:
+    def phase_compute(
+        self,
+        b: Builder,
+        run: list[int],
+        accumulators: dict[int, dict[ReduceOp, SSAValue]],
+    ) -> None:
         """Stages `run` of phase 2 (stages between two scalar boundaries)
         over the chunks of this rank's slice, chunk by chunk (the same chunks
         go to the same block in every stage): stage 0 waits for the peers'
@@ -579,7 +625,6 @@ class FusedKernel:
         each row's statistic, which the block reads in the next stage after
         a barrier; the last stage signals phase 2."""
         n = Ints(b)
-        accumulators = {stage: self.start_accumulators(b, stage) for stage in run}
         body, chunk = for_loop(b, self.bid, n.c(self.chunks), self.gdim, "chunk")
         for stage in run:
             if stage == 0:
@@ -589,19 +634,22 @@ class FusedKernel:
             if self.row_reductions(stage):
                 self.for_rows(body, chunk, stage, accumulators[stage])
                 continue
-            self.for_elements(
-                body,
-                chunk,
-                lambda loop, element, width, stage=stage: self.compute_elements(
-                    loop, element, width, stage, accumulators[stage]
-                ),
-            )
+            for component in self.plan.components[self.part.index]:
+                self.component = component  # one loop per chain
+                self.for_elements(
+                    body,
+                    chunk,
+                    lambda loop, element, width, stage=stage: self.compute_elements(
+                        loop, element, width, stage, accumulators[stage]
+                    ),
+                )
+            self.component = None
         if run[-1] + 1 < self.plan.stage_count:
             return
         self.barrier(body)
         lead = self.leader(body)
         gathered = sum(
-            self.plan.gather_element_bytes(op) for op in self.gathered_outputs
+            self.plan.gather_element_bytes(op) for op in self.part.gathers
         )
 
         def signal(inner: Builder, peer: SSAValue) -> None:
@@ -726,7 +774,7 @@ class FusedKernel:
         is cheap to recompute (all_slices, constants, scalar arithmetic) is
         recomputed."""
         n = Ints(b)
-        plan = self.plan
+        plan, part = self.plan, self.part
         own = self.global_index(n, self.rank, element)
         own.name_hint = "g"
         elements = [n.add(element, j) for j in range(width)]
@@ -782,10 +830,12 @@ class FusedKernel:
             return from_lanes(b, [value_of(value, lane) for lane in range(width)])
 
         for value in self.slice_outputs:
-            if plan.stage(value) == stage:
+            if plan.stage(value) == stage and self.mine(value):
                 slice_ = self.arg(self.func, ("slice", value))
                 store_lanes(b, packed(value), slice_, element)
         for op, accumulator in accumulators.items():
+            if not self.mine(op.operand):
+                continue  # another part's or chain's reduction
             total = load(b, accumulator, [n.c(0)])
             for lane in range(width):
                 total = combine(
@@ -795,9 +845,9 @@ class FusedKernel:
                     to_compute(b, value_of(op.operand, lane)),
                 )
             store(b, total, accumulator, [n.c(0)])
-        at = n.add(n.mul(self.rank, plan.geometry.elements), element)
-        for op in self.gathered_outputs:
-            if plan.stage(op.operand) != stage:
+        at = n.add(n.mul(self.rank, part.geometry.elements), element)
+        for op in part.gathers:
+            if plan.stage(op.operand) != stage or not self.mine(op.operand):
                 continue
             result = packed(op.operand)
             store_lanes(b, result, self.arg(self.func, ("gathered", op)), own)
@@ -824,18 +874,18 @@ class FusedKernel:
         scalars of completed reductions and the values of earlier stages
         stored in a buffer (docs/gpu/fused.md, "Reductions inside a fused
         kernel")."""
-        plan = self.plan
+        plan, part, mine = self.plan, self.part, self.mine
         needed: set[SSAValue] = {
-            v for v in self.slice_outputs if plan.stage(v) == stage
+            v for v in self.slice_outputs if plan.stage(v) == stage and mine(v)
         }
         needed |= {
             op.operand
             for op in (
-                *self.gathered_outputs,
+                *part.gathers,
                 *plan.slice_reductions,
                 *plan.row_reductions,
             )
-            if plan.stage(op.operand) == stage
+            if plan.stage(op.operand) == stage and mine(op.operand)
         }
         found: set[Operation] = set()
         for op in reversed(list(plan.fusion.block.ops)):
@@ -866,7 +916,7 @@ class FusedKernel:
         result_type = coco.tensor_type(op.result).element_type
         source = self.arg(self.func, ("input", op))
         scratch = self.arg(self.func, ("scratch", op))
-        size = self.plan.geometry.elements
+        size = self.part.geometry.elements
         loaded = t if width == 1 else VectorType(t, [width])
 
         def contribution(inner: Builder, rank: SSAValue) -> list[SSAValue]:
@@ -1094,7 +1144,7 @@ class FusedKernel:
         width = len(elements)
         if t.rank == 0:
             return [load(b, buffer, [])] * width
-        g = self.plan.geometry
+        g = self.part.geometry
         if t.layout.is_sliced:
             return lanes(b, load_lanes(b, buffer, elements[0], width))
         if tuple(t.dims) == g.dims:
@@ -1126,15 +1176,15 @@ class FusedKernel:
                 self.epoch,
             )
         )
-        if not self.gathered_outputs:
+        if not self.part.gathers:
             return  # only the closing sync: nothing for the block to copy
         self.barrier(body)
 
         def copy(loop: Builder, element: SSAValue, width: int) -> None:
             m = Ints(loop)
             target = self.global_index(m, source, element)
-            at = m.add(m.mul(source, self.plan.geometry.elements), element)
-            for op in self.gathered_outputs:
+            at = m.add(m.mul(source, self.part.geometry.elements), element)
+            for op in self.part.gathers:
                 gather = self.arg(self.func, ("gather", op))
                 gathered = self.arg(self.func, ("gathered", op))
                 store_lanes(loop, load_lanes(loop, gather, at, width), gathered, target)
@@ -1254,10 +1304,29 @@ def lower_fused_collective(
     plan = FusedPlan.of(op, lowering.world, lowering.fused_chunk)
     if isinstance(plan, str):
         return False
+    if fused_parameter_problem(lowering, plan) is not None:
+        return False
     FusedCollectiveLowering(lowering, SymmetricAllocator.of(module)).lower(
         plan, rewriter
     )
     return True
+
+
+def fused_parameter_problem(lowering: Lowering, plan: FusedPlan) -> str | None:
+    """Why CUDA cannot launch the fused kernel of `plan`, if it cannot
+    (`FusedCollectiveLowering.parameter_problem`)."""
+    unused = SymmetricAllocator(plan.fusion)  # counting allocates nothing
+    return FusedCollectiveLowering(lowering, unused).parameter_problem(plan)
+
+
+KERNEL_PARAMETER_BYTES = 32764
+"""The most bytes of parameters a CUDA kernel takes (CUDA 12.1 and later on
+Volta and later; nvcc refuses a kernel with more: "Formal parameter space
+overflowed")."""
+
+PEERS_BYTES = 8 + 2 * 8 * 16
+"""`coco_peers` by value: rank and world, then COCO_MAX_RANKS = 16 base and
+signal pointers (coco_runtime.h)."""
 
 
 @dataclass
@@ -1272,11 +1341,9 @@ class FusedCollectiveLowering:
     def world(self) -> int:
         return self.lowering.world
 
-    def lower(self, plan: FusedPlan, rewriter: PatternRewriter) -> None:
-        fusion = plan.fusion
-        lowering = self.lowering
-        world = self.world
-        yielded = list(fusion.yield_op.arguments)
+    def kernel(self, plan: FusedPlan) -> FusedKernel:
+        """The device side of `plan`, its arguments laid out (not built)."""
+        yielded = list(plan.fusion.yield_op.arguments)
         slice_outputs = [v for v in yielded if coco.tensor_type(v).layout.is_sliced]
         for send in plan.sends:
             if send.operand not in slice_outputs and not isinstance(
@@ -1284,13 +1351,36 @@ class FusedCollectiveLowering:
             ):
                 slice_outputs.append(send.operand)
         slice_outputs += plan.carried
-        kernel = FusedKernel(
+        return FusedKernel(
             plan,
             list(dict.fromkeys(slice_outputs)),
             list(plan.gathers),
             self.dropout_index(plan),
-            lowering.threads,
+            self.lowering.threads,
         )
+
+    def parameter_problem(self, plan: FusedPlan) -> str | None:
+        """Why CUDA cannot launch the kernel of `plan`, if it cannot: its
+        parameters (8 bytes each, `coco_peers` by value) exceed
+        KERNEL_PARAMETER_BYTES (a fusion over hundreds of parameters'
+        buffers; buckets take fewer)."""
+        arguments = self.kernel(plan).kernel_arguments
+        size = sum(
+            PEERS_BYTES if isinstance(t, PeersType) else 8 for _, t in arguments
+        )
+        if size <= KERNEL_PARAMETER_BYTES:
+            return None
+        return (
+            f"needs {len(arguments)} kernel parameters ({size} bytes), more than "
+            f"CUDA's {KERNEL_PARAMETER_BYTES} bytes"
+        )
+
+    def lower(self, plan: FusedPlan, rewriter: PatternRewriter) -> None:
+        fusion = plan.fusion
+        lowering = self.lowering
+        world = self.world
+        yielded = list(fusion.yield_op.arguments)
+        kernel = self.kernel(plan)
         # every fusion of the same form launches one kernel (every parameter
         # of a shape): seeds and signal slots are arguments (FusedKernel)
         func = lowering.shared_kernel(
@@ -1427,11 +1517,11 @@ class FusedCollectiveLowering:
         """Dropout's global index: `ElementContext.global_index`, with the overlap
         chunk frame a cloned dropout carries."""
         lowering = self.lowering
-        t = coco.tensor_type(plan.reductions[0].result)
-        shape = local_shape(t, self.world)
 
         def for_op(op: Operation) -> DropoutIndex:
             chunk = chunk_of(op)
+            t = coco.tensor_type(op.results[0])  # a slice of its part
+            shape = local_shape(t, self.world)
 
             def index_of(b: Builder, element: SSAValue, rank: SSAValue) -> SSAValue:
                 indexer = Indexer(b, element, shape)

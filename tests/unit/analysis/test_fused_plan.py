@@ -378,3 +378,57 @@ def test_refuses_rows_of_two_lengths():
     )
     plan = FusedPlan.of(the_fusion(cc.parse(text)), 2)
     assert plan == "reduces rows of different lengths ([8, 32] elements)"
+
+
+# ----------------------------------------------------------------------------
+# Several slice shapes (docs/gpu/fused.md, "Several slice shapes")
+# ----------------------------------------------------------------------------
+
+
+def test_several_shapes_are_parts_of_one_plan():
+    """AdamW with clipping by global norm over three parameters, not
+    bucketed: one plan, a part per slice shape (chunks, phase slots and
+    buffers of its own), the three partials completed at one boundary."""
+    optimized = cc.Pipeline("coco-optimize{bucket=false}")(example("adamw_clip"))
+    plan = FusedPlan.of(the_fusion(optimized), 4, chunk_elements=1000)
+    assert isinstance(plan, FusedPlan), plan
+    geometries = [p.geometry for p in plan.parts]
+    assert geometries == [
+        SliceGeometry((256, 64), 0, 4),
+        SliceGeometry((64,), 0, 4),
+        SliceGeometry((128, 32), 0, 4),
+    ]
+    assert [p.chunks for p in plan.parts] == [5, 1, 2]  # 4096, 16, 1024 elements
+    assert plan.max_blocks == 3 * 5
+    slots = plan.slots
+    # part 0: slots 0-39, part 1: 40-47, part 2: 48-63; phase 1 after phase 0
+    assert [slots.phase(1, part) for part in range(3)] == [20, 44, 56]
+    assert slots.scalars(0) == 2 * 4 * (5 + 1 + 2)
+    assert len(plan.slice_reductions) == 3 and plan.scalar_boundaries == {0}
+    scratch = [b.count for b in plan.symmetric_buffers() if b.kind == "scratch"]
+    assert scratch == [4 * 4096, 4 * 16, 4 * 1024]
+    elements = 256 * 64 + 64 + 128 * 32
+    assert plan.peer_bytes() == 2 * elements * 4 // 4 + 3 * 4
+
+
+def test_refuses_rows_with_several_shapes():
+    sliced, rows, other = (
+        T("8x4xf32", "sliced<0>"),
+        T("8x1xf32", "sliced<0>"),
+        T("16xf32", "sliced<0>"),
+    )
+    text = f"""
+func.func @f(%g: {T("8x4xf32", "local")}, %h: {T("16xf32", "local")}) -> ({sliced}, {other}) {{
+  %r, %q = coco.fusion (%g, %h) : ({T("8x4xf32", "local")}, {T("16xf32", "local")}) -> ({sliced}, {other}) {{
+  ^bb0(%g1: {T("8x4xf32", "local")}, %h1: {T("16xf32", "local")}):
+    %s = coco.reduce_scatter %g1 reduction = sum dim = 0 : {T("8x4xf32", "local")} -> {sliced}
+    %t = coco.reduce_scatter %h1 reduction = sum dim = 0 : {T("16xf32", "local")} -> {other}
+    %m = coco.reduce %s kind = sum dims = [1] keep_dims : ({sliced}) -> {rows}
+    %y = coco.sub %s, %m : ({sliced}, {rows}) -> {sliced}
+    coco.yield %y, %t : {sliced}, {other}
+  }}
+  func.return %r, %q : {sliced}, {other}
+}}
+"""  # noqa: E501
+    plan = FusedPlan.of(the_fusion(cc.parse(text)), 2)
+    assert plan == "reduces rows in a fusion of several slice shapes"

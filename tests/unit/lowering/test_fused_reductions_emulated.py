@@ -14,12 +14,18 @@ import fused_emulation
 import numpy as np
 import pytest
 from fused_emulation import emulate, peer_bytes
-from helpers import T, example
+from helpers import T, example, load_example, ops_of
 from test_fused_emulated import CALLS, assert_traffic, launches_of
 from xdsl.dialects.builtin import ModuleOp
 
 import coconet_ir as cc
+from coconet_ir.analysis.fused_plan import FusedPlan
 from coconet_ir.backend.emu import EmulationError
+from coconet_ir.dialects.coco import FusionOp
+from coconet_ir.lowering.coco_to_gpu import KERNELS_MODULE, why_not_one_kernel
+from coconet_ir.lowering.fused_collectives import fused_parameter_problem
+from coconet_ir.lowering.kernels import KernelModule
+from coconet_ir.lowering.state import Lowering
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
 
@@ -189,3 +195,91 @@ def test_adamw_with_global_norm_clipping(world: int):
     elements = 256 * 64 + 64 + 128 * 32
     per_call = 2 * (world - 1) * elements * 4 // world + (world - 1) * 4
     assert peer_bytes(run.stats, world)[0].sum() == CALLS * per_call
+
+
+@pytest.mark.parametrize("world", [2, 4, 8])
+def test_adamw_with_global_norm_clipping_unbucketed_is_one_launch(world: int):
+    """The same step without buckets: ONE fused kernel over the three
+    parameters' slices (a part per shape: docs/gpu/fused.md, "Several slice
+    shapes"), the three partials completed at one boundary; no copies."""
+    module = cc.Pipeline("coco-optimize{bucket=false}")(example("adamw_clip"))
+    run = emulate(module, world, fused_chunk=1000)
+    assert_close(run, rtol=1e-5, atol=1e-6)
+    assert sum(run.stats["kernels"].values()) == launches_of(run, "fused")
+    assert launches_of(run, "fused") == CALLS * world
+    assert sum(map(sum, run.stats["nccl_calls"])) == 0
+    assert_traffic(run, module, world)
+
+
+PARTS = """
+func.func @parts(%a: {la}, %b: {lb}, %c: {lc}, %r: {ra}) -> ({sa}, {rb}, {rc}) {{
+  %x1, %yg, %zg = coco.fusion (%a, %b, %c, %r) : ({la}, {lb}, {lc}, {ra}) -> ({sa}, {rb}, {rc}) {{
+  ^bb0(%a1: {la}, %b1: {lb}, %c1: {lc}, %r1: {ra}):
+    %x = coco.reduce_scatter %a1 reduction = sum dim = 0 : {la} -> {sa}
+    %y = coco.reduce_scatter %b1 reduction = sum dim = 1 : {lb} -> {sb}
+    %z = coco.reduce_scatter %c1 reduction = max dim = 2 : {lc} -> {sc}
+    %rs = coco.all_slice %r1 dim = 0 : ({ra}) -> {sa}
+    %x2 = coco.add %x, %rs : ({sa}, {sa}) -> {sa}
+    %y1 = coco.dropout %y p = 2.500000e-01 seed = 3 : ({sb}) -> {sb}
+    %z1 = coco.relu %z : ({sc}) -> {sc}
+    %yg1 = coco.all_gather %y1 : {sb} -> {rb}
+    %zg1 = coco.all_gather %z1 : {sc} -> {rc}
+    coco.yield %x2, %yg1, %zg1 : {sa}, {rb}, {rc}
+  }}
+  func.return %x1, %yg, %zg : {sa}, {rb}, {rc}
+}}
+"""  # noqa: E501
+
+
+def parts_program() -> ModuleOp:
+    """Three shapes cut along three dims (the last two not contiguous), an
+    all_slice, a dropout and two gathers, in one fusion."""
+    return cc.parse(
+        PARTS.format(
+            la=T("32x8xf32", "local"),
+            sa=T("32x8xf32", "sliced<0>"),
+            ra=T("32x8xf32"),
+            lb=T("4x16x6xf32", "local"),
+            sb=T("4x16x6xf32", "sliced<1>"),
+            rb=T("4x16x6xf32"),
+            lc=T("2x3x16xf32", "local"),
+            sc=T("2x3x16xf32", "sliced<2>"),
+            rc=T("2x3x16xf32"),
+        )
+    )
+
+
+@pytest.mark.parametrize(("world", "chunk"), [(2, None), (4, 7), (8, 5)])
+def test_three_parts_in_one_kernel(world: int, chunk: int | None):
+    """Every part pushes, reduces, computes and gathers its own chunks (a
+    short last chunk in each at N = 4, 8); the bytes are the sum of the
+    parts' fused all-reduces and reduce_scatters."""
+    module = parts_program()
+    run = emulate(module, world, fused_chunk=chunk)
+    assert_close(run, rtol=1e-6, atol=1e-6)
+    assert launches_of(run, "fused") == CALLS * world
+    assert sum(map(sum, run.stats["nccl_calls"])) == 0
+    assert_traffic(run, module, world)
+
+
+def test_three_parts_under_the_thread_sanitizer():
+    run = emulate(parts_program(), 4, fused_chunk=7, sanitize="thread")
+    assert_close(run, rtol=1e-6, atol=1e-6)
+
+
+def test_a_kernel_of_too_many_buffers_is_refused_with_the_reason():
+    """Clipping over 400 parameters without buckets: one plan, but its
+    kernel would take more than CUDA's 32,764 bytes of parameters (nvcc:
+    "Formal parameter space overflowed"), so the lowering keeps to the op by
+    op form and says why; buckets take few buffers (docs/gpu/fused.md,
+    "Limits")."""
+    clipped = load_example("adamw_clip")
+    tensors = [(f"p{i}", [8]) for i in range(400)]
+    module = cc.Pipeline("coco-optimize{bucket=false world=4}")(clipped.build(tensors))
+    (fusion,) = ops_of(module, FusionOp)
+    plan = FusedPlan.of(fusion, 4)
+    assert isinstance(plan, FusedPlan)
+    lowering = Lowering(4, 256, KernelModule.create(KERNELS_MODULE))
+    problem = fused_parameter_problem(lowering, plan)
+    assert problem is not None and "more than CUDA's 32764 bytes" in problem
+    assert "(coco-bucket takes fewer)" in why_not_one_kernel(lowering, fusion)

@@ -50,20 +50,17 @@ func.func @stage2() -> !coco.tensor<4x8x16xf32, sliced<1>> {
 
 // -----
 
-// Refused by the fused plan (two reduce_scatters along different dims): the
-// fusion is lowered op by op, NCCL calls and kernels, no signals, and the
-// conversion warns at the fusion, saying why (its only warning).
+// Two reduce_scatters along different dims: two parts of ONE fused kernel
+// (docs/gpu/fused.md, "Several slice shapes"), each with its own chunks and
+// phase slots (2 phases x 4 ranks x 1 chunk each), no NCCL call.
 
-// WARN:     fusion-collectives-send.mlir:[[# @LINE + 12]]:3: warning: 'coco.fusion' op lowered op by op (kernels and library calls), not as one kernel: the fused collective kernel refuses it: it reduces into !coco.tensor<8x8xf32, sliced<1>>, not the fusion's slice !coco.tensor<8x8xf32, sliced<0>>
-// WARN-NOT: warning
-
-// CHECK:       builtin.module attributes {
-// CHECK-NOT:   coco_gpu.signal_slots
-// CHECK-NOT:   coco_gpu.signal
+// CHECK:       builtin.module attributes {{{.*}}coco_gpu.signal_slots = 16 : i64
 // CHECK-LABEL: func.func @mixed(
-// CHECK:         coco_gpu.nccl_reduce_scatter
-// CHECK:         coco_gpu.nccl_reduce_scatter
-// CHECK-NOT:     coco_gpu.symmetric_buffer
+// CHECK-NOT:     coco_gpu.nccl
+// CHECK:         gpu.launch_func
+// CHECK-NOT:     gpu.launch_func
+// CHECK-NOT:     coco_gpu.nccl
+// CHECK:         return
 
 func.func @mixed(%a: !coco.tensor<8x8xf32, local>, %b: !coco.tensor<8x8xf32, local>) -> (!coco.tensor<8x8xf32, sliced<0>>, !coco.tensor<8x8xf32, sliced<1>>) {
   %x, %y = coco.fusion (%a, %b) : (!coco.tensor<8x8xf32, local>, !coco.tensor<8x8xf32, local>) -> (!coco.tensor<8x8xf32, sliced<0>>, !coco.tensor<8x8xf32, sliced<1>>) {
@@ -74,4 +71,32 @@ func.func @mixed(%a: !coco.tensor<8x8xf32, local>, %b: !coco.tensor<8x8xf32, loc
     coco.yield %r, %s1 : !coco.tensor<8x8xf32, sliced<0>>, !coco.tensor<8x8xf32, sliced<1>>
   }
   func.return %x, %y : !coco.tensor<8x8xf32, sliced<0>>, !coco.tensor<8x8xf32, sliced<1>>
+}
+
+// -----
+
+// Refused by the fused plan (compute on the local input, before its
+// reduce_scatter): the fusion is lowered op by op, NCCL calls and kernels, no
+// signals, and the conversion warns at the fusion, saying why (its only
+// warning).
+
+// WARN:     fusion-collectives-send.mlir:[[# @LINE + 11]]:3: warning: 'coco.fusion' op lowered op by op (kernels and library calls), not as one kernel: the fused collective kernel refuses it: it computes !coco.tensor<8x8xf32, local>, neither a slice
+// WARN-NOT: warning
+
+// CHECK:       builtin.module attributes {
+// CHECK-NOT:   coco_gpu.signal_slots
+// CHECK-NOT:   coco_gpu.signal
+// CHECK-LABEL: func.func @inner(
+// CHECK:         coco_gpu.nccl_reduce_scatter
+// CHECK-NOT:     coco_gpu.symmetric_buffer
+
+func.func @inner(%a: !coco.tensor<8x8xf32, local>) -> !coco.tensor<8x8xf32, sliced<0>> {
+  %x = coco.fusion (%a) : (!coco.tensor<8x8xf32, local>) -> !coco.tensor<8x8xf32, sliced<0>> {
+  ^bb0(%a1: !coco.tensor<8x8xf32, local>):
+    %t = coco.relu %a1 : (!coco.tensor<8x8xf32, local>) -> !coco.tensor<8x8xf32, local>
+    %s0 = coco.reduce_scatter %t reduction = sum dim = 0 : !coco.tensor<8x8xf32, local> -> !coco.tensor<8x8xf32, sliced<0>>
+    %r = coco.relu %s0 : (!coco.tensor<8x8xf32, sliced<0>>) -> !coco.tensor<8x8xf32, sliced<0>>
+    coco.yield %r : !coco.tensor<8x8xf32, sliced<0>>
+  }
+  func.return %x : !coco.tensor<8x8xf32, sliced<0>>
 }
