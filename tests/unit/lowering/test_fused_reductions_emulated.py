@@ -283,3 +283,22 @@ def test_a_kernel_of_too_many_buffers_is_refused_with_the_reason():
     problem = fused_parameter_problem(lowering, plan)
     assert problem is not None and "more than CUDA's 32764 bytes" in problem
     assert "(coco-bucket takes fewer)" in why_not_one_kernel(lowering, fusion)
+
+
+def test_clipping_over_a_bert_of_several_buckets():
+    """BERT's tensors at toy sizes (2 layers: 39 tensors; the emulator's
+    entry takes at most 1024 arguments, ctypes' limit, so not BERT-large's
+    391 x 4) in 1 KiB buckets: one fused kernel for all the buckets (the norm
+    joins them), the buckets' copies, and what the interpreter computes."""
+    adam_bert = load_example("adam_bert")
+    shapes = adam_bert.Shapes(layers=2, hidden=16, ffn=32, vocab=40, positions=16)
+    tensors = adam_bert.parameters(shapes)
+    module = cc.Pipeline("coco-optimize{world=4 bucket_bytes=1024}")(
+        load_example("adamw_clip").build(tensors)
+    )
+    (fusion,) = ops_of(module, FusionOp)
+    plan = FusedPlan.of(fusion, 4)
+    assert isinstance(plan, FusedPlan) and len(plan.reductions) > 4  # buckets
+    run = emulate(module, 4, seeds=(0,))
+    assert_close(run, rtol=1e-5, atol=1e-6)
+    assert launches_of(run, "fused") == 4
