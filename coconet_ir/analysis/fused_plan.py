@@ -250,9 +250,9 @@ class FusedPlan:
         geometry = SliceGeometry(
             tuple(slice_type.dims), slice_type.layout.sliced_dim, world
         )
-        rows = _row_lengths(ops, slice_type)
-        if rows and len(slice_types) > 1:
+        if len(slice_types) > 1 and _has_rows(ops, slice_types):
             return "reduces rows in a fusion of several slice shapes"
+        rows = _row_lengths(ops, slice_type) if len(slice_types) == 1 else set()
         if len(rows) > 1:
             return f"reduces rows of different lengths ({sorted(rows)} elements)"
         row_length = rows.pop() if rows else 1
@@ -320,11 +320,12 @@ class FusedPlan:
 
     @cached_property
     def components(self) -> dict[int, list[frozenset[SSAValue]]]:
-        """Per part, its slice values in groups computed together (connected
-        through elementwise ops on slices, rows or all_slices; scalars do not
-        connect): every parameter's chain of a step over many parameters is
-        a group of its own, which the kernel computes in an element loop of
-        its own, so the loops' live values stay those of one chain."""
+        """Per part, its slice values (sliced inputs too) in groups computed
+        together (connected through elementwise ops on slices, rows or
+        all_slices; scalars do not connect): every parameter's chain of a
+        step over many parameters is a group of its own, which the kernel
+        computes in an element loop of its own, so the loops' live values
+        stay those of one chain."""
         parent: dict[SSAValue, SSAValue] = {}
 
         def find(v: SSAValue) -> SSAValue:
@@ -337,6 +338,9 @@ class FusedPlan:
             t = coco.tensor_type(v)
             return t.rank > 0 and t.layout.is_sliced
 
+        for arg in self.fusion.block.args:
+            if sliced(arg):  # a sliced input: with the chains reading it
+                parent.setdefault(arg, arg)
         for op in self.fusion.block.ops:
             if isinstance(op, coco.YieldOp) or not op.results:
                 continue
@@ -345,7 +349,7 @@ class FusedPlan:
                 continue
             parent.setdefault(result, result)
             for operand in op.operands:
-                if isinstance(operand, OpResult) and operand in parent:
+                if operand in parent:
                     parent[find(operand)] = find(result)
         groups: dict[SSAValue, list[SSAValue]] = {}
         for v in parent:
@@ -655,6 +659,24 @@ def _row_length(
     return length if length > 1 else None
 
 
+def _has_rows(ops: list[Operation], slice_types: list[coco.TensorType]) -> bool:
+    """Whether `ops` reduce rows or read rows of any of the parts' slices
+    (a value of a part's own shape is that part's slice, not rows)."""
+    shapes = {(tuple(t.dims), t.layout.sliced_dim) for t in slice_types}
+    if any(isinstance(op, coco.ReduceOp) and op.keeps_dims for op in ops):
+        return True
+    for op in ops:
+        for value in (*op.operands, *op.results):
+            t = value.type
+            if not isinstance(t, coco.TensorType) or not t.layout.is_sliced:
+                continue
+            if (tuple(t.dims), t.layout.sliced_dim) in shapes:
+                continue
+            if any(_row_length(t, dims, dim) for dims, dim in shapes):
+                return True
+    return False
+
+
 def _row_lengths(ops: list[Operation], slice_type: coco.TensorType) -> set[int]:
     """The row lengths of the values `ops` read and compute."""
     dims, dim = tuple(slice_type.dims), slice_type.layout.sliced_dim
@@ -838,15 +860,14 @@ def _slice_reduction_problems(op: coco.ReduceOp, is_slice) -> list[str]:
 
 
 def _yield_problems(fusion: coco.FusionOp, slice_type: coco.TensorType) -> list[str]:
-    """The kernel writes slices computed in the body and gathered values; a
-    yielded input, scalar or row has no element the kernel would store."""
+    """The kernel writes slices (or rows of them) computed in the body and
+    gathered values; a yielded input or scalar has no element the kernel
+    would store."""
     problems: list[str] = []
     for value in fusion.yield_op.arguments:
         t = coco.tensor_type(value)
         if isinstance(value, BlockArgument):
             problems.append("yields one of its inputs unchanged")
-        elif _row_length(t, tuple(slice_type.dims), slice_type.layout.sliced_dim):
-            problems.append(f"yields rows {t}, which the kernel keeps to itself")
         elif not (t.layout.is_sliced or isinstance(value.owner, coco.AllGatherOp)):
             problems.append(f"yields {t}, neither a slice nor a gathered value")
     return problems

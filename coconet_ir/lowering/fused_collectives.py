@@ -1,7 +1,11 @@
 """The fused collective kernel: a `coco.fusion` holding reduce_scatter(s),
 elementwise compute on the slices and all_gather(s) (CoCoNet's fused
 all-reduce), or sends of the slices, becomes ONE `gpu.func` (docs/gpu/fused.md, "The
-fused all-reduce kernel").
+fused all-reduce kernel"). Below, one slice shape; a fusion of several has a
+*part* per shape, and every phase is built part by part, a part's chunk
+computed chain by chain (docs/gpu/fused.md, "Several slice shapes"). Slice
+and row reductions cut phase 2 into stages ("Reductions inside a fused
+kernel", "Row reductions: a norm in the kernel").
 
 The kernel is a two-shot push over peer pointers into symmetric buffers, with
 signal-pad synchronization, pipelined in chunks of the rank's slice:
@@ -330,6 +334,9 @@ class FusedKernel:
             )
         for i, op in enumerate(plan.row_reductions):
             add(("rows", op), f"rows{i}", MemRefType(plan.row_type(op), [plan.rows]))
+        for i, value in enumerate(self.row_outputs()):
+            t = coco.tensor_type(value).element_type
+            add(("row_out", value), f"row_out{i}", MemRefType(t, [plan.rows]))
         for i, buffer in enumerate(plan.symmetric_buffers()):
             if buffer.kind in SCALAR_BUFFERS:
                 add(
@@ -365,15 +372,35 @@ class FusedKernel:
             return 1
         return width
 
+    def row_outputs(self) -> list[SSAValue]:
+        """Yielded rows computed from a row reduction's (`1 / sqrt(var +
+        eps)`, which a LayerNorm's backward reads): the kernel stores each
+        row's value once, at the row's first element (a yielded row
+        reduction's rows are its rows buffer)."""
+        plan = self.plan
+        return [
+            v
+            for v in plan.fusion.yield_op.arguments
+            if plan.is_rows(v) and v.owner not in plan.row_reductions
+        ]
+
     def dropouts(self) -> list[coco.DropoutOp]:
         """The body's dropouts, whose seeds are kernel arguments."""
         return [op for op in self.plan.compute if isinstance(op, coco.DropoutOp)]
 
     def read_arguments(self) -> list[BlockArgument]:
-        """Block arguments the compute reads per element (not the reduced
-        inputs, unless the compute reads them too)."""
+        """Block arguments the kernel reads per element: the compute's
+        operands, and inputs reduced or gathered as they are (not the
+        reduce_scatters' inputs, unless something else reads them too)."""
+        plan = self.plan
         found: list[BlockArgument] = []
-        for op in self.plan.compute:
+        readers = (
+            *plan.compute,
+            *plan.slice_reductions,
+            *plan.row_reductions,
+            *plan.gathers,
+        )
+        for op in readers:
             for operand in op.operands:
                 if isinstance(operand, BlockArgument) and operand not in found:
                     found.append(operand)
@@ -505,7 +532,7 @@ class FusedKernel:
         every buffer but the inputs read as scalars or by broadcast."""
         if not (isinstance(key, tuple) and key):
             return False  # rank, epoch, peers, slots
-        if key[0] in (*SCALAR_BUFFERS, "seed", "rows"):
+        if key[0] in (*SCALAR_BUFFERS, "seed", "rows", "row_out"):
             return False
         if key[0] != "read":
             return True
@@ -833,6 +860,13 @@ class FusedKernel:
             if plan.stage(value) == stage and self.mine(value):
                 slice_ = self.arg(self.func, ("slice", value))
                 store_lanes(b, packed(value), slice_, element)
+        for value in self.row_outputs():
+            if plan.stage(value) == stage and self.mine(value):
+                first = n.eq(n.rem(element, plan.row_length), 0)
+                at_first = if_then(b, first)  # the row's first element
+                row = Ints(at_first).div(element, plan.row_length)
+                rows = self.arg(self.func, ("row_out", value))
+                store(at_first, value_of(value, 0), rows, [row])
         for op, accumulator in accumulators.items():
             if not self.mine(op.operand):
                 continue  # another part's or chain's reduction
@@ -876,7 +910,9 @@ class FusedKernel:
         kernel")."""
         plan, part, mine = self.plan, self.part, self.mine
         needed: set[SSAValue] = {
-            v for v in self.slice_outputs if plan.stage(v) == stage and mine(v)
+            v
+            for v in (*self.slice_outputs, *self.row_outputs())
+            if plan.stage(v) == stage and mine(v)
         }
         needed |= {
             op.operand
@@ -1344,7 +1380,11 @@ class FusedCollectiveLowering:
     def kernel(self, plan: FusedPlan) -> FusedKernel:
         """The device side of `plan`, its arguments laid out (not built)."""
         yielded = list(plan.fusion.yield_op.arguments)
-        slice_outputs = [v for v in yielded if coco.tensor_type(v).layout.is_sliced]
+        slice_outputs = [
+            v
+            for v in yielded
+            if coco.tensor_type(v).layout.is_sliced and not plan.is_rows(v)
+        ]
         for send in plan.sends:
             if send.operand not in slice_outputs and not isinstance(
                 send.operand.owner, AllGatherOp
@@ -1463,6 +1503,8 @@ class FusedCollectiveLowering:
             args[("slice", value)] = collapsed(value)
         for op in plan.row_reductions:
             args[("rows", op)] = collapsed(op.result)  # the block's, per launch
+        for value in kernel.row_outputs():
+            args[("row_out", value)] = collapsed(value)
 
         threads = lowering.threads
         items = plan.max_blocks * threads

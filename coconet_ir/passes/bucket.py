@@ -17,7 +17,10 @@ mask depends on the element's index) connected to `%r` through values of
 `b1 * m` belongs to the chain of `m1 = b1*m + (1-b1)*g`). Its *leaves* are the
 values of that shape it reads from outside (the parameter, the moments, the
 local gradient); its rank-0 operands are *scalars* (`lr`, `1 - b1`); its
-values are used only by the chain itself and by `coco.update`s. Two
+values are used only by the chain itself, by `coco.update`s and by *sum
+terms*: whole sums added up with other parameters' (a global norm's squares,
+`clip_grad_norm_`'s), which the bucket computes as one sum over the flat
+bucket (docs/passes/coco-bucket.md, "Sums across parameters"). Two
 parameters share a bucket in full when their chains are the same op sequence
 on the same scalars (equal scalar computations count as the same), leaf for
 leaf of the same element type and layout: the bucket concatenates each leaf,
@@ -117,10 +120,9 @@ def is_chain_op(op: Operation) -> bool:
     return isinstance(op, ELEMENTWISE_OPS) and not isinstance(op, DropoutOp)
 
 
-def is_sum_term(op: Operation) -> bool:
-    """A sum of a whole chain value into a rank-0 replicated scalar used by
-    one `coco.add`: a term of a sum across parameters (a global norm's
-    squares, `clip_grad_norm_`'s)."""
+def is_whole_sum(op: Operation) -> bool:
+    """A sum of a whole value into a rank-0 replicated scalar used by one
+    `coco.add`."""
     if not isinstance(op, ReduceOp) or op.kind.data != "sum" or op.keeps_dims:
         return False
     operand = tensor_type(op.operand)
@@ -131,6 +133,28 @@ def is_sum_term(op: Operation) -> bool:
         and op.result.uses.get_length() == 1
         and isinstance(next(iter(op.result.uses)).operation, AddOp)
     )
+
+
+def is_sum_term(op: Operation) -> bool:
+    """A whole sum added up with another parameter's (`is_whole_sum`, in the
+    same `coco.add` tree): a term of a sum across parameters (a global
+    norm's squares, `clip_grad_norm_`'s). A parameter's own `sum(g*g) + eps`
+    is no term: its chain shares only its all_reduce, as before."""
+    return is_whole_sum(op) and _tree_sums(sum_root(op)) > 1  # type: ignore[arg-type]
+
+
+def _tree_sums(root: SSAValue) -> int:
+    """The whole sums among the leaves of the `coco.add` tree below `root`
+    (`sum_root`'s tree, walked down)."""
+    found, work = 0, [root]
+    while work:
+        value = work.pop()
+        op = value.owner
+        if isinstance(op, AddOp) and (value is root or value.uses.get_length() == 1):
+            work += op.operands
+        elif isinstance(op, Operation) and is_whole_sum(op):
+            found += 1
+    return found
 
 
 def sum_root(term: ReduceOp) -> SSAValue:

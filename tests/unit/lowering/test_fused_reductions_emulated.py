@@ -302,3 +302,60 @@ def test_clipping_over_a_bert_of_several_buckets():
     run = emulate(module, 4, seeds=(0,))
     assert_close(run, rtol=1e-5, atol=1e-6)
     assert launches_of(run, "fused") == 4
+
+
+INPUT_READERS = {
+    # rows of an input, not of the reduce_scatter's slice
+    "row reduction": """
+func.func @f(%a: {loc}, %h: {sl}) -> {rep} {{
+  %x = coco.reduce_scatter %a reduction = sum dim = 0 : {loc} -> {sl}
+  %m = coco.reduce %h kind = sum dims = [1] keep_dims : ({sl}) -> {rows}
+  %y = coco.mul %x, %m : ({sl}, {rows}) -> {sl}
+  %g = coco.all_gather %y : {sl} -> {rep}
+  func.return %g : {rep}
+}}""",
+    # a norm of an input scales the reduced slice
+    "slice reduction": """
+func.func @f(%a: {loc}, %h: {sl}) -> {rep} {{
+  %x = coco.reduce_scatter %a reduction = sum dim = 0 : {loc} -> {sl}
+  %p = coco.reduce %h kind = sum dims = [0, 1] : ({sl}) -> {scl}
+  %s = coco.all_reduce %p reduction = sum : {scl} -> {sc}
+  %y = coco.mul %x, %s : ({sl}, {sc}) -> {sl}
+  %g = coco.all_gather %y : {sl} -> {rep}
+  func.return %g : {rep}
+}}""",
+    # an input gathered as it is, in the fusion of another slice
+    "gather": """
+func.func @f(%a: {loc}, %h: {sl}) -> ({sl}, {rep}) {{
+  %y0, %g0 = coco.fusion (%a, %h) : ({loc}, {sl}) -> ({sl}, {rep}) {{
+  ^bb0(%a1: {loc}, %h1: {sl}):
+    %x = coco.reduce_scatter %a1 reduction = sum dim = 0 : {loc} -> {sl}
+    %y = coco.relu %x : ({sl}) -> {sl}
+    %g = coco.all_gather %h1 : {sl} -> {rep}
+    coco.yield %y, %g : {sl}, {rep}
+  }}
+  func.return %y0, %g0 : {sl}, {rep}
+}}""",
+}
+
+
+@pytest.mark.parametrize("world", [2, 4, 8])
+@pytest.mark.parametrize("reader", INPUT_READERS)
+def test_an_input_reduced_or_gathered_as_it_is(reader: str, world: int):
+    """A fusion input read by a reduction or a gather, not by compute, is
+    still read (a chain of its own, or its readers' chain)."""
+    text = INPUT_READERS[reader].format(
+        loc=T("32x64xf32", "local"),
+        sl=T("32x64xf32", "sliced<0>"),
+        rep=T("32x64xf32"),
+        rows=T("32x1xf32", "sliced<0>"),
+        scl=T("f32", "local"),
+        sc=T("f32"),
+    )
+    module = cc.Pipeline("coco-optimize" if reader != "gather" else "coco-dce")(
+        cc.parse(text)
+    )
+    assert ops_of(module, FusionOp)
+    run = emulate(module, world, fused_chunk=500)
+    assert_close(run, rtol=1e-5, atol=1e-5)
+    assert launches_of(run, "fused") == CALLS * world

@@ -181,3 +181,38 @@ def test_a_mistake_is_caught(monkeypatch: pytest.MonkeyPatch, mutation: str):
     with pytest.raises((EmulationError, AssertionError)):
         run = emulate(module, 4, fused_chunk=64, sanitize="thread")
         check(run, "sequence_parallel_norm")
+
+
+def saved_statistics() -> ModuleOp:
+    """A LayerNorm forward as training runs it (torch's native_layer_norm):
+    the normalized rows gathered, and each row's sum, mean and 1 / std
+    returned for the backward pass."""
+
+    @cc.function
+    def saved(
+        partial: cc.tensor([32, 64], cc.f32, cc.local),
+        r: cc.tensor([32, 64], cc.f32, cc.sliced(0)),
+        gamma: cc.tensor([64], cc.f32, cc.replicated),
+    ):
+        h = cc.reduce_scatter(partial, "sum", 0) + r
+        total = cc.reduce(h, "sum", 1, keep_dims=True)
+        mean = total * (1 / 64)
+        centred = h - mean
+        variance = cc.reduce(centred * centred, "sum", 1, keep_dims=True) * (1 / 64)
+        rstd = cc.rsqrt(variance + 1e-5)
+        y = centred * rstd * gamma
+        return cc.all_gather(y), total, mean, rstd
+
+    return optimized(cc.module(saved))
+
+
+@pytest.mark.parametrize(("world", "chunk"), [(2, None), (4, 128), (8, 64)])
+def test_saved_row_statistics_stay_in_the_kernel(world: int, chunk: int | None):
+    """Yielded rows: a row reduction's rows buffer is its result, rows
+    computed from it are stored once per row; still one ordinary launch."""
+    module = saved_statistics()
+    plan = the_plan(module, world)
+    assert len(plan.row_reductions) == 2 and not plan.cooperative
+    run = emulate(module, world, fused_chunk=chunk)
+    assert_close(run, rtol=1e-5, atol=1e-5)
+    assert sum(run.stats["kernels"].values()) == CALLS * world

@@ -447,3 +447,31 @@ def test_two_norms_are_two_sums(world: int) -> None:
     assert len(ops_of(after, coco.ReduceOp)) == 2
     verdict = cc.equivalent(before, after, world)
     assert verdict, verdict.first_difference
+
+
+def test_a_parameters_own_sum_is_no_term() -> None:
+    """`rsqrt(sum(g*g) + eps)` per parameter (a layer-wise norm): the sum is
+    added to a constant, not to another parameter's, so the chains are not
+    bucketed in full and the all_reduces alone share a bucket (DDP's)."""
+    r, loc = T([64], "replicated"), T([64], "local")
+    sc = "!coco.tensor<f32, replicated>"
+    lines = [f"%eps = coco.constant 1.000000e-06 : {sc}"]
+    for i in (1, 2):
+        lines += [
+            f"%r{i} = coco.all_reduce %g{i} reduction = sum : {loc} -> {r}",
+            f"%q{i} = coco.mul %r{i}, %r{i} : ({r}, {r}) -> {r}",
+            f"%s{i} = coco.reduce %q{i} kind = sum dims = [0] : ({r}) -> {sc}",
+            f"%n{i} = coco.add %s{i}, %eps : ({sc}, {sc}) -> {sc}",
+            f"%c{i} = coco.rsqrt %n{i} : ({sc}) -> {sc}",
+            f"%u{i} = coco.mul %r{i}, %c{i} : ({r}, {sc}) -> {r}",
+            f"%x{i} = coco.sub %w{i}, %u{i} : ({r}, {r}) -> {r}",
+            f"coco.update %w{i}, %x{i} : {r}",
+        ]
+    args = ", ".join(f"%g{i}: {loc}, %w{i}: {r}" for i in (1, 2))
+    body = "\n  ".join(lines)
+    before = cc.parse(f"func.func @f({args}) {{\n  {body}\n  func.return\n}}")
+    after = cc.Pipeline("coco-bucket")(before)
+    assert len(ops_of(after, coco.AllReduceOp)) == 1
+    assert len(ops_of(after, coco.ReduceOp)) == 2
+    verdict = cc.equivalent(before, after, 4)
+    assert verdict, verdict.first_difference
