@@ -663,6 +663,8 @@ class FusedKernel:
                 continue
             for component in self.plan.components[self.part.index]:
                 self.component = component  # one loop per chain
+                if not self.stage_needs(stage):
+                    continue  # the chain has nothing in this stage
                 self.for_elements(
                     body,
                     chunk,
@@ -902,12 +904,9 @@ class FusedKernel:
         key = ("read", v) if isinstance(v, BlockArgument) else ("rows", v.owner)
         return load(b, self.arg(self.func, key), [n.div(element, self.plan.row_length)])
 
-    def stage_ops(self, stage: int) -> set[Operation]:
-        """The body ops stage `stage` computes per element: those its
-        outputs, gathers and slice reductions need, back to the inputs, the
-        scalars of completed reductions and the values of earlier stages
-        stored in a buffer (docs/gpu/fused.md, "Reductions inside a fused
-        kernel")."""
+    def stage_needs(self, stage: int) -> set[SSAValue]:
+        """What stage `stage` of the loop being built produces: its stored
+        and yielded values, the operands of its gathers and reductions."""
         plan, part, mine = self.plan, self.part, self.mine
         needed: set[SSAValue] = {
             v
@@ -923,6 +922,16 @@ class FusedKernel:
             )
             if plan.stage(op.operand) == stage and mine(op.operand)
         }
+        return needed
+
+    def stage_ops(self, stage: int) -> set[Operation]:
+        """The body ops stage `stage` computes per element: those its
+        outputs, gathers and slice reductions need, back to the inputs, the
+        scalars of completed reductions and the values of earlier stages
+        stored in a buffer (docs/gpu/fused.md, "Reductions inside a fused
+        kernel")."""
+        plan = self.plan
+        needed = self.stage_needs(stage)
         found: set[Operation] = set()
         for op in reversed(list(plan.fusion.block.ops)):
             if not any(r in needed for r in op.results):
