@@ -393,7 +393,7 @@ class FusedKernel:
         operands, and inputs reduced or gathered as they are (not the
         reduce_scatters' inputs, unless something else reads them too)."""
         plan = self.plan
-        found: list[BlockArgument] = []
+        found: dict[BlockArgument, None] = {}
         readers = (
             *plan.compute,
             *plan.slice_reductions,
@@ -402,9 +402,9 @@ class FusedKernel:
         )
         for op in readers:
             for operand in op.operands:
-                if isinstance(operand, BlockArgument) and operand not in found:
-                    found.append(operand)
-        return found
+                if isinstance(operand, BlockArgument):
+                    found.setdefault(operand)
+        return list(found)
 
     @property
     def kernel_arguments(self) -> list[tuple[str, Attribute]]:

@@ -268,14 +268,15 @@ def test_three_parts_under_the_thread_sanitizer():
 
 
 def test_a_kernel_of_too_many_buffers_is_refused_with_the_reason():
-    """Clipping over 400 parameters without buckets: one plan, but its
+    """Clipping over 360 parameters without buckets: one plan, but its
     kernel would take more than CUDA's 32,764 bytes of parameters (nvcc:
     "Formal parameter space overflowed"), so the lowering keeps to the op by
     op form and says why; buckets take few buffers (docs/gpu/fused.md,
     "Limits")."""
     clipped = load_example("adamw_clip")
-    tensors = [(f"p{i}", [8]) for i in range(400)]
-    module = cc.Pipeline("coco-optimize{bucket=false world=4}")(clipped.build(tensors))
+    tensors = [(f"p{i}", [8]) for i in range(360)]
+    split = "coco-split-all-reduce{world=4},coco-reorder,coco-fuse"
+    module = cc.Pipeline(split)(clipped.build(tensors))
     (fusion,) = ops_of(module, FusionOp)
     plan = FusedPlan.of(fusion, 4)
     assert isinstance(plan, FusedPlan)
