@@ -251,8 +251,9 @@ class KernelArgs:
 class FusedKernel:
     """Builds the device side of one fused collective (the module docstring's
     phases) from its plan: `slice_outputs` are the sliced values the kernel
-    stores (yielded or sent), `gathered_outputs` the all_gathers it completes,
-    `dropout_index` the global index of each dropout's elements.
+    stores (yielded, sent or carried to a later stage), `dropout_index` the
+    global index of each dropout's elements; it completes every all_gather
+    of the plan.
 
     The first of its signal slots (`slots`) and its dropouts' seeds are
     kernel arguments, not constants: the kernel is the same for every fusion
@@ -262,7 +263,6 @@ class FusedKernel:
 
     plan: FusedPlan
     slice_outputs: list[SSAValue]
-    gathered_outputs: list[AllGatherOp]
     dropout_index: Callable[[Operation], DropoutIndex]
     threads: int
     """The most threads a block of the launch has."""
@@ -320,7 +320,7 @@ class FusedKernel:
         for arg in self.read_arguments():
             t = coco.tensor_type(arg)
             add(("read", arg), f"in{arg.index}", _flat_buffer(t, world))
-        for i, op in enumerate(self.gathered_outputs):
+        for i, op in enumerate(plan.gathers):
             t = coco.tensor_type(op.operand)
             full = plan.elements(op) * world
             add(("gather", op), f"gather{i}", MemRefType(t.element_type, [full]))
@@ -409,6 +409,22 @@ class FusedKernel:
     @property
     def kernel_arguments(self) -> list[tuple[str, Attribute]]:
         return self.layout.args
+
+    def parameter_problem(self) -> str | None:
+        """Why CUDA cannot launch this kernel, if it cannot: its parameters
+        (8 bytes each, `coco_peers` by value) exceed KERNEL_PARAMETER_BYTES
+        (a fusion over hundreds of parameters' buffers; buckets take
+        fewer)."""
+        arguments = self.kernel_arguments
+        size = sum(
+            PEERS_BYTES if isinstance(t, PeersType) else 8 for _, t in arguments
+        )
+        if size <= KERNEL_PARAMETER_BYTES:
+            return None
+        return (
+            f"needs {len(arguments)} kernel parameters ({size} bytes), more than "
+            f"CUDA's {KERNEL_PARAMETER_BYTES} bytes"
+        )
 
     def arg(self, func: gpu.FuncOp, key: object) -> SSAValue:
         return func.body.block.args[self.layout.positions[key]]
@@ -729,20 +745,7 @@ class FusedKernel:
             vectors, scalars = if_else(body, self.aligned)
             emit(*self.row_elements(vectors, row, self.width), self.width)
             emit(*self.row_elements(scalars, row), 1)
-        totals = []
-        for op in reductions:
-            value = load(body, accumulators[op], [m.c(0)])
-            totals.append(
-                block_reduce(
-                    body,
-                    str(op.kind.data),
-                    value,
-                    self.shared(value.type),
-                    self.threads,
-                    self.tid,
-                    self.bdim,
-                )
-            )
+        totals = self.block_totals(body, reductions, accumulators, m.c(0))
         lead = self.leader(body)
         for op, total in zip(reductions, totals):
             rows = self.arg(self.func, ("rows", op))
@@ -1030,6 +1033,27 @@ class FusedKernel:
         self.accumulators[stage] = found
         return found
 
+    def block_totals(
+        self,
+        b: Builder,
+        reductions: Sequence[ReduceOp],
+        accumulators: dict[ReduceOp, SSAValue],
+        zero: SSAValue,
+    ) -> list[SSAValue]:
+        """Each reduction's per-thread accumulator combined across the block
+        (`block_reduce`); every thread gets the totals. `zero`: index 0."""
+        totals = []
+        for op in reductions:
+            value = load(b, accumulators[op], [zero])
+            shared = self.shared(value.type)
+            kind = str(op.kind.data)
+            totals.append(
+                block_reduce(
+                    b, kind, value, shared, self.threads, self.tid, self.bdim
+                )
+            )
+        return totals
+
     def shared(self, t: Attribute) -> SSAValue:
         """The kernel's workgroup buffer of `threads` elements of `t`, for
         block reductions (one per type)."""
@@ -1076,20 +1100,7 @@ class FusedKernel:
         flag.name_hint = "flag_slot"
 
         # 1. Every block: its partials.
-        totals = []
-        for op in reductions:
-            value = load(b, accumulators[op], [zero])
-            totals.append(
-                block_reduce(
-                    b,
-                    str(op.kind.data),
-                    value,
-                    self.shared(value.type),
-                    self.threads,
-                    self.tid,
-                    self.bdim,
-                )
-            )
+        totals = self.block_totals(b, reductions, accumulators, zero)
         lead = self.leader(b)
         for op, total in zip(reductions, totals):
             store(lead, total, self.arg(self.func, ("partials", op)), [self.bid])
@@ -1349,19 +1360,19 @@ def lower_fused_collective(
     plan = FusedPlan.of(op, lowering.world, lowering.fused_chunk)
     if isinstance(plan, str):
         return False
-    if fused_parameter_problem(lowering, plan) is not None:
+    helper = FusedCollectiveLowering(lowering, SymmetricAllocator.of(module))
+    kernel = helper.kernel(plan)
+    if kernel.parameter_problem() is not None:
         return False
-    FusedCollectiveLowering(lowering, SymmetricAllocator.of(module)).lower(
-        plan, rewriter
-    )
+    helper.lower(plan, kernel, rewriter)
     return True
 
 
 def fused_parameter_problem(lowering: Lowering, plan: FusedPlan) -> str | None:
     """Why CUDA cannot launch the fused kernel of `plan`, if it cannot
-    (`FusedCollectiveLowering.parameter_problem`)."""
-    unused = SymmetricAllocator(plan.fusion)  # counting allocates nothing
-    return FusedCollectiveLowering(lowering, unused).parameter_problem(plan)
+    (`FusedKernel.parameter_problem`)."""
+    unused = SymmetricAllocator(plan.fusion)  # laying out arguments allocates nothing
+    return FusedCollectiveLowering(lowering, unused).kernel(plan).parameter_problem()
 
 
 KERNEL_PARAMETER_BYTES = 32764
@@ -1403,33 +1414,18 @@ class FusedCollectiveLowering:
         return FusedKernel(
             plan,
             list(dict.fromkeys(slice_outputs)),
-            list(plan.gathers),
             self.dropout_index(plan),
             self.lowering.threads,
         )
 
-    def parameter_problem(self, plan: FusedPlan) -> str | None:
-        """Why CUDA cannot launch the kernel of `plan`, if it cannot: its
-        parameters (8 bytes each, `coco_peers` by value) exceed
-        KERNEL_PARAMETER_BYTES (a fusion over hundreds of parameters'
-        buffers; buckets take fewer)."""
-        arguments = self.kernel(plan).kernel_arguments
-        size = sum(
-            PEERS_BYTES if isinstance(t, PeersType) else 8 for _, t in arguments
-        )
-        if size <= KERNEL_PARAMETER_BYTES:
-            return None
-        return (
-            f"needs {len(arguments)} kernel parameters ({size} bytes), more than "
-            f"CUDA's {KERNEL_PARAMETER_BYTES} bytes"
-        )
-
-    def lower(self, plan: FusedPlan, rewriter: PatternRewriter) -> None:
+    def lower(
+        self, plan: FusedPlan, kernel: FusedKernel, rewriter: PatternRewriter
+    ) -> None:
+        """`plan`'s fusion → the launch of `kernel` (`kernel(plan)`)."""
         fusion = plan.fusion
         lowering = self.lowering
         world = self.world
         yielded = list(fusion.yield_op.arguments)
-        kernel = self.kernel(plan)
         # every fusion of the same form launches one kernel (every parameter
         # of a shape): seeds and signal slots are arguments (FusedKernel)
         func = lowering.shared_kernel(
@@ -1476,7 +1472,7 @@ class FusedCollectiveLowering:
         # Destinations first: deciding whether an output may overwrite its
         # destination looks at the buffer's readers, which must not yet
         # include this fusion's own (detached) host ops.
-        for value in [*yielded, *(op.result for op in kernel.gathered_outputs)]:
+        for value in [*yielded, *(op.result for op in plan.gathers)]:
             output(value)
         for value in kernel.slice_outputs:
             output(value)
@@ -1506,7 +1502,7 @@ class FusedCollectiveLowering:
             host.extend(ops)
             return buffer
 
-        for op in kernel.gathered_outputs:
+        for op in plan.gathers:
             args[("gathered", op)] = collapsed(op.result)
         for value in kernel.slice_outputs:
             args[("slice", value)] = collapsed(value)
