@@ -107,6 +107,7 @@ def emulate(
     timeout: float = 300.0,
     backend: str = "emu",
     devices: Sequence[int] | None = None,
+    processes: bool = False,
 ) -> EmulationResult:
     """Run `module` on `world` emulated GPUs per stage (see the module
     docstring), `calls` times back to back on the same world (updated
@@ -121,13 +122,21 @@ def emulate(
     `stats`; without a GPU it raises a CocoError starting `no GPU:`. `devices`
     (cuda only) names each rank's GPU, stage-major (default 0, 1, ...); a GPU
     named twice runs several ranks (docs/gpu/running.md, "Ranks sharing a
-    GPU")."""
+    GPU").
+
+    `processes` (emu only) runs every rank as a process of its own, as
+    torchrun runs them (docs/gpu/emulation.md, "Multi-process mode"); the
+    same outputs and statistics as the default, every rank a thread."""
+    from functools import partial
+
     from coconet_ir.backend.emu import EntryCall, compile_emulated, run_emulated
 
     check_world(world)
     check_seed(seed)
     if devices is not None and backend != "cuda":
         raise ir.CocoError("devices name GPUs: they apply to the cuda backend only")
+    if processes and backend != "emu":
+        raise ir.CocoError("processes: a process per rank is the emu backend's mode")
     if calls < 1:
         raise ir.CocoError(f"the number of calls must be at least 1, got {calls}")
     ir.verify(module)
@@ -139,15 +148,13 @@ def emulate(
     if backend not in ("emu", "cuda"):
         raise ir.CocoError(f"unknown backend {backend!r} (emu or cuda)")
     if backend == "cuda":
-        from functools import partial
-
         from coconet_ir.backend.cuda.gpu_run import compile_gpu, run_gpu
 
         library = compile_gpu(lowered.cuda)
         run_calls = partial(run_gpu, devices=devices)
     else:
         library = compile_emulated(lowered.cuda, sanitize=sanitize)
-        run_calls = run_emulated
+        run_calls = partial(run_emulated, processes=processes)
     buffers = {
         f.sym_name.data: [
             arguments_of(optimized[f.sym_name.data], fed, world, rank)

@@ -16,11 +16,16 @@ their per-rank shapes, updated parameters mutated in place, results returned.
   through ctypes on the tensors' data pointers.
 - Meta (fake): the results' per-rank shapes and dtypes from the lowered
   function's types, so `torch.compile` traces the op without running it.
-- CPU: one rank's tensors cannot give that rank's outputs alone. The CPU
-  kernel gathers every rank's tensors through the group (with world 1 there
-  is nothing to gather), runs the whole world on the reference interpreter
-  (`cpu="interpreter"`, on the original program) or on the CUDA emulation of
-  the lowered CUDA C (`cpu="emulator"`), and keeps this rank's share.
+- CPU, `cpu="emulator"`: the process is one rank of an emulated world whose
+  ranks are the group's processes (docs/gpu/emulation.md, "Multi-process
+  mode"): the lowered CUDA C built for the CPU emulation runs in this process
+  on the tensors' memory, its collectives and fused kernels meeting the other
+  processes' through shared memory, as a GPU's would over NVLink.
+- CPU, `cpu="interpreter"`: one rank's tensors cannot give that rank's
+  outputs alone. The CPU kernel gathers every rank's tensors through the
+  group (with world 1 there is nothing to gather), runs the whole world on
+  the reference interpreter (on the original program), and keeps this rank's
+  share.
 
 This module imports without torch: what needs torch imports it when called
 and, without it, raises an ImportError that says to `pip install torch`.
@@ -54,7 +59,8 @@ from coconet_ir.interpreter.values import DistValue, local_shape
 DEFAULT_PASSES = "coco-optimize{fuse=false fuse_collective=false}"
 """CoCoNet's schedule without the fused collective kernels: those store into
 their peers' memory (a symmetric workspace), which one process per GPU cannot
-reach (docs/frameworks.md, "Limits"); their collectives stay NCCL calls."""
+reach yet on GPUs (docs/frameworks.md, "Limits"); their collectives stay NCCL
+calls. The CPU emulator runs them (`passes="coco-optimize"`)."""
 
 CPU_BACKENDS = ("interpreter", "emulator")
 
@@ -249,17 +255,23 @@ def new_unique_id(lib: ctypes.CDLL) -> bytes:
     return bytes(made)
 
 
-def unique_id(lib: ctypes.CDLL, group: Any, rank: int, group_size: int) -> bytes:
-    """An NCCL unique id made by the group's rank 0 with `lib`'s NCCL and
-    broadcast to every rank of `group` (a collective; a group of one rank
-    makes its own)."""
+def from_rank_zero(make: Any, group: Any, rank: int, group_size: int) -> Any:
+    """What `make()` returns on the group's rank 0, broadcast to every rank of
+    `group` (a collective; a group of one rank makes its own)."""
     if group_size == 1:
-        return new_unique_id(lib)
-    payload: list[Any] = [new_unique_id(lib) if rank == 0 else None]
+        return make()
+    payload: list[Any] = [make() if rank == 0 else None]
     dist = _torch().distributed
     source = dist.get_global_rank(group if group is not None else dist.group.WORLD, 0)
     dist.broadcast_object_list(payload, src=source, group=group)
     return payload[0]
+
+
+def unique_id(lib: ctypes.CDLL, group: Any, rank: int, group_size: int) -> bytes:
+    """An NCCL unique id made by the group's rank 0 with `lib`'s NCCL and
+    broadcast to every rank of `group` (a collective; a group of one rank
+    makes its own)."""
+    return from_rank_zero(lambda: new_unique_id(lib), group, rank, group_size)
 
 
 def _check_nccl(lib: ctypes.CDLL, status: int, what: str) -> None:
@@ -352,6 +364,37 @@ class _GpuRank:
         self.cublas = self.comm = ctypes.c_void_p()
 
 
+class _EmuRank:
+    """This process's rank of an emulated world whose ranks are the group's
+    processes (docs/gpu/emulation.md, "Multi-process mode"): the library of
+    the lowered CUDA C built for the CPU emulation, loaded here, and its
+    rank made with a key the group's rank 0 makes. The entry runs on the
+    CPU tensors' own memory."""
+
+    def __init__(self, op: CocoOp, rank: int):
+        from coconet_ir.backend.emu import compile_emulated
+        from coconet_ir.backend.emu.ranks import EmulatedRank
+        from coconet_ir.backend.emu.run import new_key
+
+        self.lock = threading.Lock()
+        key = from_rank_zero(new_key, op.group, rank, op.world)
+        self.rank = EmulatedRank(
+            compile_emulated(op.lowered.cuda),
+            key,
+            rank,
+            op.world,
+            symmetric_bytes=op.lowered.symmetric_bytes,
+            signal_slots=max(op.lowered.signal_slots, 1),
+        )
+
+    def call(self, entry: str, tensors: Sequence[Any]) -> None:
+        with self.lock:
+            self.rank.call(entry, tensors)
+
+    def close(self) -> None:
+        self.rank.close()
+
+
 # ---------------------------------------------------------------------------
 # Tensors and numpy
 # ---------------------------------------------------------------------------
@@ -415,6 +458,7 @@ class CocoOp:
         self.results = tuple(results)
         self.schema = schema(arguments, results)
         self._ranks: dict[Any, _GpuRank] = {}
+        self._emulated: _EmuRank | None = None
         self.op = self._register()
 
     def __repr__(self) -> str:
@@ -509,6 +553,16 @@ class CocoOp:
     def _run_cuda(self, *tensors: Any) -> Any:
         self._check(tensors)
         torch = _torch()
+        lowered = self.lowered
+        if self.world > 1 and (lowered.symmetric_bytes or lowered.signal_slots):
+            raise CocoError(
+                f"{self.name}: the program has fused collective kernels "
+                f"({lowered.symmetric_bytes} bytes of symmetric workspace), which "
+                "store into their peers' memory; on GPUs, one process per GPU "
+                "cannot reach it yet (docs/frameworks.md, 'Limits'). Register it "
+                f"with passes without coco-fuse and coco-fuse-collective (the "
+                f"default, '{DEFAULT_PASSES}'), or run it on the CPU emulation"
+            )
         device = tensors[0].device
         for spec, tensor in zip(self.arguments, tensors):
             if spec.updated and not tensor.is_contiguous():
@@ -529,10 +583,15 @@ class CocoOp:
 
     def close(self) -> None:
         """Destroy what the GPU calls created (communicators, cuBLAS handles)
-        after waiting for the device; the op can be called again after."""
+        after waiting for the device, and the emulated rank of the CPU kernel;
+        the op can be called again after (on every rank: making a rank is a
+        collective)."""
         while self._ranks:
             _, rank = self._ranks.popitem()
             rank.close()
+        if self._emulated is not None:
+            self._emulated.close()
+            self._emulated = None
 
     # -- CPU ----------------------------------------------------------------
 
@@ -557,11 +616,10 @@ class CocoOp:
 
     def _run_cpu(self, *tensors: Any) -> Any:
         self._check(tensors)
-        rank, gathered = self._gather(tensors)
         if self.cpu == "emulator":
-            values = self._emulate(gathered, rank)
-        else:
-            values = self._interpret(gathered, rank)
+            return self._emulate(tensors)
+        rank, gathered = self._gather(tensors)
+        values = self._interpret(gathered, rank)
         for spec, tensor in zip(self.arguments, tensors):
             if spec.updated:
                 tensor.copy_(from_numpy(values[spec.key], spec))
@@ -587,33 +645,28 @@ class CocoOp:
             if spec.key in run.outputs
         }
 
-    def _emulate(
-        self, gathered: list[list[np.ndarray]], rank: int
-    ) -> dict[str, np.ndarray]:
-        """This rank's outputs by the lowered CUDA C under the CPU emulation
-        (docs/gpu/emulation.md), every rank's buffers fed as they are."""
-        from coconet_ir.backend.emu import EntryCall, compile_emulated, run_emulated
-
-        args = [
-            [
-                *(np.array(arrays[r]) for arrays in gathered),
-                *(np.zeros(s.shape, s.element.storage) for s in self.results),
-            ]
-            for r in range(self.world)
+    def _emulate(self, tensors: Sequence[Any]) -> Any:
+        """This rank's call of the lowered CUDA C under the CPU emulation, a
+        rank per process (docs/gpu/emulation.md, "Multi-process mode"): the
+        entry reads this rank's tensors, writes its results and updates its
+        parameters in place, and meets the group's other processes in its
+        collectives and fused kernels."""
+        torch = _torch()
+        for spec, tensor in zip(self.arguments, tensors):
+            if spec.updated and not tensor.is_contiguous():
+                raise CocoError(
+                    f"{self.name}: {spec.name} is updated in place, so it must be "
+                    "contiguous"
+                )
+        if self._emulated is None:
+            self._emulated = _EmuRank(self, self._rank())
+        arguments = [
+            t if s.updated else t.detach().clone(memory_format=torch.contiguous_format)
+            for t, s in zip(tensors, self.arguments)
         ]
-        outputs = {
-            spec.key: index
-            for index, spec in enumerate((*self.arguments, *self.results))
-            if index >= len(self.arguments) or spec.updated
-        }
-        arrays, _ = run_emulated(
-            compile_emulated(self.lowered.cuda),
-            self.world,
-            [EntryCall(f"coco_{self.entry}", args, 0, outputs)],
-            symmetric_bytes=self.lowered.symmetric_bytes,
-            signal_slots=max(self.lowered.signal_slots, 1),
-        )
-        return {key: per_rank[rank] for key, per_rank in arrays.items()}
+        results = [torch.empty(r.shape, dtype=r.dtype) for r in self.results]
+        self._emulated.call(f"coco_{self.entry}", [*arguments, *results])
+        return self._pack(results)
 
     # -- inputs -------------------------------------------------------------
 
@@ -732,14 +785,6 @@ def register(
         )
     world = _world_of(module, world, group)
     lowered = lower(module, world, passes, threads)
-    if lowered.symmetric_bytes or lowered.signal_slots:
-        raise CocoError(
-            f"register: after '{passes}' the program has fused collective kernels "
-            f"({lowered.symmetric_bytes} bytes of symmetric workspace), which store "
-            "into their peers' memory; one process per GPU cannot reach it. Use "
-            f"passes without coco-fuse and coco-fuse-collective (the default, "
-            f"'{DEFAULT_PASSES}')"
-        )
     return CocoOp(
         module,
         name,

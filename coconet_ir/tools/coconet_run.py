@@ -158,6 +158,13 @@ def build_parser() -> argparse.ArgumentParser:
         "collectives are all coconet-ir's own kernels)",
     )
     parser.add_argument(
+        "--processes",
+        action="store_true",
+        help="with --backend emu: every rank a process of its own, as torchrun "
+        "runs them (shared-memory workspaces; docs/gpu/emulation.md, "
+        "Multi-process mode)",
+    )
+    parser.add_argument(
         "--check",
         action="store_true",
         help="with --backend emu: also run the reference interpreter on FILE "
@@ -216,6 +223,8 @@ def check_usage(args: argparse.Namespace) -> None:
         raise UsageError("--stats only applies to --backend emu")
     if args.devices is not None and args.backend != "cuda":
         raise UsageError("--devices only applies to --backend cuda")
+    if args.processes and args.backend != "emu":
+        raise UsageError("--processes only applies to --backend emu")
     if args.check and args.backend == "numpy":
         raise UsageError("--check only applies to --backend emu or cuda")
     if args.compare is not None and args.backend != "numpy":
@@ -474,6 +483,7 @@ def run_emulated(args: argparse.Namespace) -> int:
         passes=args.passes,
         backend=args.backend,
         devices=args.devices,
+        processes=args.processes,
         **run_inputs(args),
     )
     print_run(args, result, world)

@@ -6,6 +6,11 @@ arrays' bytes one after the other: run.py's DeviceMemory), loads the library,
 creates the world, runs every rank's calls on a thread per rank,
 synchronizes, and writes DIR/outputs.bin (the output arrays' bytes, in the
 request's order) and DIR/result.json (the statistics).
+
+`python -S _child.py DIR G` is global rank G of a world of processes (one
+such child per rank, docs/gpu/emulation.md, "Multi-process mode"): it makes
+its rank with the request's key, runs that rank's calls only, and writes
+DIR/outputs-G.bin and DIR/result-G.json (its own rank's statistics).
 """
 
 from __future__ import annotations
@@ -68,7 +73,7 @@ def needed(lib: ctypes.CDLL, query: str) -> int:
     return int(function())
 
 
-def main(directory: Path) -> int:
+def main(directory: Path, rank_of_process: int | None = None) -> int:
     request = json.loads((directory / "request.json").read_text())
     addresses = load_arrays(directory / "arrays.bin", request["arrays"])
     lib = ctypes.CDLL(request["library"])
@@ -93,12 +98,27 @@ def main(directory: Path) -> int:
     lib.coco_last_error.argtypes = [ctypes.c_void_p]
 
     world, stages = request["world"], request["num_stages"]
-    handle = lib.coco_emu_create(
-        world,
-        stages,
-        max(request["symmetric_bytes"], needed(lib, "coco_symmetric_bytes")),
-        max(request["signal_slots"], needed(lib, "coco_signal_slots")),
+    symmetric_bytes = max(
+        request["symmetric_bytes"], needed(lib, "coco_symmetric_bytes")
     )
+    signal_slots = max(request["signal_slots"], needed(lib, "coco_signal_slots"))
+    if rank_of_process is None:
+        handle = lib.coco_emu_create(world, stages, symmetric_bytes, signal_slots)
+    else:  # one rank of a world of processes (docs/gpu/emulation.md)
+        lib.coco_emu_create_rank.restype = ctypes.c_void_p
+        lib.coco_emu_create_rank.argtypes = [
+            ctypes.c_char_p,
+            *[ctypes.c_int] * 3,
+            *[ctypes.c_size_t] * 2,
+        ]
+        handle = lib.coco_emu_create_rank(
+            request["key"].encode(),
+            rank_of_process,
+            world,
+            stages,
+            symmetric_bytes,
+            signal_slots,
+        )
     if not handle:
         print("coco-emu: error: cannot create the world", file=sys.stderr)
         return 2
@@ -142,6 +162,7 @@ def main(directory: Path) -> int:
         threading.Thread(target=run_rank, args=(stage, rank))
         for stage in range(stages)
         for rank in range(world)
+        if rank_of_process in (None, stage * world + rank)
     ]
     for thread in threads:
         thread.start()
@@ -154,12 +175,13 @@ def main(directory: Path) -> int:
     stats = json.loads(buffer.value.decode())
     lib.coco_emu_destroy(handle)
 
-    with (directory / "outputs.bin").open("wb") as file:
+    suffix = "" if rank_of_process is None else f"-{rank_of_process}"
+    with (directory / f"outputs{suffix}.bin").open("wb") as file:
         for k in request["outputs"]:
             file.write(ctypes.string_at(addresses[k], request["arrays"][k]))
-    (directory / "result.json").write_text(json.dumps({"stats": stats}))
+    (directory / f"result{suffix}.json").write_text(json.dumps({"stats": stats}))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(Path(sys.argv[1])))
+    sys.exit(main(Path(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else None))

@@ -1,8 +1,9 @@
-"""Run the entries of an emulated build on a world of ranks, in a subprocess.
+"""Run the entries of an emulated build on a world of ranks, in a subprocess
+(or a subprocess per rank: a world of processes).
 
 The library is loaded by `_child.py` in a fresh Python process, so that the
 watchdog's `_exit(3)` or a sanitizer's abort ends that process only; a failure
-of any kind becomes an `EmulationError` carrying the child's stderr.
+of any kind becomes an `EmulationError` carrying the children's stderr.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -179,6 +182,12 @@ class DeviceMemory:
                 file.write(np.ascontiguousarray(array).reshape(-1).view(np.uint8).data)
 
 
+def new_key() -> str:
+    """A key for a new world of processes: it names the world's shared memory
+    (`/dev/shm/coco-emu-KEY-*`; docs/gpu/emulation.md, "Multi-process mode")."""
+    return uuid.uuid4().hex[:20]
+
+
 def run_emulated(
     library: Path | str,
     world: int,
@@ -186,6 +195,7 @@ def run_emulated(
     *,
     timeout: float = 120.0,
     watchdog: float | None = None,
+    processes: bool = False,
     **options: Unpack[WorldOptions],
 ) -> tuple[dict[str, list[np.ndarray]], dict]:
     """Run `calls` on a fresh `World(world, **options)` (`num_stages`,
@@ -195,10 +205,18 @@ def run_emulated(
     (entries only enqueue work), then synchronizes its streams. Returns the
     outputs (name → one array per rank of the call's stage) and the
     statistics (docs/gpu/emulation.md). `watchdog` sets COCO_EMU_TIMEOUT (seconds)
-    in the child; `timeout` bounds the whole run."""
+    in the child; `timeout` bounds the whole run. With `processes`, every rank
+    is a process of its own (docs/gpu/emulation.md, "Multi-process mode"):
+    the same outputs, the statistics summed over the processes."""
     library = Path(library)
     shape = World(world, **options)
-    names = {name: arrays for name, (_, _, arrays) in shape.check(calls).items()}
+    checked = shape.check(calls)
+    names = {name: arrays for name, (_, _, arrays) in checked.items()}
+    owners = [
+        calls[k].stage * world + j
+        for k, _, arrays in checked.values()
+        for j in range(len(arrays))
+    ]
     memory = DeviceMemory()
     request = {
         **asdict(shape),
@@ -212,6 +230,7 @@ def run_emulated(
             for call in calls
         ],
         "outputs": [memory.place(a) for arrays in names.values() for a in arrays],
+        "key": new_key(),
     }
     request["arrays"] = [a.nbytes for a in memory.arrays]
     env = dict(os.environ)
@@ -222,45 +241,121 @@ def run_emulated(
         work = Path(scratch)
         (work / "request.json").write_text(json.dumps(request))
         memory.write(work / "arrays.bin")
-        try:
-            result = subprocess.run(
-                [sys.executable, "-S", str(CHILD), str(work)],
-                capture_output=True,
-                text=True,
-                env=env,
-                timeout=timeout,
-            )
-        except subprocess.TimeoutExpired as expired:
-            stderr = expired.stderr or ""
-            if isinstance(stderr, bytes):
-                stderr = stderr.decode(errors="replace")
-            raise EmulationError(
-                f"emulated run of {library.name} timed out after {timeout} s\n{stderr}",
-                stderr,
-            ) from None
-        stderr = result.stderr
-        if result.returncode != 0:
-            raise EmulationError(
-                f"emulated run of {library.name} failed (exit status "
-                f"{result.returncode}):\n{stderr.strip()}",
-                stderr,
-                result.returncode,
-            )
-        if "WARNING: ThreadSanitizer" in stderr or "ERROR: AddressSanitizer" in stderr:
-            raise EmulationError(
-                f"sanitizer report in the emulated run of {library.name}:\n"
-                f"{stderr.strip()}",
-                stderr,
-                result.returncode,
-            )
-        report = json.loads((work / "result.json").read_text())
-        returned = (work / "outputs.bin").read_bytes()
+        ranks = list(range(shape.ranks)) if processes else [None]
+        stderr = _run_children(work, ranks, env, timeout, library)
+        reports = {
+            g: json.loads((work / _suffixed("result", g, "json")).read_text())
+            for g in ranks
+        }
+        returned = {
+            g: (work / _suffixed("outputs", g, "bin")).read_bytes() for g in ranks
+        }
+    if "WARNING: ThreadSanitizer" in stderr or "ERROR: AddressSanitizer" in stderr:
+        raise EmulationError(
+            f"sanitizer report in the emulated run of {library.name}:\n"
+            f"{stderr.strip()}",
+            stderr,
+            0,
+        )
     outputs: dict[str, list[np.ndarray]] = {}
     at = 0
+    slots = iter(owners)
     for name, arrays in names.items():
         outputs[name] = []
         for a in arrays:
-            raw = np.frombuffer(returned, np.uint8, a.nbytes, at)
+            owner = next(slots)
+            raw = np.frombuffer(
+                returned[owner if processes else None], np.uint8, a.nbytes, at
+            )
             outputs[name].append(raw.view(a.dtype).reshape(a.shape).copy())
             at += a.nbytes
-    return outputs, report["stats"]
+    return outputs, merge_stats([r["stats"] for r in reports.values()])
+
+
+def _suffixed(stem: str, rank: int | None, extension: str) -> str:
+    return f"{stem}.{extension}" if rank is None else f"{stem}-{rank}.{extension}"
+
+
+def _run_children(
+    work: Path,
+    ranks: Sequence[int | None],
+    env: dict[str, str],
+    timeout: float,
+    library: Path,
+) -> str:
+    """Run the child (`_child.py`) once, or once per global rank of a world of
+    processes, all at once; their stderr, each rank's after a heading. A child
+    that fails, or the timeout, raises EmulationError naming the rank and
+    holding every child's messages."""
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-S", str(CHILD), str(work)]
+            + ([] if g is None else [str(g)]),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for g in ranks
+    ]
+    deadline = time.monotonic() + timeout
+    errors: list[str] = []
+    timed_out = False
+    for child in children:
+        try:
+            child.wait(max(deadline - time.monotonic(), 0.0))
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            break
+    if timed_out:
+        for child in children:
+            child.kill()
+    texts = []
+    for g, child in zip(ranks, children):
+        _, text = child.communicate()
+        text = text or ""
+        texts.append(
+            text if g is None else f"[rank process {g}]\n{text}" if text else ""
+        )
+        if child.returncode not in (0, None) and not timed_out:
+            who = "" if g is None else f" (the process of global rank {g})"
+            errors.append(f"exit status {child.returncode}{who}")
+    stderr = "".join(texts)
+    if timed_out:
+        raise EmulationError(
+            f"emulated run of {library.name} timed out after {timeout} s\n{stderr}",
+            stderr,
+        )
+    if errors:
+        status = children[0].returncode
+        for child in children:
+            if child.returncode:
+                status = child.returncode
+                break
+        raise EmulationError(
+            f"emulated run of {library.name} failed ({'; '.join(errors)}):\n"
+            f"{stderr.strip()}",
+            stderr,
+            status,
+        )
+    return stderr
+
+
+def merge_stats(reports: Sequence[dict]) -> dict:
+    """The statistics of a world from its processes' (each counts its own
+    rank's rows; docs/gpu/emulation.md): counters summed, kernel launches
+    summed by name, timelines and stream events concatenated. One report is
+    returned as it is."""
+    if len(reports) == 1:
+        return reports[0]
+    merged = dict(reports[0])
+    for key in ("launches", "nccl_calls", "gemms", "bytes"):
+        merged[key] = np.sum([np.array(r[key]) for r in reports], axis=0).tolist()
+    kernels: dict[str, int] = {}
+    for r in reports:
+        for name, count in r["kernels"].items():
+            kernels[name] = kernels.get(name, 0) + count
+    merged["kernels"] = kernels
+    merged["timeline"] = [t for r in reports for t in r["timeline"]]
+    merged["stream_events"] = [e for r in reports for e in r["stream_events"]]
+    return merged

@@ -21,6 +21,10 @@ NAMES = list(EXAMPLES)
 PYTHON_ONLY = ["lamb_bert", "adam_bert"]
 """Examples without a .mlir twin (built at a size no file should hold)."""
 
+SCRIPTS = ["tp_mlp_train"]
+"""Scripts to run rather than modules to build: the training loop under
+torchrun (tests/unit/frameworks/test_training_example.py)."""
+
 Inputs = dict[str, np.ndarray]
 
 
@@ -36,7 +40,7 @@ def parse_example(name: str) -> ModuleOp:
 def test_every_example_is_listed() -> None:
     assert sorted(p.stem for p in EXAMPLES_DIR.glob("*.mlir")) == sorted(NAMES)
     assert sorted(p.stem for p in EXAMPLES_DIR.glob("*.py")) == sorted(
-        [*NAMES, *PYTHON_ONLY]
+        [*NAMES, *PYTHON_ONLY, *SCRIPTS]
     )
 
 

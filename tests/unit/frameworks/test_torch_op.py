@@ -15,6 +15,7 @@ GPU tests are skipped where there is no GPU: none of them was run on one."""
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import shutil
 import subprocess
@@ -152,10 +153,12 @@ def test_the_op_has_the_lowered_functions_schema(torch):
         "(Tensor g, Tensor(a1!) w, Tensor(a2!) m, Tensor(a3!) v, Tensor lr, "
         "Tensor b1t, Tensor b2t) -> ()"
     )
-    # coco-slice-state keeps m and v sliced: each rank holds a quarter.
-    assert [a.shape for a in op.arguments] == [(1024,), (1024,), (256,), (256,)] + [
-        ()
-    ] * 3
+    # Without the fused kernels coco-optimize keeps Adam as written (its cost
+    # model predicts the split all-reduce slower), so m and v stay whole.
+    assert [a.shape for a in op.arguments] == [(1024,)] * 4 + [()] * 3
+    # With them, coco-slice-state keeps m and v sliced: each rank a quarter.
+    fused = register("adam", world=4, passes="coco-optimize")
+    assert [a.shape for a in fused.arguments][2:4] == [(256,), (256,)]
     namespace, name = op.name.split("::")
     assert getattr(getattr(torch.ops, namespace), name).default is not None
     assert "coco_adam" in op.lowered.cuda
@@ -187,8 +190,10 @@ def test_bad_calls_and_requests_are_refused(torch):
         op(torch.zeros(3), *good[1:])
     with pytest.raises(cc.CocoError, match=r"initialize torch\.distributed"):
         op(*good)
-    with pytest.raises(cc.CocoError, match="fused collective kernels"):
-        register("adam", world=4, passes="coco-optimize")
+    fused = register("adam", world=4, passes="coco-optimize")
+    assert fused.lowered.symmetric_bytes > 0  # the CPU emulator runs it
+    with pytest.raises(cc.CocoError, match=r"fused collective kernels.*CPU emulation"):
+        fused._run_cuda(*[torch.zeros(a.shape) for a in fused.arguments])
     with pytest.raises(cc.CocoError, match="form a pipeline"):
         register("pipeline", world=2, entry="stage1")
     with pytest.raises(cc.CocoError, match="cpu must be one of"):
@@ -284,13 +289,13 @@ def test_torch_compile_keeps_the_op_in_the_graph(torch):
 
 WORKER = textwrap.dedent(
     """
-    import sys
+    import json, sys
     import numpy as np
     import torch
     import torch.distributed as dist
     from coconet_ir import torch_op
 
-    out, rank, world, mode, program, option = sys.argv[1:7]
+    out, rank, world, mode, jobs = sys.argv[1:6]
     rank, world = int(rank), int(world)
     gpu = mode == "cuda"
     if gpu:
@@ -299,12 +304,15 @@ WORKER = textwrap.dedent(
         "nccl" if gpu else "gloo", init_method=f"file://{out}/store",
         rank=rank, world_size=world,
     )
-    if mode == "unique-id":
-        import ctypes
-        lib = ctypes.CDLL(program)
-        print(torch_op.unique_id(lib, None, rank, world).hex())
-    else:
-        op = torch_op.register(program, "worker::op", cpu=option)
+    for k, (program, cpu, passes) in enumerate(json.loads(jobs)):
+        if cpu == "unique-id":  # program: a library built with nvcc
+            import ctypes
+            lib = ctypes.CDLL(program)
+            print(torch_op.unique_id(lib, None, rank, world).hex())
+            continue
+        op = torch_op.register(
+            program, f"worker::op{k}", cpu=cpu, passes=passes or torch_op.DEFAULT_PASSES
+        )
         assert op.world == world
         tensors = op.shard(rank=rank, seed=5, device="cuda" if gpu else "cpu")
         returned = op(*tensors)
@@ -312,21 +320,33 @@ WORKER = textwrap.dedent(
         pairs = [(s, t) for s, t in zip(op.arguments, tensors) if s.updated]
         pairs += list(zip(op.results, results))
         saved = {s.key: torch_op.to_numpy(t, s) for s, t in pairs}
-        np.savez(f"{out}/rank{rank}.npz", **saved)
+        np.savez(f"{out}/job{k}-rank{rank}.npz", **saved)
         op.close()
     dist.destroy_process_group()
     """
 )
 
+Job = tuple[str, str, str]
+"""(program, cpu or "unique-id", passes) for WORKER."""
 
-def run_ranks(tmp_path: Path, world: int, *args: str) -> list[str]:
-    """WORKER on `world` processes; each one's stdout."""
+
+def run_ranks(tmp_path: Path, world: int, mode: str, jobs: list[Job]) -> list[str]:
+    """WORKER on `world` processes, each running `jobs` in order (processes
+    are started once: each imports torch, a few seconds); each one's stdout."""
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
     env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_VISIBLE")}
     procs = [
         subprocess.Popen(
-            [sys.executable, str(script), str(tmp_path), str(r), str(world), *args],
+            [
+                sys.executable,
+                str(script),
+                str(tmp_path),
+                str(r),
+                str(world),
+                mode,
+                json.dumps(jobs),
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -342,11 +362,18 @@ def run_ranks(tmp_path: Path, world: int, *args: str) -> list[str]:
     return printed
 
 
-def check_ranks(tmp_path: Path, example: str, world: int, exact: bool) -> None:
-    op = register(example, world=world)
+def check_ranks(
+    tmp_path: Path,
+    job: int,
+    example: str,
+    world: int,
+    exact: bool,
+    passes: str = torch_op.DEFAULT_PASSES,
+) -> None:
+    op = register(example, world=world, passes=passes)
     run = cc.interpret(op.module, world, seed=5)
     for rank in range(world):
-        with np.load(tmp_path / f"rank{rank}.npz") as saved:
+        with np.load(tmp_path / f"job{job}-rank{rank}.npz") as saved:
             want = rank_outputs(op, run, rank)
             assert sorted(saved.files) == sorted(want)
             for key, value in want.items():
@@ -358,34 +385,49 @@ def check_ranks(tmp_path: Path, example: str, world: int, exact: bool) -> None:
                     )
 
 
-@pytest.mark.parametrize(
-    ("example", "cpu"),
-    [("megatron", "interpreter"), ("adam", "interpreter"), ("adam", "emulator")],
-)
-def test_two_cpu_ranks_over_gloo_are_the_interpreter(torch, tmp_path, example, cpu):
-    """Each process gets its own rank's shards and keeps its own share."""
-    program = str(EXAMPLES_DIR / f"{example}.mlir")
-    run_ranks(tmp_path, 2, "cpu", program, cpu)
-    check_ranks(tmp_path, example, 2, exact=cpu == "interpreter")
+GLOO_JOBS = [
+    ("megatron", "interpreter", ""),
+    ("adam", "emulator", ""),
+    # The fused all-reduce: the processes' kernels store into each other's
+    # shared-memory workspaces (a rank per process).
+    ("adam", "emulator", "coco-optimize"),
+    ("megatron", "emulator", "coco-optimize"),
+]
+
+
+def test_two_cpu_ranks_over_gloo_are_the_interpreter(torch, tmp_path):
+    """Each process gets its own rank's shards and keeps its own share: every
+    job of GLOO_JOBS, one after the other in the same two processes. With
+    nvcc, also the id exchange of the GPU kernel's first call, with the built
+    library's NCCL over gloo (ncclGetUniqueId needs no GPU): every rank gets
+    rank 0's id."""
+    jobs = [(str(EXAMPLES_DIR / f"{e}.mlir"), cpu, p) for e, cpu, p in GLOO_JOBS]
+    with_nccl = nvcc() is not None and bool(nccl_include_dirs())
+    if with_nccl:
+        from coconet_ir.backend.cuda.gpu_run import compile_gpu
+
+        library = compile_gpu(register("sgd", world=2).lowered.cuda, "sm_90")
+        jobs.append((str(library), "unique-id", ""))
+    printed = run_ranks(tmp_path, 2, "cpu", jobs)
+    if with_nccl:
+        ids = [p.strip() for p in printed]
+        assert len(ids[0]) == 2 * 128 and ids[0] == ids[1]
+        assert ids[0] != "00" * 128
+    for k, (example, cpu, passes) in enumerate(GLOO_JOBS):
+        check_ranks(
+            tmp_path,
+            k,
+            example,
+            2,
+            exact=cpu == "interpreter",
+            passes=passes or torch_op.DEFAULT_PASSES,
+        )
 
 
 needs_toolchain = pytest.mark.skipif(
     nvcc() is None or not nccl_include_dirs(),
     reason="nvcc or the nvidia-nccl-cu13/nvidia-cublas wheels are not installed",
 )
-
-
-@needs_toolchain
-def test_every_rank_gets_rank_zeros_nccl_unique_id(torch, tmp_path):
-    """The id exchange of the GPU kernel's first call, with the built
-    library's NCCL over gloo (ncclGetUniqueId needs no GPU)."""
-    from coconet_ir.backend.cuda.gpu_run import compile_gpu
-
-    op = register("sgd", world=2)
-    library = compile_gpu(op.lowered.cuda, "sm_90")
-    ids = [p.strip() for p in run_ranks(tmp_path, 2, "unique-id", str(library), "")]
-    assert len(ids[0]) == 2 * 128 and ids[0] == ids[1]
-    assert ids[0] != "00" * 128
 
 
 @pytest.mark.skipif(shutil.which(compiler()) is None, reason="no C++ compiler")
@@ -444,5 +486,10 @@ def test_one_gpu_is_the_interpreter(torch, example):
 def test_two_gpus_over_nccl_are_the_interpreter(torch, tmp_path, example):
     if gpus() < 2:
         pytest.skip("fewer than 2 GPUs")
-    run_ranks(tmp_path, 2, "cuda", str(EXAMPLES_DIR / f"{example}.mlir"), "interpreter")
-    check_ranks(tmp_path, example, 2, exact=False)
+    run_ranks(
+        tmp_path,
+        2,
+        "cuda",
+        [(str(EXAMPLES_DIR / f"{example}.mlir"), "interpreter", "")],
+    )
+    check_ranks(tmp_path, 0, example, 2, exact=False)

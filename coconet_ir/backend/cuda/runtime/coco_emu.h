@@ -18,11 +18,15 @@
 #error "coco_emu.h is the CPU emulation; nvcc uses the real CUDA headers"
 #endif
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -91,6 +95,13 @@ inline size_t thread_stack_bytes() {
   return bytes;
 }
 
+// What a rank of a multi-process world does before `fatal` ends its process:
+// mark itself failed and remove the shared-memory messages it made.
+inline void (*&at_fatal())() {
+  static void (*hook)() = nullptr;
+  return hook;
+}
+
 [[noreturn]] inline void fatal(int code, const char *format, ...) {
   char text[2048];
   va_list args;
@@ -99,6 +110,7 @@ inline size_t thread_stack_bytes() {
   va_end(args);
   fprintf(stderr, "coco-emu: error: %s\n", text);
   fflush(stderr);
+  if (void (*hook)() = at_fatal()) hook();
   _exit(code);
 }
 
@@ -345,6 +357,8 @@ inline std::atomic<uint64_t> &timeline_clock() {
   return ticks;
 }
 
+struct process_world;  // a rank per process: below, "A rank per process"
+
 }  // namespace coco_emu
 
 struct coco_emu_world {
@@ -371,6 +385,9 @@ struct coco_emu_world {
   // a relaxed counter gives it (no lock: nothing to hide races from TSan).
   std::unique_ptr<coco_emu::stream_event[]> stream_events;
   std::atomic<size_t> stream_event_count{0};
+  // Set when this process holds one rank of a world of processes
+  // (coco_emu_create_rank); null when every rank is a thread of this one.
+  coco_emu::process_world *process = nullptr;
 
   std::atomic<uint64_t> &byte_counter(int src, int dst, int stream) {
     return bytes[((size_t)src * ranks + dst) * COCO_EMU_STREAMS + stream];
@@ -391,6 +408,271 @@ inline thread_local cudaError_t last_error = cudaSuccess;
 inline cudaError_t set_error(cudaError_t e) {
   if (e != cudaSuccess) last_error = e;
   return e;
+}
+
+// ---------------------------------------------------------------------------
+// A rank per process (docs/gpu/emulation.md, "Multi-process mode")
+// ---------------------------------------------------------------------------
+//
+// Each process of the world makes one POSIX shared-memory segment,
+// /coco-emu-KEY-G (G its global rank): a header, its signal pad, its symmetric
+// workspace. It maps every other rank's, so ctx->symmetric[p] and
+// ctx->signals[p] point into its peers' memory as on GPUs of one node, and the
+// fused kernels run unchanged. NCCL calls meet through messages: a rank posts
+// its part of a call as a segment of its own (/coco-emu-KEY-m-...), the others
+// map it, take what they need and mark it taken; the poster removes it when
+// every reader has. Every wait checks its peers' processes: a rank that exited
+// ends the wait with its name, a rank that never comes ends it at the timeout.
+
+constexpr uint64_t SEGMENT_MAGIC = 0x756d652d6f636f63ULL;  // "coco-emu"
+constexpr size_t PAGE_BYTES = 4096;
+
+inline size_t round_to_page(size_t n) { return (n + PAGE_BYTES - 1) / PAGE_BYTES * PAGE_BYTES; }
+
+// The first page of a rank's segment.
+struct rank_header {
+  uint64_t magic;
+  int64_t pid, global, world, num_stages;
+  uint64_t symmetric_bytes, signal_slots;
+  std::atomic<uint64_t> ready;     // 1: the fields above are written
+  std::atomic<uint64_t> attached;  // 1: this rank has mapped every other rank's segment
+  std::atomic<uint64_t> progress;  // signals raised and block barriers passed in this process
+  std::atomic<uint64_t> failed;    // 1: this rank stopped on an error (fatal)
+};
+static_assert(sizeof(rank_header) <= PAGE_BYTES, "a rank's header fits its page");
+
+// The first bytes of a message segment; its data follows at MESSAGE_DATA.
+struct message_header {
+  std::atomic<uint64_t> ready;  // 1: the fields below and the data are written
+  std::atomic<uint64_t> taken;  // readers done with it
+  int64_t kind, type, op, root;
+  uint64_t count, bytes;
+};
+constexpr size_t MESSAGE_DATA = 256;
+static_assert(sizeof(message_header) <= MESSAGE_DATA, "a message's header fits before its data");
+
+struct process_world {
+  std::string prefix;  // "/coco-emu-KEY"
+  int global = 0;      // this process's rank: stage * world + rank
+  int world = 0, ranks = 0;
+  std::vector<char *> segments;  // by global rank, mapped
+  std::vector<size_t> segment_bytes;
+  std::vector<rank_header *> headers;
+
+  rank_header &mine() { return *headers[global]; }
+};
+
+// The worlds of processes this library holds a rank of, in this process (for
+// fatal's clean-up).
+struct process_registry {
+  std::mutex m;
+  std::set<process_world *> worlds;
+};
+inline process_registry &process_worlds() {
+  static process_registry r;
+  return r;
+}
+
+// The world of processes the current thread (a kernel thread or stream
+// worker) works for, or null.
+inline process_world *current_process();
+
+inline std::string segment_name(const process_world &p, int global) {
+  return p.prefix + "-" + std::to_string(global);
+}
+
+inline std::string describe_rank(const process_world &p, int global) {
+  char text[64];
+  snprintf(text, sizeof text, "rank %d of stage %d", global % p.world, global / p.world);
+  return text;
+}
+
+// Whether process `pid` has ended (gone, or a zombie its parent has not reaped).
+inline bool process_exited(int64_t pid) {
+  if (pid <= 0) return false;
+  if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) return true;
+  char path[64], text[512];
+  snprintf(path, sizeof path, "/proc/%lld/stat", (long long)pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return false;
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[n] = 0;
+  const char *end = strrchr(text, ')');  // the state follows the command's name
+  return end && end[1] == ' ' && (end[2] == 'Z' || end[2] == 'X');
+}
+
+// What is wrong with global rank `g` (or with any rank, for g = -1) that a
+// wait on it will never end: "rank 1 of stage 0 (pid 4242) has exited", or "".
+// Ranks that exited come first: they are the cause, the failed ones mostly
+// its consequence.
+inline std::string ranks_gone(const process_world &p, int g = -1) {
+  std::string gone;
+  for (int pass = 0; pass < 2; ++pass)
+    for (int r = 0; r < p.ranks; ++r) {
+      if ((g >= 0 && r != g) || r == p.global) continue;
+      const rank_header *h = r < (int)p.headers.size() ? p.headers[r] : nullptr;
+      if (!h) continue;
+      const bool failed = h->failed.load(std::memory_order_acquire) != 0;
+      if (pass == 0 ? failed || !process_exited(h->pid) : !failed) continue;
+      char text[160];
+      snprintf(text, sizeof text, "%s%s (pid %lld) %s", gone.empty() ? "" : "; ",
+               describe_rank(p, r).c_str(), (long long)h->pid,
+               pass == 0 ? "has exited" : "has stopped on an error");
+      gone += text;
+    }
+  return gone;
+}
+
+// Poll until `ready()`. Twice a second: a rank the wait depends on (`peer`,
+// global; -1 any) that is gone ends the run with its name; after
+// COCO_EMU_TIMEOUT seconds the watchdog ends it with `what()`.
+template <class Ready, class What>
+void wait_across(process_world &p, int peer, Ready ready, What what) {
+  const double start = now_seconds();
+  double checked = start;
+  for (unsigned spins = 0; !ready(); ++spins) {
+    if (spins < 64) {
+      std::this_thread::yield();
+      continue;
+    }
+    struct timespec ts = {0, 50000};
+    nanosleep(&ts, nullptr);
+    const double now = now_seconds();
+    if (now - checked < 0.5) continue;
+    checked = now;
+    std::string gone = ranks_gone(p, peer);
+    if (!gone.empty())
+      fatal(3, "%s: %s: %s", describe_current().c_str(), what().c_str(), gone.c_str());
+    if (now - start > timeout_seconds())
+      fatal(3, "watchdog: %s: waited more than %g s: %s", describe_current().c_str(),
+            timeout_seconds(), what().c_str());
+  }
+}
+
+inline process_world *current_process() {
+  stream_state *s = current.stream;
+  return s && s->world ? s->world->process : nullptr;
+}
+
+// fatal's clean-up in a multi-process world: say this rank failed (its peers'
+// waits end with that, not a timeout) and remove the world's shared memory
+// that is still named (/dev/shm/coco-emu-KEY-*: its own, and what a rank that
+// was killed left): the world is over. Mapped segments stay mapped.
+inline void process_at_fatal() {
+  for (process_world *p : process_worlds().worlds) {  // no lock: the process is ending
+    if (p->headers[p->global]) p->mine().failed.store(1, std::memory_order_release);
+    const std::string prefix = p->prefix.substr(1) + "-";
+    if (DIR *dir = opendir("/dev/shm")) {
+      while (struct dirent *entry = readdir(dir))
+        if (strncmp(entry->d_name, prefix.c_str(), prefix.size()) == 0)
+          shm_unlink((std::string("/") + entry->d_name).c_str());
+      closedir(dir);
+    }
+  }
+}
+
+// A mapped shared-memory segment: a rank's, or a message.
+struct shared_segment {
+  std::string name;
+  char *base = nullptr;
+  size_t bytes = 0;
+  message_header *head() const { return reinterpret_cast<message_header *>(base); }
+  char *data() const { return base + MESSAGE_DATA; }
+};
+
+// Open the segment `name` another process is making: poll until it exists,
+// holds `header` bytes and `ready(base)` holds, then map all of it
+// (`bytes_of(base)`). `owner`: the rank making it (global).
+template <class Ready, class Bytes, class What>
+shared_segment open_segment(process_world &p, const std::string &name, int owner, size_t header,
+                            Ready ready, Bytes bytes_of, What what) {
+  shared_segment s{name};
+  void *head = nullptr;
+  wait_across(p, owner, [&] {
+    if (!head) {
+      int fd = shm_open(name.c_str(), O_RDWR, 0600);
+      if (fd < 0) return false;
+      struct stat st;
+      if (fstat(fd, &st) != 0 || (size_t)st.st_size < header) {
+        close(fd);
+        return false;
+      }
+      head = mmap(nullptr, header, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      close(fd);
+      if (head == MAP_FAILED) fatal(5, "cannot map %s: %s", name.c_str(), strerror(errno));
+    }
+    return ready(static_cast<char *>(head));
+  }, what);
+  s.bytes = bytes_of(static_cast<char *>(head));
+  munmap(head, header);
+  int fd = shm_open(name.c_str(), O_RDWR, 0600);
+  if (fd < 0) fatal(5, "%s: %s vanished while opened: %s", describe_current().c_str(), name.c_str(), strerror(errno));
+  void *all = mmap(nullptr, s.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (all == MAP_FAILED) fatal(5, "cannot map %s (%zu bytes): %s", name.c_str(), s.bytes, strerror(errno));
+  s.base = static_cast<char *>(all);
+  return s;
+}
+
+// Make a segment of `bytes` (zeroed) named `name`, mapped.
+inline shared_segment make_segment(const std::string &name, size_t bytes) {
+  int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0)
+    fatal(5, "cannot make the shared-memory segment %s: %s (a world's key must be new)",
+          name.c_str(), strerror(errno));
+  if (ftruncate(fd, (off_t)bytes) != 0)
+    fatal(5, "cannot size %s to %zu bytes: %s", name.c_str(), bytes, strerror(errno));
+  void *base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (base == MAP_FAILED) fatal(5, "cannot map %s: %s", name.c_str(), strerror(errno));
+  return {name, static_cast<char *>(base), bytes};
+}
+
+// Post a message: `meta` and `bytes` of `data`, for other ranks to take.
+inline shared_segment post_message(const std::string &name, const message_header &meta,
+                                   const void *data, size_t bytes) {
+  shared_segment m = make_segment(name, MESSAGE_DATA + bytes);
+  message_header *h = m.head();
+  h->kind = meta.kind;
+  h->type = meta.type;
+  h->op = meta.op;
+  h->root = meta.root;
+  h->count = meta.count;
+  h->bytes = bytes;
+  if (bytes) std::memcpy(m.data(), data, bytes);
+  h->ready.store(1, std::memory_order_release);
+  return m;
+}
+
+// Take the message `name` global rank `owner` posts (waiting for it).
+template <class What>
+shared_segment take_message(process_world &p, const std::string &name, int owner, What what) {
+  return open_segment(
+      p, name, owner, MESSAGE_DATA,
+      [](char *head) {
+        return reinterpret_cast<message_header *>(head)->ready.load(std::memory_order_acquire) != 0;
+      },
+      [](char *head) { return MESSAGE_DATA + reinterpret_cast<message_header *>(head)->bytes; },
+      what);
+}
+
+// A reader is done with a message it took.
+inline void release_message(shared_segment &m) {
+  m.head()->taken.fetch_add(1, std::memory_order_acq_rel);
+  munmap(m.base, m.bytes);
+  m.base = nullptr;
+}
+
+// Wait until `readers` ranks have taken the message this rank posted, then
+// remove it. `reader`: the global rank that takes it (-1: several).
+template <class What>
+void retire_message(process_world &p, shared_segment &m, uint64_t readers, int reader, What what) {
+  wait_across(p, reader, [&] { return m.head()->taken.load(std::memory_order_acquire) >= readers; },
+              what);
+  shm_unlink(m.name.c_str());
+  munmap(m.base, m.bytes);
+  m.base = nullptr;
 }
 
 // ---------------------------------------------------------------------------
@@ -566,13 +848,23 @@ inline std::atomic<uint64_t> &progress() {
   return count;
 }
 
-void note_progress() { progress().fetch_add(1, std::memory_order_relaxed); }
+// In a world of processes every rank's counter counts: a wait for a peer that
+// is still computing is not stuck.
+void note_progress() {
+  progress().fetch_add(1, std::memory_order_relaxed);
+  if (process_world *p = current_process()) p->mine().progress.fetch_add(1, std::memory_order_relaxed);
+}
+
+inline uint64_t progress_now() {
+  uint64_t now = progress().load(std::memory_order_relaxed);
+  if (process_world *p = current_process())
+    for (const rank_header *h : p->headers)
+      if (h) now += h->progress.load(std::memory_order_relaxed);
+  return now;
+}
 
 poller::poller(const uint64_t *slot_, uint64_t expected_)
-  : slot(slot_),
-    expected(expected_),
-    start(now_seconds()),
-    seen_progress(progress().load(std::memory_order_relaxed)) {}
+  : slot(slot_), expected(expected_), start(now_seconds()), seen_progress(progress_now()) {}
 
 void poller::pause(uint64_t seen) {
   ++spins;
@@ -586,16 +878,20 @@ void poller::pause(uint64_t seen) {
     nanosleep(&ts, nullptr);
   }
   if ((spins & 63) != 0) return;
-  uint64_t now = progress().load(std::memory_order_relaxed);
+  uint64_t now = progress_now();
+  if (process_world *p = current_process(); p && (spins & 4095) == 0) {
+    std::string gone = ranks_gone(*p);  // a peer that ended never signals
+    if (!gone.empty()) watchdog(seen, gone.c_str());
+  }
   if (now != seen_progress) {  // something moved: the wait starts over
     seen_progress = now;
     start = now_seconds();
   } else if (now_seconds() - start > timeout_seconds()) {
-    watchdog(seen);
+    watchdog(seen, nullptr);
   }
 }
 
-void poller::watchdog(uint64_t seen) const {
+void poller::watchdog(uint64_t seen, const char *gone) const {
   char where[160] = "not in any rank's signal pad";
   stream_state *s = current.stream;
   if (s && s->world) {
@@ -609,6 +905,13 @@ void poller::watchdog(uint64_t seen) const {
       }
     }
   }
+  if (gone)
+    fatal(3,
+          "%s, kernel '%s', block (%u,%u,%u) thread (%u,%u,%u): waits for signal %p (%s) to "
+          "reach %llu (it holds %llu), but %s",
+          describe_current().c_str(), current.name, blockIdx.x, blockIdx.y, blockIdx.z,
+          threadIdx.x, threadIdx.y, threadIdx.z, (const void *)slot, where,
+          (unsigned long long)expected, (unsigned long long)seen, gone);
   fatal(3,
         "watchdog: %s, kernel '%s', block (%u,%u,%u) thread (%u,%u,%u): waited more than "
         "%g s, with no progress anywhere, for signal %p (%s) to reach %llu; it holds %llu",
@@ -1030,6 +1333,7 @@ template <class T> void compute_collective(std::vector<collective> &e) {
       for (auto &v : acc) v = v / (A)n;
     for (int r = 0; r < n; ++r) {
       T *out = static_cast<T *>(e[r].recv);
+      if (!out) continue;  // another process's rank (run_collective_across)
       size_t first = c.kind == COLL_ALL_REDUCE ? 0 : (size_t)r * count;
       for (size_t i = 0; i < count; ++i) out[i] = (T)acc[first + i];
     }
@@ -1038,12 +1342,14 @@ template <class T> void compute_collective(std::vector<collective> &e) {
   if (c.kind == COLL_ALL_GATHER) {
     std::vector<T> gathered(count * n);
     for (int r = 0; r < n; ++r) std::memcpy(&gathered[(size_t)r * count], e[r].send, count * sizeof(T));
-    for (int r = 0; r < n; ++r) std::memcpy(e[r].recv, gathered.data(), gathered.size() * sizeof(T));
+    for (int r = 0; r < n; ++r)
+      if (e[r].recv) std::memcpy(e[r].recv, gathered.data(), gathered.size() * sizeof(T));
     return;
   }
   std::vector<T> value(count);  // broadcast
   std::memcpy(value.data(), e[c.root].send, count * sizeof(T));
-  for (int r = 0; r < n; ++r) std::memcpy(e[r].recv, value.data(), count * sizeof(T));
+  for (int r = 0; r < n; ++r)
+    if (e[r].recv) std::memcpy(e[r].recv, value.data(), count * sizeof(T));
 }
 
 inline void compute_collective_typed(std::vector<collective> &e) {
@@ -1062,12 +1368,14 @@ inline void compute_collective_typed(std::vector<collective> &e) {
 }
 
 // Bytes as NCCL's ring moves them (docs/gpu/emulation.md): each rank sends to the
-// next rank of the ring (comm rank + 1 mod N).
+// next rank of the ring (comm rank + 1 mod N). In a world of processes each
+// counts its own rank's (the others' entries have no stream).
 inline void count_collective(comm_group &g, std::vector<collective> &e) {
   const int n = g.size();
   const collective &c = e[0];
   const uint64_t elem = nccl_type_size(c.type);
   for (int r = 0; r < n; ++r) {
+    if (!e[r].stream) continue;
     uint64_t sent = 0;
     switch (c.kind) {
       case COLL_ALL_REDUCE: sent = 2 * (uint64_t)(n - 1) * c.count * elem / n; break;
@@ -1079,6 +1387,19 @@ inline void count_collective(comm_group &g, std::vector<collective> &e) {
   }
 }
 
+// The k-th collectives of two ranks (`r` made `o`) must be the same call.
+inline void check_match(const comm_group &g, uint64_t seq, const collective &mine,
+                        const collective &o, int r) {
+  if (o.kind != mine.kind || o.count != mine.count || o.type != mine.type || o.op != mine.op ||
+      o.root != mine.root)
+    fatal(4,
+          "%s: %s call #%llu on the %s communicator does not match rank %d's (%s, count "
+          "%zu, type %d, op %d, root %d vs count %zu, type %d, op %d, root %d)",
+          describe_current().c_str(), collective_name(mine.kind), (unsigned long long)seq,
+          g.label, r, collective_name(o.kind), mine.count, (int)mine.type, (int)mine.op,
+          mine.root, o.count, (int)o.type, (int)o.op, o.root);
+}
+
 inline void run_collective(ncclComm *comm, uint64_t seq, const collective &mine) {
   comm_group &g = *comm->group;
   const int n = g.size();
@@ -1087,17 +1408,7 @@ inline void run_collective(ncclComm *comm, uint64_t seq, const collective &mine)
   if (slot.entries.empty()) slot.entries.resize(n);
   slot.entries[comm->rank] = mine;
   if (++slot.arrived == n) {
-    for (int r = 0; r < n; ++r) {
-      const collective &o = slot.entries[r];
-      if (o.kind != mine.kind || o.count != mine.count || o.type != mine.type ||
-          o.op != mine.op || o.root != mine.root)
-        fatal(4,
-              "%s: %s call #%llu on the %s communicator does not match rank %d's (%s, count "
-              "%zu, type %d, op %d, root %d vs count %zu, type %d, op %d, root %d)",
-              describe_current().c_str(), collective_name(mine.kind), (unsigned long long)seq,
-              g.label, r, collective_name(o.kind), mine.count, (int)mine.type, (int)mine.op,
-              mine.root, o.count, (int)o.type, (int)o.op, o.root);
-    }
+    for (int r = 0; r < n; ++r) check_match(g, seq, mine, slot.entries[r], r);
     compute_collective_typed(slot.entries);
     count_collective(g, slot.entries);
     slot.done = true;
@@ -1192,9 +1503,120 @@ inline void wait_send(const nccl_op &op) {
   finish_p2p(g, p2p_key(op), slot);
 }
 
+// NCCL between processes (a rank per process): the calls meet through
+// messages in shared memory (above, "A rank per process"). A collective:
+// every rank posts its input (a broadcast's non-roots an empty one, so that
+// every call is matched), takes every other rank's, computes its own output
+// from them in rank order (the result the ranks of one process get) and
+// waits until the others have taken its input.
+inline std::string message_name(const comm_group &g, const char *what, uint64_t a, uint64_t b,
+                                 uint64_t c) {
+  char text[96];
+  snprintf(text, sizeof text, "-m-%c%d-%s-%llu-%llu-%llu", g.label[0], g.global[0], what,
+           (unsigned long long)a, (unsigned long long)b, (unsigned long long)c);
+  return g.world->process->prefix + text;
+}
+
+inline void run_collective_across(ncclComm *comm, uint64_t seq, const collective &mine) {
+  comm_group &g = *comm->group;
+  process_world &p = *g.world->process;
+  const int n = g.size(), me = comm->rank;
+  const size_t elem = nccl_type_size(mine.type);
+  size_t inputs = mine.count;
+  if (mine.kind == COLL_REDUCE_SCATTER) inputs *= n;
+  if (mine.kind == COLL_BROADCAST && me != mine.root) inputs = 0;
+  message_header meta{};
+  meta.kind = mine.kind;
+  meta.type = mine.type;
+  meta.op = mine.op;
+  meta.root = mine.root;
+  meta.count = mine.count;
+  shared_segment own =
+      post_message(message_name(g, "c", seq, me, 0), meta, mine.send, inputs * elem);
+  std::vector<collective> entries(n, mine);
+  std::vector<shared_segment> taken(n);
+  for (int r = 0; r < n; ++r) {
+    if (r == me) continue;
+    taken[r] = take_message(p, message_name(g, "c", seq, r, 0), g.global[r], [&] {
+      char text[160];
+      snprintf(text, sizeof text, "%s call #%llu on the %s communicator waits for rank %d's part",
+               collective_name(mine.kind), (unsigned long long)seq, g.label, r);
+      return std::string(text);
+    });
+    const message_header &h = *taken[r].head();
+    collective theirs{(int)h.kind,          taken[r].data(),     nullptr,
+                      (size_t)h.count,      (ncclDataType_t)h.type, (ncclRedOp_t)h.op,
+                      (int)h.root,          nullptr};
+    check_match(g, seq, mine, theirs, r);
+    entries[r] = theirs;
+  }
+  compute_collective_typed(entries);  // only this rank's output: the others' recv is null
+  count_collective(g, entries);
+  for (int r = 0; r < n; ++r)
+    if (r != me) release_message(taken[r]);
+  retire_message(p, own, n - 1, -1, [&] {
+    char text[160];
+    snprintf(text, sizeof text, "%s call #%llu on the %s communicator waits for the other %d "
+             "ranks to take its part", collective_name(mine.kind), (unsigned long long)seq,
+             g.label, n - 1);
+    return std::string(text);
+  });
+}
+
+// run_nccl_ops between processes: a send posts its data, a receive takes it,
+// the send is done when its receiver has taken it.
+inline void run_nccl_ops_across(const std::vector<nccl_op> &ops) {
+  auto p2p_name = [](const nccl_op &op) {
+    auto [src, dst, seq] = p2p_key(op);
+    return message_name(*op.comm->group, "p", src, dst, seq);
+  };
+  auto what = [](const nccl_op &op) {
+    char text[160];
+    snprintf(text, sizeof text, "%s #%llu %s rank %d of the %s communicator",
+             op.kind == nccl_op::SEND ? "ncclSend" : "ncclRecv", (unsigned long long)op.seq,
+             op.kind == nccl_op::SEND ? "to" : "from", op.peer, op.comm->group->label);
+    return std::string(text);
+  };
+  std::vector<shared_segment> sends;
+  for (const auto &op : ops)
+    if (op.kind == nccl_op::SEND) {
+      message_header meta{};
+      meta.count = op.bytes;
+      sends.push_back(post_message(p2p_name(op), meta, op.send, op.bytes));
+    }
+  for (const auto &op : ops)
+    if (op.kind == nccl_op::RECV) {
+      comm_group &g = *op.comm->group;
+      shared_segment m =
+          take_message(*g.world->process, p2p_name(op), g.global[op.peer], [&] { return what(op); });
+      if (m.head()->bytes != op.bytes)
+        fatal(4, "%s: %s expects %zu bytes but the matching ncclSend has %llu",
+              describe_current().c_str(), what(op).c_str(), op.bytes,
+              (unsigned long long)m.head()->bytes);
+      std::memcpy(op.recv, m.data(), op.bytes);
+      release_message(m);
+    }
+  for (const auto &op : ops)
+    if (op.kind == nccl_op::COLLECTIVE) {
+      current.name = collective_name(op.coll.kind);
+      run_collective_across(op.comm, op.seq, op.coll);
+    }
+  size_t k = 0;
+  for (const auto &op : ops)
+    if (op.kind == nccl_op::SEND) {
+      comm_group &g = *op.comm->group;
+      retire_message(*g.world->process, sends[k++], 1, g.global[op.peer], [&] {
+        return what(op) + ": the matching ncclRecv never came";
+      });
+      count_bytes(g.global[op.comm->rank], g.global[op.peer], op.stream->index, op.bytes, g.world);
+    }
+}
+
 // One NCCL group (or one ungrouped call) on one stream: post every send, then
 // receive, then the collectives, then wait for the sends to be taken.
 inline void run_nccl_ops(const std::vector<nccl_op> &ops) {
+  if (!ops.empty() && ops[0].stream->world && ops[0].stream->world->process)
+    return run_nccl_ops_across(ops);
   for (const auto &op : ops)
     if (op.kind == nccl_op::SEND) post_send(op);
   for (const auto &op : ops)

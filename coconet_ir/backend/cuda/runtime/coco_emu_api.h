@@ -486,7 +486,8 @@ class poller {
   void pause(uint64_t seen);
 
  private:
-  [[noreturn]] void watchdog(uint64_t seen) const;
+  // `gone`: the peers that ended (a world of processes), or null: the timeout.
+  [[noreturn]] void watchdog(uint64_t seen, const char *gone) const;
 
   const uint64_t *slot;
   uint64_t expected;

@@ -18,11 +18,12 @@ static_assert(COCO_EMU_STREAMS == COCO_MAX_STREAMS, "one stream count");
 
 #define COCO_EMU_EXPORT extern "C" __attribute__((weak, visibility("default")))
 
-// A world of `num_stages` stages of `world` ranks each (world <= COCO_MAX_RANKS),
-// with `symmetric_bytes` of symmetric workspace and `signal_slots` signal slots
-// per rank (both zeroed). NULL on a bad request (the reason on stderr).
-COCO_EMU_EXPORT coco_emu_world *coco_emu_create(int world, int num_stages, size_t symmetric_bytes,
-                                                size_t signal_slots) {
+namespace coco_emu {
+
+// A world's shared parts: statistics and communicators (the ranks of every
+// stage, then the pipeline's: every rank).
+inline coco_emu_world *new_world(int world, int num_stages, size_t symmetric_bytes,
+                                 size_t signal_slots) {
   if (world < 1 || world > COCO_MAX_RANKS || num_stages < 1) {
     fprintf(stderr, "coco-emu: error: a world needs 1..%d ranks per stage and >= 1 stage, got %d "
                     "ranks and %d stages\n", COCO_MAX_RANKS, world, num_stages);
@@ -51,6 +52,73 @@ COCO_EMU_EXPORT coco_emu_world *coco_emu_create(int world, int num_stages, size_
       for (int r = 0; r < w->ranks; ++r) g->global.push_back(r);
     w->groups.push_back(std::move(g));
   }
+  w->contexts.assign(w->ranks, nullptr);
+  return w;
+}
+
+// The context of global rank `g`, its communicators, streams (started),
+// events and cuBLAS handle; its peers' workspaces and pads are w->symmetric
+// and w->pads.
+inline void add_rank(coco_emu_world *w, int g) {
+  const int world = w->world, num_stages = w->num_stages;
+  const int stage = g / world, rank = g % world;
+  auto *ctx = new coco_context();
+  std::memset(ctx, 0, sizeof *ctx);
+  ctx->rank = rank;
+  ctx->world = world;
+  ctx->stage = stage;
+  ctx->num_stages = num_stages;
+  for (int i = 0; i < 2; ++i) {
+    auto comm = std::make_unique<ncclComm>();
+    comm->group = i == 0 ? w->groups[stage].get() : w->groups[num_stages].get();
+    comm->rank = i == 0 ? rank : g;
+    comm->send_seq.assign(comm->group->size(), 0);
+    comm->recv_seq.assign(comm->group->size(), 0);
+    (i == 0 ? ctx->comm : ctx->pipeline_comm) = comm.get();
+    w->comms.push_back(std::move(comm));
+  }
+  for (int s = 0; s < COCO_MAX_STREAMS; ++s) {
+    auto stream = std::make_unique<CUstream_st>();
+    stream->world = w;
+    stream->stage = stage;
+    stream->rank = rank;
+    stream->global = g;
+    stream->index = s;
+    ctx->streams[s] = stream.get();
+    w->streams.push_back(std::move(stream));
+  }
+  for (int e = 0; e < COCO_MAX_EVENTS; ++e) ctx->events[e] = new CUevent_st();
+  auto blas = std::make_unique<cublasContext>();
+  blas->stream = ctx->streams[0];
+  ctx->cublas = blas.get();
+  w->blas.push_back(std::move(blas));
+  for (int p = 0; p < world; ++p) {
+    ctx->symmetric[p] = w->symmetric[stage * world + p];
+    ctx->signals[p] = w->pads[stage * world + p];
+  }
+  ctx->symmetric_bytes = w->symmetric_bytes;
+  ctx->signal_slots = w->signal_slots;
+  ctx->sm_count = COCO_EMU_MAX_BLOCKS;
+  w->contexts[g] = ctx;
+  for (int s = 0; s < COCO_MAX_STREAMS; ++s) ctx->streams[s]->start();
+}
+
+// Bytes of a rank's segment before its pad, and of its pad.
+inline size_t pad_offset() { return PAGE_BYTES; }
+inline size_t pad_bytes(size_t signal_slots) {
+  return round_to_page(std::max<size_t>(signal_slots, 1) * sizeof(uint64_t));
+}
+
+}  // namespace coco_emu
+
+// A world of `num_stages` stages of `world` ranks each (world <= COCO_MAX_RANKS),
+// every rank a thread of this process, with `symmetric_bytes` of symmetric
+// workspace and `signal_slots` signal slots per rank (both zeroed). NULL on a
+// bad request (the reason on stderr).
+COCO_EMU_EXPORT coco_emu_world *coco_emu_create(int world, int num_stages, size_t symmetric_bytes,
+                                                size_t signal_slots) {
+  coco_emu_world *w = coco_emu::new_world(world, num_stages, symmetric_bytes, signal_slots);
+  if (!w) return nullptr;
   for (int g = 0; g < w->ranks; ++g) {
     size_t sym = (symmetric_bytes + 255) / 256 * 256;
     char *base = static_cast<char *>(aligned_alloc(256, sym ? sym : 256));
@@ -61,55 +129,114 @@ COCO_EMU_EXPORT coco_emu_world *coco_emu_create(int world, int num_stages, size_
     std::memset(pad, 0, pad_bytes ? pad_bytes : 256);
     w->pads.push_back(pad);
   }
-  for (int g = 0; g < w->ranks; ++g) {
-    const int stage = g / world, rank = g % world;
-    auto *ctx = new coco_context();
-    std::memset(ctx, 0, sizeof *ctx);
-    ctx->rank = rank;
-    ctx->world = world;
-    ctx->stage = stage;
-    ctx->num_stages = num_stages;
-    for (int i = 0; i < 2; ++i) {
-      auto comm = std::make_unique<ncclComm>();
-      comm->group = i == 0 ? w->groups[stage].get() : w->groups[num_stages].get();
-      comm->rank = i == 0 ? rank : g;
-      comm->send_seq.assign(comm->group->size(), 0);
-      comm->recv_seq.assign(comm->group->size(), 0);
-      (i == 0 ? ctx->comm : ctx->pipeline_comm) = comm.get();
-      w->comms.push_back(std::move(comm));
-    }
-    for (int s = 0; s < COCO_MAX_STREAMS; ++s) {
-      auto stream = std::make_unique<CUstream_st>();
-      stream->world = w;
-      stream->stage = stage;
-      stream->rank = rank;
-      stream->global = g;
-      stream->index = s;
-      ctx->streams[s] = stream.get();
-      w->streams.push_back(std::move(stream));
-    }
-    for (int e = 0; e < COCO_MAX_EVENTS; ++e) ctx->events[e] = new CUevent_st();
-    auto blas = std::make_unique<cublasContext>();
-    blas->stream = ctx->streams[0];
-    ctx->cublas = blas.get();
-    w->blas.push_back(std::move(blas));
-    for (int p = 0; p < world; ++p) {
-      ctx->symmetric[p] = w->symmetric[stage * world + p];
-      ctx->signals[p] = w->pads[stage * world + p];
-    }
-    ctx->symmetric_bytes = symmetric_bytes;
-    ctx->signal_slots = signal_slots;
-    ctx->sm_count = COCO_EMU_MAX_BLOCKS;
-    w->contexts.push_back(ctx);
+  for (int g = 0; g < w->ranks; ++g) coco_emu::add_rank(w, g);
+  return w;
+}
+
+// One rank of a world whose ranks are processes (docs/gpu/emulation.md,
+// "Multi-process mode"): global rank `global` (stage * world + rank) of
+// `num_stages` stages of `world` ranks. Every process of the world calls it
+// with the same `key` (letters, digits, '_' and '-'; new for each world: the
+// names of its shared memory derive from it) and sizes; it returns when every
+// rank has mapped every other's workspace and pad, or ends the process
+// (COCO_EMU_TIMEOUT) naming the rank that never came. NULL on a bad request.
+COCO_EMU_EXPORT coco_emu_world *coco_emu_create_rank(const char *key, int global, int world,
+                                                     int num_stages, size_t symmetric_bytes,
+                                                     size_t signal_slots) {
+  using namespace coco_emu;
+  if (!key || !*key || strlen(key) > 64 || strspn(key, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLM"
+                                                       "NOPQRSTUVWXYZ0123456789_-") != strlen(key)) {
+    fprintf(stderr, "coco-emu: error: a world's key is 1..64 letters, digits, '_' or '-', got "
+                    "'%s'\n", key ? key : "(null)");
+    return nullptr;
   }
-  for (auto &stream : w->streams) stream->start();
+  coco_emu_world *w = new_world(world, num_stages, symmetric_bytes, signal_slots);
+  if (!w) return nullptr;
+  if (global < 0 || global >= w->ranks) {
+    fprintf(stderr, "coco-emu: error: global rank %d is not in a world of %d ranks\n", global,
+            w->ranks);
+    delete w;
+    return nullptr;
+  }
+  auto *p = new process_world();
+  p->prefix = std::string("/coco-emu-") + key;
+  p->global = global;
+  p->world = world;
+  p->ranks = w->ranks;
+  p->segments.assign(w->ranks, nullptr);
+  p->segment_bytes.assign(w->ranks, 0);
+  p->headers.assign(w->ranks, nullptr);
+  w->process = p;
+  {
+    std::lock_guard<std::mutex> lock(process_worlds().m);
+    process_worlds().worlds.insert(p);
+  }
+  at_fatal() = process_at_fatal;
+  const size_t pads = pad_bytes(signal_slots), total = pad_offset() + pads + round_to_page(std::max<size_t>(symmetric_bytes, 1));
+  shared_segment own = make_segment(segment_name(*p, global), total);
+  auto *h = new (own.base) rank_header();
+  h->magic = SEGMENT_MAGIC;
+  h->pid = getpid();
+  h->global = global;
+  h->world = world;
+  h->num_stages = num_stages;
+  h->symmetric_bytes = symmetric_bytes;
+  h->signal_slots = signal_slots;
+  p->segments[global] = own.base;
+  p->segment_bytes[global] = total;
+  p->headers[global] = h;
+  h->ready.store(1, std::memory_order_release);
+  for (int g = 0; g < w->ranks; ++g) {
+    if (g == global) continue;
+    const std::string name = segment_name(*p, g);
+    shared_segment peer = open_segment(
+        *p, name, g, sizeof(rank_header),
+        [](char *head) {
+          return reinterpret_cast<rank_header *>(head)->ready.load(std::memory_order_acquire) != 0;
+        },
+        [&](char *head) {
+          const rank_header &theirs = *reinterpret_cast<rank_header *>(head);
+          if (theirs.magic != SEGMENT_MAGIC || theirs.world != world ||
+              theirs.num_stages != num_stages || theirs.symmetric_bytes != symmetric_bytes ||
+              theirs.signal_slots != signal_slots)
+            fatal(4, "%s: %s made its world of %lld ranks x %lld stages, %llu symmetric bytes, "
+                     "%llu signal slots; this rank's is %d x %d, %zu, %zu (one program, one key)",
+                  describe_rank(*p, global).c_str(), describe_rank(*p, g).c_str(),
+                  (long long)theirs.world, (long long)theirs.num_stages,
+                  (unsigned long long)theirs.symmetric_bytes,
+                  (unsigned long long)theirs.signal_slots, world, num_stages, symmetric_bytes,
+                  signal_slots);
+          return total;
+        },
+        [&] {
+          return describe_rank(*p, global) + " waits for " + describe_rank(*p, g) +
+                 " to join the world (its shared memory " + name +
+                 " is not there: it has not started, or it failed before; see its messages)";
+        });
+    p->segments[g] = peer.base;
+    p->segment_bytes[g] = total;
+    p->headers[g] = reinterpret_cast<rank_header *>(peer.base);
+  }
+  for (int g = 0; g < w->ranks; ++g) {
+    w->pads.push_back(reinterpret_cast<uint64_t *>(p->segments[g] + pad_offset()));
+    w->symmetric.push_back(p->segments[g] + pad_offset() + pads);
+  }
+  // Every rank has mapped every segment: the names can go (a process that
+  // ends later leaves nothing behind in /dev/shm).
+  h->attached.store(1, std::memory_order_release);
+  for (int g = 0; g < w->ranks; ++g)
+    if (g != global)
+      wait_across(*p, g, [&] { return p->headers[g]->attached.load(std::memory_order_acquire) != 0; },
+                  [&] { return describe_rank(*p, global) + " waits for " + describe_rank(*p, g) + " to map the world"; });
+  shm_unlink(own.name.c_str());
+  add_rank(w, global);
   return w;
 }
 
 // Rank `rank` of stage `stage`'s context; NULL if out of range.
 COCO_EMU_EXPORT coco_context *coco_emu_context(coco_emu_world *w, int stage, int rank) {
   if (!w || stage < 0 || stage >= w->num_stages || rank < 0 || rank >= w->world) return nullptr;
-  return w->contexts[(size_t)stage * w->world + rank];
+  return w->contexts[(size_t)stage * w->world + rank];  // null: another process's rank
 }
 
 // Wait until every stream of the context is idle; 0.
@@ -237,10 +364,21 @@ COCO_EMU_EXPORT void coco_emu_destroy(coco_emu_world *w) {
   for (auto &stream : w->streams) stream->synchronize();
   for (auto &stream : w->streams) stream->shutdown();
   for (auto *ctx : w->contexts) {
+    if (!ctx) continue;
     for (int e = 0; e < COCO_MAX_EVENTS; ++e) delete ctx->events[e];
     delete ctx;
   }
-  for (char *p : w->symmetric) free(p);
-  for (uint64_t *p : w->pads) free(p);
+  if (coco_emu::process_world *p = w->process) {
+    for (int g = 0; g < p->ranks; ++g)
+      if (p->segments[g]) munmap(p->segments[g], p->segment_bytes[g]);
+    {
+      std::lock_guard<std::mutex> lock(coco_emu::process_worlds().m);
+      coco_emu::process_worlds().worlds.erase(p);
+    }
+    delete p;
+  } else {
+    for (char *p : w->symmetric) free(p);
+    for (uint64_t *p : w->pads) free(p);
+  }
   delete w;
 }
