@@ -58,9 +58,11 @@ from coconet_ir.interpreter.values import DistValue, local_shape
 
 DEFAULT_PASSES = "coco-optimize{fuse=false fuse_collective=false}"
 """CoCoNet's schedule without the fused collective kernels: those store into
-their peers' memory (a symmetric workspace), which one process per GPU cannot
-reach yet on GPUs (docs/frameworks.md, "Limits"); their collectives stay NCCL
-calls. The CPU emulator runs them (`passes="coco-optimize"`)."""
+their peers' memory (a symmetric workspace), which one process per GPU
+reaches through CUDA IPC handles, a path not yet run on GPUs
+(docs/frameworks.md, "Limits"); until it has, the default keeps the
+collectives NCCL calls. The CPU emulator runs the fused kernels
+(`passes="coco-optimize"`)."""
 
 CPU_BACKENDS = ("interpreter", "emulator")
 
@@ -215,6 +217,11 @@ def context_struct() -> type[ctypes.Structure]:
     return CocoContext
 
 
+IPC_HANDLES_BYTES = 2 * 64
+"""COCO_IPC_HANDLES_BYTES of coco_gpu_harness.h: a rank's workspace and pad
+as two `cudaIpcMemHandle_t` (CUDA_IPC_HANDLE_SIZE, 64 bytes each)."""
+
+
 class NcclUniqueId(ctypes.Structure):
     """`ncclUniqueId`: 128 opaque bytes (NCCL_UNIQUE_ID_BYTES)."""
 
@@ -316,6 +323,9 @@ class _GpuRank:
         )
         _check_nccl(self.lib, status, "ncclCommInitRank")
         context.comm = context.pipeline_comm = self.comm.value
+        self.symmetric = False
+        if op.lowered.symmetric_bytes or op.lowered.signal_slots:
+            self._open_symmetric(op, rank)
         if "ctx->cublas" in op.lowered.cuda:
             self._create_cublas()
         # streams[0] is torch's current stream at each call; 1.. are ours.
@@ -339,6 +349,43 @@ class _GpuRank:
         if not hasattr(self.lib, f"coco_{op.entry}"):
             raise CocoError(f"{op.name}: the library has no entry coco_{op.entry}")
 
+    def _open_symmetric(self, op: CocoOp, rank: int) -> None:
+        """This rank's symmetric workspace and signal pad, exported as CUDA
+        IPC handles, every rank's gathered through the group, the peers'
+        opened (docs/gpu/running.md, "Multi-process mode"; compiled, not yet
+        run on GPUs)."""
+        from coconet_ir.backend.cuda.gpu_run import GpuRunError
+
+        lib, context = self.lib, ctypes.byref(self.context)
+        lib.coco_last_error.restype = ctypes.c_char_p
+        handles = ctypes.create_string_buffer(IPC_HANDLES_BYTES)
+        lib.coco_gpu_symmetric_alloc.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_size_t,
+            ctypes.c_size_t,
+            ctypes.c_char_p,
+        ]
+        status = lib.coco_gpu_symmetric_alloc(
+            context,
+            op.lowered.symmetric_bytes,
+            max(op.lowered.signal_slots, 1),
+            handles,
+        )
+        if status == 0:
+            self.symmetric = True
+            every: list[Any] = [None] * op.world
+            if op.world > 1:
+                _torch().distributed.all_gather_object(
+                    every, handles.raw, group=op.group
+                )
+            else:
+                every = [handles.raw]
+            lib.coco_gpu_symmetric_open.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+            status = lib.coco_gpu_symmetric_open(context, b"".join(every))
+        if status != 0:
+            text = lib.coco_last_error(context).decode(errors="replace")
+            raise GpuRunError(f"{op.name}: the symmetric workspace: {text}")
+
     def _create_cublas(self) -> None:
         from coconet_ir.backend.cuda.gpu_run import GpuRunError
 
@@ -357,6 +404,9 @@ class _GpuRank:
         torch = _torch()
         with torch.cuda.device(self.device):
             torch.cuda.synchronize(self.device)
+            if self.symmetric:
+                self.lib.coco_gpu_symmetric_free(ctypes.byref(self.context))
+                self.symmetric = False
             if self.cublas.value:
                 self.lib.cublasDestroy_v2(self.cublas)
             if self.comm.value:
@@ -553,16 +603,6 @@ class CocoOp:
     def _run_cuda(self, *tensors: Any) -> Any:
         self._check(tensors)
         torch = _torch()
-        lowered = self.lowered
-        if self.world > 1 and (lowered.symmetric_bytes or lowered.signal_slots):
-            raise CocoError(
-                f"{self.name}: the program has fused collective kernels "
-                f"({lowered.symmetric_bytes} bytes of symmetric workspace), which "
-                "store into their peers' memory; on GPUs, one process per GPU "
-                "cannot reach it yet (docs/frameworks.md, 'Limits'). Register it "
-                f"with passes without coco-fuse and coco-fuse-collective (the "
-                f"default, '{DEFAULT_PASSES}'), or run it on the CPU emulation"
-            )
         device = tensors[0].device
         for spec, tensor in zip(self.arguments, tensors):
             if spec.updated and not tensor.is_contiguous():

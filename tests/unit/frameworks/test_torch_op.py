@@ -191,9 +191,7 @@ def test_bad_calls_and_requests_are_refused(torch):
     with pytest.raises(cc.CocoError, match=r"initialize torch\.distributed"):
         op(*good)
     fused = register("adam", world=4, passes="coco-optimize")
-    assert fused.lowered.symmetric_bytes > 0  # the CPU emulator runs it
-    with pytest.raises(cc.CocoError, match=r"fused collective kernels.*CPU emulation"):
-        fused._run_cuda(*[torch.zeros(a.shape) for a in fused.arguments])
+    assert fused.lowered.symmetric_bytes > 0  # fused kernels register too
     with pytest.raises(cc.CocoError, match="form a pipeline"):
         register("pipeline", world=2, entry="stage1")
     with pytest.raises(cc.CocoError, match="cpu must be one of"):

@@ -291,11 +291,42 @@ COCO_GPU_EXPORT int coco_gpu_bind(coco_gpu_world *w, int stage, int rank) {
 // Wait until every stream of the context is idle; 0, or a coco_status with
 // the failure in coco_last_error(ctx) (an asynchronous kernel fault shows
 // here). The caller has bound the rank's device.
+COCO_GPU_EXPORT int coco_gpu_check_waits(coco_context *ctx);
+
 COCO_GPU_EXPORT int coco_gpu_synchronize(coco_context *ctx) {
   for (int s = 0; s < COCO_MAX_STREAMS; ++s)
     COCO_CHECK_CUDA(cudaStreamSynchronize(ctx->streams[s]));
   COCO_CHECK_CUDA(cudaGetLastError());
-  return COCO_OK;
+  return coco_gpu_check_waits(ctx);
+}
+
+// The device watchdog's report (coco_runtime.h, coco::wait_failed): 0 if no
+// signal wait of this library's kernels on the current device gave up since
+// the last check, else COCO_ERR_CUDA with the first one in
+// coco_last_error(ctx) (and the record cleared). Synchronizes the device.
+COCO_GPU_EXPORT int coco_gpu_check_waits(coco_context *ctx) {
+  coco::wait_failure failure;
+  COCO_CHECK_CUDA(cudaMemcpyFromSymbol(&failure, coco::wait_failed, sizeof failure));
+  if (failure.waits == 0) return COCO_OK;
+  const coco::wait_failure none = {};
+  COCO_CHECK_CUDA(cudaMemcpyToSymbol(coco::wait_failed, &none, sizeof none));
+  char detail[COCO_ERROR_TEXT];
+  int peer = -1;
+  long long slot = -1;
+  for (int p = 0; p < ctx->world; ++p) {
+    const unsigned long long pad = (unsigned long long)ctx->signals[p];
+    if (pad && failure.slot >= pad && failure.slot < pad + ctx->signal_slots * sizeof(uint64_t)) {
+      peer = p;
+      slot = (long long)((failure.slot - pad) / sizeof(uint64_t));
+    }
+  }
+  coco::format(detail, sizeof detail,
+               "%llu signal wait(s) gave up after %.0f s on rank %d of stage %d; the first, in "
+               "block %llu, waited for slot %lld of rank %d's signal pad to reach %llu and saw "
+               "%llu: a peer rank is gone or stuck (its results are wrong)",
+               failure.waits, COCO_WAIT_TIMEOUT_NS / 1e9, ctx->rank, ctx->stage, failure.block,
+               slot, peer, failure.value, failure.seen);
+  return coco::fail(ctx, COCO_ERR_CUDA, "device watchdog", detail, __FILE__, __LINE__);
 }
 
 // Timing on the rank's stream 0: record the start event (before the timed
@@ -315,5 +346,79 @@ COCO_GPU_EXPORT int coco_gpu_timer_stop(coco_gpu_world *w, int stage, int rank, 
   COCO_CHECK_CUDA(cudaEventRecord(w->timer_stop[g], ctx->streams[0]));
   COCO_CHECK_CUDA(cudaEventSynchronize(w->timer_stop[g]));
   COCO_CHECK_CUDA(cudaEventElapsedTime(ms, w->timer_start[g], w->timer_stop[g]));
+  return COCO_OK;
+}
+
+// ---------------------------------------------------------------------------
+// A rank per process: the symmetric workspace across processes (CUDA IPC)
+// ---------------------------------------------------------------------------
+//
+// docs/gpu/running.md, "Multi-process mode". A process that holds one rank
+// (the PyTorch op under torchrun) allocates its own workspace and signal pad,
+// exports them as CUDA IPC handles, gives them to the other processes of its
+// stage (the torch op: all_gather_object over the group) and opens theirs,
+// so ctx->symmetric[p] and ctx->signals[p] are its peers' memory as in one
+// process, and the fused kernels run unchanged. Compiled here with nvcc; not
+// run on GPUs yet (no GPU with two processes has been available).
+
+// The bytes of one rank's handles: its workspace's, then its pad's.
+#define COCO_IPC_HANDLES_BYTES (2 * sizeof(cudaIpcMemHandle_t))
+
+// This rank's workspace (`symmetric_bytes`) and pad (`signal_slots`), zeroed,
+// into ctx->symmetric[ctx->rank] and ctx->signals[ctx->rank], and their IPC
+// handles into `handles` (COCO_IPC_HANDLES_BYTES). The context's device is
+// current. 0 or a coco_status (the reason in coco_last_error(ctx)).
+COCO_GPU_EXPORT int coco_gpu_symmetric_alloc(coco_context *ctx, size_t symmetric_bytes,
+                                             size_t signal_slots, void *handles) {
+  const size_t sym = ((symmetric_bytes ? symmetric_bytes : 1) + 255) / 256 * 256;
+  const size_t pad = ((signal_slots ? signal_slots : 1) * sizeof(uint64_t) + 255) / 256 * 256;
+  char *base = nullptr;
+  uint64_t *slots = nullptr;
+  COCO_CHECK_CUDA(cudaMalloc((void **)&base, sym));
+  COCO_CHECK_CUDA(cudaMalloc((void **)&slots, pad));
+  COCO_CHECK_CUDA(cudaMemset(base, 0, sym));
+  COCO_CHECK_CUDA(cudaMemset(slots, 0, pad));
+  COCO_CHECK_CUDA(cudaDeviceSynchronize());  // zeroed before any peer opens them
+  ctx->symmetric[ctx->rank] = base;
+  ctx->signals[ctx->rank] = slots;
+  ctx->symmetric_bytes = symmetric_bytes;
+  ctx->signal_slots = signal_slots;
+  auto *out = static_cast<cudaIpcMemHandle_t *>(handles);
+  COCO_CHECK_CUDA(cudaIpcGetMemHandle(&out[0], base));
+  COCO_CHECK_CUDA(cudaIpcGetMemHandle(&out[1], slots));
+  return COCO_OK;
+}
+
+// Open every other rank's workspace and pad from `handles`: ctx->world
+// ranks' COCO_IPC_HANDLES_BYTES each, in rank order (this rank's own are
+// skipped). 0 or a coco_status.
+COCO_GPU_EXPORT int coco_gpu_symmetric_open(coco_context *ctx, const void *handles) {
+  const auto *all = static_cast<const cudaIpcMemHandle_t *>(handles);
+  for (int p = 0; p < ctx->world; ++p) {
+    if (p == ctx->rank) continue;
+    void *base = nullptr, *slots = nullptr;
+    COCO_CHECK_CUDA(cudaIpcOpenMemHandle(&base, all[2 * p], cudaIpcMemLazyEnablePeerAccess));
+    COCO_CHECK_CUDA(cudaIpcOpenMemHandle(&slots, all[2 * p + 1], cudaIpcMemLazyEnablePeerAccess));
+    ctx->symmetric[p] = static_cast<char *>(base);
+    ctx->signals[p] = static_cast<uint64_t *>(slots);
+  }
+  return COCO_OK;
+}
+
+// Close the peers' (after synchronizing the device) and free this rank's.
+COCO_GPU_EXPORT int coco_gpu_symmetric_free(coco_context *ctx) {
+  COCO_CHECK_CUDA(cudaDeviceSynchronize());
+  for (int p = 0; p < ctx->world; ++p) {
+    if (!ctx->symmetric[p]) continue;
+    if (p == ctx->rank) {
+      COCO_CHECK_CUDA(cudaFree(ctx->symmetric[p]));
+      COCO_CHECK_CUDA(cudaFree(ctx->signals[p]));
+    } else {
+      COCO_CHECK_CUDA(cudaIpcCloseMemHandle(ctx->symmetric[p]));
+      COCO_CHECK_CUDA(cudaIpcCloseMemHandle(ctx->signals[p]));
+    }
+    ctx->symmetric[p] = nullptr;
+    ctx->signals[p] = nullptr;
+  }
   return COCO_OK;
 }

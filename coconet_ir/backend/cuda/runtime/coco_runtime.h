@@ -270,13 +270,54 @@ __device__ __forceinline__ void signal(uint64_t *slot, uint64_t value) {
   ref.store(value, cuda::std::memory_order_release);
 }
 
+#ifdef __CUDACC__
+// The device's watchdog (docs/gpu/running.md, "Faults"): a signal wait that
+// spins longer than COCO_WAIT_TIMEOUT_NS nanoseconds (the global timer;
+// default 20 s) gives up: it records the first such wait here and returns,
+// so the kernel ends (with wrong values) instead of hanging the GPU, and the
+// host reports it (coco_gpu_check_waits, which coco_gpu_synchronize calls).
+#ifndef COCO_WAIT_TIMEOUT_NS
+#define COCO_WAIT_TIMEOUT_NS 20000000000ULL
+#endif
+struct wait_failure {
+  unsigned long long waits;  // how many waits gave up
+  unsigned long long slot;   // the first one's: the address it polled,
+  unsigned long long value;  // the value it waited for,
+  unsigned long long seen;   // what the slot held,
+  unsigned long long block;  // its block (x)
+};
+__device__ wait_failure wait_failed;
+
+__device__ __forceinline__ unsigned long long global_nanoseconds() {
+  unsigned long long now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  return now;
+}
+#endif
+
 // Poll `slot` until it holds at least `value` (acquire, system scope). The
 // emulation's watchdog ends a wait that sees no progress anywhere (no signal,
-// no block barrier passed) for COCO_EMU_TIMEOUT seconds.
+// no block barrier passed) for COCO_EMU_TIMEOUT seconds; the device's gives
+// up after COCO_WAIT_TIMEOUT_NS (above).
 __device__ __forceinline__ void wait_signal(const uint64_t *slot, uint64_t value) {
   cuda::atomic_ref<uint64_t, cuda::thread_scope_system> ref(*const_cast<uint64_t *>(slot));
 #ifdef __CUDACC__
-  while (ref.load(cuda::std::memory_order_acquire) < value) {
+  unsigned long long start = 0;
+  uint64_t seen;
+  for (unsigned spins = 1; (seen = ref.load(cuda::std::memory_order_acquire)) < value; ++spins) {
+    if ((spins & 4095) != 0) continue;
+    const unsigned long long now = global_nanoseconds();
+    if (start == 0) {
+      start = now;
+    } else if (now - start > COCO_WAIT_TIMEOUT_NS) {
+      if (atomicAdd(&wait_failed.waits, 1ULL) == 0) {
+        wait_failed.slot = (unsigned long long)slot;
+        wait_failed.value = value;
+        wait_failed.seen = seen;
+        wait_failed.block = blockIdx.x;
+      }
+      return;
+    }
   }
 #else
   coco_emu::poller poll(slot, value);
