@@ -70,15 +70,21 @@ def _module_int(module: ModuleOp, name: str) -> int:
 
 
 def lower(
-    module: ModuleOp, world: int, passes: str = DEFAULT_PASSES, threads: int = 256
+    module: ModuleOp,
+    world: int,
+    passes: str = DEFAULT_PASSES,
+    threads: int = 256,
+    ranks_per_node: int = 0,
 ) -> Lowered:
     """Optimize a copy of `module` with `passes`, lower it for `world` ranks
-    with `threads` threads per block and print it as CUDA C."""
+    with `threads` threads per block (`ranks_per_node` to a node, 0: all on
+    one; docs/gpu/device.md, "Several nodes") and print it as CUDA C."""
     from coconet_ir.backend.cuda import emit_cuda
     from coconet_ir.pipeline import Pipeline
 
     optimized = Pipeline(passes)(module) if passes else module.clone()
-    conversion = f"convert-coco-to-gpu{{world={world} threads={threads}}}"
+    nodes = f" ranks_per_node={ranks_per_node}" if ranks_per_node else ""
+    conversion = f"convert-coco-to-gpu{{world={world} threads={threads}{nodes}}}"
     device = Pipeline([conversion])(optimized)
     return Lowered(optimized, device, emit_cuda(device))
 
@@ -108,6 +114,7 @@ def emulate(
     backend: str = "emu",
     devices: Sequence[int] | None = None,
     processes: bool = False,
+    ranks_per_node: int = 0,
 ) -> EmulationResult:
     """Run `module` on `world` emulated GPUs per stage (see the module
     docstring), `calls` times back to back on the same world (updated
@@ -126,7 +133,10 @@ def emulate(
 
     `processes` (emu only) runs every rank as a process of its own, as
     torchrun runs them (docs/gpu/emulation.md, "Multi-process mode"); the
-    same outputs and statistics as the default, every rank a thread."""
+    same outputs and statistics as the default, every rank a thread.
+    `ranks_per_node` puts the ranks of a stage on nodes of that many
+    (docs/gpu/device.md, "Several nodes"; the emulation gives ranks on
+    other nodes no pointer into each other's memory)."""
     from functools import partial
 
     from coconet_ir.backend.emu import EntryCall, compile_emulated, run_emulated
@@ -142,7 +152,7 @@ def emulate(
     ir.verify(module)
     functions = select_functions(module, entry)
     fed = prepare_inputs(functions, world, seed, inputs)
-    lowered = lower(module, world, passes, threads)
+    lowered = lower(module, world, passes, threads, ranks_per_node)
     stages = PipelineChannels.of(lowered.coco).stage_indices()
     optimized = {f.sym_name.data: f for f in lowered.coco.ops if isinstance(f, FuncOp)}
     if backend not in ("emu", "cuda"):

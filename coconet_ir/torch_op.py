@@ -37,6 +37,7 @@ import ctypes
 import keyword
 import os
 import re
+import socket
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
@@ -202,6 +203,9 @@ def context_struct() -> type[ctypes.Structure]:
             ("num_stages", ctypes.c_int),
             ("comm", pointer),
             ("pipeline_comm", pointer),
+            ("node_comm", pointer),
+            ("cross_comm", pointer),
+            ("ranks_per_node", ctypes.c_int),
             ("cublas", pointer),
             ("streams", pointer * streams),
             ("events", pointer * events),
@@ -307,6 +311,7 @@ class _GpuRank:
         context = self.context
         context.rank, context.world = rank, op.world
         context.stage, context.num_stages = 0, 1
+        context.ranks_per_node = op.world
         properties = torch.cuda.get_device_properties(device)
         context.sm_count = properties.multi_processor_count
         identity = NcclUniqueId.from_buffer_copy(
@@ -323,6 +328,14 @@ class _GpuRank:
         )
         _check_nccl(self.lib, status, "ncclCommInitRank")
         context.comm = context.pipeline_comm = self.comm.value
+        self.split: list[ctypes.c_void_p] = []
+        nodes = (
+            _query(self.lib, "coco_ranks_per_node")
+            if hasattr(self.lib, "coco_ranks_per_node")
+            else op.world
+        )
+        if 0 < nodes < op.world:
+            self._split_nodes(rank, nodes)
         self.symmetric = False
         if op.lowered.symmetric_bytes or op.lowered.signal_slots:
             self._open_symmetric(op, rank)
@@ -348,6 +361,30 @@ class _GpuRank:
             )
         if not hasattr(self.lib, f"coco_{op.entry}"):
             raise CocoError(f"{op.name}: the library has no entry coco_{op.entry}")
+
+    def _split_nodes(self, rank: int, nodes: int) -> None:
+        """The node's and the index's communicators of a program lowered for
+        several nodes (docs/gpu/device.md, "Several nodes"), split from the
+        op's (`ncclCommSplit`; compiled, not yet run on GPUs)."""
+        self.lib.ncclCommSplit.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_int,
+            ctypes.c_int,
+            ctypes.POINTER(ctypes.c_void_p),
+            ctypes.c_void_p,
+        ]
+        for color, key, field_name in (
+            (rank // nodes, rank % nodes, "node_comm"),
+            (rank % nodes, rank // nodes, "cross_comm"),
+        ):
+            made = ctypes.c_void_p()
+            status = self.lib.ncclCommSplit(
+                self.comm, color, key, ctypes.byref(made), None
+            )
+            _check_nccl(self.lib, status, "ncclCommSplit")
+            self.split.append(made)
+            setattr(self.context, field_name, made.value)
+        self.context.ranks_per_node = nodes
 
     def _open_symmetric(self, op: CocoOp, rank: int) -> None:
         """This rank's symmetric workspace and signal pad, exported as CUDA
@@ -407,6 +444,9 @@ class _GpuRank:
             if self.symmetric:
                 self.lib.coco_gpu_symmetric_free(ctypes.byref(self.context))
                 self.symmetric = False
+            for comm in self.split:
+                self.lib.ncclCommDestroy(comm)
+            self.split = []
             if self.cublas.value:
                 self.lib.cublasDestroy_v2(self.cublas)
             if self.comm.value:
@@ -427,6 +467,8 @@ class _EmuRank:
         from coconet_ir.backend.emu.run import new_key
 
         self.lock = threading.Lock()
+        if op.world > 1:
+            self._check_one_machine(op)
         key = from_rank_zero(new_key, op.group, rank, op.world)
         self.rank = EmulatedRank(
             compile_emulated(op.lowered.cuda),
@@ -437,12 +479,28 @@ class _EmuRank:
             signal_slots=max(op.lowered.signal_slots, 1),
         )
 
+    @staticmethod
+    def _check_one_machine(op: CocoOp) -> None:
+        """The emulated ranks share memory through /dev/shm: every process of
+        the group must run on this machine."""
+        hosts: list[Any] = [None] * op.world
+        _torch().distributed.all_gather_object(
+            hosts, socket.gethostname(), group=op.group
+        )
+        if len(set(hosts)) > 1:
+            raise CocoError(
+                f"{op.name}: the CPU emulation's ranks share memory through "
+                "/dev/shm, so every process of the group must run on one machine; "
+                f"they run on {', '.join(sorted(set(hosts)))}"
+            )
+
     def call(self, entry: str, tensors: Sequence[Any]) -> None:
         with self.lock:
             self.rank.call(entry, tensors)
 
     def close(self) -> None:
-        self.rank.close()
+        with self.lock:
+            self.rank.close()
 
 
 # ---------------------------------------------------------------------------
@@ -774,6 +832,18 @@ def _world_of(module: ModuleOp, world: int | None, group: Any) -> int:
     )
 
 
+def _ranks_per_node(world: int, given: int | None) -> int:
+    """Ranks per node to lower for: `given`, else torchrun's
+    `LOCAL_WORLD_SIZE` where it is below `world` and divides it; 0 (one
+    node) otherwise."""
+    if given is not None:
+        return given
+    local = os.environ.get("LOCAL_WORLD_SIZE", "")
+    if local.isdigit() and 0 < int(local) < world and world % int(local) == 0:
+        return int(local)
+    return 0
+
+
 def _entry_of(module: ModuleOp, entry: str | None) -> str:
     from coconet_ir.interpreter.stages import select_functions
 
@@ -800,6 +870,7 @@ def register(
     arch: str | None = None,
     group: Any = None,
     cpu: str = "interpreter",
+    ranks_per_node: int | None = None,
 ) -> CocoOp:
     """Register the coco function `entry` of `program` (a module, a
     `@cc.function`, or a `.mlir` path; `entry` defaults to its only function)
@@ -811,7 +882,10 @@ def register(
     block and printed as CUDA C; its library is `library` (built from that CUDA
     C before, e.g. by `compile_gpu`) or built at the first call on a GPU for
     `arch` (default: the device's). `cpu` chooses how the CPU kernel runs the
-    whole world: `"interpreter"` or `"emulator"`. See docs/frameworks.md."""
+    whole world: `"interpreter"` or `"emulator"`. `ranks_per_node` (default:
+    torchrun's `LOCAL_WORLD_SIZE` when it is below the world) lowers for
+    ranks on several nodes (docs/gpu/device.md, "Several nodes"). See
+    docs/frameworks.md."""
     _torch()
     if cpu not in CPU_BACKENDS:
         choices = ", ".join(CPU_BACKENDS)
@@ -824,7 +898,8 @@ def register(
             f"register: the op name must look like 'namespace::name', got {name!r}"
         )
     world = _world_of(module, world, group)
-    lowered = lower(module, world, passes, threads)
+    nodes = _ranks_per_node(world, ranks_per_node)
+    lowered = lower(module, world, passes, threads, nodes)
     return CocoOp(
         module,
         name,

@@ -205,9 +205,16 @@ def train(block, args, rank: int, world: int, device) -> tuple[list[float], floa
 
 
 def register_ops(args, world: int) -> tuple[torch_op.CocoOp, torch_op.CocoOp]:
+    """The block's two ops. On one node the emulator runs the fused kernels;
+    on several (torchrun's LOCAL_WORLD_SIZE below the world) no rank reaches
+    another node's memory, so the fused kernels are left out and each
+    all-reduce is hierarchical (docs/gpu/device.md, "Several nodes")."""
     forward, backward = programs(args.tokens, args.hidden, args.ffn)
-    if args.backend == "emu":
+    one_node = int(os.environ.get("LOCAL_WORLD_SIZE", world)) >= world
+    if args.backend == "emu" and one_node:
         options = dict(passes="coco-optimize", cpu="emulator")
+    elif args.backend == "emu":
+        options = dict(passes=torch_op.DEFAULT_PASSES, cpu="emulator")
     else:
         options = dict(passes=torch_op.DEFAULT_PASSES)
     return (
@@ -252,9 +259,12 @@ def main(argv: list[str] | None = None) -> int:
     gap = max(abs(a - b) / max(abs(a), 1e-30) for a, b in zip(plain, fused))
     agree = gap <= args.rtol
     if rank == 0:
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+        nodes = f" ({world // local} nodes x {local})" if local < world else ""
         print(
-            f"{world} ranks, {args.layers} blocks of H={args.hidden} F={args.ffn}, "
-            f"{args.tokens} tokens, {args.steps} SGD steps, backend {args.backend}"
+            f"{world} ranks{nodes}, {args.layers} blocks of H={args.hidden} "
+            f"F={args.ffn}, {args.tokens} tokens, {args.steps} SGD steps, "
+            f"backend {args.backend}"
         )
         print(f"{'step':>6} {'plain PyTorch':>16} {'coconet-ir':>16}")
         every = max(args.steps // 10, 1)

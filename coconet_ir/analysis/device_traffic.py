@@ -75,6 +75,9 @@ class Traffic:
     bytes rank `r` sends to rank `r` of another stage."""
 
     world: int
+    ranks_per_node: int = 0
+    """Ranks to a node (0: all on one): a collective on a `node` or `across`
+    sub-communicator is a ring over each of those groups."""
     launches: Counter[int] = field(default_factory=Counter[int])
     library_calls: Counter[str] = field(default_factory=Counter[str])
     sent: dict[int, np.ndarray] = field(default_factory=dict[int, np.ndarray])
@@ -101,6 +104,16 @@ class Traffic:
         for r in range(n):
             self.matrix(stream)[r, (r + 1) % n] += nbytes_per_rank[r]
 
+    def groups(self, group: str | None) -> list[list[int]]:
+        """The rings of a collective on the stage's communicator (`None`) or
+        on a sub-communicator (`node`, `across`; docs/gpu/device.md)."""
+        n, g = self.world, self.ranks_per_node or self.world
+        if group == "node":
+            return [[k * g + i for i in range(g)] for k in range(n // g)]
+        if group == "across":
+            return [[k * g + i for k in range(n // g)] for i in range(g)]
+        return [list(range(n))]
+
     def add_op(self, op: Operation, times: int) -> None:
         n, stream = self.world, coco_gpu.stream_of(op)
         match op:
@@ -125,8 +138,12 @@ class Traffic:
                 moved = device_transfer(op)
                 assert moved is not None
                 kind, nbytes = moved
-                size = round(TRANSFERS[kind].sent(nbytes, n))
-                self.ring(stream, [times * size] * n)
+                matrix = self.matrix(stream)
+                for ring in self.groups(op.group_name):
+                    size = round(TRANSFERS[kind].sent(nbytes, len(ring)))
+                    for j, r in enumerate(ring):
+                        if len(ring) > 1:
+                            matrix[r, ring[(j + 1) % len(ring)]] += times * size
             case coco_gpu.NcclBroadcastOp():
                 size = buffer_bytes(op.input)
                 before_root = (op.root.value.data - 1) % n
@@ -184,6 +201,13 @@ def trip_count(loop: scf.ForOp) -> int:
     return max(0, -(-(upper - lower) // step))
 
 
+def ranks_per_node(module: ModuleOp) -> int:
+    """The device-level module's ranks per node (`coco_gpu.ranks_per_node`),
+    0 on one node."""
+    attr = module.attributes.get(coco_gpu.RANKS_PER_NODE_ATTR)
+    return attr.value.data if isinstance(attr, IntegerAttr) else 0
+
+
 def device_traffic(module: ModuleOp) -> dict[str, Traffic]:
     """What one call of each host entry of a device-level module does, by
     function name (the module must carry `coco.world_size`)."""
@@ -195,7 +219,7 @@ def device_traffic(module: ModuleOp) -> dict[str, Traffic]:
     found: dict[str, Traffic] = {}
     for op in module.ops:
         if isinstance(op, FuncOp) and op.body.blocks:
-            traffic = Traffic(world)
+            traffic = Traffic(world, ranks_per_node(module))
             traffic.add_block(op.body.block, 1)
             found[op.sym_name.data] = traffic
     return found

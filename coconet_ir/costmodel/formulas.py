@@ -155,3 +155,68 @@ def fused_overlap_s(compute: float, communication: float, machine: Machine) -> f
     plus the part of the shorter that is not hidden."""
     longer, shorter = max(compute, communication), min(compute, communication)
     return longer + machine.efficiency.overlap_interference * shorter
+
+
+# ---------------------------------------------------------------------------
+# Several nodes (docs/gpu/device.md, "Several nodes")
+# ---------------------------------------------------------------------------
+
+
+def _ring_s(
+    sent: float, steps: int, link_bytes_per_s: float, hop_s: float, machine: Machine
+) -> float:
+    return (
+        sent / (link_bytes_per_s * machine.efficiency.link)
+        + machine.collective_base_s
+        + steps * hop_s
+    )
+
+
+def flat_all_reduce_s(
+    nbytes: float, world: int, ranks_per_node: int, machine: Machine
+) -> float:
+    """One ring all-reduce over `world` ranks, `ranks_per_node` to a node:
+    2(N-1)/N · S over the ring's slowest link, the network's once the ring
+    leaves a node."""
+    if world == 1:
+        return 0.0
+    link = (
+        machine.network
+        if world > ranks_per_node and machine.network
+        else machine.nvlink
+    )
+    return _ring_s(
+        2 * (world - 1) / world * nbytes,
+        2 * (world - 1),
+        link.bytes_per_s,
+        link.hop_s,
+        machine,
+    )
+
+
+def hierarchical_all_reduce_s(
+    nbytes: float, world: int, ranks_per_node: int, machine: Machine
+) -> float:
+    """The all-reduce as a reduce-scatter inside each node (NVLink), an
+    all-reduce of each rank's 1/G across the nodes (G rings side by side, one
+    network link each: a NIC per GPU), and an all-gather inside the node."""
+    g, nodes = ranks_per_node, world // ranks_per_node
+    nvlink = machine.nvlink
+    inside = (
+        0.0
+        if g == 1
+        else 2
+        * _ring_s(
+            (g - 1) / g * nbytes, g - 1, nvlink.bytes_per_s, nvlink.hop_s, machine
+        )
+    )
+    if nodes == 1:
+        return inside
+    network = machine.network or nvlink
+    return inside + _ring_s(
+        2 * (nodes - 1) / nodes * nbytes / g,
+        2 * (nodes - 1),
+        network.bytes_per_s,
+        network.hop_s,
+        machine,
+    )

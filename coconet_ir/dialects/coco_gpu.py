@@ -27,6 +27,7 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     MemRefType,
     NoneAttr,
+    StringAttr,
     SymbolRefAttr,
     UnitAttr,
     i64,
@@ -141,22 +142,53 @@ class PeersType(ParametrizedAttribute, TypeAttribute):
 # ============================================================================
 
 
+RANKS_PER_NODE_ATTR = "coco_gpu.ranks_per_node"
+"""The device-level module's ranks per node when a stage spans several nodes
+(`coco_ranks_per_node()` in the CUDA C; absent on one node)."""
+
+NCCL_GROUPS = ("node", "across")
+"""The sub-communicators of a world of several nodes (docs/gpu/device.md,
+"Several nodes"): `node`, the ranks of this rank's node; `across`, the ranks
+of every node with this rank's index in its node. Without `group`, a
+collective is over the stage's communicator."""
+
+
 class NcclCollectiveOp(IRDLOperation):
     """A NCCL collective from `input` into `output` on the stage's
-    communicator (docs/gpu/cuda.md). The base of the collectives: their buffers,
-    their assembly format and their builder."""
+    communicator, or on one of its sub-communicators (`group`, NCCL_GROUPS)
+    (docs/gpu/cuda.md). The base of the collectives: their buffers, their
+    assembly format and their builder."""
 
     input = operand_def(MemRefType)
     output = operand_def(MemRefType)
-    assembly_format = "$input `,` $output attr-dict `:` type($input) `,` type($output)"
+    group = opt_prop_def(StringAttr)
+    assembly_format = (
+        "$input `,` $output (`group` `=` $group^)? attr-dict `:` type($input) `,` "
+        "type($output)"
+    )
 
     def __init__(
         self,
         input: SSAValue | Operation,
         output: SSAValue | Operation,
         properties: dict[str, Attribute] | None = None,
+        group: str | None = None,
     ):
-        super().__init__(operands=[input, output], properties=properties or {})
+        properties = dict(properties or {})
+        if group is not None:
+            properties["group"] = StringAttr(group)
+        super().__init__(operands=[input, output], properties=properties)
+
+    def verify_(self) -> None:
+        if self.group is not None and self.group.data not in NCCL_GROUPS:
+            raise VerifyException(
+                f"'{self.name}' op group must be one of {', '.join(NCCL_GROUPS)}, "
+                f"got '{self.group.data}'"
+            )
+
+    @property
+    def group_name(self) -> str | None:
+        return None if self.group is None else self.group.data
 
 
 class NcclReductionOp(NcclCollectiveOp):
@@ -164,12 +196,14 @@ class NcclReductionOp(NcclCollectiveOp):
 
     reduction = prop_def(ReductionKindAttr)
     assembly_format = (
-        "$input `,` $output `reduction` `=` $reduction attr-dict `:` "
-        "type($input) `,` type($output)"
+        "$input `,` $output `reduction` `=` $reduction (`group` `=` $group^)? "
+        "attr-dict `:` type($input) `,` type($output)"
     )
 
-    def __init__(self, input, output, reduction: ReductionKindAttr):
-        super().__init__(input, output, {"reduction": reduction})
+    def __init__(
+        self, input, output, reduction: ReductionKindAttr, group: str | None = None
+    ):
+        super().__init__(input, output, {"reduction": reduction}, group)
 
 
 @irdl_op_definition
@@ -202,8 +236,8 @@ class NcclBroadcastOp(NcclCollectiveOp):
     name = "coco_gpu.nccl_broadcast"
     root = prop_def(IntegerAttr[I64])
     assembly_format = (
-        "$input `,` $output `root` `=` $root attr-dict `:` type($input) `,` "
-        "type($output)"
+        "$input `,` $output `root` `=` $root (`group` `=` $group^)? attr-dict `:` "
+        "type($input) `,` type($output)"
     )
 
     def __init__(self, input, output, root: int):
@@ -617,7 +651,9 @@ __all__ = [
     "COCO_GPU_OPS",
     "ENTRY_ATTR",
     "INDEX_BOUNDS_ATTR",
+    "NCCL_GROUPS",
     "PEER_BYTES_ATTR",
+    "RANKS_PER_NODE_ATTR",
     "STREAM_ATTR",
     "WORK_ATTR",
     "CocoGpu",

@@ -64,6 +64,7 @@ from coconet_ir.analysis.channels import PipelineChannels, channel_of
 from coconet_ir.analysis.chunks import ChunkConflict, chunk_dims, step_of
 from coconet_ir.analysis.costs import function_costs
 from coconet_ir.analysis.fused_plan import DEFAULT_CHUNK_ELEMENTS, FusedPlan
+from coconet_ir.costmodel.machines import machine as machine_preset
 from coconet_ir.diagnostics import (
     CocoError,
     RemarkKind,
@@ -86,6 +87,7 @@ from coconet_ir.dialects.coco_gpu import (
     BYTES_ATTR,
     ENTRY_ATTR,
     INDEX_BOUNDS_ATTR,
+    RANKS_PER_NODE_ATTR,
     STREAM_ATTR,
     GemmOp,
     NcclAllGatherOp,
@@ -136,6 +138,7 @@ from coconet_ir.lowering.state import (
     CONVERSION,
     ElementContext,
     Lowering,
+    Nodes,
     chunk_of,
     needs_rank_for_dropout,
     replace_with_buffers,
@@ -676,12 +679,41 @@ the result's: `(op, source, out)` → the call."""
 @dataclass
 class LowerNcclCall(BufferLowering[Operation]):
     """`coco.all_reduce` → `coco_gpu.nccl_all_reduce`; `coco.broadcast root
-    = K` → `coco_gpu.nccl_broadcast` (`NCCL_CALLS`)."""
+    = K` → `coco_gpu.nccl_broadcast` (`NCCL_CALLS`). On several nodes an
+    all-reduce the cost model predicts faster so is hierarchical
+    (`hierarchical_all_reduce`)."""
 
     OPS = tuple(NCCL_CALLS)
 
     def emit(self, op, host, sources, out) -> None:
+        if isinstance(op, coco.AllReduceOp) and self.lowering.nodes.hierarchical(
+            element_count(tensor_of(op.operand), self.world)
+            * element_info(tensor_of(op.operand).element_type).bytes,
+            element_count(tensor_of(op.operand), self.world),
+            self.world,
+        ):
+            host += hierarchical_all_reduce(op, sources[0], out, self.lowering)
+            return
         host.append(NCCL_CALLS[type(op)](op, sources[0], out))
+
+
+def hierarchical_all_reduce(
+    op: coco.AllReduceOp, source: SSAValue, out: SSAValue, lowering: Lowering
+) -> list[Operation]:
+    """An all-reduce over several nodes (docs/gpu/device.md, "Several
+    nodes"): reduce-scatter inside the node into a scratch of 1/G of the
+    buffer, all-reduce of it across the nodes (in place), all-gather inside
+    the node into the result."""
+    operand = tensor_of(op.operand)
+    count = element_count(operand, lowering.world)
+    part = alloc(operand.element_type, [count // lowering.nodes.ranks_per_node])
+    reduction = op.reduction
+    return [
+        part,
+        NcclReduceScatterOp(source, part, reduction, group="node"),
+        NcclAllReduceOp(part, part, reduction, group="across"),
+        NcclAllGatherOp(part, out, group="node"),
+    ]
 
 
 @dataclass
@@ -939,9 +971,7 @@ class LowerFusion(CocoLoweringPattern):
         lower_fusion_with_collectives(self.lowering, op, rewriter)
 
 
-def one_kernel_remark(
-    where: tuple[str | None, str | None] | None, kernel: str
-) -> None:
+def one_kernel_remark(where: tuple[str | None, str | None] | None, kernel: str) -> None:
     """A passed remark: the fusion at `where` (its location and function) is
     lowered as one `kernel`."""
     if where is not None:
@@ -1157,6 +1187,18 @@ class ConvertCocoToGpu(ModulePass):
     """Elements of a rank's slice per pipelined chunk of a fused collective
     kernel (docs/gpu/fused.md)."""
 
+    ranks_per_node: int = 0
+    """Ranks of a stage on one node (0: all of them; docs/gpu/device.md,
+    "Several nodes"). Fewer than the world: no peer memory across nodes, and
+    all-reduces hierarchical where `machine`'s cost model says so."""
+
+    machine: str = "h100x16-ib"
+    """The cost model's machine that chooses between a flat and a
+    hierarchical all-reduce on several nodes."""
+
+    def nodes_of(self, world: int) -> Nodes:
+        return Nodes(self.ranks_per_node or world, machine_preset(self.machine))
+
     def resolve_world(self, module: ModuleOp) -> int:
         declared = declared_world_size(module)
         if self.world is not None and self.world < 1:
@@ -1181,6 +1223,19 @@ class ConvertCocoToGpu(ModulePass):
 
     def check(self, module: ModuleOp, world: int) -> None:
         """Refuse before changing anything."""
+        if self.ranks_per_node < 0 or (
+            self.ranks_per_node and world % self.ranks_per_node
+        ):
+            raise ConversionRefused(
+                f"{self.name}: ranks_per_node must divide the world ({world}), got "
+                f"{self.ranks_per_node}"
+            )
+        nodes = self.nodes_of(world)
+        if nodes.ranks_per_node < world:
+            for op in module.walk():
+                reason = nodes.problem(op, world)
+                if reason is not None:
+                    raise ConversionRefused(f"{self.name} cannot convert: {reason}", op)
         if self.threads < 1:
             raise ConversionRefused(
                 f"{self.name}: threads must be >= 1, got {self.threads}"
@@ -1252,7 +1307,9 @@ class ConvertCocoToGpu(ModulePass):
         """Convert `op` (a copy of the module: whatever goes wrong, the
         module is left as it was)."""
         kernels = KernelModule.create(KERNELS_MODULE)
-        lowering = Lowering(world, self.threads, kernels, self.fused_chunk)
+        lowering = Lowering(
+            world, self.threads, kernels, self.fused_chunk, self.nodes_of(world)
+        )
         functions = [
             f for f in op.ops if isinstance(f, func.FuncOp) and not f.is_declaration
         ]
@@ -1295,3 +1352,7 @@ class ConvertCocoToGpu(ModulePass):
             WORLD_SIZE_ATTR: IntegerAttr(world, i64),
             **others,
         }
+        if lowering.nodes.ranks_per_node < world:
+            op.attributes[RANKS_PER_NODE_ATTR] = IntegerAttr(
+                lowering.nodes.ranks_per_node, i64
+            )

@@ -416,9 +416,7 @@ class FusedKernel:
         (a fusion over hundreds of parameters' buffers; buckets take
         fewer)."""
         arguments = self.kernel_arguments
-        size = sum(
-            PEERS_BYTES if isinstance(t, PeersType) else 8 for _, t in arguments
-        )
+        size = sum(PEERS_BYTES if isinstance(t, PeersType) else 8 for _, t in arguments)
         if size <= KERNEL_PARAMETER_BYTES:
             return None
         return (
@@ -693,9 +691,7 @@ class FusedKernel:
             return
         self.barrier(body)
         lead = self.leader(body)
-        gathered = sum(
-            self.plan.gather_element_bytes(op) for op in self.part.gathers
-        )
+        gathered = sum(self.plan.gather_element_bytes(op) for op in self.part.gathers)
 
         def signal(inner: Builder, peer: SSAValue) -> None:
             self.count_bytes(inner, peer, chunk, gathered)
@@ -1048,9 +1044,7 @@ class FusedKernel:
             shared = self.shared(value.type)
             kind = str(op.kind.data)
             totals.append(
-                block_reduce(
-                    b, kind, value, shared, self.threads, self.tid, self.bdim
-                )
+                block_reduce(b, kind, value, shared, self.threads, self.tid, self.bdim)
             )
         return totals
 

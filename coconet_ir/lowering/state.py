@@ -33,6 +33,8 @@ from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 
 from coconet_ir.analysis.fused_plan import DEFAULT_CHUNK_ELEMENTS
+from coconet_ir.costmodel.formulas import flat_all_reduce_s, hierarchical_all_reduce_s
+from coconet_ir.costmodel.machines import Machine
 from coconet_ir.diagnostics import CocoError
 from coconet_ir.dialects import (
     coco,
@@ -116,6 +118,68 @@ class Axis:
     rank_stride: int = 0
 
 
+PEER_MEMORY_OPS = (
+    coco.AllReduceOp,
+    coco.ReduceScatterOp,
+    coco.AllGatherOp,
+    coco.AllToAllOp,
+    coco.BroadcastOp,
+)
+"""The collectives whose fusion (a `coco.fusion` holding one) is a kernel that
+stores into its peers' memory."""
+
+
+@dataclass(frozen=True)
+class Nodes:
+    """How a stage's ranks sit on nodes (docs/gpu/device.md, "Several nodes"):
+    `ranks_per_node` to a node, rank `r` on node `r // ranks_per_node` (0: all
+    on one). Peer memory exists inside a node only; `machine`'s cost model
+    chooses each all-reduce's form."""
+
+    ranks_per_node: int
+    machine: Machine | None = None
+
+    def several(self, world: int) -> bool:
+        return 0 < self.ranks_per_node < world
+
+    def hierarchical(self, nbytes: int, count: int, world: int) -> bool:
+        """Whether an all-reduce of `count` elements (`nbytes`) is lowered
+        as reduce-scatter in the node, all-reduce across, all-gather in the
+        node: on several nodes, when `count` splits into the node's ranks
+        and the cost model predicts it faster than one ring over them all."""
+        g = self.ranks_per_node
+        if not self.several(world) or count % g or self.machine is None:
+            return False
+        return hierarchical_all_reduce_s(
+            nbytes, world, g, self.machine
+        ) < flat_all_reduce_s(nbytes, world, g, self.machine)
+
+    def problem(self, op: Operation, world: int) -> str | None:
+        """Why `op` cannot run with the stage on several nodes: its lowering
+        stores into peers' memory, which a rank on another node does not
+        share (nothing pretends such a pointer exists); or None."""
+        where = (
+            f"with ranks_per_node={self.ranks_per_node} the {world} ranks are on "
+            f"{world // self.ranks_per_node} nodes, and a rank cannot reach another "
+            "node's memory"
+        )
+        if isinstance(op, coco.PerPeerOp):
+            return f"'coco.per_peer' copies into its peers' memory; {where}"
+        if isinstance(op, coco.ShiftOp) and not (
+            tensor_of(op.operand).layout.is_replicated or op.offset % world == 0
+        ):
+            return f"'coco.shift' copies into a peer's memory; {where}"
+        if isinstance(op, coco.FusionOp) and any(
+            isinstance(inner, PEER_MEMORY_OPS) for inner in op.walk()
+        ):
+            return (
+                f"'coco.fusion' holds a collective: its kernel stores into every "
+                f"rank's memory; {where}. Lower the program without the fused "
+                "kernels (coco-optimize{fuse=false fuse_collective=false})"
+            )
+        return None
+
+
 @dataclass
 class Lowering:
     """What the patterns of one conversion share: the world size, the launch
@@ -126,6 +190,8 @@ class Lowering:
     kernels: KernelModule
     fused_chunk: int = DEFAULT_CHUNK_ELEMENTS
     """Elements per chunk of a fused collective kernel's slice."""
+    nodes: Nodes = field(default_factory=lambda: Nodes(0))
+    """How the stage's ranks sit on nodes (one node unless told)."""
     destinations: dict[SSAValue, SSAValue] = field(
         default_factory=dict[SSAValue, SSAValue]
     )

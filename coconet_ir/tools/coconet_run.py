@@ -158,6 +158,15 @@ def build_parser() -> argparse.ArgumentParser:
         "collectives are all coconet-ir's own kernels)",
     )
     parser.add_argument(
+        "--ranks-per-node",
+        type=int,
+        default=0,
+        metavar="G",
+        help="with --backend emu or cuda: the ranks of a stage on nodes of G "
+        "(hierarchical all-reduces, no peer memory across nodes; "
+        "docs/gpu/device.md, Several nodes)",
+    )
+    parser.add_argument(
         "--processes",
         action="store_true",
         help="with --backend emu: every rank a process of its own, as torchrun "
@@ -225,6 +234,10 @@ def check_usage(args: argparse.Namespace) -> None:
         raise UsageError("--devices only applies to --backend cuda")
     if args.processes and args.backend != "emu":
         raise UsageError("--processes only applies to --backend emu")
+    if args.ranks_per_node and args.backend == "numpy":
+        raise UsageError("--ranks-per-node applies to --backend emu or cuda")
+    if args.ranks_per_node < 0:
+        raise UsageError("--ranks-per-node must be >= 1")
     if args.check and args.backend == "numpy":
         raise UsageError("--check only applies to --backend emu or cuda")
     if args.compare is not None and args.backend != "numpy":
@@ -484,6 +497,7 @@ def run_emulated(args: argparse.Namespace) -> int:
         backend=args.backend,
         devices=args.devices,
         processes=args.processes,
+        ranks_per_node=args.ranks_per_node,
         **run_inputs(args),
     )
     print_run(args, result, world)

@@ -24,7 +24,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "costmodel": ("diagnostics", "dialects", "analysis", "costmodel"),
     "passes": (*LOWER, "costmodel", "passes"),
     "interpreter": (*LOWER, "interpreter"),
-    "lowering": (*LOWER, "passes", "lowering"),
+    "lowering": (*LOWER, "costmodel", "passes", "lowering"),
     "backend": (*LOWER, "backend"),
 }
 """Package → the packages it may import; the API and tools layers (universe,

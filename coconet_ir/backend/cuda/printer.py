@@ -41,6 +41,7 @@ from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 from xdsl.utils.base_printer import BasePrinter
 
 from coconet_ir.analysis.channels import stage_indices
+from coconet_ir.analysis.device_traffic import ranks_per_node
 from coconet_ir.backend.cuda.c_expr import Expr, Scope, sanitize
 from coconet_ir.backend.cuda.ctypes import (
     NCCL_OPS,
@@ -480,6 +481,10 @@ class CudaPrinter(BasePrinter):
             f"{symmetric_bytes(op)}; }}"
         )
         self.line(f'extern "C" int coco_world_size(void) {{ return {size or 1}; }}')
+        self.line(
+            f'extern "C" int coco_ranks_per_node(void) {{ return '
+            f"{ranks_per_node(op) or size or 1}; }}"
+        )
         self.line(
             f'extern "C" size_t coco_signal_slots(void) {{ return '
             f"{signal_slots(op)}; }}"
@@ -1191,11 +1196,15 @@ class CudaPrinter(BasePrinter):
         function = "ncclReduceScatter" if scatter else "ncclAllReduce"
         counted = op.output if scatter else op.input
         reduction = NCCL_OPS[op.reduction.data]
-        self.nccl(op, function, [op.input, op.output], counted, reduction)
+        self.nccl(
+            op, function, [op.input, op.output], counted, reduction, comm=comm_of(op)
+        )
 
     @print.register
     def _(self, op: coco_gpu.NcclAllGatherOp) -> None:
-        self.nccl(op, "ncclAllGather", [op.input, op.output], op.input)
+        self.nccl(
+            op, "ncclAllGather", [op.input, op.output], op.input, comm=comm_of(op)
+        )
 
     @print.register
     def _(self, op: coco_gpu.NcclBroadcastOp) -> None:
@@ -1422,6 +1431,14 @@ def is_symmetric(arg: SSAValue) -> bool:
     """Whether a kernel parameter is a symmetric buffer (it reaches a
     `coco_gpu.peer_view`), which peers write during the kernel."""
     return any(isinstance(use.operation, coco_gpu.PeerViewOp) for use in arg.uses)
+
+
+NCCL_COMMS = {None: "ctx->comm", "node": "ctx->node_comm", "across": "ctx->cross_comm"}
+"""The context's communicator of each `group` of a NCCL collective."""
+
+
+def comm_of(op: coco_gpu.NcclCollectiveOp) -> str:
+    return NCCL_COMMS[op.group_name]
 
 
 def symmetric_bytes(module: ModuleOp) -> int:

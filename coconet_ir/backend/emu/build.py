@@ -112,8 +112,12 @@ def build_cached(
         return library
     directory.mkdir(parents=True, exist_ok=True)
     source = directory / f"{key}.cu"
-    if not source.exists():
-        source.write_text(cu_source)
+    if not source.exists():  # atomically: another process may compile it now
+        with tempfile.NamedTemporaryFile(
+            "w", dir=directory, prefix=".", suffix=".cu", delete=False
+        ) as temporary:
+            temporary.write(cu_source)
+        os.replace(temporary.name, source)
     failed = build_once(library, lambda out: command_for(source, out))
     if failed is not None:
         raise error(f"{what} of {source} failed:\n{failed.strip()}", failed)

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from coconet_ir.backend.emu._child import needed
 from coconet_ir.backend.emu.entry_args import c_scalar
 from coconet_ir.backend.emu.run import EmulationError, new_key
 
@@ -77,6 +78,7 @@ class EmulatedRank:
             )
         self.library = Path(library)
         self.rank, self.world, self.num_stages = rank, world, num_stages
+        self.failed = False
         lib = self.lib = ctypes.CDLL(str(library))
         lib.coco_emu_create_rank.restype = ctypes.c_void_p
         lib.coco_emu_create_rank.argtypes = [
@@ -99,8 +101,14 @@ class EmulatedRank:
         ]
         lib.coco_last_error.restype = ctypes.c_char_p
         lib.coco_last_error.argtypes = [ctypes.c_void_p]
+        lib.coco_emu_fail.argtypes = [ctypes.c_void_p]
         self.handle = lib.coco_emu_create_rank(
-            key.encode(), rank, world, num_stages, symmetric_bytes, max(signal_slots, 1)
+            key.encode(),
+            rank,
+            world,
+            num_stages,
+            max(symmetric_bytes, needed(lib, "coco_symmetric_bytes")),
+            max(signal_slots, needed(lib, "coco_signal_slots"), 1),
         )
         if not self.handle:
             raise EmulationError(
@@ -112,8 +120,11 @@ class EmulatedRank:
     def call(self, entry: str, arguments: Sequence[Any]) -> None:
         """Run the host entry `entry` (`coco_FUNC`) on this rank's
         `arguments` (after the context, in ABI order) and wait for it."""
-        if not self.handle:
-            raise EmulationError(f"{entry}: this rank's world is closed")
+        if not self.handle or self.failed:
+            raise EmulationError(
+                f"{entry}: this rank's world is "
+                f"{'closed' if not self.handle else 'failed'}"
+            )
         function = getattr(self.lib, entry, None)
         if function is None:
             raise EmulationError(f"{self.library.name} has no entry {entry}")
@@ -123,7 +134,11 @@ class EmulatedRank:
         )
         self.lib.coco_emu_synchronize(ctypes.c_void_p(self.context))
         if status != 0:
+            # The other ranks may wait for this one's part of the call: say
+            # it failed (they stop naming it) and take no more calls.
             text = self.lib.coco_last_error(ctypes.c_void_p(self.context))
+            self.lib.coco_emu_fail(ctypes.c_void_p(self.handle))
+            self.failed = True
             raise EmulationError(
                 f"{entry} returned status {status} on rank {self.rank}: "
                 f"{(text or b'').decode(errors='replace')}"

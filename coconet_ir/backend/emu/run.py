@@ -211,6 +211,8 @@ def run_emulated(
     library = Path(library)
     shape = World(world, **options)
     checked = shape.check(calls)
+    if processes:
+        _check_own_memory(calls, shape)
     names = {name: arrays for name, (_, _, arrays) in checked.items()}
     owners = [
         calls[k].stage * world + j
@@ -242,7 +244,12 @@ def run_emulated(
         (work / "request.json").write_text(json.dumps(request))
         memory.write(work / "arrays.bin")
         ranks = list(range(shape.ranks)) if processes else [None]
-        stderr = _run_children(work, ranks, env, timeout, library)
+        try:
+            stderr = _run_children(work, ranks, env, timeout, library)
+        finally:
+            if processes:  # what killed children left (the watchdog removes its own)
+                for name in Path("/dev/shm").glob(f"coco-emu-{request['key']}-*"):
+                    name.unlink(missing_ok=True)
         reports = {
             g: json.loads((work / _suffixed("result", g, "json")).read_text())
             for g in ranks
@@ -272,6 +279,23 @@ def run_emulated(
     return outputs, merge_stats([r["stats"] for r in reports.values()])
 
 
+def _check_own_memory(calls: Sequence[EntryCall], shape: World) -> None:
+    """With a process per rank each rank has only its own memory: an array
+    given to two ranks would be two buffers, unlike with threads."""
+    owner: dict[int, int] = {}
+    for call in calls:
+        for rank, args in enumerate(call.args):
+            where = call.stage * shape.world + rank
+            for a in args:
+                if isinstance(a, np.ndarray):
+                    if owner.setdefault(id(a), where) != where:
+                        raise CocoError(
+                            f"{call.entry}: one array is an argument of global ranks "
+                            f"{owner[id(a)]} and {where}; with a process per rank "
+                            "each rank has its own memory: give each its own array"
+                        )
+
+
 def _suffixed(stem: str, rank: int | None, extension: str) -> str:
     return f"{stem}.{extension}" if rank is None else f"{stem}-{rank}.{extension}"
 
@@ -287,16 +311,19 @@ def _run_children(
     processes, all at once; their stderr, each rank's after a heading. A child
     that fails, or the timeout, raises EmulationError naming the rank and
     holding every child's messages."""
+    # stderr into files, not pipes: a child writing more than a pipe holds
+    # (a sanitizer's report) would block while this waits for another.
+    logs = [(work / _suffixed("stderr", g, "txt")).open("w+") for g in ranks]
     children = [
         subprocess.Popen(
             [sys.executable, "-S", str(CHILD), str(work)]
             + ([] if g is None else [str(g)]),
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+            stderr=log,
             text=True,
             env=env,
         )
-        for g in ranks
+        for g, log in zip(ranks, logs)
     ]
     deadline = time.monotonic() + timeout
     errors: list[str] = []
@@ -311,9 +338,11 @@ def _run_children(
         for child in children:
             child.kill()
     texts = []
-    for g, child in zip(ranks, children):
-        _, text = child.communicate()
-        text = text or ""
+    for g, child, log in zip(ranks, children, logs):
+        child.wait()
+        log.seek(0)
+        text = log.read()
+        log.close()
         texts.append(
             text if g is None else f"[rank process {g}]\n{text}" if text else ""
         )
@@ -344,7 +373,8 @@ def _run_children(
 def merge_stats(reports: Sequence[dict]) -> dict:
     """The statistics of a world from its processes' (each counts its own
     rank's rows; docs/gpu/emulation.md): counters summed, kernel launches
-    summed by name, timelines and stream events concatenated. One report is
+    summed by name, timelines and stream events concatenated (their event
+    numbers come from one clock the processes share). One report is
     returned as it is."""
     if len(reports) == 1:
         return reports[0]

@@ -22,6 +22,7 @@ import pytest
 from helpers import example
 from xdsl.dialects.func import FuncOp
 
+import coconet_ir as cc
 from coconet_ir.backend.emu import EmulationError, compile_emulated
 from coconet_ir.backend.emu.run import new_key
 from coconet_ir.emulate import arguments_of, emulate, lower
@@ -156,10 +157,14 @@ def test_a_rank_that_dies_stops_the_others_with_its_name(tmp_path, passes, waits
 
 def test_a_rank_that_never_comes_is_named_at_the_timeout(tmp_path):
     key, processes = start_ranks(tmp_path, "adam", 4, "coco-optimize", ranks=3)
-    for status, stderr in finish(processes):
+    ended = finish(processes)
+    # The first to time out says so; it marks itself failed, and the others
+    # stop at once naming it.
+    assert any("watchdog" in e and "waited more than 2 s" in e for _, e in ended)
+    for status, stderr in ended:
         assert status == 3, stderr
-        assert "watchdog" in stderr and "waited more than 2 s" in stderr
         assert "waits for rank 3 of stage 0 to join the world" in stderr
+        assert "waited more than 2 s" in stderr or "has stopped on an error" in stderr
     assert not shared_memory_of(key)
 
 
@@ -183,7 +188,7 @@ def test_ranks_of_different_worlds_under_one_key_are_refused(tmp_path):
             text=True,
             env={**os.environ, "COCO_EMU_TIMEOUT": "2"},
         )
-        for rank, size in ((0, 4096), (1, 8192))
+        for rank, size in ((0, 1 << 20), (1, 1 << 21))  # above the library's
     ]
     ended = finish(processes)
     # The rank that finds the other's segment unlike its own says so; the
@@ -201,3 +206,15 @@ def test_a_bad_key_is_refused(tmp_path):
     library, *_ = built("adam", 2, "coco-optimize")
     with pytest.raises(EmulationError, match="letters, digits"):
         EmulatedRank(library, "../etc", 0, 2)
+
+
+def test_an_array_shared_by_two_ranks_is_refused_with_processes():
+    """With threads one array given to two ranks is one buffer; a process per
+    rank cannot share it, so the run says so rather than differ."""
+    from coconet_ir.backend.emu import EntryCall, run_emulated
+
+    library, *_ = built("adam", 2, "coco-optimize")
+    shared = np.zeros(4, np.float32)
+    call = EntryCall("coco_adam", [[shared], [shared]])
+    with pytest.raises(cc.CocoError, match="global ranks 0 and 1; with a process"):
+        run_emulated(library, 2, [call], processes=True)

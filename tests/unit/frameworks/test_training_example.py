@@ -19,6 +19,7 @@ import pytest
 from helpers import EXAMPLES_DIR
 
 from coconet_ir.emulate import lower
+from coconet_ir.torch_op import DEFAULT_PASSES
 
 pytest.importorskip("torch", reason="PyTorch is not installed (docs/frameworks.md)")
 
@@ -53,6 +54,45 @@ def test_the_fused_ops_train_like_plain_pytorch(ranks):
     )
 
 
+def test_two_nodes_of_two_ranks_train_like_plain_pytorch():
+    """`torchrun --nnodes 2 --nproc-per-node 2`, both "nodes" on this machine:
+    LOCAL_WORLD_SIZE (2) below the world (4) lowers the ops for several nodes
+    (no fused kernels, hierarchical all-reduces; docs/gpu/device.md)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = shutil.which("torchrun") or ""
+    prefix = [command] if command else [sys.executable, "-m", "torch.distributed.run"]
+    nodes = [
+        subprocess.Popen(
+            [
+                *prefix,
+                "--nnodes",
+                "2",
+                "--nproc-per-node",
+                "2",
+                "--node-rank",
+                str(node),
+                "--master-addr",
+                "127.0.0.1",
+                "--master-port",
+                str(port),
+                str(EXAMPLE),
+                *SMALL,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+        )
+        for node in (0, 1)
+    ]
+    printed = [p.communicate(timeout=300) for p in nodes]
+    assert [p.returncode for p in nodes] == [0, 0], printed
+    stdout = printed[0][0]
+    assert "4 ranks (2 nodes x 2)" in stdout and "losses agree" in stdout, stdout
+
+
 def test_the_registered_programs_have_fused_collective_kernels():
     sys.path.insert(0, str(EXAMPLES_DIR))
     try:
@@ -64,6 +104,11 @@ def test_the_registered_programs_have_fused_collective_kernels():
         lowered = lower(function.module, 4, "coco-optimize", 256)
         assert lowered.symmetric_bytes > 0 and lowered.signal_slots > 0
         assert "ncclAllReduce" not in lowered.cuda
+        # On 2 nodes of 2 (what the example registers there): no fused kernel,
+        # each all-reduce reduce-scatter / all-reduce across / all-gather.
+        nodes = lower(function.module, 4, DEFAULT_PASSES, 256, ranks_per_node=2)
+        assert not nodes.symmetric_bytes
+        assert "ctx->cross_comm" in nodes.cuda and "ctx->node_comm" in nodes.cuda
 
 
 def test_a_wrong_gradient_is_caught(tmp_path, monkeypatch, capsys):

@@ -352,10 +352,10 @@ struct stream_event {
 };
 constexpr size_t STREAM_EVENT_CAPACITY = 1 << 16;  // more are counted, not kept
 
-inline std::atomic<uint64_t> &timeline_clock() {
-  static std::atomic<uint64_t> ticks{0};
-  return ticks;
-}
+// One clock per world: the process's, or in a world of processes rank 0's
+// (below, "A rank per process"), so that events of different processes are
+// numbered in an order the run had.
+std::atomic<uint64_t> &timeline_clock();
 
 struct process_world;  // a rank per process: below, "A rank per process"
 
@@ -365,6 +365,7 @@ struct coco_emu_world {
   int world = 0;       // ranks per stage
   int num_stages = 0;  // stages
   int ranks = 0;       // world * num_stages; global rank = stage * world + rank
+  int ranks_per_node = 0;  // world on one node (coco_ranks_per_node())
   size_t symmetric_bytes = 0, signal_slots = 0;
   std::vector<coco_context *> contexts;                  // by global rank
   std::vector<std::unique_ptr<CUstream_st>> streams;    // global * COCO_EMU_STREAMS + s
@@ -438,6 +439,8 @@ struct rank_header {
   std::atomic<uint64_t> attached;  // 1: this rank has mapped every other rank's segment
   std::atomic<uint64_t> progress;  // signals raised and block barriers passed in this process
   std::atomic<uint64_t> failed;    // 1: this rank stopped on an error (fatal)
+  std::atomic<uint64_t> done;      // 1: this rank ended its world (coco_emu_destroy)
+  std::atomic<uint64_t> clock;     // rank 0's: the world's timeline clock
 };
 static_assert(sizeof(rank_header) <= PAGE_BYTES, "a rank's header fits its page");
 
@@ -514,7 +517,9 @@ inline std::string ranks_gone(const process_world &p, int g = -1) {
       const rank_header *h = r < (int)p.headers.size() ? p.headers[r] : nullptr;
       if (!h) continue;
       const bool failed = h->failed.load(std::memory_order_acquire) != 0;
-      if (pass == 0 ? failed || !process_exited(h->pid) : !failed) continue;
+      // A rank that ended its world normally is not gone: nobody waits on it.
+      const bool done = h->done.load(std::memory_order_acquire) != 0;
+      if (pass == 0 ? failed || done || !process_exited(h->pid) : !failed) continue;
       char text[160];
       snprintf(text, sizeof text, "%s%s (pid %lld) %s", gone.empty() ? "" : "; ",
                describe_rank(p, r).c_str(), (long long)h->pid,
@@ -555,21 +560,29 @@ inline process_world *current_process() {
   return s && s->world ? s->world->process : nullptr;
 }
 
+std::atomic<uint64_t> &timeline_clock() {
+  static std::atomic<uint64_t> ticks{0};
+  process_world *p = current_process();
+  return p && p->headers[0] ? p->headers[0]->clock : ticks;
+}
+
 // fatal's clean-up in a multi-process world: say this rank failed (its peers'
 // waits end with that, not a timeout) and remove the world's shared memory
 // that is still named (/dev/shm/coco-emu-KEY-*: its own, and what a rank that
 // was killed left): the world is over. Mapped segments stay mapped.
-inline void process_at_fatal() {
-  for (process_world *p : process_worlds().worlds) {  // no lock: the process is ending
-    if (p->headers[p->global]) p->mine().failed.store(1, std::memory_order_release);
-    const std::string prefix = p->prefix.substr(1) + "-";
-    if (DIR *dir = opendir("/dev/shm")) {
-      while (struct dirent *entry = readdir(dir))
-        if (strncmp(entry->d_name, prefix.c_str(), prefix.size()) == 0)
-          shm_unlink((std::string("/") + entry->d_name).c_str());
-      closedir(dir);
-    }
+inline void process_failed(process_world &p) {
+  if (p.headers[p.global]) p.mine().failed.store(1, std::memory_order_release);
+  const std::string prefix = p.prefix.substr(1) + "-";
+  if (DIR *dir = opendir("/dev/shm")) {
+    while (struct dirent *entry = readdir(dir))
+      if (strncmp(entry->d_name, prefix.c_str(), prefix.size()) == 0)
+        shm_unlink((std::string("/") + entry->d_name).c_str());
+    closedir(dir);
   }
+}
+
+inline void process_at_fatal() {
+  for (process_world *p : process_worlds().worlds) process_failed(*p);  // no lock: ending
 }
 
 // A mapped shared-memory segment: a rank's, or a message.
@@ -881,7 +894,8 @@ void poller::pause(uint64_t seen) {
   uint64_t now = progress_now();
   if (process_world *p = current_process(); p && (spins & 4095) == 0) {
     std::string gone = ranks_gone(*p);  // a peer that ended never signals
-    if (!gone.empty()) watchdog(seen, gone.c_str());
+    if (!gone.empty() && __atomic_load_n(slot, __ATOMIC_ACQUIRE) < expected)
+      watchdog(seen, gone.c_str());
   }
   if (now != seen_progress) {  // something moved: the wait starts over
     seen_progress = now;

@@ -18,10 +18,15 @@ static_assert(COCO_EMU_STREAMS == COCO_MAX_STREAMS, "one stream count");
 
 #define COCO_EMU_EXPORT extern "C" __attribute__((weak, visibility("default")))
 
+// The emitted module's ranks per node (docs/gpu/device.md, "Several nodes"),
+// defined by the printed CUDA C; a library without it is on one node.
+extern "C" __attribute__((weak)) int coco_ranks_per_node(void);
+
 namespace coco_emu {
 
 // A world's shared parts: statistics and communicators (the ranks of every
-// stage, then the pipeline's: every rank).
+// stage, then the pipeline's: every rank; then, on several nodes, each
+// node's ranks and each index's ranks across the nodes, stage by stage).
 inline coco_emu_world *new_world(int world, int num_stages, size_t symmetric_bytes,
                                  size_t signal_slots) {
   if (world < 1 || world > COCO_MAX_RANKS || num_stages < 1) {
@@ -52,8 +57,41 @@ inline coco_emu_world *new_world(int world, int num_stages, size_t symmetric_byt
       for (int r = 0; r < w->ranks; ++r) g->global.push_back(r);
     w->groups.push_back(std::move(g));
   }
+  const int per_node = coco_ranks_per_node ? coco_ranks_per_node() : world;
+  w->ranks_per_node = per_node > 0 && per_node < world && world % per_node == 0 ? per_node : world;
+  if (w->ranks_per_node < world) {
+    const int G = w->ranks_per_node, nodes = world / G;
+    for (int s = 0; s < num_stages; ++s) {
+      for (int k = 0; k < nodes; ++k) {  // node k of stage s
+        auto g = std::make_unique<coco_emu::comm_group>();
+        g->world = w;
+        g->label = "node";
+        for (int i = 0; i < G; ++i) g->global.push_back(s * world + k * G + i);
+        w->groups.push_back(std::move(g));
+      }
+      for (int i = 0; i < G; ++i) {  // index i of every node of stage s
+        auto g = std::make_unique<coco_emu::comm_group>();
+        g->world = w;
+        g->label = "across";
+        for (int k = 0; k < nodes; ++k) g->global.push_back(s * world + k * G + i);
+        w->groups.push_back(std::move(g));
+      }
+    }
+  }
   w->contexts.assign(w->ranks, nullptr);
   return w;
+}
+
+// Global rank g's node group and across group (several nodes only).
+inline coco_emu::comm_group *node_group(coco_emu_world *w, int g) {
+  const int G = w->ranks_per_node, nodes = w->world / G, per_stage = nodes + G;
+  const int stage = g / w->world, rank = g % w->world;
+  return w->groups[w->num_stages + 1 + stage * per_stage + rank / G].get();
+}
+inline coco_emu::comm_group *across_group(coco_emu_world *w, int g) {
+  const int G = w->ranks_per_node, nodes = w->world / G, per_stage = nodes + G;
+  const int stage = g / w->world, rank = g % w->world;
+  return w->groups[w->num_stages + 1 + stage * per_stage + nodes + rank % G].get();
 }
 
 // The context of global rank `g`, its communicators, streams (started),
@@ -68,14 +106,23 @@ inline void add_rank(coco_emu_world *w, int g) {
   ctx->world = world;
   ctx->stage = stage;
   ctx->num_stages = num_stages;
-  for (int i = 0; i < 2; ++i) {
+  auto make_comm = [&](coco_emu::comm_group *group, int comm_rank) {
     auto comm = std::make_unique<ncclComm>();
-    comm->group = i == 0 ? w->groups[stage].get() : w->groups[num_stages].get();
-    comm->rank = i == 0 ? rank : g;
-    comm->send_seq.assign(comm->group->size(), 0);
-    comm->recv_seq.assign(comm->group->size(), 0);
-    (i == 0 ? ctx->comm : ctx->pipeline_comm) = comm.get();
+    comm->group = group;
+    comm->rank = comm_rank;
+    comm->send_seq.assign(group->size(), 0);
+    comm->recv_seq.assign(group->size(), 0);
+    ncclComm *made = comm.get();
     w->comms.push_back(std::move(comm));
+    return made;
+  };
+  ctx->comm = make_comm(w->groups[stage].get(), rank);
+  ctx->pipeline_comm = make_comm(w->groups[num_stages].get(), g);
+  ctx->ranks_per_node = w->ranks_per_node;
+  if (w->ranks_per_node < world) {
+    const int G = w->ranks_per_node;
+    ctx->node_comm = make_comm(node_group(w, g), rank % G);
+    ctx->cross_comm = make_comm(across_group(w, g), rank / G);
   }
   for (int s = 0; s < COCO_MAX_STREAMS; ++s) {
     auto stream = std::make_unique<CUstream_st>();
@@ -92,9 +139,13 @@ inline void add_rank(coco_emu_world *w, int g) {
   blas->stream = ctx->streams[0];
   ctx->cublas = blas.get();
   w->blas.push_back(std::move(blas));
+  // No peer memory across nodes: a kernel that reached for it would fault
+  // (the lowering refuses such programs; docs/gpu/device.md, "Several nodes").
+  const int node = rank / w->ranks_per_node;
   for (int p = 0; p < world; ++p) {
-    ctx->symmetric[p] = w->symmetric[stage * world + p];
-    ctx->signals[p] = w->pads[stage * world + p];
+    const bool reachable = p / w->ranks_per_node == node;
+    ctx->symmetric[p] = reachable ? w->symmetric[stage * world + p] : nullptr;
+    ctx->signals[p] = reachable ? w->pads[stage * world + p] : nullptr;
   }
   ctx->symmetric_bytes = w->symmetric_bytes;
   ctx->signal_slots = w->signal_slots;
@@ -189,8 +240,10 @@ COCO_EMU_EXPORT coco_emu_world *coco_emu_create_rank(const char *key, int global
   for (int g = 0; g < w->ranks; ++g) {
     if (g == global) continue;
     const std::string name = segment_name(*p, g);
+    // Waiting for g, check every rank mapped so far: one that failed (and
+    // removed the world's names) ends the wait with its name.
     shared_segment peer = open_segment(
-        *p, name, g, sizeof(rank_header),
+        *p, name, -1, sizeof(rank_header),
         [](char *head) {
           return reinterpret_cast<rank_header *>(head)->ready.load(std::memory_order_acquire) != 0;
         },
@@ -231,6 +284,14 @@ COCO_EMU_EXPORT coco_emu_world *coco_emu_create_rank(const char *key, int global
   shm_unlink(own.name.c_str());
   add_rank(w, global);
   return w;
+}
+
+// A rank of a world of processes whose call failed (its entry returned an
+// error): mark it failed, so that its peers' waits end naming it instead of
+// at the timeout, and remove the world's shared-memory names. No-op for a
+// world of threads.
+COCO_EMU_EXPORT void coco_emu_fail(coco_emu_world *w) {
+  if (w && w->process) coco_emu::process_failed(*w->process);
 }
 
 // Rank `rank` of stage `stage`'s context; NULL if out of range.
@@ -369,6 +430,7 @@ COCO_EMU_EXPORT void coco_emu_destroy(coco_emu_world *w) {
     delete ctx;
   }
   if (coco_emu::process_world *p = w->process) {
+    p->mine().done.store(1, std::memory_order_release);
     for (int g = 0; g < p->ranks; ++g)
       if (p->segments[g]) munmap(p->segments[g], p->segment_bytes[g]);
     {

@@ -30,6 +30,10 @@
 
 #define COCO_GPU_EXPORT extern "C" __attribute__((weak, visibility("default")))
 
+// The emitted module's ranks per node (docs/gpu/device.md, "Several nodes"),
+// defined by the printed CUDA C; a library without it is on one node.
+extern "C" __attribute__((weak)) int coco_ranks_per_node(void);
+
 struct coco_gpu_world {
   int world;       // ranks per stage
   int num_stages;  // stages
@@ -116,6 +120,7 @@ inline bool create_rank(coco_gpu_world *w, int g, size_t symmetric_bytes, size_t
   ctx->world = w->world;
   ctx->stage = g / w->world;
   ctx->num_stages = w->num_stages;
+  ctx->ranks_per_node = w->world;  // one node: node_comm and cross_comm stay NULL
   ctx->symmetric_bytes = symmetric_bytes;
   ctx->signal_slots = signal_slots;
   for (int s = 0; s < COCO_MAX_STREAMS; ++s)
@@ -148,6 +153,28 @@ inline bool create_comms(coco_gpu_world *w) {
     COCO_GPU_TRY_NCCL(ncclCommInitAll(comms, w->world, &w->devices[s * w->world]));
     for (int r = 0; r < w->world; ++r) w->contexts[s * w->world + r]->comm = comms[r];
   }
+  // A module lowered for several nodes (docs/gpu/device.md, "Several nodes")
+  // also has each node's communicator and each index's across the nodes:
+  // here the "nodes" are groups of this machine's GPUs.
+  const int G = coco_ranks_per_node ? coco_ranks_per_node() : w->world;
+  if (G > 0 && G < w->world && w->world % G == 0) {
+    const int nodes = w->world / G;
+    int subset[COCO_MAX_RANKS];
+    ncclComm_t made[COCO_MAX_RANKS];
+    for (int s = 0; s < w->num_stages; ++s) {
+      for (int k = 0; k < nodes; ++k) {
+        for (int i = 0; i < G; ++i) subset[i] = w->devices[s * w->world + k * G + i];
+        COCO_GPU_TRY_NCCL(ncclCommInitAll(made, G, subset));
+        for (int i = 0; i < G; ++i) w->contexts[s * w->world + k * G + i]->node_comm = made[i];
+      }
+      for (int i = 0; i < G; ++i) {
+        for (int k = 0; k < nodes; ++k) subset[k] = w->devices[s * w->world + k * G + i];
+        COCO_GPU_TRY_NCCL(ncclCommInitAll(made, nodes, subset));
+        for (int k = 0; k < nodes; ++k) w->contexts[s * w->world + k * G + i]->cross_comm = made[k];
+      }
+      for (int r = 0; r < w->world; ++r) w->contexts[s * w->world + r]->ranks_per_node = G;
+    }
+  }
   if (w->num_stages == 1) {
     // One stage: the pipeline communicator is never used by a send/recv
     // (there is no other stage); share the stage's.
@@ -176,6 +203,8 @@ COCO_GPU_EXPORT void coco_gpu_destroy(coco_gpu_world *w) {
     if (!ctx) continue;
     cudaSetDevice(w->devices[g]);
     if (ctx->pipeline_comm && ctx->pipeline_comm != ctx->comm) ncclCommDestroy(ctx->pipeline_comm);
+    if (ctx->node_comm) ncclCommDestroy(ctx->node_comm);
+    if (ctx->cross_comm) ncclCommDestroy(ctx->cross_comm);
     if (ctx->comm) ncclCommDestroy(ctx->comm);
     if (ctx->cublas) cublasDestroy(ctx->cublas);
     for (int e = 0; e < COCO_MAX_EVENTS; ++e)

@@ -78,6 +78,12 @@ struct coco_context {
   int num_stages;  // stages of the pipeline (1 for plain SPMD)
   ncclComm_t comm;           // the stage's communicator (`world` ranks)
   ncclComm_t pipeline_comm;  // every rank of every stage: stage s rank r is s*world+r
+  // Several nodes (docs/gpu/device.md, "Several nodes"): the ranks of this
+  // rank's node, and the ranks of every node with this rank's index in its
+  // node (rank = node * ranks_per_node + index). NULL on one node.
+  ncclComm_t node_comm;
+  ncclComm_t cross_comm;
+  int ranks_per_node;  // world when one node holds the stage
   cublasHandle_t cublas;
   cudaStream_t streams[COCO_MAX_STREAMS];
   cudaEvent_t events[COCO_MAX_EVENTS];  // created with the context, for cross-stream joins
