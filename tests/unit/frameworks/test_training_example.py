@@ -24,7 +24,7 @@ from coconet_ir.torch_op import DEFAULT_PASSES
 pytest.importorskip("torch", reason="PyTorch is not installed (docs/frameworks.md)")
 
 EXAMPLE = EXAMPLES_DIR / "tp_mlp_train.py"
-SMALL = ["--hidden", "64", "--ffn", "256", "--tokens", "8", "--steps", "6"]
+SMALL = ["--hidden", "64", "--ffn", "256", "--tokens", "8", "--steps", "4"]
 """Small enough for CI; the defaults are GPT-2 small's widths."""
 
 
