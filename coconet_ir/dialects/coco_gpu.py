@@ -179,10 +179,20 @@ class NcclCollectiveOp(IRDLOperation):
             properties["group"] = StringAttr(group)
         super().__init__(operands=[input, output], properties=properties)
 
+    GROUPED: ClassVar[bool] = True
+    """Whether the collective may run on a sub-communicator (the printer
+    gives a broadcast and an all-to-all the stage's only)."""
+
     def verify_(self) -> None:
-        if self.group is not None and self.group.data not in NCCL_GROUPS:
+        if self.group is None:
+            return
+        if not self.GROUPED:
             raise VerifyException(
-                f"'{self.name}' op group must be one of {', '.join(NCCL_GROUPS)}, "
+                "runs on the stage's communicator only: it takes no group"
+            )
+        if self.group.data not in NCCL_GROUPS:
+            raise VerifyException(
+                f"group must be one of {', '.join(NCCL_GROUPS)}, "
                 f"got '{self.group.data}'"
             )
 
@@ -234,6 +244,7 @@ class NcclBroadcastOp(NcclCollectiveOp):
     """`ncclBroadcast`: `output` = rank `root`'s `input`."""
 
     name = "coco_gpu.nccl_broadcast"
+    GROUPED: ClassVar[bool] = False
     root = prop_def(IntegerAttr[I64])
     assembly_format = (
         "$input `,` $output `root` `=` $root (`group` `=` $group^)? attr-dict `:` "
@@ -251,6 +262,7 @@ class NcclAllToAllOp(NcclCollectiveOp):
     `output`."""
 
     name = "coco_gpu.nccl_all_to_all"
+    GROUPED: ClassVar[bool] = False
 
 
 class NcclPeerOp(IRDLOperation):

@@ -1,4 +1,5 @@
-"""coco_gpu.view: round trip, and the verifier's refusals."""
+"""coco_gpu.view and the NCCL collectives' groups: round trips, and the
+verifier's refusals."""
 
 from __future__ import annotations
 
@@ -36,3 +37,41 @@ def test_view_round_trips():
 def test_view_refusals(offset: int, result: str, message: str):
     with pytest.raises(CocoError, match=message):
         cc.verify(cc.parse(VIEW.format(offset=offset, result=result)))
+
+
+NCCL = """
+func.func @f(%a: memref<4xf32>) {{
+  {op}
+  func.return
+}}
+"""
+
+
+def test_a_collective_on_a_sub_communicator_round_trips():
+    text = NCCL.format(
+        op='coco_gpu.nccl_all_reduce %a, %a reduction = sum group = "across" : '
+        "memref<4xf32>, memref<4xf32>"
+    )
+    module = cc.parse(text)
+    cc.verify(module)
+    assert 'reduction = sum group = "across"' in cc.to_text(module)
+
+
+@pytest.mark.parametrize(
+    "op, message",
+    [
+        (
+            'coco_gpu.nccl_all_gather %a, %a group = "rack" : memref<4xf32>, '
+            "memref<4xf32>",
+            "group must be one of node, across, got 'rack'",
+        ),
+        (
+            'coco_gpu.nccl_all_to_all %a, %a group = "node" : memref<4xf32>, '
+            "memref<4xf32>",
+            "runs on the stage's communicator only",
+        ),
+    ],
+)
+def test_a_collective_group_is_node_or_across_where_one_may_be(op: str, message: str):
+    with pytest.raises(CocoError, match=message):
+        cc.verify(cc.parse(NCCL.format(op=op)))
