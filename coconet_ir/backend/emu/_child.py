@@ -73,29 +73,36 @@ def needed(lib: ctypes.CDLL, query: str) -> int:
     return int(function())
 
 
+def harness_library(path: str) -> ctypes.CDLL:
+    """The emulated library at `path` with the harness's functions typed
+    (coco_emu_harness.h): this child's and `ranks.EmulatedRank`'s."""
+    lib = ctypes.CDLL(path)
+    pointer, size = ctypes.c_void_p, ctypes.c_size_t
+    lib.coco_emu_create.restype = pointer
+    lib.coco_emu_create.argtypes = [ctypes.c_int, ctypes.c_int, size, size]
+    lib.coco_emu_create_rank.restype = pointer
+    lib.coco_emu_create_rank.argtypes = [
+        ctypes.c_char_p,
+        *[ctypes.c_int] * 3,
+        size,
+        size,
+    ]
+    lib.coco_emu_context.restype = pointer
+    lib.coco_emu_context.argtypes = [pointer, ctypes.c_int, ctypes.c_int]
+    lib.coco_emu_synchronize.argtypes = [pointer]
+    lib.coco_emu_stats_json.restype = size
+    lib.coco_emu_stats_json.argtypes = [pointer, ctypes.c_char_p, size]
+    lib.coco_emu_destroy.argtypes = [pointer]
+    lib.coco_emu_fail.argtypes = [pointer]
+    lib.coco_last_error.restype = ctypes.c_char_p
+    lib.coco_last_error.argtypes = [pointer]
+    return lib
+
+
 def main(directory: Path, rank_of_process: int | None = None) -> int:
     request = json.loads((directory / "request.json").read_text())
     addresses = load_arrays(directory / "arrays.bin", request["arrays"])
-    lib = ctypes.CDLL(request["library"])
-    lib.coco_emu_create.restype = ctypes.c_void_p
-    lib.coco_emu_create.argtypes = [
-        ctypes.c_int,
-        ctypes.c_int,
-        ctypes.c_size_t,
-        ctypes.c_size_t,
-    ]
-    lib.coco_emu_context.restype = ctypes.c_void_p
-    lib.coco_emu_context.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
-    lib.coco_emu_synchronize.argtypes = [ctypes.c_void_p]
-    lib.coco_emu_stats_json.restype = ctypes.c_size_t
-    lib.coco_emu_stats_json.argtypes = [
-        ctypes.c_void_p,
-        ctypes.c_char_p,
-        ctypes.c_size_t,
-    ]
-    lib.coco_emu_destroy.argtypes = [ctypes.c_void_p]
-    lib.coco_last_error.restype = ctypes.c_char_p
-    lib.coco_last_error.argtypes = [ctypes.c_void_p]
+    lib = harness_library(request["library"])
 
     world, stages = request["world"], request["num_stages"]
     symmetric_bytes = max(
@@ -105,12 +112,6 @@ def main(directory: Path, rank_of_process: int | None = None) -> int:
     if rank_of_process is None:
         handle = lib.coco_emu_create(world, stages, symmetric_bytes, signal_slots)
     else:  # one rank of a world of processes (docs/gpu/emulation.md)
-        lib.coco_emu_create_rank.restype = ctypes.c_void_p
-        lib.coco_emu_create_rank.argtypes = [
-            ctypes.c_char_p,
-            *[ctypes.c_int] * 3,
-            *[ctypes.c_size_t] * 2,
-        ]
         handle = lib.coco_emu_create_rank(
             request["key"].encode(),
             rank_of_process,

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from coconet_ir.backend.emu._child import needed
+from coconet_ir.backend.emu._child import harness_library, needed
 from coconet_ir.backend.emu.entry_args import c_scalar
 from coconet_ir.backend.emu.run import EmulationError, new_key
 
@@ -79,29 +79,7 @@ class EmulatedRank:
         self.library = Path(library)
         self.rank, self.world, self.num_stages = rank, world, num_stages
         self.failed = False
-        lib = self.lib = ctypes.CDLL(str(library))
-        lib.coco_emu_create_rank.restype = ctypes.c_void_p
-        lib.coco_emu_create_rank.argtypes = [
-            ctypes.c_char_p,
-            ctypes.c_int,
-            ctypes.c_int,
-            ctypes.c_int,
-            ctypes.c_size_t,
-            ctypes.c_size_t,
-        ]
-        lib.coco_emu_context.restype = ctypes.c_void_p
-        lib.coco_emu_context.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
-        lib.coco_emu_synchronize.argtypes = [ctypes.c_void_p]
-        lib.coco_emu_destroy.argtypes = [ctypes.c_void_p]
-        lib.coco_emu_stats_json.restype = ctypes.c_size_t
-        lib.coco_emu_stats_json.argtypes = [
-            ctypes.c_void_p,
-            ctypes.c_char_p,
-            ctypes.c_size_t,
-        ]
-        lib.coco_last_error.restype = ctypes.c_char_p
-        lib.coco_last_error.argtypes = [ctypes.c_void_p]
-        lib.coco_emu_fail.argtypes = [ctypes.c_void_p]
+        lib = self.lib = harness_library(str(library))
         self.handle = lib.coco_emu_create_rank(
             key.encode(),
             rank,
