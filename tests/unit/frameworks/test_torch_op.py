@@ -394,22 +394,9 @@ GLOO_JOBS = [
 
 def test_two_cpu_ranks_over_gloo_are_the_interpreter(torch, tmp_path):
     """Each process gets its own rank's shards and keeps its own share: every
-    job of GLOO_JOBS, one after the other in the same two processes. With
-    nvcc, also the id exchange of the GPU kernel's first call, with the built
-    library's NCCL over gloo (ncclGetUniqueId needs no GPU): every rank gets
-    rank 0's id."""
+    job of GLOO_JOBS, one after the other in the same two processes."""
     jobs = [(str(EXAMPLES_DIR / f"{e}.mlir"), cpu, p) for e, cpu, p in GLOO_JOBS]
-    with_nccl = nvcc() is not None and bool(nccl_include_dirs())
-    if with_nccl:
-        from coconet_ir.backend.cuda.gpu_run import compile_gpu
-
-        library = compile_gpu(register("sgd", world=2).lowered.cuda, "sm_90")
-        jobs.append((str(library), "unique-id", ""))
-    printed = run_ranks(tmp_path, 2, "cpu", jobs)
-    if with_nccl:
-        ids = [p.strip() for p in printed]
-        assert len(ids[0]) == 2 * 128 and ids[0] == ids[1]
-        assert ids[0] != "00" * 128
+    run_ranks(tmp_path, 2, "cpu", jobs)
     for k, (example, cpu, passes) in enumerate(GLOO_JOBS):
         check_ranks(
             tmp_path,
@@ -425,6 +412,22 @@ needs_toolchain = pytest.mark.skipif(
     nvcc() is None or not nccl_include_dirs(),
     reason="nvcc or the nvidia-nccl-cu13/nvidia-cublas wheels are not installed",
 )
+
+
+@needs_toolchain
+def test_every_rank_gets_rank_zeros_nccl_unique_id(torch, tmp_path):
+    """The id exchange of the GPU kernel's first call, with the built
+    library's NCCL over gloo (ncclGetUniqueId needs no GPU). Processes of
+    their own: a process that had also loaded an emulated library sometimes
+    aborted at exit ("terminate called without an active exception"; about
+    1 in 6 runs, cause not found)."""
+    from coconet_ir.backend.cuda.gpu_run import compile_gpu
+
+    library = compile_gpu(register("sgd", world=2).lowered.cuda, "sm_90")
+    printed = run_ranks(tmp_path, 2, "cpu", [(str(library), "unique-id", "")])
+    ids = [p.strip() for p in printed]
+    assert len(ids[0]) == 2 * 128 and ids[0] == ids[1]
+    assert ids[0] != "00" * 128
 
 
 @pytest.mark.skipif(shutil.which(compiler()) is None, reason="no C++ compiler")
