@@ -27,7 +27,8 @@ least CPU time of `--repeat` runs, seconds, subprocesses included):
 - each part of `coco-optimize`, in its order, on the output of the parts
   before it (no verification in between, as inside coco-optimize);
 - `coco-optimize` and then `convert-coco-to-gpu{world=N}`, each followed by
-  the module verification the drivers run after every pass;
+  the module verification the drivers run after every pass; `coco-grad` +
+  verification for the kinds it applies to (`megatron`, `mlp`);
 - the CUDA emission (`-t cuda`) of the lowered module;
 - `coconet-opt FILE -p 'coco-optimize,convert-coco-to-gpu{world=N}' -t cuda`,
   in-process;
@@ -211,6 +212,8 @@ class Kind:
     build: Callable[[int], str]
     ops_per_layer: int
     world: int = 4
+    differentiable: bool = False
+    """Whether `coco-grad` applies (no `coco.update`): a row of its own."""
 
     def full_pipeline(self) -> str:
         return f"coco-optimize,convert-coco-to-gpu{{world={self.world}}}"
@@ -219,8 +222,8 @@ class Kind:
 KINDS = {
     "sgd": Kind(program, 7),
     "adam": Kind(adam_program, 18),
-    "megatron": Kind(megatron_program, 6),
-    "mlp": Kind(mlp_program, 5, world=8),
+    "megatron": Kind(megatron_program, 6, differentiable=True),
+    "mlp": Kind(mlp_program, 5, world=8, differentiable=True),
     "lamb": Kind(lamb_program, 528, world=8),
 }
 
@@ -298,6 +301,9 @@ def rows_for(
             "`coco-optimize` + verify",
             lambda: then_verify(optimize, cc.parse(text)),
         )
+        if kind.differentiable:
+            grad = cc.Pipeline("coco-grad").passes[0]
+            measure("`coco-grad` + verify", lambda: then_verify(grad, cc.parse(text)))
         optimized = cc.Pipeline("coco-optimize")(cc.parse(text))
         measure(
             f"`convert-coco-to-gpu{{world={kind.world}}}` + verify",

@@ -10,6 +10,8 @@
   and `cc.Schedule(module)` (from `coconet_ir.schedule`);
 - `cc.autotune(module, machine="h100x8", world=None)`, the cost model's pick
   among candidate schedules (from `coconet_ir.passes.autotune`);
+- `cc.grad(program, entry=None)`: a module of the function's derived
+  backward (from `coconet_ir.passes.grad`, the `coco-grad` pass);
 - `cc.remarks_to(handler)`: the optimization remarks of the passes run in a
   `with` block (from `coconet_ir.diagnostics`);
 - the builder DSL: `cc.tensor`, `cc.function`, `cc.all_reduce`, `cc.matmul`, ...
@@ -51,6 +53,7 @@ _HOMES = {
     ),
     "Pipeline": "pipeline",
     "autotune": "passes.autotune",
+    "grad": "passes.grad",
     "Schedule": "schedule",
     "Handle": "schedule",
     **dict.fromkeys(

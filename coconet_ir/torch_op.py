@@ -301,6 +301,7 @@ class _GpuRank:
 
     def __init__(self, op: CocoOp, device: Any, rank: int):
         torch = _torch()
+        self.name = op.name
         self.lock = threading.Lock()
         self.lib = ctypes.CDLL(str(op.build(device)))
         self.comm = ctypes.c_void_p()
@@ -437,6 +438,22 @@ class _GpuRank:
             self.context.streams[0] = torch.cuda.current_stream(self.device).cuda_stream
             enqueue(self.lib, entry, ctypes.addressof(self.context), tensors)
 
+    def check_waits(self) -> None:
+        """Raise GpuRunError if a signal wait of the library's kernels on
+        this device gave up since the last check (the device watchdog,
+        docs/gpu/running.md, "Faults"); synchronizes the device."""
+        from coconet_ir.backend.cuda.gpu_run import GpuRunError
+
+        torch = _torch()
+        with self.lock, torch.cuda.device(self.device):
+            torch.cuda.synchronize(self.device)
+            context = ctypes.addressof(self.context)
+            self.lib.coco_gpu_check_waits.argtypes = [ctypes.c_void_p]
+            if self.lib.coco_gpu_check_waits(context) != 0:
+                self.lib.coco_last_error.restype = ctypes.c_char_p
+                text = self.lib.coco_last_error(context).decode(errors="replace")
+                raise GpuRunError(f"{self.name}: {text}")
+
     def close(self) -> None:
         torch = _torch()
         with torch.cuda.device(self.device):
@@ -548,6 +565,9 @@ class CocoOp:
     schema: str = field(init=False)
     op: Any = field(init=False)
     """The registered torch op."""
+    backward: CocoOp | None = field(init=False, default=None)
+    """The op of the derived backward (`coco-grad`) that autograd calls,
+    where the program has one (`with_backward`)."""
 
     def __post_init__(self) -> None:
         entry, lowered, world = self.entry, self.lowered, self.world
@@ -679,11 +699,60 @@ class CocoOp:
             rank.call(f"coco_{self.entry}", [*arguments, *results])
         return self._pack(results)
 
+    # -- autograd -------------------------------------------------------------
+
+    def with_backward(self, backward: CocoOp) -> None:
+        """Register `backward` (the op of this program's derived backward:
+        its arguments, then the cotangents of the floating-point results;
+        it returns the gradients of the floating-point arguments) as this
+        op's autograd formula (docs/frameworks.md, "Autograd")."""
+        torch = _torch()
+        self.backward = backward
+        floats = [r.element.is_float for r in self.results]
+        wanted = [a.element.is_float for a in self.arguments]
+
+        def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+            ctx.save_for_backward(*inputs)
+
+        def gradients(ctx: Any, *cotangents: Any) -> tuple[Any, ...]:
+            inputs = ctx.saved_tensors
+            seeds = [
+                torch.zeros(r.shape, dtype=r.dtype, device=inputs[0].device)
+                if g is None
+                else g.contiguous()
+                for g, r, f in zip(cotangents, self.results, floats)
+                if f
+            ]
+            found = backward(*inputs, *seeds)
+            found = list(found) if isinstance(found, tuple | list) else [found]
+            return tuple(found.pop(0) if w else None for w in wanted)
+
+        torch.library.register_autograd(
+            self.name, gradients, setup_context=setup_context
+        )
+
     def close(self) -> None:
         """Destroy what the GPU calls created (communicators, cuBLAS handles)
-        after waiting for the device, and the emulated rank of the CPU kernel;
-        the op can be called again after (on every rank: making a rank is a
-        collective)."""
+        after waiting for the device, and the emulated rank of the CPU kernel
+        (of the backward's op too); the op can be called again after (on
+        every rank: making a rank is a collective)."""
+        if self.backward is not None:
+            self.backward.close()
+        try:
+            self.check_waits()
+        finally:
+            self._close_ranks()
+
+    def check_waits(self) -> None:
+        """Raise GpuRunError, naming the wait, if a fused kernel's signal wait
+        gave up on one of this op's GPUs since the last check (the device
+        watchdog: a peer rank died or hangs; docs/gpu/running.md, "Faults").
+        It synchronizes the devices: call it every few steps, not every
+        call; `close()` calls it."""
+        for rank in self._ranks.values():
+            rank.check_waits()
+
+    def _close_ranks(self) -> None:
         while self._ranks:
             _, rank = self._ranks.popitem()
             rank.close()
@@ -871,6 +940,7 @@ def register(
     group: Any = None,
     cpu: str = "interpreter",
     ranks_per_node: int | None = None,
+    autograd: bool | None = None,
 ) -> CocoOp:
     """Register the coco function `entry` of `program` (a module, a
     `@cc.function`, or a `.mlir` path; `entry` defaults to its only function)
@@ -884,7 +954,10 @@ def register(
     `arch` (default: the device's). `cpu` chooses how the CPU kernel runs the
     whole world: `"interpreter"` or `"emulator"`. `ranks_per_node` (default:
     torchrun's `LOCAL_WORLD_SIZE` when it is below the world) lowers for
-    ranks on several nodes (docs/gpu/device.md, "Several nodes"). See
+    ranks on several nodes (docs/gpu/device.md, "Several nodes").
+    `autograd`: register the program's derived backward (`coco-grad`) as
+    the op's autograd formula, itself an op `NAME_backward` lowered the same
+    way; default: where the program has one (True: it must). See
     docs/frameworks.md."""
     _torch()
     if cpu not in CPU_BACKENDS:
@@ -898,9 +971,10 @@ def register(
             f"register: the op name must look like 'namespace::name', got {name!r}"
         )
     world = _world_of(module, world, group)
+    backward = _backward_of(module, entry, autograd)
     nodes = _ranks_per_node(world, ranks_per_node)
     lowered = lower(module, world, passes, threads, nodes)
-    return CocoOp(
+    op = CocoOp(
         module,
         name,
         entry,
@@ -911,6 +985,50 @@ def register(
         library=Path(library) if library is not None else None,
         arch=arch,
     )
+    if backward is not None:
+        op.with_backward(
+            register(
+                backward,
+                f"{name}_backward",
+                world=world,
+                passes=passes,
+                threads=threads,
+                arch=arch,
+                group=group,
+                cpu=cpu,
+                ranks_per_node=ranks_per_node,
+                autograd=False,
+            )
+        )
+    return op
+
+
+def _backward_of(
+    module: ModuleOp, entry: str, autograd: bool | None
+) -> ModuleOp | None:
+    """A module of `@entry`'s derived backward (coco-grad), for `register`'s
+    `autograd`: None when not asked, or not asked for explicitly and there
+    is none (no floating-point argument or result, or an op without a
+    gradient, such as `coco.update`)."""
+    from coconet_ir.passes.grad import NotDifferentiable, grad
+
+    if autograd is False:
+        return None
+    try:
+        backward = grad(module, entry)
+    except NotDifferentiable:
+        if autograd:
+            raise
+        return None
+    func = next(f for f in backward.ops if isinstance(f, FuncOp))
+    if func.function_type.outputs.data:
+        return backward
+    if autograd:
+        raise CocoError(
+            f"register: autograd=True, but @{entry} has no floating-point "
+            "argument to differentiate"
+        )
+    return None
 
 
 __all__ = [

@@ -28,6 +28,7 @@ PASSES: dict[str, tuple[str, str]] = {
     "coco-optimize": ("optimize", "Optimize"),
     "coco-autotune": ("autotune", "Autotune"),
     "coco-import-shard": ("import_shard", "ImportShard"),
+    "coco-grad": ("grad", "CocoGrad"),
 }
 """Pass name → (module in coconet_ir.passes, class)."""
 

@@ -5,15 +5,16 @@ trained once with coconet-ir ops and once with plain PyTorch, losses compared
 Each block is Megatron-LM's tensor-parallel MLP with a residual,
 `y = x + all_reduce(gelu(x @ w1) @ w2) + b2`: `w1` [H, F] is cut along its
 columns and `w2` [F, H] along its rows, so each rank's second matmul is a
-partial sum and one all_reduce per block completes it; its backward is the
-same program transposed (the matmuls' transposes, and the all_reduce moved to
-the input's gradient). Both are coco functions (`forward`, `backward` below)
-registered as PyTorch ops (`coconet_ir.torch_op.register`) and joined by a
-`torch.autograd.Function`; the plain model is the same blocks written with
-`torch.distributed.all_reduce`. Both start from the same weights, see the
-same synthetic batches (a fixed random map to learn) and take the same SGD
-steps; the script prints both loss curves, their largest relative
-difference, and the time per step of each, and exits 1 if they disagree.
+partial sum and one all_reduce per block completes it. The block is one coco
+function (`block` below) registered as a PyTorch op
+(`coconet_ir.torch_op.register`) whose autograd formula is its backward as
+`coco-grad` derives it: the matmuls transposed and the all_reduce moved to
+the input's gradient, Megatron's f and g (docs/passes/coco-grad.md). The
+plain model is the same blocks written with `torch.distributed.all_reduce`.
+Both start from the same weights, see the same synthetic batches (a fixed
+random map to learn) and take the same SGD steps; the script prints both
+loss curves, their largest relative difference, and the time per step of
+each, and exits 1 if they disagree.
 
     torchrun --nproc-per-node 4 examples/tp_mlp_train.py --backend emu
     torchrun --nproc-per-node 8 examples/tp_mlp_train.py --backend cuda
@@ -22,12 +23,12 @@ difference, and the time per step of each, and exits 1 if they disagree.
 torchrun process (gloo for the plain model; docs/gpu/emulation.md,
 "Multi-process mode"), after `coco-optimize` (so each block's all_reduce and
 the bias and residual after it are one fused kernel storing into its peers'
-shared-memory workspaces). `--backend cuda` runs it on the GPUs (one per
-process, NCCL), after `torch_op.DEFAULT_PASSES`: fused kernels across
-processes on GPUs are not built yet (docs/frameworks.md, "Limits"). The
-defaults are GPT-2 small's widths (H = 768, F = 3072); `--hidden`, `--ffn`,
-`--tokens`, `--steps` make it smaller (CI runs `--hidden 128 --ffn 512
---tokens 16 --steps 30`).
+shared-memory workspaces, and the backward's all_reduce likewise).
+`--backend cuda` runs it on the GPUs (one per process, NCCL), after
+`torch_op.DEFAULT_PASSES`: fused kernels across GPU processes have not run
+yet (docs/frameworks.md, "Limits"). The defaults are GPT-2 small's widths
+(H = 768, F = 3072); `--hidden`, `--ffn`, `--tokens`, `--steps` make it
+smaller (CI runs `--hidden 64 --ffn 256 --tokens 8 --steps 4`).
 """
 
 from __future__ import annotations
@@ -45,26 +46,15 @@ import torch.nn.functional as F
 import coconet_ir as cc
 from coconet_ir import torch_op
 
-GELU_C = math.sqrt(2.0 / math.pi)  # 0.7978845608: coco.gelu's tanh approximation
-GELU_K = 0.044715
 
-
-def gelu_grad(h):
-    """d gelu(h) / dh for coco.gelu's tanh approximation."""
-    t = cc.tanh(GELU_C * (h + GELU_K * h * h * h))
-    return 0.5 * (1.0 + t) + 0.5 * h * (1.0 - t * t) * GELU_C * (
-        1.0 + 3.0 * GELU_K * h * h
-    )
-
-
-def programs(tokens: int, hidden: int, ffn: int):
-    """The block's forward and backward as coco functions (global shapes;
-    each rank holds the slices its layouts say)."""
+def block(tokens: int, hidden: int, ffn: int) -> cc.Function:
+    """The block as a coco function (global shapes; each rank holds the
+    slices its layouts say)."""
     T, H, Fw = tokens, hidden, ffn
     f32, replicated, sliced = cc.f32, cc.replicated, cc.sliced
 
     @cc.function
-    def forward(
+    def mlp_block(
         x: cc.tensor([T, H], f32, replicated),
         w1: cc.tensor([H, Fw], f32, sliced(1)),
         w2: cc.tensor([Fw, H], f32, sliced(0)),
@@ -72,44 +62,9 @@ def programs(tokens: int, hidden: int, ffn: int):
     ):
         h = cc.matmul(x, w1)  # [T, F/N] on each rank
         partial = cc.matmul(cc.gelu(h), w2)  # local: this rank's partial sum
-        y = cc.all_reduce(partial, "sum") + b2 + x
-        return y, h  # h is saved for the backward
+        return cc.all_reduce(partial, "sum") + b2 + x
 
-    @cc.function
-    def backward(
-        dy: cc.tensor([T, H], f32, replicated),
-        x: cc.tensor([T, H], f32, replicated),
-        h: cc.tensor([T, Fw], f32, sliced(1)),
-        w1: cc.tensor([H, Fw], f32, sliced(1)),
-        w2: cc.tensor([Fw, H], f32, sliced(0)),
-    ):
-        db2 = cc.reduce(dy, "sum", [0])
-        dh = cc.matmul(dy, cc.transpose(w2)) * gelu_grad(h)
-        dw2 = cc.matmul(cc.transpose(cc.gelu(h)), dy)
-        dw1 = cc.matmul(cc.transpose(x), dh)
-        dx = cc.all_reduce(cc.matmul(dh, cc.transpose(w1)), "sum") + dy
-        return dx, dw1, dw2, db2
-
-    return forward, backward
-
-
-class CocoBlock(torch.autograd.Function):
-    """One block through the two registered coco ops."""
-
-    ops: tuple[torch_op.CocoOp, torch_op.CocoOp]
-
-    @staticmethod
-    def forward(ctx, x, w1, w2, b2):
-        forward_op, _ = CocoBlock.ops
-        y, h = forward_op(x.contiguous(), w1, w2, b2)
-        ctx.save_for_backward(x, h, w1, w2)
-        return y
-
-    @staticmethod
-    def backward(ctx, dy):
-        _, backward_op = CocoBlock.ops
-        x, h, w1, w2 = ctx.saved_tensors
-        return backward_op(dy.contiguous(), x.contiguous(), h, w1, w2)
+    return mlp_block
 
 
 class _AllReduce(torch.autograd.Function):
@@ -147,7 +102,11 @@ def torch_block(x, w1, w2, b2):
 
 
 def coconet_block(x, w1, w2, b2):
-    return CocoBlock.apply(x, w1, w2, b2)
+    return BLOCK_OP[0](x.contiguous(), w1, w2, b2)
+
+
+BLOCK_OP: list[torch_op.CocoOp] = []
+"""The registered block (its backward registered with it), once made."""
 
 
 def initial_weights(args, rank: int, world: int, device):
@@ -204,22 +163,23 @@ def train(block, args, rank: int, world: int, device) -> tuple[list[float], floa
     return losses, sum(times[1:]) / max(len(times) - 1, 1)
 
 
-def register_ops(args, world: int) -> tuple[torch_op.CocoOp, torch_op.CocoOp]:
-    """The block's two ops. On one node the emulator runs the fused kernels;
-    on several (torchrun's LOCAL_WORLD_SIZE below the world) no rank reaches
-    another node's memory, so the fused kernels are left out and each
-    all-reduce is hierarchical (docs/gpu/device.md, "Several nodes")."""
-    forward, backward = programs(args.tokens, args.hidden, args.ffn)
-    one_node = int(os.environ.get("LOCAL_WORLD_SIZE", world)) >= world
-    if args.backend == "emu" and one_node:
-        options = dict(passes="coco-optimize", cpu="emulator")
-    elif args.backend == "emu":
-        options = dict(passes=torch_op.DEFAULT_PASSES, cpu="emulator")
-    else:
+def register_op(args, world: int) -> torch_op.CocoOp:
+    """The block's op, with its derived backward. The emulator runs the
+    fused kernels on one node; on several (torchrun's LOCAL_WORLD_SIZE below
+    the world) no rank reaches another node's memory, so `coco-optimize`
+    is told the nodes and leaves out what stores into a peer's memory, and
+    each all-reduce is hierarchical (docs/gpu/device.md, "Several nodes")."""
+    program = block(args.tokens, args.hidden, args.ffn)
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+    if args.backend == "cuda":
         options = dict(passes=torch_op.DEFAULT_PASSES)
-    return (
-        torch_op.register(forward, "coconet_tp::mlp_forward", world=world, **options),
-        torch_op.register(backward, "coconet_tp::mlp_backward", world=world, **options),
+    elif local >= world:
+        options = dict(passes="coco-optimize", cpu="emulator")
+    else:
+        nodes = f"ranks_per_node={local} world={world} machine=h100x16-ib"
+        options = dict(passes=f"coco-optimize{{{nodes}}}", cpu="emulator")
+    return torch_op.register(
+        program, "coconet_tp::mlp_block", world=world, autograd=True, **options
     )
 
 
@@ -249,12 +209,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.ffn % world:
         parser.error(f"--ffn {args.ffn} must be a multiple of the {world} ranks")
     torch.manual_seed(args.seed)
-    CocoBlock.ops = register_ops(args, world)
+    BLOCK_OP.append(register_op(args, world))
 
     plain, plain_step = train(torch_block, args, rank, world, device)
     fused, fused_step = train(coconet_block, args, rank, world, device)
-    for op in CocoBlock.ops:
-        op.close()
+    BLOCK_OP[0].close()
 
     gap = max(abs(a - b) / max(abs(a), 1e-30) for a, b in zip(plain, fused))
     agree = gap <= args.rtol

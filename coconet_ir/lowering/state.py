@@ -175,7 +175,8 @@ class Nodes:
             return (
                 f"'coco.fusion' holds a collective: its kernel stores into every "
                 f"rank's memory; {where}. Lower the program without the fused "
-                "kernels (coco-optimize{fuse=false fuse_collective=false})"
+                "kernels (coco-optimize{fuse=false fuse_collective=false}, or "
+                f"coco-optimize{{ranks_per_node={self.ranks_per_node} world={world}}})"
             )
         return None
 

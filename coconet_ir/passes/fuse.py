@@ -399,11 +399,11 @@ class FusionPlan:
     problems: dict[Operation, str] = field(default_factory=dict[Operation, str])
 
     @staticmethod
-    def of(func: FuncOp, reductions: bool) -> FusionPlan:
+    def of(func: FuncOp, reductions: bool, collectives: bool = True) -> FusionPlan:
         copy = func.clone()
         Block([copy])  # the rewriter inserts next to ops of a block
         plan = FusionPlan(dict(zip(copy.walk(), func.walk())))
-        fuse_function(copy, reductions, PatternRewriter(copy), plan)
+        fuse_function(copy, reductions, PatternRewriter(copy), plan, collectives)
         return plan
 
     def note(self, group: list[Operation], problem: str | None) -> None:
@@ -446,11 +446,13 @@ def fuse_function(
     reductions: bool,
     rewriter: PatternRewriter,
     plan: FusionPlan | None = None,
+    collectives: bool = True,
 ) -> None:
-    """Fuse the groups of one function body: fused collectives first, then
-    elementwise chains."""
+    """Fuse the groups of one function body: fused collectives first (unless
+    `collectives` is off), then elementwise chains."""
     block = func.body.block
-    fuse_groups(block, collective_groups(block, reductions), rewriter, plan)
+    if collectives:
+        fuse_groups(block, collective_groups(block, reductions), rewriter, plan)
     fuse_groups(block, chain_groups(block), rewriter, plan)
     # A per-peer region's step body is a block of compute: its
     # elementwise chains become one kernel per step too.
@@ -466,15 +468,16 @@ class FuseFunction(RewritePattern):
 
     label: str | None = None
     reductions: bool = True
+    collectives: bool = True
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, func: FuncOp, rewriter: PatternRewriter) -> None:
         if func.is_declaration:
             return
         if self.label is None:
-            fuse_function(func, self.reductions, rewriter)
+            fuse_function(func, self.reductions, rewriter, None, self.collectives)
             return
-        for ops in FusionPlan.of(func, self.reductions).regions:
+        for ops in FusionPlan.of(func, self.reductions, self.collectives).regions:
             if any(coco.label_of(op) == self.label for op in ops):
                 block = ops[0].parent_block()
                 assert block is not None
@@ -600,6 +603,10 @@ class Fuse(ListedOpsPass):
     """Grow fused collectives through slice reductions and the scalar
     all_reduces that complete them (LAMB's norms)."""
 
+    collectives: bool = True
+    """Make fused collectives (off: elementwise chains only, whose kernels
+    touch no peer's memory: for ranks on several nodes)."""
+
     ops: tuple[str, ...] = ()
     """A schedule's explicit stage list: fuse the ops labelled these, what
     lies between them and what only they read, into ONE region."""
@@ -614,7 +621,7 @@ class Fuse(ListedOpsPass):
     def problem(self, op: Operation) -> str | None:
         func = op.parent_op()
         assert isinstance(func, FuncOp)
-        return FusionPlan.of(func, self.reductions).problem(op)
+        return FusionPlan.of(func, self.reductions, self.collectives).problem(op)
 
     def rewrite(self, module: ModuleOp) -> None:
-        rewrite_once(module, FuseFunction(self.op, self.reductions))
+        rewrite_once(module, FuseFunction(self.op, self.reductions, self.collectives))

@@ -82,6 +82,19 @@ class Optimize(ModulePass):
     machine: str = DEFAULT_MACHINE
     """The machine whose cost model chooses the overlaps (docs/performance.md)."""
 
+    ranks_per_node: int = 0
+    """Ranks on one node (0: all of them). Below the world (or with the
+    world unknown), no part makes a kernel that stores into a peer's memory,
+    which a rank on another node cannot reach: no fused collective, no
+    per-peer overlap, coco-fuse's elementwise chains only
+    (docs/gpu/device.md, "Several nodes")."""
+
+    def several_nodes(self) -> bool:
+        """Whether `ranks_per_node` puts the ranks on more than one node."""
+        if self.ranks_per_node <= 0:
+            return False
+        return self.world is None or self.world > self.ranks_per_node
+
     def parts(self) -> list[CocoPass]:
         from coconet_ir.passes.bucket import Bucketing
         from coconet_ir.passes.dce import CocoDCE
@@ -93,6 +106,7 @@ class Optimize(ModulePass):
         from coconet_ir.passes.slice_state import SliceState
         from coconet_ir.passes.split_all_reduce import SplitAllReduce
 
+        nodes = self.several_nodes()
         schedule: list[tuple[bool, CocoPass]] = [
             # Buckets first: the rest of the schedule then treats a bucket
             # as one parameter. Only whole chains: an all_reduce bucketed
@@ -103,7 +117,10 @@ class Optimize(ModulePass):
             ),
             # First: the collective of an embedding or a GEMV is its own
             # producer's (docs/passes/coco-fuse-collective.md), not split.
-            (self.fuse_collective, FuseCollective(where_it_pays=True)),
+            (
+                self.fuse_collective and not nodes,
+                FuseCollective(where_it_pays=True),
+            ),
             (self.split, SplitAllReduce(world=self.world)),
             (self.reorder, Reorder()),
             (self.slice_state, SliceState()),
@@ -112,8 +129,11 @@ class Optimize(ModulePass):
             (self.fuse_send, FuseSend()),
             # Per peer takes the all_gather and reduce_scatter themselves,
             # so it chooses before coco-fuse pairs them into all-reduces.
-            (self.overlap and self.overlap_mode != "chunks", self.per_peer_part()),
-            (self.fuse, Fuse()),
+            (
+                self.overlap and self.overlap_mode != "chunks" and not nodes,
+                self.per_peer_part(),
+            ),
+            (self.fuse, Fuse(collectives=not nodes)),
             (self.overlap and self.overlap_mode != "per_peer", self.overlap_part()),
             (True, CocoDCE()),
         ]

@@ -10,7 +10,7 @@
 // RUN: coconet-opt %s -p 'coco-overlap{chunks=2 dim}' | filecheck %s --check-prefix=GOOD
 
 // KIND:      {{^}}coconet-opt: error: pass 'coco-overlap': option 'chunks' expects an integer, got 'abc'{{$}}
-// NAME:      {{^}}coconet-opt: error: pass 'coco-fuse' has no option 'foo' (its options: op, reductions, ops){{$}}
+// NAME:      {{^}}coconet-opt: error: pass 'coco-fuse' has no option 'foo' (its options: op, reductions, collectives, ops){{$}}
 // CLOSE:     {{^}}coconet-opt: error: pass 'coco-overlap' has no option 'chunk' (did you mean 'chunks'? its options: op, chunks, dim, per_peer, auto, world, machine){{$}}
 // BOOL:      {{^}}coconet-opt: error: pass 'coco-optimize': option 'split' expects a boolean (true or false), got 'yes'{{$}}
 // NONE:      {{^}}coconet-opt: error: pass 'cse' has no option 'foo' (it takes none){{$}}

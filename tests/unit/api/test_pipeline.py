@@ -73,7 +73,7 @@ def test_xdsl_passes_are_available():
         (
             "coco-fuse{foo=1}",
             "cc.Pipeline: pass 'coco-fuse' has no option 'foo' (its options: op, "
-            "reductions, ops)",
+            "reductions, collectives, ops)",
         ),
         (
             "cse{",

@@ -258,6 +258,74 @@ def test_opcheck(torch, example):
     assert set(verdict.values()) == {"SUCCESS"}, verdict
 
 
+def test_autograd_is_the_derived_backward(torch):
+    """`register` gives a differentiable program the backward coco-grad
+    derives (an op of its own): the gradients of Megatron's row-parallel
+    layer through the op equal torch's autograd of the same layer."""
+    op = register("megatron", world=1)
+    assert op.backward is not None and op.backward.name == f"{op.name}_backward"
+    x, w, bias, r = (t.double().requires_grad_() for t in op.shard(seed=3))
+    arguments = [t.detach().float().requires_grad_() for t in (x, w, bias, r)]
+    out = op(*arguments)
+    cotangent = torch.randn(out.shape, generator=torch.Generator().manual_seed(1))
+    (out * cotangent).sum().backward()
+    ones = [torch.ones_like(t) for t in arguments]
+    keep = op(*ones[:3], torch.zeros_like(arguments[3])) != 0  # the dropout mask
+    reference = (torch.where(keep, (x @ w + bias) / 0.9, 0.0) + r) * cotangent
+    reference.sum().backward()
+    for mine, theirs in zip(arguments, (x, w, bias, r)):
+        np.testing.assert_allclose(mine.grad, theirs.grad, rtol=1e-5, atol=1e-5)
+
+
+def test_autograd_registers_where_the_program_has_a_gradient(torch):
+    assert register("sgd", world=1).backward is None  # coco.update: none
+    with pytest.raises(cc.CocoError, match=r"'coco.update' op coco-grad cannot"):
+        register("sgd", world=1, autograd=True)
+    assert register("megatron", world=1, autograd=False).backward is None
+
+
+def test_opcheck_with_gradients(torch):
+    op = register("megatron", world=1)
+    tensors = tuple(t.requires_grad_() for t in op.shard(seed=4))
+    verdict = torch.library.opcheck(op.op, tensors)
+    assert set(verdict.values()) == {"SUCCESS"}, verdict
+
+
+class _Function:
+    """A ctypes function's stand-in: settable argtypes/restype, a result."""
+
+    def __init__(self, result):
+        self.result, self.argtypes, self.restype = result, None, None
+
+    def __call__(self, *arguments):
+        return self.result
+
+
+def test_check_waits_raises_the_device_watchdogs_report(torch, monkeypatch):
+    """`CocoOp.check_waits` (and `close`) ask the library's
+    `coco_gpu_check_waits` and raise its text (the device side is compiled
+    by the nvcc tests; without a GPU the library and device are stand-ins)."""
+    import contextlib
+    import threading
+    from types import SimpleNamespace
+
+    from coconet_ir.backend.cuda.gpu_run import GpuRunError
+
+    report = b"device watchdog: 1 signal wait(s) gave up after 20 s on rank 1"
+    rank = object.__new__(torch_op._GpuRank)
+    rank.name, rank.lock, rank.device = "coconet::x", threading.Lock(), "cuda:0"
+    rank.context = torch_op.context_struct()()
+    rank.lib = SimpleNamespace(
+        coco_gpu_check_waits=_Function(5), coco_last_error=_Function(report)
+    )
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    monkeypatch.setattr(torch.cuda, "device", lambda d: contextlib.nullcontext())
+    with pytest.raises(GpuRunError, match="coconet::x: device watchdog: 1 signal"):
+        rank.check_waits()
+    rank.lib.coco_gpu_check_waits = _Function(0)
+    rank.check_waits()  # no failed wait: nothing
+
+
 def test_torch_compile_keeps_the_op_in_the_graph(torch):
     op = register("adam", world=1)
     namespace, name = op.name.split("::")

@@ -101,6 +101,38 @@ def test_what_needs_a_peers_memory_across_nodes_is_refused():
     assert lower(example("adam"), 4, "coco-optimize", ranks_per_node=4).symmetric_bytes
 
 
+@pytest.mark.parametrize(
+    ("name", "world"),
+    [("adam", 4), ("lamb", 8), ("megatron", 4), ("gemv_allreduce", 4)],
+)
+def test_coco_optimize_for_nodes_makes_nothing_that_needs_a_peers_memory(name, world):
+    """`coco-optimize{ranks_per_node=2 world=N}` keeps the rest of the
+    schedule (splits, reorders, elementwise fusion) and leaves out what
+    stores into a peer's memory: the lowering for 2 ranks per node takes it
+    and the emulation gives the interpreter's results; for one node the
+    same option changes nothing."""
+    module = example(name)
+    passes = f"coco-optimize{{ranks_per_node=2 world={world} machine=h100x16-ib}}"
+    nodes = emulate(module, world, passes=passes, seed=1, ranks_per_node=2)
+    verdict = compare_runs(cc.interpret(module, world, seed=1), nodes, module)
+    assert verdict.ok, verdict
+    assert nodes.lowered is not None and not nodes.lowered.symmetric_bytes
+    one_node = cc.Pipeline(f"coco-optimize{{ranks_per_node={world} world={world}}}")
+    default = cc.Pipeline(f"coco-optimize{{world={world}}}")
+    assert cc.to_text(one_node(example(name))) == cc.to_text(default(example(name)))
+
+
+def test_coco_optimize_for_nodes_still_fuses_elementwise_chains():
+    module = cc.Pipeline("coco-optimize{ranks_per_node=2 world=4}")(example("adam"))
+    fusions = [op for op in module.walk() if isinstance(op, cc.dialects.coco.FusionOp)]
+    assert fusions
+    assert not any(
+        isinstance(inner, cc.dialects.coco.CollectiveOp)
+        for fusion in fusions
+        for inner in fusion.walk()
+    )
+
+
 def test_the_cost_model_prefers_the_hierarchical_form_across_nodes():
     """The 2 x 8 preset: a flat ring over 16 GPUs runs at the network's
     per-GPU bandwidth over all of S; the hierarchical form sends S/8 over it."""

@@ -139,7 +139,7 @@ def test_print_between_passes_with_debuginfo_shows_carried_locations(tmp_path: P
         (
             "coco-fuse{foo=1}",
             "coconet-opt: error: pass 'coco-fuse' has no option 'foo' (its options: "
-            "op, reductions, ops)",
+            "op, reductions, collectives, ops)",
         ),
         ("coco-nope", "(`coconet-opt --help` lists them)"),
     ],

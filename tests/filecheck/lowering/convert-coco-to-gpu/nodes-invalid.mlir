@@ -3,7 +3,7 @@
 // A fused collective kernel stores into every rank's memory: across nodes
 // no such pointer exists, so the conversion refuses it, naming the op.
 
-// CHECK: error: 'coco.fusion' op convert-coco-to-gpu cannot convert: 'coco.fusion' holds a collective: its kernel stores into every rank's memory; with ranks_per_node=2 the 4 ranks are on 2 nodes, and a rank cannot reach another node's memory. Lower the program without the fused kernels (coco-optimize{fuse=false fuse_collective=false})
+// CHECK: error: 'coco.fusion' op convert-coco-to-gpu cannot convert: 'coco.fusion' holds a collective: its kernel stores into every rank's memory; with ranks_per_node=2 the 4 ranks are on 2 nodes, and a rank cannot reach another node's memory. Lower the program without the fused kernels (coco-optimize{fuse=false fuse_collective=false}, or coco-optimize{ranks_per_node=2 world=4})
 // ONE: coco_gpu.symmetric_buffer
 
 func.func @f(%g: !coco.tensor<1024xf32, local>, %b: !coco.tensor<1024xf32, replicated>) -> !coco.tensor<1024xf32, replicated> {
