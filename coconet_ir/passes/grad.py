@@ -263,8 +263,8 @@ class Backward:
         return func
 
     def as_type_of(self, arg: SSAValue, g: Cotangent) -> SSAValue:
-        """The gradient of the argument `arg` in `arg`'s type: full, and for
-        a local argument whose gradient is the same on every rank (a
+        """The gradient of the forward value `arg` in `arg`'s type: full, and
+        for a local value whose gradient is the same on every rank (a
         replicated value) made local by `select(arg == arg, g, g)`, the one
         op that gives a local value from a replicated one without changing
         it (NaN or not)."""
@@ -275,7 +275,8 @@ class Backward:
         return value
 
     def zeros(self, v: SSAValue) -> SSAValue:
-        """A zero gradient of `v`'s type (nothing `v` feeds reaches a result)."""
+        """A zero gradient of the forward value `v`, in its type (nothing `v`
+        feeds reaches a result)."""
         t = tensor_type(v)
         zero = self.constant(0.0, v, t.dims)
         if t.layout.is_sliced:
@@ -397,22 +398,13 @@ class Backward:
     def transpose_split(
         self, op: coco.SplitOp, cotangents: list[Cotangent | None]
     ) -> None:
-        pieces = []
-        for result, g in zip(op.results, cotangents):
-            if g is None:
-                if tensor_type(result).layout.is_local:
-                    raise self.refuse(op, "a local piece without a gradient")
-                pieces.append(self.zeros_of(result))
-            else:
-                pieces.append(self.full(g))
+        """The concat of the pieces' cotangents, each in its piece's type
+        (the bucket's layout), zeros for a piece without one."""
+        pieces = [
+            self.zeros(result) if g is None else self.as_type_of(result, g)
+            for result, g in zip(op.results, cotangents)
+        ]
         self.contribute(op.operands[0], self.emit(coco.ConcatOp(pieces)))
-
-    def zeros_of(self, v: SSAValue) -> SSAValue:
-        t = tensor_type(v)
-        zero = self.constant(0.0, v, t.dims)
-        if t.layout.is_sliced:
-            return self.emit(coco.AllSliceOp(zero, t.layout.sliced_dim))
-        return zero
 
 
 # -- one rule per op: contribute the operands' cotangents ------------------------

@@ -41,17 +41,14 @@ def directional(
     function (see the module docstring); `scale` sizes the inputs."""
     (forward,) = [f for f in module.ops if isinstance(f, FuncOp)]
     name = forward.sym_name.data
-    func = backward_function(forward)
+    backward = cc.grad(module)
+    cc.verify(backward)
+    (func,) = backward.ops
+    assert isinstance(func, FuncOp)
     args = forward.body.block.args
     assert list(func.function_type.outputs.data) == [
         a.type for a in args if differentiable(a.type)
     ], "a gradient must have its argument's type (layout included)"
-    backward = ModuleOp([func])
-    if coco.WORLD_SIZE_ATTR in module.attributes:
-        backward.attributes[coco.WORLD_SIZE_ATTR] = module.attributes[
-            coco.WORLD_SIZE_ATTR
-        ]
-    cc.verify(backward)
     rng = np.random.default_rng(seed)
     x = {
         k: v * scale if v.dtype.kind == "f" else v
@@ -238,8 +235,22 @@ def test_gradient_matches_finite_differences(program):
     assert_gradients(program.module)
 
 
-def test_bucket_gradient_matches_finite_differences():
-    assert_gradients(BUCKET)
+LOCAL_PIECES = cc.parse("""
+func.func @pieces(%a: !coco.tensor<16xf64, local>, %b: !coco.tensor<8x8xf64, local>) -> (!coco.tensor<16xf64, replicated>, !coco.tensor<8x8xf64, local>) {
+  %flat = coco.concat %a, %b : (!coco.tensor<16xf64, local>, !coco.tensor<8x8xf64, local>) -> !coco.tensor<80xf64, local>
+  %x, %y, %z = coco.split %flat : (!coco.tensor<80xf64, local>) -> (!coco.tensor<16xf64, local>, !coco.tensor<56xf64, local>, !coco.tensor<8xf64, local>)
+  %s = coco.all_reduce %x reduction = sum : !coco.tensor<16xf64, local> -> !coco.tensor<16xf64, replicated>
+  %t = coco.mul %b, %b : (!coco.tensor<8x8xf64, local>, !coco.tensor<8x8xf64, local>) -> !coco.tensor<8x8xf64, local>
+  func.return %s, %t : !coco.tensor<16xf64, replicated>, !coco.tensor<8x8xf64, local>
+}
+""")  # noqa: E501
+"""A local bucket: one piece's cotangent replicated (an all_reduce's), two
+pieces without one (zeros of the local layout)."""
+
+
+@pytest.mark.parametrize("module", [BUCKET, LOCAL_PIECES], ids=["bucket", "local"])
+def test_bucket_gradient_matches_finite_differences(module):
+    assert_gradients(module)
 
 
 def test_gradient_at_model_sizes():
