@@ -241,13 +241,18 @@ def enqueue(lib: ctypes.CDLL, entry: str, context: int, tensors: Sequence[Any]) 
 
     function = getattr(lib, entry)
     function.restype = ctypes.c_int
-    lib.coco_last_error.restype = ctypes.c_char_p
-    lib.coco_last_error.argtypes = [ctypes.c_void_p]
     pointers = [ctypes.c_void_p(t.data_ptr()) for t in tensors]
     status = function(ctypes.c_void_p(context), *pointers)
     if status != 0:
-        text = lib.coco_last_error(ctypes.c_void_p(context)).decode(errors="replace")
+        text = last_error(lib, context)
         raise GpuRunError(f"{entry} returned status {status}: {text}")
+
+
+def last_error(lib: ctypes.CDLL, context: int) -> str:
+    """`coco_last_error`'s text for the context at address `context`."""
+    lib.coco_last_error.restype = ctypes.c_char_p
+    lib.coco_last_error.argtypes = [ctypes.c_void_p]
+    return lib.coco_last_error(ctypes.c_void_p(context)).decode(errors="replace")
 
 
 def _query(lib: ctypes.CDLL, name: str, restype: Any = ctypes.c_int) -> int:
@@ -395,7 +400,6 @@ class _GpuRank:
         from coconet_ir.backend.cuda.gpu_run import GpuRunError
 
         lib, context = self.lib, ctypes.byref(self.context)
-        lib.coco_last_error.restype = ctypes.c_char_p
         handles = ctypes.create_string_buffer(IPC_HANDLES_BYTES)
         lib.coco_gpu_symmetric_alloc.argtypes = [
             ctypes.c_void_p,
@@ -421,7 +425,7 @@ class _GpuRank:
             lib.coco_gpu_symmetric_open.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
             status = lib.coco_gpu_symmetric_open(context, b"".join(every))
         if status != 0:
-            text = lib.coco_last_error(context).decode(errors="replace")
+            text = last_error(lib, ctypes.addressof(self.context))
             raise GpuRunError(f"{op.name}: the symmetric workspace: {text}")
 
     def _create_cublas(self) -> None:
@@ -450,9 +454,7 @@ class _GpuRank:
             context = ctypes.addressof(self.context)
             self.lib.coco_gpu_check_waits.argtypes = [ctypes.c_void_p]
             if self.lib.coco_gpu_check_waits(context) != 0:
-                self.lib.coco_last_error.restype = ctypes.c_char_p
-                text = self.lib.coco_last_error(context).decode(errors="replace")
-                raise GpuRunError(f"{self.name}: {text}")
+                raise GpuRunError(f"{self.name}: {last_error(self.lib, context)}")
 
     def close(self) -> None:
         torch = _torch()
