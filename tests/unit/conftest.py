@@ -20,6 +20,12 @@ import os
 # of CPU with two threads, 5.4 s with one).
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
+# Triton's interpreter where there is no GPU, whichever test imports triton
+# first (torch.compile's tests may, before coconet_ir.triton could set it;
+# docs/triton.md). With a GPU the kernels compile for it.
+if not os.path.exists("/dev/nvidia0"):
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
 from hypothesis import settings
 
 settings.register_profile("ci", deadline=None, derandomize=True, print_blob=True)

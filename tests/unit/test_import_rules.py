@@ -26,6 +26,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "interpreter": (*LOWER, "interpreter"),
     "lowering": (*LOWER, "costmodel", "passes", "lowering"),
     "backend": (*LOWER, "backend"),
+    "triton": ("diagnostics", "triton"),
 }
 """Package → the packages it may import; the API and tools layers (universe,
 pipeline, dsl, schedule, tools, the package itself) may import anything."""

@@ -21,9 +21,10 @@ NAMES = list(EXAMPLES)
 PYTHON_ONLY = ["lamb_bert", "adam_bert"]
 """Examples without a .mlir twin (built at a size no file should hold)."""
 
-SCRIPTS = ["tp_mlp_train"]
+SCRIPTS = ["tp_mlp_train", "triton_gemm_all_to_all"]
 """Scripts to run rather than modules to build: the training loop under
-torchrun (tests/unit/frameworks/test_training_example.py)."""
+torchrun (tests/unit/frameworks/test_training_example.py), a Triton author's
+fused kernel (tests/unit/triton/test_triton_language.py)."""
 
 Inputs = dict[str, np.ndarray]
 
