@@ -22,13 +22,40 @@ def link_bytes_per_s(world: int, machine: Machine) -> float:
     return machine.link(world).bytes_per_s * machine.efficiency.link
 
 
+def exchange_s(sent: float, world: int, machine: Machine) -> float:
+    """`sent` bytes a rank spreads evenly over its `world - 1` peers (an
+    all_to_all, a fused kernel's peer stores) at the links' speed. Inside a
+    node all of it crosses NVLink. On several nodes the share for peers of
+    its own node, (G-1)/(N-1), crosses NVLink and the rest its NIC, both at
+    once; on a rail-optimized network (`Machine.rails`) the part for other
+    rails, (G-1)/G of the network's, crosses NVLink first (NCCL's PXN): the
+    slower of the two links sets the time (docs/performance.md, "Many
+    nodes")."""
+    g = machine.gpus_per_node
+    if world <= g or machine.network is None:
+        return sent / link_bytes_per_s(world, machine)
+    efficiency = machine.efficiency.link
+    network = sent * (world - g) / (world - 1)
+    nvlink = sent - network
+    if machine.rails:
+        nvlink += network * (g - 1) / g
+    return max(
+        nvlink / (machine.nvlink.bytes_per_s * efficiency),
+        network / (machine.network.bytes_per_s * efficiency),
+    )
+
+
 def transfer_s(kind: str, nbytes: float, world: int, machine: Machine) -> float:
     """A transfer of `analysis.costs.TRANSFERS` of a buffer of `nbytes`: a
     ring's bytes sent per rank / β + its steps of latency (nothing on one
-    rank), or a point-to-point one's S/β + a hop."""
+    rank), or a point-to-point one's S/β + a hop. An all_to_all is not a
+    ring: its bytes go to every peer at once (`exchange_s`)."""
     moves = TRANSFERS[kind]
     if moves.ring_steps is not None and world == 1:
         return 0.0
+    if kind == "all_to_all" and moves.ring_steps is not None:
+        seconds = exchange_s(moves.sent(nbytes, world), world, machine)
+        return seconds + ring_latency(world, machine, moves.ring_steps(world))
     seconds = moves.sent(nbytes, world) / link_bytes_per_s(world, machine)
     if moves.ring_steps is None:
         return seconds + machine.link(world).hop_s
@@ -144,7 +171,7 @@ def fused_kernel_s(
     compute = max(flops / rate, memory_s(moved, machine))
     if not sent:
         return compute
-    communication = sent / link_bytes_per_s(world, machine)
+    communication = exchange_s(sent, world, machine)
     hops = max(signals, 1) * machine.link(world).hop_s
     return fused_overlap_s(compute, communication, machine) + hops
 

@@ -87,10 +87,32 @@ class Machine:
     each load (the 0.9 and 0.75 are assumptions, not fitted). A matmul runs
     with the tile that finishes first (wave quantization)."""
     efficiency: Efficiency = field(default_factory=Efficiency)
+    rails: bool = False
+    """A rail-optimized network (docs/performance.md, "Many nodes"): GPU `g`
+    of every node is cabled to rail `g`'s leaf switch, so a transfer between
+    GPUs of different rails first crosses NVLink inside its node (NCCL's
+    PXN) and then its rail: it costs NVLink bytes as well as network bytes."""
 
     @property
     def gpus(self) -> int:
         return self.gpus_per_node * self.nodes
+
+    def with_nodes(self, nodes: int) -> Machine:
+        """The same cluster cut to its first `nodes` nodes (a scale-out
+        sweep's points): the per-GPU links stay, the fabric being
+        non-blocking."""
+        if not 1 <= nodes <= self.nodes:
+            raise CocoError(
+                f"machine '{self.name}' has {self.nodes} nodes; cannot take {nodes}"
+            )
+        gpus = nodes * self.gpus_per_node
+        return replace(
+            self,
+            name=f"{self.name.split('x')[0]}x{gpus}{'-ib' if nodes > 1 else ''}",
+            description=f"{nodes} node(s) of {self.name}",
+            nodes=nodes,
+            network=self.network if nodes > 1 else None,
+        )
 
     def link(self, world: int) -> Link:
         """The slowest link of a ring over `world` GPUs (filled node by node)."""
@@ -138,6 +160,20 @@ def single_node(
     )
 
 
+def rail_cluster(nodes: int, what: str) -> Machine:
+    """`nodes` DGX H100 nodes on a rail-optimized 400 Gb/s InfiniBand fat
+    tree (the SuperPOD reference below)."""
+    return replace(
+        H100X8,
+        name=f"h100x{8 * nodes}-ib",
+        description=f"{nodes} nodes x 8 H100 SXM5, rail-optimized 400 Gb/s "
+        f"InfiniBand fat tree, one NIC per GPU: {what}",
+        nodes=nodes,
+        network=Link(50e9, NET_HOP_S),
+        rails=True,
+    )
+
+
 H100X8 = single_node("h100x8", "8x H100 SXM5 80GB, NVSwitch (one DGX/HGX H100 node)")
 
 PRESETS: dict[str, Machine] = {
@@ -180,6 +216,14 @@ PRESETS: dict[str, Machine] = {
             nodes=2,
             network=Link(50e9, NET_HOP_S),
         ),
+        # NVIDIA DGX SuperPOD reference architecture (DGX H100): a scalable
+        # unit is 32 DGX H100 nodes; the compute fabric is a rail-optimized,
+        # non-blocking fat tree of 400 Gb/s NDR InfiniBand, one ConnectX-7
+        # NIC per GPU (8 rails), leaf switches per rail inside a unit, spine
+        # switches between units. Per GPU: 50 GB/s one way into the fabric,
+        # whatever the node count (full bisection).
+        rail_cluster(32, "one DGX SuperPOD H100 scalable unit (rail leaf switches)"),
+        rail_cluster(128, "4 DGX SuperPOD H100 scalable units (leaf and spine)"),
     )
 }
 """The machines by the name `machine=` options take."""

@@ -93,6 +93,21 @@ class Workload:
     """The ranks of each stage."""
     stages: int = 1
     """Its pipeline's stages (each on `world` GPUs of its own)."""
+    scale_out: ScaleOut | None = None
+    """Its sweep over node counts, on a machine of several nodes."""
+
+
+@dataclass(frozen=True)
+class ScaleOut:
+    """A workload weakly scaled from one node to a machine's all: the
+    program at each world size, and the seed's figures to set beside it."""
+
+    build: Callable[[int], ModuleOp]
+    """The program for `world` ranks."""
+    sizes: str
+    """How it scales, in words."""
+    seed: tuple[tuple[str, float], ...]
+    """The seed's published gains to compare with: (what, gain)."""
 
 
 def load_example(name: str) -> ModuleType:
@@ -131,6 +146,38 @@ def lamb_bert() -> ModuleOp:
 def adam_bert() -> ModuleOp:
     """examples/adam_bert.py: adam.py's update for every tensor of BERT-large."""
     return load_example("adam_bert").build()
+
+
+DLRM_SCALE_OUT_TABLES = 1024
+"""Tables of the scale-out DLRM (1M x 128 bf16 each, 256 MiB): as many as
+the largest world has ranks, so every rank owns at least one."""
+DLRM_BAGS_PER_RANK = 256
+"""The batch grows with the ranks (data-parallel samples, weak scaling):
+each rank's lookups and all_to_all bytes stay the same at every size."""
+
+
+def dlrm_at_world(world: int) -> ModuleOp:
+    """examples/dlrm_embedding.py at the scale-out sizes on `world` ranks."""
+    example = load_example("dlrm_embedding")
+    return example.build(
+        dict(
+            example.MODEL,
+            T=DLRM_SCALE_OUT_TABLES,
+            B=DLRM_BAGS_PER_RANK * world,
+        )
+    )
+
+
+DLRM_SCALE_OUT = ScaleOut(
+    dlrm_at_world,
+    f"{DLRM_SCALE_OUT_TABLES} tables of 1M x 128 bf16 cut over the ranks, "
+    f"{DLRM_BAGS_PER_RANK} bags of 32 lookups per rank (the batch grows with "
+    "the ranks)",
+    (
+        ("seed, embedding + All-to-All inter-node (measured, mean)", 0.31),
+        ("seed, whole DLRM at 128 nodes (simulated)", 0.21),
+    ),
+)
 
 
 def lamb_schedules() -> tuple[str, ...]:
@@ -193,6 +240,7 @@ WORKLOADS: tuple[Workload, ...] = (
         "32 lookups per bag",
         at_model_size("dlrm_embedding"),
         lambda: FUSED_OPERATOR_SCHEDULES,
+        scale_out=DLRM_SCALE_OUT,
     ),
     Workload(
         "gemv-allreduce",
@@ -516,6 +564,148 @@ def header_lines(machine: Machine, backend: str, world: int) -> list[str]:
 
 
 # ============================================================================
+# Scale-out: a fused operator from one node to all of a machine's
+# ============================================================================
+
+
+@dataclass(frozen=True)
+class ScalePoint:
+    """One node count of a scale-out sweep, predicted."""
+
+    nodes: int
+    world: int
+    library_s: float
+    """The computation, then the library collective (NCCL)."""
+    fused_s: float
+    """One fused kernel whose workgroups send each finished tile."""
+    fused: bool
+    """Whether coco-optimize fused them at this size."""
+    network_share: float
+    """Of the bytes a rank sends, the part for other nodes."""
+
+    @property
+    def gain(self) -> float:
+        """The time the fused kernel saves, as a fraction of the library's."""
+        return 1 - self.fused_s / self.library_s
+
+
+def node_counts(nodes: int) -> list[int]:
+    """1, 2, 4, ... up to `nodes` (and `nodes` itself)."""
+    counts = [1 << k for k in range(nodes.bit_length()) if 1 << k <= nodes]
+    return counts if counts[-1] == nodes else [*counts, nodes]
+
+
+def scale_out(workload: Workload, machine: Machine) -> list[ScalePoint]:
+    """The library-based and the fused program at each node count of
+    `machine` (its first 1, 2, 4, ... nodes), predicted by the cost model."""
+    from coconet_ir.dialects.coco import FusionOp
+    from coconet_ir.pipeline import Pipeline
+
+    assert workload.scale_out is not None
+    library_schedule, fused_schedule = FUSED_OPERATOR_SCHEDULES
+    points = []
+    for nodes in node_counts(machine.nodes):
+        part = machine.with_nodes(nodes)
+        world = part.gpus
+        module = with_world(workload.scale_out.build(world), world)
+        library = Pipeline(library_schedule)(module)
+        fused = Pipeline(fused_schedule)(module)
+        g = part.gpus_per_node
+        points.append(
+            ScalePoint(
+                nodes,
+                world,
+                total_time(predict(library, part, world)),
+                total_time(predict(fused, part, world)),
+                any(isinstance(op, FusionOp) for op in fused.walk()),
+                (world - g) / (world - 1) if world > 1 else 0.0,
+            )
+        )
+    return points
+
+
+def scale_out_lines(
+    workload: Workload, machine: Machine, points: list[ScalePoint], as_markdown: bool
+) -> list[str]:
+    """The sweep's table, the seed's figures beside it."""
+    assert workload.scale_out is not None
+    title = f"{workload.name}: scale-out on {machine.name}, 1 to {machine.nodes} nodes"
+    lines = [
+        f"### {title}" if as_markdown else f"== {title} ==",
+        "",
+        f"MODEL PREDICTIONS: {workload.scale_out.sizes}; library = "
+        f"{FUSED_OPERATOR_SCHEDULES[0]} (the lookup, then NCCL's all_to_all), "
+        "fused = coco-optimize (one kernel whose workgroups put each finished "
+        "tile into its destination, across nodes by GPU-initiated network "
+        "puts).",
+        "",
+    ]
+    rows = [
+        [
+            "nodes",
+            "GPUs",
+            "to other nodes",
+            "library",
+            "fused",
+            "gain",
+        ],
+        *(
+            [
+                str(p.nodes),
+                str(p.world),
+                f"{p.network_share:.0%}",
+                format_time(p.library_s),
+                format_time(p.fused_s) + ("" if p.fused else " (not fused)"),
+                f"{p.gain:.1%}",
+            ]
+            for p in points
+        ),
+    ]
+    lines += markdown(rows, ()) if as_markdown else aligned(rows, ())
+    lines.append("")
+    bullet = "- " if as_markdown else ""
+    for what, gain in workload.scale_out.seed:
+        lines.append(f"{bullet}{what}: {gain:.0%}")
+    lines.append("")
+    return lines
+
+
+def write_scale_out_png(
+    workload: Workload, machine: Machine, points: list[ScalePoint], directory: Path
+) -> Path:
+    """The predicted gain against the node count, the seed's figures as
+    lines beside it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    assert workload.scale_out is not None
+    path = directory / f"{workload.name}-scale-out.png"
+    figure, axes = plt.subplots(figsize=(7, 4))
+    nodes = [p.nodes for p in points]
+    gains = [100 * p.gain for p in points]
+    axes.plot(nodes, gains, "o-", label="cost model (predicted)")
+    for (what, gain), style in zip(workload.scale_out.seed, ("--", ":"), strict=False):
+        axes.axhline(100 * gain, linestyle=style, color="gray", label=what)
+    axes.set_xscale("log", base=2)
+    axes.set_xticks(nodes, [str(n) for n in nodes])
+    axes.set_xlabel(f"nodes ({machine.gpus_per_node} GPUs each)")
+    axes.set_ylabel("time saved by the fused kernel (%)")
+    axes.set_ylim(bottom=0)
+    axes.set_title(
+        f"{workload.name}, fused vs library, {machine.name}\n"
+        "cost-model prediction, not a measurement",
+        fontsize=9,
+    )
+    axes.legend(fontsize=8, loc="lower right")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
+# ============================================================================
 # Timeline pictures
 # ============================================================================
 
@@ -764,6 +954,13 @@ def bench(args: argparse.Namespace) -> int:
             path = write_png(result, directory, args.backend)
             lines.insert(-1, f"{'- ' if args.markdown else ''}timeline: {path}")
         print("\n".join(lines), flush=True)
+        if workload.scale_out is not None and target.nodes > 1:
+            points = scale_out(workload, target)
+            lines = scale_out_lines(workload, target, points, args.markdown)
+            if directory is not None:
+                path = write_scale_out_png(workload, target, points, directory)
+                lines.insert(-1, f"{'- ' if args.markdown else ''}plot: {path}")
+            print("\n".join(lines), flush=True)
     count = len(workloads)
     plural = "" if count == 1 else "s"
     print(f"{count} workload{plural} in {time.perf_counter() - start:.1f} s")

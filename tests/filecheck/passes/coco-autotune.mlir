@@ -43,5 +43,5 @@ func.func @sequence_parallel(%x: !coco.tensor<4096x1x12288xbf16, sliced<0>>, %w:
 // REPORT-NEXT:   #{{[0-9]+}} passes, split dim=0: {{.*}}megatron.mlir:{{[0-9]+}}:{{[0-9]+}}: warning: 'coco.all_reduce' op coco-split-all-reduce transforms no op with dim=0 world=8: dimension 0 (size 4) is not divisible by the world size 8
 // REPORT-NEXT:       coco-fuse-collective{where_it_pays=true},coco-split-all-reduce{dim=0 world=8},coco-reorder,
 
-// MACHINE: error: coco-autotune: unknown machine 'tpu'; the presets are a100x8, h100x16-ib, h100x8, h200x8, h800x8
+// MACHINE: error: coco-autotune: unknown machine 'tpu'; the presets are a100x8, h100x1024-ib, h100x16-ib, h100x256-ib, h100x8, h200x8, h800x8
 // WORLD: error: coco-autotune: world must be between 1 and the 8 GPUs of machine 'h100x8', got 16

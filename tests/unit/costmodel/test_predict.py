@@ -114,7 +114,8 @@ def test_more_ranks_than_the_machine_has_is_an_error() -> None:
 
 
 def test_an_unknown_machine_names_the_presets() -> None:
-    with pytest.raises(CocoError, match=r"a100x8, h100x16-ib, h100x8, h200x8, h800x8"):
+    presets = "a100x8, h100x1024-ib, h100x16-ib, h100x256-ib, h100x8, h200x8, h800x8"
+    with pytest.raises(CocoError, match=presets):
         machine("tpu")
 
 

@@ -262,7 +262,7 @@ def test_world_and_machine():
         (
             "coco-autotune{machine=tpu}",
             "error: coco-autotune: unknown machine 'tpu'; the presets are "
-            "a100x8, h100x16-ib, h100x8, h200x8, h800x8",
+            "a100x8, h100x1024-ib, h100x16-ib, h100x256-ib, h100x8, h200x8, h800x8",
         ),
         (
             "coco-autotune{world=16}",
