@@ -269,6 +269,68 @@ def global_of(
     return value.global_value()
 
 
+def run_triton(
+    module: ModuleOp,
+    world: int,
+    *,
+    passes: str = DEFAULT_PASSES,
+    inputs: Mapping[str, np.ndarray] | None = None,
+    seed: int = 0,
+    entry: str | None = None,
+    calls: int = 1,
+    timeout: float = 300.0,
+) -> RunResult:
+    """Run `module` on `world` ranks through the `triton` target
+    (docs/triton.md, "The triton target"): optimize (`passes`) and lower it,
+    print it as a Triton module, run every rank as a process over shared
+    memory (`coconet_ir.triton.spawn`; Triton's interpreter without a GPU),
+    `calls` times back to back, on the interpreter's inputs; the outputs of
+    the last call as the interpreter keys them, to compare with
+    `compare_runs`. A CocoError for a bad request, a program the target
+    refuses, or a rank that fails or times out."""
+    from coconet_ir.backend.triton import printer
+    from coconet_ir.backend.triton.run import run_rank, write_module
+    from coconet_ir.triton import spawn
+
+    check_world(world)
+    check_seed(seed)
+    if calls < 1:
+        raise ir.CocoError(f"the number of calls must be at least 1, got {calls}")
+    ir.verify(module)
+    functions = select_functions(module, entry)
+    fed = prepare_inputs(functions, world, seed, inputs)
+    lowered = lower(module, world, passes)
+    stages = PipelineChannels.of(lowered.coco).stage_indices()
+    if any(stages.values()):
+        raise ir.CocoError("--backend triton runs one stage (no pipelines yet)")
+    text = printer.emit_triton(lowered.device)
+    path = write_module(text)
+    optimized = {f.sym_name.data: f for f in lowered.coco.ops if isinstance(f, FuncOp)}
+    names = [f.sym_name.data for f in functions]
+    per_rank = []
+    for rank in range(world):
+        rank_calls = []
+        for _ in range(calls):
+            for name in names:
+                buffers = arguments_of(optimized[name], fed, world, rank)
+                wanted = [i for _, _, i in output_buffers(optimized[name])]
+                rank_calls.append((name, buffers, wanted))
+        per_rank.append(rank_calls)
+    results = spawn(
+        lambda ranks: run_rank(ranks, path, per_rank[ranks.rank]),
+        world,
+        nbytes=max(lowered.symmetric_bytes, 1),
+        slots=max(lowered.signal_slots, 1),
+        timeout_s=timeout,
+    )
+    outputs = {}
+    for name in names:
+        for position, (key, t, _) in enumerate(output_buffers(optimized[name])):
+            stacked = np.stack([results[r][name][position] for r in range(world)])
+            outputs[key] = Output(key, t, global_of(t, stacked, world))
+    return RunResult(outputs, fed, world)
+
+
 # ============================================================================
 # Comparing with the interpreter
 # ============================================================================

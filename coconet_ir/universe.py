@@ -120,8 +120,18 @@ def get_upstream_kernels_target() -> type[Target]:
     return UpstreamKernelsTarget
 
 
+def get_triton_target() -> type[Target]:
+    from coconet_ir.backend.triton.target import TritonTarget
+
+    return TritonTarget
+
+
 def get_all_targets() -> dict[str, Callable[[], type[Target]]]:
-    return {"cuda": get_cuda_target, "upstream-kernels": get_upstream_kernels_target}
+    return {
+        "cuda": get_cuda_target,
+        "upstream-kernels": get_upstream_kernels_target,
+        "triton": get_triton_target,
+    }
 
 
 COCONET_UNIVERSE = Universe(

@@ -73,6 +73,12 @@ FLOPs and memory bytes one rank's launch does (`analysis.costs.fusion_work`),
 which the cost model cannot read off the kernel's buffers (an embedding reads
 only the rows it pools)."""
 
+TILE_PLAN_ATTR = "coco_gpu.tile_plan"
+"""On the `gpu.func` of a tile kernel: its plan's decisions (`TilePlan.record`:
+the operator, the tile shape, the tiles per destination, the slots), so
+another emitter of the same kernel (the `triton` target, docs/triton.md) makes
+the same tiles, in the same order, with the same signals."""
+
 COOPERATIVE_ATTR = "coco_gpu.cooperative"
 """On a `gpu.launch_func`: launch the kernel cooperatively (all its blocks
 resident at once, `cudaLaunchAttributeCooperative`), as a kernel whose blocks

@@ -55,9 +55,11 @@ from xdsl.builder import Builder
 from xdsl.dialects import arith, memref, scf
 from xdsl.dialects.builtin import (
     DenseArrayBase,
+    DictionaryAttr,
     IntegerAttr,
     IntegerType,
     MemRefType,
+    StringAttr,
     UnitAttr,
     i64,
 )
@@ -81,6 +83,7 @@ from coconet_ir.dialects.coco import (
 from coconet_ir.dialects.coco_gpu import (
     COOPERATIVE_ATTR,
     PEER_BYTES_ATTR,
+    TILE_PLAN_ATTR,
     WORK_ATTR,
     CountPeerBytesOp,
     PeersType,
@@ -343,6 +346,15 @@ class TilePlan(ABC, Generic[P]):
         """The kernel, named `name` (its first signal slot is its argument
         `slots`)."""
 
+    kind: ClassVar[str]
+    """The operator's name in its record (`TILE_PLAN_ATTR`)."""
+
+    def record(self) -> dict[str, int | Sequence[int] | str]:
+        """The decisions another emitter of this kernel needs
+        (`TILE_PLAN_ATTR`); here only the operator and the world, where the
+        CUDA C kernel is the only one yet."""
+        return {"kind": self.kind, "world": self.world}
+
 
 @dataclass(frozen=True)
 class AllToAllPlan(TilePlan[P]):
@@ -397,6 +409,8 @@ class EmbeddingAllToAll(AllToAllPlan[EmbeddingOp]):
     (`tables` and the result cut along the tables), then `all_to_all` to the
     batch split. A tile is `bag_tile` bags of one table for one destination;
     each table's `B'` bags for a destination are `B' / bag_tile` tiles."""
+
+    kind = "embedding_all_to_all"
 
     producers = (EmbeddingOp,)
     collective = AllToAllOp
@@ -695,6 +709,8 @@ class GemvAllReduce(TilePlan[MatmulOp]):
     `c mod N`. Each tile's partial is computed in `slices` slices of the
     rank's K (split-K: a work item is one slice of one tile), combined in
     f32 by the block computing its last slice."""
+
+    kind = "gemv_all_reduce"
 
     producers = (MatmulOp,)
     collective = AllReduceOp
@@ -1167,6 +1183,8 @@ class GemmAllToAll(AllToAllPlan[MatmulOp | BatchMatmulOp]):
     outermost, so each source's part is contiguous). A *tile* is `tile_rows
     x tile_columns` of that matrix; each destination has `per_peer` of them."""
 
+    kind = "gemm_all_to_all"
+
     producers = GEMM_PRODUCERS
     collective = AllToAllOp
     takes_prologue = True
@@ -1239,6 +1257,25 @@ class GemmAllToAll(AllToAllPlan[MatmulOp | BatchMatmulOp]):
         `t`."""
         across = self.columns // self.tile_columns
         return tile_element(m, t, e, self.tile_columns, (self.tile_rows, across))
+
+    def record(self) -> dict[str, int | Sequence[int] | str]:
+        """The tiles of a destination's `[rows, columns]` part, how a part's
+        row maps to the block's (`part`, `block`, `dim`) and the weights
+        (`grouped`), the exchange (`per_peer`, slots READY then TILE)."""
+        return {
+            **super().record(),
+            "rows": self.rows,
+            "columns": self.columns,
+            "depth": self.depth,
+            "tile_rows": self.tile_rows,
+            "tile_columns": self.tile_columns,
+            "per_peer": self.per_peer,
+            "part": self.part,
+            "block": self.block,
+            "dim": self.dim,
+            "grouped": int(self.grouped),
+            "prologue": len(self.prologue),
+        }
 
     def build(self, lowering: Lowering, name: str) -> gpu.FuncOp:
         """The GEMM + all_to_all kernel, its signal slots from its argument
@@ -1353,6 +1390,9 @@ def lower_tiles(
     func = lowering.shared_kernel(
         fusion, "fused", lambda name: plan.build(lowering, name)
     )
+    func.attributes[TILE_PLAN_ATTR] = DictionaryAttr(
+        {key: plan_attribute(value) for key, value in plan.record().items()}
+    )
     values = lowering.host(fusion)
     epoch = next_epoch()
     host: list[Operation] = [epoch]
@@ -1383,6 +1423,15 @@ def lower_tiles(
     launch[-1].attributes[WORK_ATTR] = DenseArrayBase.from_list(i64, work)
     host += launch
     replace_with_buffers(rewriter, fusion, host, [out])
+
+
+def plan_attribute(value: int | Sequence[int] | str) -> Attribute:
+    """One decision of a `TilePlan.record` as an attribute."""
+    if isinstance(value, str):
+        return StringAttr(value)
+    if isinstance(value, int):
+        return IntegerAttr(value, i64)
+    return DenseArrayBase.from_list(i64, list(value))
 
 
 def tile_launch(

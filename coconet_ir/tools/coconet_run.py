@@ -1,7 +1,7 @@
 """`coconet-run`: run a coco program on N simulated ranks, or compare two.
 
     coconet-run FILE --world N [--entry F] [--seed S] [--save OUT.npz]
-                [--backend numpy|emu|cuda] [--stats] [--check] [-p PIPELINE]
+                [--backend numpy|emu|cuda|triton] [--stats] [--check] [-p PIPELINE]
     coconet-run --compare A.mlir B.mlir --world N [--seed S] [--rtol R]
                 [--atol A] [--entry F] [-p PIPELINE]
 
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from coconet_ir.interpreter import Comparison, Output, RunResult
 
 TOOL = "coconet-run"
-BACKENDS = ("numpy", "emu", "cuda")
+BACKENDS = ("numpy", "emu", "cuda", "triton")
 DEFAULT_LOWERED_PASSES = "coco-optimize"
 """What `--backend emu` applies before lowering unless `-p` says otherwise."""
 STDIN = "-"
@@ -133,7 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
         default="numpy",
         help="execution backend: numpy (the reference interpreter, default), "
         "emu (the generated CUDA C on the CPU emulation), cuda (the generated "
-        "CUDA C on this machine's GPUs)",
+        "CUDA C on this machine's GPUs), triton (the triton target's kernels, "
+        "a process per rank; under Triton's interpreter without a GPU)",
     )
     parser.add_argument(
         "-p",
@@ -234,12 +235,12 @@ def check_usage(args: argparse.Namespace) -> None:
         raise UsageError("--devices only applies to --backend cuda")
     if args.processes and args.backend != "emu":
         raise UsageError("--processes only applies to --backend emu")
-    if args.ranks_per_node and args.backend == "numpy":
+    if args.ranks_per_node and args.backend in ("numpy", "triton"):
         raise UsageError("--ranks-per-node applies to --backend emu or cuda")
     if args.ranks_per_node < 0:
         raise UsageError("--ranks-per-node must be >= 1")
     if args.check and args.backend == "numpy":
-        raise UsageError("--check only applies to --backend emu or cuda")
+        raise UsageError("--check only applies to --backend emu, cuda or triton")
     if args.compare is not None and args.backend != "numpy":
         raise UsageError(
             "--compare runs the reference interpreter; to check generated code "
@@ -484,24 +485,30 @@ def run(args: argparse.Namespace) -> int:
 def run_emulated(args: argparse.Namespace) -> int:
     """Optimize, lower, print as CUDA C, run under the CPU emulation; with
     --stats print what it counted, with --check compare with the interpreter."""
-    from coconet_ir.emulate import compare_runs, emulate
+    from coconet_ir.emulate import EmulationResult, compare_runs, emulate
     from coconet_ir.interpreter import interpret
 
     make_pipeline(args.passes)  # a bad -p is a usage error before any work
     module = read_program(args.file)
     world = resolve_world(args.world, {args.file: module})
-    result = emulate(
-        module,
-        world,
-        passes=args.passes,
-        backend=args.backend,
-        devices=args.devices,
-        processes=args.processes,
-        ranks_per_node=args.ranks_per_node,
-        **run_inputs(args),
-    )
+    result: RunResult
+    if args.backend == "triton":
+        from coconet_ir.emulate import run_triton
+
+        result = run_triton(module, world, passes=args.passes, **run_inputs(args))
+    else:
+        result = emulate(
+            module,
+            world,
+            passes=args.passes,
+            backend=args.backend,
+            devices=args.devices,
+            processes=args.processes,
+            ranks_per_node=args.ranks_per_node,
+            **run_inputs(args),
+        )
     print_run(args, result, world)
-    if args.stats and result.stats is not None:
+    if args.stats and isinstance(result, EmulationResult) and result.stats:
         print(stats_report(result))
     if not args.check:
         return EXIT_OK

@@ -288,7 +288,7 @@ def test_help_lists_the_passes_an_unknown_pass_error_points_at():
     ("args", "message"),
     [
         (["--stats"], "--stats only applies to --backend emu"),
-        (["--check"], "--check only applies to --backend emu or cuda"),
+        (["--check"], "--check only applies to --backend emu, cuda or triton"),
         (["--seed", "-1"], "--seed must be non-negative"),
         (["--rtol", "0.1"], "--rtol and --atol only apply with --compare"),
     ],

@@ -9,7 +9,7 @@
 // Rank block [2, 8, 4, 24]; destination p's part [2, 2, 4, 24]: 16 x 24, one
 // tile. 4 READY + 4 x 1 TILE slots; the receive buffer is the block, 6144 B.
 // CHECK:      builtin.module attributes {{{.*}}coco_gpu.symmetric_bytes = 6144 : i64, coco_gpu.signal_slots = 8 : i64
-// CHECK:      gpu.func @moe_experts_fused_0(%rank: index, %epoch: i64, %peers: !coco_gpu.peers, %slots: index, %x: memref<2048xf32>, %w: memref<1536xf32>, %recv: memref<1536xf32>, %out: memref<1536xf32>) kernel {
+// CHECK:      gpu.func @moe_experts_fused_0(%rank: index, %epoch: i64, %peers: !coco_gpu.peers, %slots: index, %x: memref<2048xf32>, %w: memref<1536xf32>, %recv: memref<1536xf32>, %out: memref<1536xf32>) kernel attributes {coco_gpu.tile_plan = {kind = "gemm_all_to_all", world = 4 : i64, rows = 16 : i64, columns = 24 : i64, depth = 32 : i64, tile_rows = 16 : i64, tile_columns = 24 : i64, per_peer = 1 : i64, part = array<i64: 2, 2, 4, 24>, block = array<i64: 2, 8, 4, 24>, dim = 1 : i64, grouped = 1 : i64, prologue = 0 : i64}} {
 // 1. Block 0 opens this rank's receive buffer to every peer.
 // CHECK:        %tile_slots = arith.addi %slots, %{{.*}} : index
 // CHECK:          %[[READY:.*]] = arith.addi %slots, %rank : index

@@ -9,7 +9,7 @@
 // Slots: READY 2 + PARTIAL 2 x 2 + DONE 2 + SLICE 2 x 31 = 70. Buffers:
 // partials 2 x 512 bf16, gather 512 bf16, slices 2 x 31 x 256 f32.
 // CHECK:      builtin.module attributes {{{.*}}coco_gpu.symmetric_bytes = 66560 : i64, coco_gpu.signal_slots = 70 : i64
-// CHECK:      gpu.func @decode_proj_fused_0(%rank: index, %epoch: i64, %peers: !coco_gpu.peers, %slots: index, %x: memref<1024xbf16>, %w: memref<524288xbf16>, %partials: memref<1024xbf16>, %gather: memref<512xbf16>, %slices: memref<15872xf32>, %out: memref<512xbf16>) workgroup(%lane_sums : memref<2048xf32, #gpu.address_space<workgroup>>) kernel {
+// CHECK:      gpu.func @decode_proj_fused_0(%rank: index, %epoch: i64, %peers: !coco_gpu.peers, %slots: index, %x: memref<1024xbf16>, %w: memref<524288xbf16>, %partials: memref<1024xbf16>, %gather: memref<512xbf16>, %slices: memref<15872xf32>, %out: memref<512xbf16>) workgroup(%lane_sums : memref<2048xf32, #gpu.address_space<workgroup>>) kernel attributes {coco_gpu.tile_plan = {kind = "{{[a-z_]+}}", world = {{[0-9]+}} : i64{{.*}}}} {
 // CHECK:        %slice_slots = arith.addi %slots, %{{.*}} : index
 // CHECK:        %aligned = arith.andi
 // Work items: tile t = item / 32, slice s = item mod 32.

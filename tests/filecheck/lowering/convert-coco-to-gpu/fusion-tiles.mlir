@@ -7,7 +7,7 @@
 
 // 4 READY slots + 4 x 2 tile slots; the receive buffer holds N x T' x B' x D.
 // CHECK:      builtin.module attributes {{{.*}}coco_gpu.symmetric_bytes = 512 : i64, coco_gpu.signal_slots = 12 : i64
-// CHECK:      gpu.func @dlrm_emb_fused_0(%rank: index, %epoch: i64, %peers: !coco_gpu.peers, %slots: index, %tables: memref<256xf32>, %indices: memref<48xi32>, %recv: memref<128xf32>, %out: memref<128xf32>) kernel {
+// CHECK:      gpu.func @dlrm_emb_fused_0(%rank: index, %epoch: i64, %peers: !coco_gpu.peers, %slots: index, %tables: memref<256xf32>, %indices: memref<48xi32>, %recv: memref<128xf32>, %out: memref<128xf32>) kernel attributes {coco_gpu.tile_plan = {kind = "{{[a-z_]+}}", world = {{[0-9]+}} : i64{{.*}}}} {
 // 1. Block 0 opens this rank's receive buffer to every peer.
 // CHECK:        %tile_slots = arith.addi %slots, %{{.*}} : index
 // CHECK:          %[[READY:.*]] = arith.addi %slots, %rank : index
