@@ -110,6 +110,14 @@ class EmbeddingLookup:
         return "max" if self.pooling == "max" else "sum"
 
 
+def out_of_range(lookup: EmbeddingLookup) -> str:
+    """What a lookup of an index outside its tables says (every kernel that
+    pools: the same words as the interpreter's)."""
+    named = f" {lookup.name!r}" if lookup.name else ""
+    rows = lookup.tables.dims[1]
+    return f"'coco.embedding' op{named}: an index is out of range [0, {rows})"
+
+
 def index_bounds(function: func.FuncOp) -> dict[int, int]:
     """Argument number → the global row count of the tables it indexes, for
     every argument of `function` that is an embedding's indices (read through
@@ -262,11 +270,7 @@ def emit_pooled_lanes(
         valid = found[0][1]
         for _, more in found[1:]:
             valid = inner.insert(arith.AndIOp(valid, more)).result
-        named = f" {lookup.name!r}" if lookup.name else ""
-        message = (
-            f"'coco.embedding' op{named}: an index is out of range [0, {global_rows})"
-        )
-        inner.insert(cf.AssertOp(valid, message))
+        inner.insert(cf.AssertOp(valid, out_of_range(lookup)))
         checked: list[tuple[SSAValue, SSAValue | None]] = []
         for row, owned in found:
             if ahead and first_row is None:

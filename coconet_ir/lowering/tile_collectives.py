@@ -98,6 +98,7 @@ from coconet_ir.lowering.embedding import (
     EmbeddingLookup,
     emit_pooled,
     emit_pooled_lanes,
+    out_of_range,
     unroll_of,
     vector_of,
 )
@@ -455,6 +456,31 @@ class EmbeddingAllToAll(AllToAllPlan[EmbeddingOp]):
         """Tiles per destination: `T' x chunks`, a table's in bag order (a
         destination's part is laid out as before: table, bag, element)."""
         return self.tables * self.chunks
+
+    def record(self) -> dict[str, int | Sequence[int] | str]:
+        """The tiles (`bag_tile` bags of one table, `chunks` per table and
+        destination), the lookup's shape (this rank's `tables` of `rows` x
+        `width`, `length` indices per bag of `all_bags`), its pooling and
+        which layouts it reads (`rank_reads`: a replicated operand or
+        row-cut tables, whose reads depend on the rank)."""
+        lookup = self.lookup
+        _, rows, width = lookup.shape(lookup.tables)
+        _, all_bags, length = lookup.shape(lookup.indices)
+        return {
+            **super().record(),
+            "tables": self.tables,
+            "rows": rows,
+            "width": width,
+            "bags": self.bags,
+            "all_bags": all_bags,
+            "length": length,
+            "bag_tile": self.bag_tile,
+            "chunks": self.chunks,
+            "per_peer": self.per_peer,
+            "pooling": lookup.pooling,
+            "rank_reads": int(lookup.needs_rank),
+            "message": out_of_range(lookup),
+        }
 
     def build(self, lowering: Lowering, name: str) -> gpu.FuncOp:
         plan = self

@@ -39,10 +39,18 @@ if "TRITON_INTERPRET" not in os.environ and not _has_gpu():
 
 from coconet_ir.triton import language  # noqa: E402
 from coconet_ir.triton.world import (  # noqa: E402
+    RanksFailed,
     SymmetricWorld,
     WaitTimeout,
     open_world,
     spawn,
 )
 
-__all__ = ["SymmetricWorld", "WaitTimeout", "language", "open_world", "spawn"]
+__all__ = [
+    "RanksFailed",
+    "SymmetricWorld",
+    "WaitTimeout",
+    "language",
+    "open_world",
+    "spawn",
+]

@@ -6,8 +6,9 @@ arguments:
 - `buffer_ptrs`: an int64 tensor of the `world` base addresses of the ranks'
   symmetric buffers (entry `p`: rank `p`'s buffer, as this rank addresses it);
 - `pad_ptrs`: the same for the ranks' signal pads, int64 slots;
-- `errors`: this rank's watchdog record (4 int64: waits that gave up, and the
-  first one's slot, awaited value and seen value).
+- `errors`: this rank's fault record (int64: waits that gave up, and the
+  first one's slot, awaited value and seen value; then indices out of range,
+  which the compiler's embedding kernels count).
 
 The protocol is the CUDA C kernels' (docs/gpu/tile-kernels.md): a signal
 stores a launch's epoch into a peer's slot with a release at system scope

@@ -49,6 +49,11 @@ GPU_MAX_SPINS = 1 << 30
 """Polls before a wait gives up on a GPU (a system-scope atomic is around a
 microsecond: minutes, past any honest wait)."""
 
+ERROR_SLOTS = 8
+"""int64s of a world's `errors`: the watchdog's 4, the index faults, spare."""
+INDEX_FAULTS = 4
+"""The slot of `errors` where kernels count indices out of range."""
+
 ARRIVE_TIMEOUT_S = 60.0
 """How long a rank waits for its peers' shared memory to appear."""
 
@@ -56,6 +61,10 @@ ARRIVE_TIMEOUT_S = 60.0
 class WaitTimeout(CocoError):
     """A rank's wait gave up (`language.wait`'s watchdog) or a peer never
     came."""
+
+
+class RanksFailed(CocoError):
+    """Ranks of `spawn` failed: each one's error, exit status or hang."""
 
 
 @dataclass
@@ -74,7 +83,9 @@ class SymmetricWorld:
     pad_ptrs: torch.Tensor
     """int64[world]: every rank's signal pad, likewise."""
     errors: torch.Tensor = field(repr=False)
-    """int64[4]: the watchdog's record (`language.wait`)."""
+    """int64[ERROR_SLOTS]: the watchdog's record (`language.wait`: slots 0
+    to 3), then the faults kernels count (slot `INDEX_FAULTS`: indices out
+    of range, `check_indices`)."""
     max_spins: int = INTERPRETER_MAX_SPINS
     key: str = ""
     """The name of a CPU world's shared-memory segments (`SHM_DIR`/
@@ -106,12 +117,23 @@ class SymmetricWorld:
             )
         return self.buffer[offset : offset + size].view(dtype).view(*shape)
 
+    def check_indices(self, message: str) -> None:
+        """Raise CocoError(`message`) if a kernel counted indices out of
+        range (and clear the count): a kernel reads row 0 instead and goes
+        on, as a wait that gives up does."""
+        count = int(self.errors[INDEX_FAULTS].item())
+        if count:
+            self.errors[INDEX_FAULTS] = 0
+            raise CocoError(
+                f"rank {self.rank} of {self.world}: {message} ({count} indices)"
+            )
+
     def check_waits(self) -> None:
         """Raise WaitTimeout if a wait of this rank's kernels gave up (and
         clear the record: until then every wait of this rank gives up at
         once)."""
-        waits, slot, value, seen = (int(x) for x in self.errors.cpu())
-        self.errors.zero_()
+        waits, slot, value, seen = (int(x) for x in self.errors[:4].cpu())
+        self.errors[:4] = 0
         if waits:
             raise WaitTimeout(
                 f"rank {self.rank} of {self.world}: {waits} wait(s) gave up after "
@@ -183,7 +205,7 @@ def shared_memory_world(
         pad=pads[rank].view(torch.int64),
         buffer_ptrs=torch.tensor([b.data_ptr() for b in buffers], dtype=torch.int64),
         pad_ptrs=torch.tensor([p.data_ptr() for p in pads], dtype=torch.int64),
-        errors=torch.zeros(4, dtype=torch.int64),
+        errors=torch.zeros(ERROR_SLOTS, dtype=torch.int64),
         max_spins=INTERPRETER_MAX_SPINS,
         key=key,
         _keep=tuple(maps),
@@ -229,7 +251,7 @@ def spawn(
     timeout_s: float = 120.0,
 ) -> list[Any]:
     """Run `fn(SymmetricWorld, *args)` on `world` ranks, a forked process
-    each, over shared memory; their results by rank. Raises WaitTimeout
+    each, over shared memory; their results by rank. Raises RanksFailed
     naming every rank that failed (what it raised; a rank that died, its
     exit status), and the ranks still running after `timeout_s`."""
     key = uuid.uuid4().hex[:12]
@@ -271,7 +293,7 @@ def spawn(
             unlink_segment(key, rank)
     if failures:
         lines = [f"rank {rank}: {failures[rank].strip()}" for rank in sorted(failures)]
-        raise WaitTimeout(
+        raise RanksFailed(
             f"{len(failures)} of {world} ranks failed:\n" + "\n".join(lines)
         )
     return [results[rank] for rank in range(world)]
@@ -340,7 +362,7 @@ def _symmetric_memory_world(
         pad_ptrs=torch.tensor(
             [p + nbytes for p in ptrs], dtype=torch.int64, device=device
         ),
-        errors=torch.zeros(4, dtype=torch.int64, device=device),
+        errors=torch.zeros(ERROR_SLOTS, dtype=torch.int64, device=device),
         max_spins=GPU_MAX_SPINS,
         _keep=(memory, handle),
     )

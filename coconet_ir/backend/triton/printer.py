@@ -69,6 +69,9 @@ import triton.language as tl
 
 from coconet_ir.triton import language as cl
 
+INDEX_FAULTS = tl.constexpr(ct.world.INDEX_FAULTS)
+"""Where in a world's `errors` the kernels count indices out of range."""
+
 UPCAST = bool(os.environ.get("TRITON_INTERPRET"))
 """Triton's interpreter multiplies bf16 and f16 blocks wrongly in tl.dot: there
 the kernels convert tiles to f32 before it (the same f32 accumulation)."""
@@ -143,76 +146,43 @@ class KernelText:
     name: str
     text: str
     grid: int
+    checks: tuple[str, ...] = ()
+    """Host lines after each launch (a fault the kernel counted)."""
 
 
-def gemm_all_to_all(name: str, kernel: gpu.FuncOp, plan: dict) -> KernelText:
-    """GEMM + all_to_all (docs/gpu/tile-kernels.md): program `i < N·T` is tile
-    `i mod T` of destination `(r + 1 + i div T) mod N` (its own part last,
-    into the output); program `N·T + j` copies tile `j mod T` of source
-    `(r + 1 + j div T) mod N` once its slot says it has landed. Slots from
-    `slots`: READY (one per source), then TILE (per source and tile)."""
-    if plan["prologue"]:
-        raise refused(
-            f"kernel @{name}: a GEMM + all_to_all with an elementwise prologue "
-            "has no Triton form yet",
-            kernel,
-        )
+def indent(text: str, spaces: int = 8) -> str:
+    pad = " " * spaces
+    return "\n".join(pad + line if line else line for line in text.splitlines())
+
+
+def all_to_all_kernel(
+    name: str,
+    plan: dict,
+    reads: str,
+    doc: str,
+    place: str,
+    compute: str,
+    checks: tuple[str, ...] = (),
+) -> KernelText:
+    """The exchange both all_to_all tile kernels share
+    (`lowering.tile_collectives.AllToAllTiles`): `per_peer` tiles for each
+    destination, slots READY (one per source) then TILE (per source and tile)
+    from `slots`; program `i < N·T` is tile `i mod T` of destination
+    `(r + 1 + i div T) mod N` (own part last, into the output), program
+    `N·T + j` copies tile `j mod T` of source `(r + 1 + j div T) mod N` once
+    it has landed; program 0 first opens this rank's receive buffer (READY
+    on every peer: the closing sync). `place` sets `at` and `mask` (tile `t`'s
+    elements in a part of `chunk`), `compute` the tile's values `acc` (f32)
+    for destination `peer`."""
     world, per_peer = int(plan["world"]), int(plan["per_peer"])
-    rows, cols, depth = int(plan["rows"]), int(plan["columns"]), int(plan["depth"])
-    tile_rows, tile_cols = int(plan["tile_rows"]), int(plan["tile_columns"])
-    part, block = tuple(plan["part"]), tuple(plan["block"])
-    dim, grouped = int(plan["dim"]), bool(plan["grouped"])
-    chunk = rows * cols
-    across = cols // tile_cols
-    bm, bn = pow2(tile_rows, 16), pow2(tile_cols, 16)
-    bk = min(pow2(depth, 16), 64)
-    # A part's row -> the block's row: its digits over part[:-1] (last
-    # fastest), dim `dim` moved to destination `peer`'s block of it.
-    digits = [f"d{i}" for i in range(len(part) - 1)]
-    unravel = []
-    rest = "rr"
-    for i in reversed(range(len(part) - 1)):
-        unravel.append(f"        {digits[i]} = {rest} % {part[i]}")
-        if i:
-            unravel.append(f"        q{i} = {rest} // {part[i]}")
-            rest = f"q{i}"
-    unravel.append(f"        d{dim} = d{dim} + peer * {part[dim]}")
-    local = digits[0]
-    for i in range(1, len(part) - 1):
-        local = f"({local}) * {block[i]} + {digits[i]}"
-    if grouped:
-        weights = f"""\
-            # rows of several groups in one tile: one product per group
-            g_lo = tl.min(tl.where(rmask, d0, {block[0]}))
-            g_hi = tl.max(tl.where(rmask, d0, -1))
-            for g in range(g_lo, g_hi + 1):
-                b = tl.load(
-                    w + g * {depth * cols} + kk[:, None] * {cols} + cc[None, :],
-                    mask=kmask[:, None] & cmask[None, :], other=0.0,
-                )  # (BK, BN)
-                if UPCAST:
-                    b = b.to(tl.float32)
-                ag = tl.where((d0 == g)[:, None], a, tl.zeros_like(a))
-                acc += tl.dot(ag, b, input_precision=PRECISION)"""
-    else:
-        weights = f"""\
-            b = tl.load(
-                w + kk[:, None] * {cols} + cc[None, :],
-                mask=kmask[:, None] & cmask[None, :], other=0.0,
-            )  # (BK, BN)
-            if UPCAST:
-                b = b.to(tl.float32)
-            acc += tl.dot(a, b, input_precision=PRECISION)"""
-    body = "\n".join(unravel)
+    chunk = int(plan["chunk"])
     text = f'''
 @triton.jit
 def {name}(
     rank, epoch, buffer_ptrs, pad_ptrs, errors, max_spins, slots,
-    x, w, recv, recv_offset, out, UPCAST: tl.constexpr, PRECISION: tl.constexpr,
+    {reads}, recv, recv_offset, out, UPCAST: tl.constexpr, PRECISION: tl.constexpr,
 ):
-    """GEMM + all_to_all on {world} ranks: {per_peer} tile(s) of
-    {tile_rows}x{tile_cols} per destination's [{rows}, {cols}] part, K = {depth}
-    (coco_gpu.tile_plan)."""
+    """{doc}"""
     pid = tl.program_id(0)
     ready = slots  # READY + source
     tile_slots = slots + {world}  # TILE + source * {per_peer} + tile
@@ -220,56 +190,192 @@ def {name}(
     if pid == 0:
         for k in range(1, {world}):
             cl.signal(pad_ptrs, (rank + k) % {world}, ready + rank, epoch)
-    lanes_m = tl.arange(0, {bm})
-    lanes_n = tl.arange(0, {bn})
-    rmask = lanes_m < {tile_rows}
-    cmask = lanes_n < {tile_cols}
     if pid < {world * per_peer}:
         # 2. Tile t of destination `peer`: compute, store where it is needed.
         peer = (rank + pid // {per_peer} + 1) % {world}
         t = pid % {per_peer}
-        rr = (t // {across}) * {tile_rows} + lanes_m  # (BM,) rows of the part
-        cc = (t % {across}) * {tile_cols} + lanes_n  # (BN,) columns
-{body}
-        local = {local}  # (BM,) rows of this rank's block
-        acc = tl.zeros(({bm}, {bn}), dtype=tl.float32)  # (BM, BN)
-        for k0 in range(0, {depth}, {bk}):
-            kk = k0 + tl.arange(0, {bk})
-            kmask = kk < {depth}
-            a = tl.load(
-                x + local[:, None] * {depth} + kk[None, :],
-                mask=rmask[:, None] & kmask[None, :], other=0.0,
-            )  # (BM, BK)
-            if UPCAST:
-                a = a.to(tl.float32)
-{weights}
+{indent(place)}
+{indent(compute)}
         tile = acc.to(out.dtype.element_ty)
-        at = rank * {chunk} + rr[:, None] * {cols} + cc[None, :]
-        mask = rmask[:, None] & cmask[None, :]
         if peer == rank:
-            tl.store(out + at, tile, mask=mask)
+            tl.store(out + rank * {chunk} + at, tile, mask=mask)
         else:
             cl.wait(pad_ptrs, rank, ready + peer, epoch, errors, max_spins)
-            cl.put(buffer_ptrs, peer, recv_offset + at, tile, mask=mask)
+            into = recv_offset + rank * {chunk} + at
+            cl.put(buffer_ptrs, peer, into, tile, mask=mask)
             cl.signal(pad_ptrs, peer, tile_slots + rank * {per_peer} + t, epoch)
     else:
         # 3. Copy tile t of `source` to the output once it has landed.
         item = pid - {world * per_peer}
         source = (rank + item // {per_peer} + 1) % {world}
         t = item % {per_peer}
-        rr = (t // {across}) * {tile_rows} + lanes_m
-        cc = (t % {across}) * {tile_cols} + lanes_n
+{indent(place)}
         landed = tile_slots + source * {per_peer} + t
         cl.wait(pad_ptrs, rank, landed, epoch, errors, max_spins)
-        at = source * {chunk} + rr[:, None] * {cols} + cc[None, :]
-        mask = rmask[:, None] & cmask[None, :]
+        at = source * {chunk} + at
         tl.store(out + at, tl.load(recv + at, mask=mask), mask=mask)
 '''
-    return KernelText(name, text, (2 * world - 1) * per_peer)
+    return KernelText(name, text, (2 * world - 1) * per_peer, checks)
+
+
+def gemm_all_to_all(name: str, kernel: gpu.FuncOp, plan: dict) -> KernelText:
+    """GEMM + all_to_all (docs/gpu/tile-kernels.md): a tile is `tile_rows x
+    tile_columns` of a destination's `[rows, columns]` part; its rows map to
+    the rank's block with the all_to_all's dim moved to the destination's
+    block of it; `tl.dot` over K (a product per group where the GEMM is
+    grouped and the tile spans several groups)."""
+    if plan["prologue"]:
+        raise refused(
+            f"kernel @{name}: a GEMM + all_to_all with an elementwise prologue "
+            "has no Triton form yet",
+            kernel,
+        )
+    rows, cols, depth = int(plan["rows"]), int(plan["columns"]), int(plan["depth"])
+    tile_rows, tile_cols = int(plan["tile_rows"]), int(plan["tile_columns"])
+    part, block = tuple(plan["part"]), tuple(plan["block"])
+    dim, grouped = int(plan["dim"]), bool(plan["grouped"])
+    across = cols // tile_cols
+    bm, bn = pow2(tile_rows, 16), pow2(tile_cols, 16)
+    bk = min(pow2(depth, 16), 64)
+    place = f"""\
+rr = (t // {across}) * {tile_rows} + tl.arange(0, {bm})  # (BM,) rows of the part
+cc = (t % {across}) * {tile_cols} + tl.arange(0, {bn})  # (BN,) columns
+rmask = tl.arange(0, {bm}) < {tile_rows}
+cmask = tl.arange(0, {bn}) < {tile_cols}
+mask = rmask[:, None] & cmask[None, :]
+at = rr[:, None] * {cols} + cc[None, :]"""
+    # A part's row -> the block's row: its digits over part[:-1] (last
+    # fastest), dim `dim` moved to destination `peer`'s block of it.
+    digits = [f"d{i}" for i in range(len(part) - 1)]
+    unravel = []
+    rest = "rr"
+    for i in reversed(range(len(part) - 1)):
+        unravel.append(f"{digits[i]} = {rest} % {part[i]}")
+        if i:
+            unravel.append(f"q{i} = {rest} // {part[i]}")
+            rest = f"q{i}"
+    unravel.append(f"d{dim} = d{dim} + peer * {part[dim]}")
+    local = digits[0]
+    for i in range(1, len(part) - 1):
+        local = f"({local}) * {block[i]} + {digits[i]}"
+    if grouped:
+        weights = f"""\
+    # rows of several groups in one tile: one product per group
+    g_lo = tl.min(tl.where(rmask, d0, {block[0]}))
+    g_hi = tl.max(tl.where(rmask, d0, -1))
+    for g in range(g_lo, g_hi + 1):
+        b = tl.load(
+            w + g * {depth * cols} + kk[:, None] * {cols} + cc[None, :],
+            mask=kmask[:, None] & cmask[None, :], other=0.0,
+        )  # (BK, BN)
+        if UPCAST:
+            b = b.to(tl.float32)
+        ag = tl.where((d0 == g)[:, None], a, tl.zeros_like(a))
+        acc += tl.dot(ag, b, input_precision=PRECISION)"""
+    else:
+        weights = f"""\
+    b = tl.load(
+        w + kk[:, None] * {cols} + cc[None, :],
+        mask=kmask[:, None] & cmask[None, :], other=0.0,
+    )  # (BK, BN)
+    if UPCAST:
+        b = b.to(tl.float32)
+    acc += tl.dot(a, b, input_precision=PRECISION)"""
+    compute = (
+        "\n".join(unravel)
+        + f"""
+local = {local}  # (BM,) rows of this rank's block
+acc = tl.zeros(({bm}, {bn}), dtype=tl.float32)  # (BM, BN)
+for k0 in range(0, {depth}, {bk}):
+    kk = k0 + tl.arange(0, {bk})
+    kmask = kk < {depth}
+    a = tl.load(
+        x + local[:, None] * {depth} + kk[None, :],
+        mask=rmask[:, None] & kmask[None, :], other=0.0,
+    )  # (BM, BK)
+    if UPCAST:
+        a = a.to(tl.float32)
+{weights}"""
+    )
+    doc = (
+        f"GEMM + all_to_all on {plan['world']} ranks: {plan['per_peer']} tile(s) of\n"
+        f"    {tile_rows}x{tile_cols} per destination's [{rows}, {cols}] part, "
+        f"K = {depth}\n    (coco_gpu.tile_plan)."
+    )
+    return all_to_all_kernel(
+        name, {**plan, "chunk": rows * cols}, "x, w", doc, place, compute
+    )
+
+
+IDENTITIES = {"sum": "0.0", "mean": "0.0", "max": 'float("-inf")'}
+"""How each pooling starts (mean sums, then divides)."""
+
+
+def embedding_all_to_all(name: str, kernel: gpu.FuncOp, plan: dict) -> KernelText:
+    """Embedding + all_to_all (DLRM): a tile is `bag_tile` bags of one
+    table for one destination, tile `t` bags `(t mod chunks)·bag_tile ..`
+    of table `t div chunks`; each bag pools its `length` rows in f32
+    (rounded once); an index out of range is counted and read as row 0, and
+    the host raises the op's message after the launch (`check_indices`)."""
+    if plan["rank_reads"]:
+        raise refused(
+            f"kernel @{name}: an embedding + all_to_all whose reads depend on the "
+            "rank (replicated operands, row-cut tables) has no Triton form yet",
+            kernel,
+        )
+    rows, width = int(plan["rows"]), int(plan["width"])
+    bags, all_bags = int(plan["bags"]), int(plan["all_bags"])
+    length, bag_tile = int(plan["length"]), int(plan["bag_tile"])
+    chunks, pooling = int(plan["chunks"]), str(plan["pooling"])
+    tile = bag_tile * width
+    bb, bd = pow2(bag_tile), pow2(width)
+    place = f"""\
+bb = tl.arange(0, {bb})  # (BB,) bags of the tile
+dd = tl.arange(0, {bd})  # (BD,) elements of a row
+bmask = bb < {bag_tile}
+mask = bmask[:, None] & (dd < {width})[None, :]
+at = t * {tile} + bb[:, None] * {width} + dd[None, :]"""
+    combine = "tl.maximum(acc, vals)" if pooling == "max" else "acc + vals"
+    mean = f"\nacc = acc / {length}" if pooling == "mean" else ""
+    message = repr(str(plan["message"]))
+    # An index out of range is counted (errors[INDEX_FAULTS]; the host raises the op's
+    # message after the launch) and reads row 0: never outside the table.
+    compute = f"""\
+table = t // {chunks}
+bag = peer * {bags} + (t % {chunks}) * {bag_tile} + bb  # (BB,) of {all_bags}
+acc = tl.full(({bb}, {bd}), {IDENTITIES[pooling]}, tl.float32)  # (BB, BD)
+for l in range({length}):
+    at_index = (table * {all_bags} + bag) * {length} + l
+    row = tl.load(indices + at_index, mask=bmask, other=0)
+    inside = (row >= 0) & (row < {rows})
+    outside = tl.sum((bmask & ~inside).to(tl.int32))
+    if outside > 0:
+        tl.atomic_add(errors + INDEX_FAULTS, outside.to(tl.int64))
+    row = tl.where(inside, row, 0)
+    vals = tl.load(
+        tables + (table * {rows} + row)[:, None] * {width} + dd[None, :],
+        mask=mask, other=0.0,
+    ).to(tl.float32)  # (BB, BD)
+    acc = {combine}{mean}"""
+    doc = (
+        f"Embedding + all_to_all on {plan['world']} ranks ({pooling}): "
+        f"{plan['per_peer']} tile(s)\n    of {bag_tile} bags x {width} per "
+        "destination (coco_gpu.tile_plan)."
+    )
+    return all_to_all_kernel(
+        name,
+        {**plan, "chunk": int(plan["per_peer"]) * tile},
+        "tables, indices",
+        doc,
+        place,
+        compute,
+        (f"world.check_indices({message})",),
+    )
 
 
 EMITTERS: dict[str, Callable[[str, gpu.FuncOp, dict], KernelText]] = {
     "gemm_all_to_all": gemm_all_to_all,
+    "embedding_all_to_all": embedding_all_to_all,
 }
 """Tile kernels by their plan's `kind`."""
 
@@ -368,6 +474,7 @@ class HostPrinter:
             + ", ".join(args)
             + f",\n        UPCAST=UPCAST, PRECISION={precision},\n    )"
         )
+        self.lines += [f"    {line}" for line in kernel.checks]
 
 
 TORCH_ELEMENT_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "f64": 8, "i32": 4, "i64": 8}

@@ -2,10 +2,10 @@
 Triton's interpreter, a process per rank over shared memory (docs/triton.md).
 
 The user-written fused GEMM + all_to_all (examples/triton_gemm_all_to_all.py)
-matches torch on 1/2/4/8 ranks over several launches; a ring of puts checks
-the primitives themselves, and fails when the put goes to the wrong peer; a
-rank that never launches, or dies mid-step, ends its peers' waits with an
-error naming the rank and the slot.
+matches torch on 1/2/4 ranks over several launches (8 by hand: `--world
+8`); a ring of puts checks the primitives themselves, and fails when the
+put goes to the wrong peer; a rank that never launches, or dies mid-step,
+ends its peers' waits with an error naming the rank and the slot.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def test_a_put_to_the_wrong_peer_is_caught() -> None:
     )
 
 
-@pytest.mark.parametrize("world", [1, 2, 4, 8])
+@pytest.mark.parametrize("world", [1, 2, 4])
 def test_the_fused_gemm_all_to_all_matches_torch(world: int) -> None:
     errors = ct.spawn(
         ex.check,
@@ -148,7 +148,7 @@ def absent_peer(ranks: ct.SymmetricWorld, sizes: dict) -> float:
 
 
 def test_a_peer_that_never_launches_times_out_with_the_slot() -> None:
-    with pytest.raises(ct.WaitTimeout) as raised:
+    with pytest.raises(ct.RanksFailed) as raised:
         ct.spawn(
             absent_peer, 2, nbytes=4 * 128 * 32, slots=ex.slots(2, **ex.SIZES),
             args=(ex.SIZES,), timeout_s=60,
@@ -168,7 +168,7 @@ def killed_mid_step(ranks: ct.SymmetricWorld, sizes: dict) -> float:
 
 
 def test_a_rank_killed_mid_step_is_named_and_its_peers_time_out() -> None:
-    with pytest.raises(ct.WaitTimeout) as raised:
+    with pytest.raises(ct.RanksFailed) as raised:
         ct.spawn(
             killed_mid_step, 2, nbytes=4 * 128 * 32, slots=ex.slots(2, **ex.SIZES),
             args=(ex.SIZES,), timeout_s=60,

@@ -1,6 +1,6 @@
 // DEFINE: %{examples} = %S/../../../../examples
 // RUN: coconet-opt %{examples}/moe_gemm_a2a.mlir -p 'coco-optimize,convert-coco-to-gpu{world=2}' -t triton | filecheck %s
-// RUN: not coconet-opt %{examples}/dlrm_embedding.mlir -p 'coco-optimize,convert-coco-to-gpu{world=2}' -t triton 2>&1 | filecheck %s --check-prefix=REFUSED
+// RUN: not coconet-opt %{examples}/gemv_allreduce.mlir -p 'coco-optimize,convert-coco-to-gpu{world=2}' -t triton 2>&1 | filecheck %s --check-prefix=REFUSED
 // RUN: not coconet-opt %{examples}/moe_gemm_a2a.mlir -t triton 2>&1 | filecheck %s --check-prefix=LEVEL
 // The triton target prints the GEMM + all_to_all tile kernel from its plan's
 // record (coco_gpu.tile_plan): the same tiles, destinations r+1, r+2, ..., r,
@@ -14,7 +14,8 @@
 // CHECK:      d1 = d1 + peer * 4
 // CHECK:      acc += tl.dot(ag, b, input_precision=PRECISION)
 // CHECK:      cl.wait(pad_ptrs, rank, ready + peer, epoch, errors, max_spins)
-// CHECK-NEXT: cl.put(buffer_ptrs, peer, recv_offset + at, tile, mask=mask)
+// CHECK-NEXT: into = recv_offset + rank * 1024 + at
+// CHECK-NEXT: cl.put(buffer_ptrs, peer, into, tile, mask=mask)
 // CHECK-NEXT: cl.signal(pad_ptrs, peer, tile_slots + rank * 1 + t, epoch)
 // CHECK:      def coco_moe_gemm_a2a(world: ct.SymmetricWorld, tokens, w, result0) -> None:
 // CHECK:      epoch = world.next_epoch()
@@ -22,6 +23,6 @@
 // CHECK-NEXT: moe_gemm_a2a_experts_fused_0[(3,)](
 // CHECK:      world.check_waits()
 
-// REFUSED: error: 'gpu.func' op -t triton: kernel @dlrm_embedding_lookup_fused_0: the embedding_all_to_all operator has no Triton form yet
+// REFUSED: error: 'gpu.func' op -t triton: kernel @gemv_allreduce_proj_fused_0: the gemv_all_reduce operator has no Triton form yet
 
 // LEVEL: error: -t triton: the module is not at the device level
