@@ -98,18 +98,17 @@ class Machine:
         return self.gpus_per_node * self.nodes
 
     def with_nodes(self, nodes: int) -> Machine:
-        """The same cluster cut to its first `nodes` nodes (a scale-out
-        sweep's points): the per-GPU links stay, the fabric being
-        non-blocking."""
+        """The same cluster cut to its first `nodes` nodes, named
+        `NAME/nodes` (a scale-out sweep's points): the per-GPU links stay,
+        the fabric being non-blocking."""
         if not 1 <= nodes <= self.nodes:
             raise CocoError(
                 f"machine '{self.name}' has {self.nodes} nodes; cannot take {nodes}"
             )
-        gpus = nodes * self.gpus_per_node
         return replace(
             self,
-            name=f"{self.name.split('x')[0]}x{gpus}{'-ib' if nodes > 1 else ''}",
-            description=f"{nodes} node(s) of {self.name}",
+            name=f"{self.name}/{nodes}",
+            description=f"the first {nodes} node(s) of {self.name}",
             nodes=nodes,
             network=self.network if nodes > 1 else None,
         )

@@ -28,6 +28,7 @@ import traceback
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from queue import Empty
 from typing import Any
 
 import torch
@@ -212,14 +213,6 @@ def shared_memory_world(
     )
 
 
-@dataclass(frozen=True)
-class RankFailed:
-    """What a rank of `spawn` raised, as text (it crossed a process)."""
-
-    rank: int
-    message: str
-
-
 def _run_rank(
     queue: Any,
     fn: Callable[..., Any],
@@ -302,7 +295,7 @@ def spawn(
 def _collect(queue: Any, results: dict[int, Any], failures: dict[int, str]) -> None:
     try:
         rank, ok, value = queue.get(timeout=0.05)
-    except Exception:  # queue.Empty
+    except Empty:
         return
     (results if ok else failures)[rank] = value
 

@@ -39,9 +39,10 @@ def test_the_cluster_presets() -> None:
 
 def test_sub_clusters_keep_the_links() -> None:
     two = CLUSTER.with_nodes(2)
-    assert (two.name, two.nodes, two.network) == ("h100x16-ib", 2, CLUSTER.network)
+    assert (two.name, two.nodes, two.gpus) == ("h100x1024-ib/2", 2, 16)
+    assert (two.network, two.rails) == (CLUSTER.network, True)
     one = CLUSTER.with_nodes(1)
-    assert (one.name, one.nodes, one.network) == ("h100x8", 1, None)
+    assert (one.name, one.nodes, one.network) == ("h100x1024-ib/1", 1, None)
     with pytest.raises(CocoError, match="has 128 nodes; cannot take 256"):
         CLUSTER.with_nodes(256)
 
