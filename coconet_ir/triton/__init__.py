@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Container, MutableMapping
 
 from coconet_ir.diagnostics import CocoError
 
@@ -25,17 +26,27 @@ def _has_gpu() -> bool:
     return torch.cuda.is_available()
 
 
-if "TRITON_INTERPRET" not in os.environ and not _has_gpu():
-    if "triton" in sys.modules:
-        # triton.language's own jit functions (tl.zeros, ...) were made for a
-        # GPU when it was imported: an interpreted kernel would fail inside.
+def choose_interpreter(
+    environ: MutableMapping[str, str], imported: Container[str], has_gpu: bool
+) -> None:
+    """Set TRITON_INTERPRET=1 in `environ` where there is no GPU (unless it
+    is set); a CocoError if `triton` is already `imported` without it:
+    triton.language's own jit functions (tl.zeros, ...) were made for a GPU
+    when it was imported, and an interpreted kernel would fail inside."""
+    if "TRITON_INTERPRET" in environ or has_gpu:
+        return
+    if "triton" in imported:
         raise CocoError(
             "coconet_ir.triton: there is no GPU, so kernels must run under Triton's "
             "interpreter, but triton was imported before coconet_ir.triton without "
             "TRITON_INTERPRET=1: set TRITON_INTERPRET=1, or import coconet_ir.triton "
             "first"
         )
-    os.environ["TRITON_INTERPRET"] = "1"
+    environ["TRITON_INTERPRET"] = "1"
+
+
+if "TRITON_INTERPRET" not in os.environ:
+    choose_interpreter(os.environ, sys.modules, _has_gpu())
 
 from coconet_ir.triton import language  # noqa: E402
 from coconet_ir.triton.world import (  # noqa: E402

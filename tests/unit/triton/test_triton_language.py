@@ -230,17 +230,14 @@ def test_a_view_that_does_not_fit_is_refused() -> None:
 
 
 def test_triton_imported_first_without_a_gpu_is_a_clear_error() -> None:
-    import subprocess
+    from coconet_ir.triton import choose_interpreter
 
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run(
-        [sys.executable, "-c", "import triton; import coconet_ir.triton"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if os.path.exists("/dev/nvidia0"):
-        pytest.skip("a GPU: kernels compile for it, nothing to refuse")
-    assert done.returncode != 0
-    assert "import coconet_ir.triton first" in done.stderr
+    environ: dict[str, str] = {}
+    choose_interpreter(environ, set(), has_gpu=False)
+    assert environ == {"TRITON_INTERPRET": "1"}
+    environ = {}
+    choose_interpreter(environ, set(), has_gpu=True)
+    assert environ == {}  # kernels compile for the GPU
+    with pytest.raises(CocoError, match=r"import coconet_ir\.triton first"):
+        choose_interpreter({}, {"triton"}, has_gpu=False)
+    choose_interpreter({"TRITON_INTERPRET": "0"}, {"triton"}, has_gpu=False)  # as set
