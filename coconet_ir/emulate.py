@@ -57,11 +57,22 @@ class Lowered:
 
     @property
     def symmetric_bytes(self) -> int:
-        return _module_int(self.device, "coco_gpu.symmetric_bytes")
+        return symmetric_bytes(self.device)
 
     @property
     def signal_slots(self) -> int:
-        return _module_int(self.device, "coco_gpu.signal_slots")
+        return signal_slots(self.device)
+
+
+def symmetric_bytes(device: ModuleOp) -> int:
+    """The symmetric workspace every rank of a device-level module needs
+    (the lowering's `coco_gpu.symmetric_bytes`)."""
+    return _module_int(device, "coco_gpu.symmetric_bytes")
+
+
+def signal_slots(device: ModuleOp) -> int:
+    """The signal-pad slots every rank needs (`coco_gpu.signal_slots`)."""
+    return _module_int(device, "coco_gpu.signal_slots")
 
 
 def _module_int(module: ModuleOp, name: str) -> int:
@@ -80,13 +91,26 @@ def lower(
     with `threads` threads per block (`ranks_per_node` to a node, 0: all on
     one; docs/gpu/device.md, "Several nodes") and print it as CUDA C."""
     from coconet_ir.backend.cuda import emit_cuda
+
+    optimized, device = lower_to_device(module, world, passes, threads, ranks_per_node)
+    return Lowered(optimized, device, emit_cuda(device))
+
+
+def lower_to_device(
+    module: ModuleOp,
+    world: int,
+    passes: str = DEFAULT_PASSES,
+    threads: int = 256,
+    ranks_per_node: int = 0,
+) -> tuple[ModuleOp, ModuleOp]:
+    """`lower`'s two IR levels, without the CUDA C: the optimized copy of
+    `module` and the device level (the `triton` target prints that)."""
     from coconet_ir.pipeline import Pipeline
 
     optimized = Pipeline(passes)(module) if passes else module.clone()
     nodes = f" ranks_per_node={ranks_per_node}" if ranks_per_node else ""
     conversion = f"convert-coco-to-gpu{{world={world} threads={threads}{nodes}}}"
-    device = Pipeline([conversion])(optimized)
-    return Lowered(optimized, device, emit_cuda(device))
+    return optimized, Pipeline([conversion])(optimized)
 
 
 @dataclass
@@ -299,28 +323,25 @@ def run_triton(
     ir.verify(module)
     functions = select_functions(module, entry)
     fed = prepare_inputs(functions, world, seed, inputs)
-    lowered = lower(module, world, passes)
-    stages = PipelineChannels.of(lowered.coco).stage_indices()
+    coco_level, device = lower_to_device(module, world, passes)
+    stages = PipelineChannels.of(coco_level).stage_indices()
     if any(stages.values()):
         raise ir.CocoError("--backend triton runs one stage (no pipelines yet)")
-    text = printer.emit_triton(lowered.device)
-    path = write_module(text)
-    optimized = {f.sym_name.data: f for f in lowered.coco.ops if isinstance(f, FuncOp)}
+    path = write_module(printer.emit_triton(device))
+    optimized = {f.sym_name.data: f for f in coco_level.ops if isinstance(f, FuncOp)}
     names = [f.sym_name.data for f in functions]
-    per_rank = []
-    for rank in range(world):
-        rank_calls = []
-        for _ in range(calls):
-            for name in names:
-                buffers = arguments_of(optimized[name], fed, world, rank)
-                wanted = [i for _, _, i in output_buffers(optimized[name])]
-                rank_calls.append((name, buffers, wanted))
-        per_rank.append(rank_calls)
+    wanted = {
+        name: [i for _, _, i in output_buffers(optimized[name])] for name in names
+    }
+    entries = [
+        [(name, arguments_of(optimized[name], fed, world, rank)) for name in names]
+        for rank in range(world)
+    ]
     results = spawn(
-        lambda ranks: run_rank(ranks, path, per_rank[ranks.rank]),
+        lambda ranks: run_rank(ranks, path, entries[ranks.rank], wanted, calls),
         world,
-        nbytes=max(lowered.symmetric_bytes, 1),
-        slots=max(lowered.signal_slots, 1),
+        nbytes=max(symmetric_bytes(device), 1),
+        slots=max(signal_slots(device), 1),
         timeout_s=timeout,
     )
     outputs = {}

@@ -28,6 +28,7 @@ import traceback
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from math import prod
 from queue import Empty
 from typing import Any
 
@@ -106,11 +107,9 @@ class SymmetricWorld:
         self, offset: int, shape: Sequence[int], dtype: torch.dtype
     ) -> torch.Tensor:
         """`shape` elements of `dtype` of this rank's buffer from byte `offset`."""
-        count = 1
-        for extent in shape:
-            count *= extent
-        size = count * torch.empty((), dtype=dtype).element_size()
-        if offset % size_of(dtype) or offset + size > self.buffer.numel():
+        element = size_of(dtype)
+        size = prod(shape) * element
+        if offset % element or offset + size > self.buffer.numel():
             raise CocoError(
                 f"symmetric buffer of {self.buffer.numel()} bytes: a view of "
                 f"{tuple(shape)} {dtype} at byte {offset} does not fit or is not "

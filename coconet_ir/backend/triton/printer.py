@@ -35,19 +35,11 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Operation, SSAValue
 
+from coconet_ir.backend.cuda.printer import signal_slots, symmetric_bytes
 from coconet_ir.diagnostics import CocoError
 from coconet_ir.dialects import coco_gpu
+from coconet_ir.dialects.coco import ElementType, element_info
 from coconet_ir.dialects.coco_gpu import TILE_PLAN_ATTR, PeersType
-
-TORCH_DTYPES = {
-    "f32": "torch.float32",
-    "f16": "torch.float16",
-    "bf16": "torch.bfloat16",
-    "f64": "torch.float64",
-    "i32": "torch.int32",
-    "i64": "torch.int64",
-}
-"""Element types a Triton kernel's buffers may have, as torch dtypes."""
 
 PEER_ARGS = ("buffer_ptrs", "pad_ptrs", "errors", "max_spins")
 """What a kernel's `!coco_gpu.peers` argument becomes: the world's pointer
@@ -78,8 +70,14 @@ the kernels convert tiles to f32 before it (the same f32 accumulation)."""
 '''
 
 
-RESERVED = frozenset({"os", "torch", "ct", "triton", "tl", "cl", "world", "UPCAST"})
-"""Names the generated module's globals and host functions take."""
+RESERVED = frozenset(
+    {
+        *("os", "torch", "ct", "triton", "tl", "cl", "world"),
+        *("INDEX_FAULTS", "UPCAST", "SYMMETRIC_BYTES", "SIGNAL_SLOTS"),
+    }
+)
+"""Names the generated module's globals and host functions take (`HEADER`,
+`emit_triton`)."""
 
 
 def identifier(hint: str | None, fallback: str = "v") -> str:
@@ -96,12 +94,14 @@ def refused(what: str, where: Operation | None = None) -> CocoError:
     return CocoError(f'-t triton: {what} (docs/triton.md, "The triton target")', where)
 
 
-def element_name(t: Attribute) -> str:
-    """`f32`, `bf16`, ... of a memref's element type (a CocoError else)."""
-    name = str(t)
-    if name not in TORCH_DTYPES:
-        raise refused(f"no Triton buffers of element type {name}")
-    return name
+def element_of(t: Attribute) -> ElementType:
+    """The element-type table's row of a buffer's element type (a CocoError
+    for a type that is not a coco element type). Its numpy name is its torch
+    dtype's too (`float32`, `bfloat16`, ...)."""
+    try:
+        return element_info(t)
+    except ValueError:
+        raise refused(f"no Triton buffers of element type {t}") from None
 
 
 def pow2(n: int, least: int = 1) -> int:
@@ -139,9 +139,10 @@ def plan_of(kernel: gpu.FuncOp) -> dict[str, int | tuple[int, ...] | str]:
 
 @dataclass
 class KernelText:
-    """A printed kernel: its Python text and the Triton arguments its
-    launch passes, from the CUDA kernel's (`peers` expanded to `PEER_ARGS`,
-    a symmetric buffer followed by its element offset)."""
+    """A printed kernel: its name, its Python text, its grid (one program
+    per work item) and what the host checks after a launch. A launch passes
+    the CUDA kernel's arguments, `peers` expanded to `PEER_ARGS` and a
+    symmetric buffer followed by its element offset (`HostPrinter.launch`)."""
 
     name: str
     text: str
@@ -439,13 +440,12 @@ class HostPrinter:
             case coco_gpu.SymmetricBufferOp():
                 t = op.result.type
                 assert isinstance(t, MemRefType)
-                element = element_name(t.element_type)
+                element = element_of(t.element_type)
                 offset = op.offset.value.data
-                size = TORCH_ELEMENT_BYTES[element]
-                self.offsets[op.result] = offset // size
+                self.offsets[op.result] = offset // element.bytes
                 self.lines.append(
                     f"    {self.name(op.result)} = world.view({offset}, "
-                    f"({prod(t.get_shape())},), {TORCH_DTYPES[element]})"
+                    f"({prod(t.get_shape())},), torch.{element.numpy_name})"
                 )
             case gpu.LaunchFuncOp():
                 self.launch(op)
@@ -468,16 +468,12 @@ class HostPrinter:
             args.append(self.names[value])
             if value in self.offsets:
                 args.append(str(self.offsets[value]))
-        precision = '"ieee"'
         self.lines.append(
             f"    {kernel.name}[({kernel.grid},)](\n        "
             + ", ".join(args)
-            + f",\n        UPCAST=UPCAST, PRECISION={precision},\n    )"
+            + ',\n        UPCAST=UPCAST, PRECISION="ieee",\n    )'
         )
         self.lines += [f"    {line}" for line in kernel.checks]
-
-
-TORCH_ELEMENT_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "f64": 8, "i32": 4, "i64": 8}
 
 
 def host_function(op: func.FuncOp, kernels: dict[str, KernelText]) -> str:
@@ -494,11 +490,6 @@ def host_function(op: func.FuncOp, kernels: dict[str, KernelText]) -> str:
     )
     signature = f"def coco_{name}(world: ct.SymmetricWorld, {', '.join(args)}) -> None:"
     return "\n".join([signature, doc, *printer.lines])
-
-
-def module_int(module: ModuleOp, name: str) -> int:
-    attr = module.attributes.get(name)
-    return attr.value.data if isinstance(attr, IntegerAttr) else 0
 
 
 def emit_triton(module: ModuleOp) -> str:
@@ -524,8 +515,8 @@ def emit_triton(module: ModuleOp) -> str:
     out = StringIO()
     out.write(HEADER)
     out.write(
-        f"\nSYMMETRIC_BYTES = {module_int(module, 'coco_gpu.symmetric_bytes')}\n"
-        f"SIGNAL_SLOTS = {module_int(module, 'coco_gpu.signal_slots')}\n"
+        f"\nSYMMETRIC_BYTES = {symmetric_bytes(module)}\n"
+        f"SIGNAL_SLOTS = {signal_slots(module)}\n"
         '"""What every rank\'s world needs (`ct.spawn`/`ct.open_world`)."""\n'
     )
     for kernel in kernels.values():

@@ -1,6 +1,7 @@
 """A rank's side of a run through the `triton` target
 (`coconet_ir.emulate.run_triton`, docs/triton.md): the printed module as an
-importable file, the rank's buffers as torch tensors, its entry calls.
+importable file, the rank's buffers as torch tensors (`backend.tensors`),
+its entry calls.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from coconet_ir.backend.tensors import array_of, tensor_of
 from coconet_ir.backend.triton.printer import identifier
 
 CACHE = Path.home() / ".cache" / "coconet-ir" / "triton"
@@ -42,32 +44,25 @@ def import_module(path: Path) -> ModuleType:
     return module
 
 
-def to_torch(array: np.ndarray) -> Any:
-    """A torch tensor sharing `array`'s memory (bf16 through its bits)."""
-    import torch
-
-    if array.dtype.name == "bfloat16":
-        return torch.from_numpy(array.view(np.uint16)).view(torch.bfloat16)
-    return torch.from_numpy(array)
-
-
-def from_torch(tensor: Any, like: np.ndarray) -> np.ndarray:
-    if like.dtype.name == "bfloat16":
-        import torch
-
-        return tensor.view(torch.int16).numpy().view(like.dtype).copy()
-    return tensor.numpy().copy()
-
-
 def run_rank(
-    world: Any, path: Path, calls: list[tuple[str, list[np.ndarray], list[int]]]
+    world: Any,
+    path: Path,
+    entries: list[tuple[str, list[np.ndarray]]],
+    wanted: dict[str, list[int]],
+    calls: int,
 ) -> dict[str, list[np.ndarray]]:
-    """One rank: every call of its entry points; the output buffers of the
-    last call of each (by entry name)."""
+    """One rank: its entry points in order, `calls` times on the same
+    buffers (updated parameters carry over, as in `emulate`); the buffers
+    `wanted` of each entry (by name) after the last call."""
     module = import_module(path)
-    outputs: dict[str, list[np.ndarray]] = {}
-    for name, buffers, wanted in calls:
-        tensors = [to_torch(b) for b in buffers]
-        getattr(module, f"coco_{identifier(name)}")(world, *tensors)
-        outputs[name] = [from_torch(tensors[i], buffers[i]) for i in wanted]
-    return outputs
+    tensors = {name: [tensor_of(b) for b in buffers] for name, buffers in entries}
+    for _ in range(calls):
+        for name, _buffers in entries:
+            getattr(module, f"coco_{identifier(name)}")(world, *tensors[name])
+    return {
+        name: [
+            array_of(tensors[name][i], buffers[i].dtype, buffers[i].shape)
+            for i in wanted[name]
+        ]
+        for name, buffers in entries
+    }
