@@ -50,6 +50,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
 
 from coconet_ir.backend.cuda import runtime_dir
+from coconet_ir.backend.tensors import array_of, tensor_of
 from coconet_ir.diagnostics import CocoError
 from coconet_ir.dialects import coco
 from coconet_ir.dialects.coco.element_types import ElementType, element_info
@@ -529,17 +530,16 @@ class _EmuRank:
 
 def to_numpy(tensor: Any, spec: OpTensor) -> np.ndarray:
     """A tensor's values as the interpreter holds them (bit for bit: bf16 as
-    ml_dtypes' bfloat16)."""
-    raw = tensor.detach().cpu().contiguous().reshape(-1).view(_torch().uint8)
-    return raw.numpy().view(spec.element.storage).reshape(spec.shape).copy()
+    ml_dtypes' bfloat16; `backend.tensors`)."""
+    _torch()
+    return array_of(tensor, spec.element.storage, spec.shape)
 
 
 def from_numpy(array: np.ndarray, spec: OpTensor, device: Any = "cpu") -> Any:
     """A tensor of `spec`'s dtype and shape holding `array` (bit for bit)."""
-    torch = _torch()
-    flat = np.ascontiguousarray(array, dtype=spec.element.storage).reshape(-1)
-    raw = torch.from_numpy(flat.view(np.uint8).copy())
-    return raw.view(spec.dtype).reshape(spec.shape).to(device)
+    _torch()
+    held = np.asarray(array, dtype=spec.element.storage).reshape(spec.shape)
+    return tensor_of(held).to(device)
 
 
 # ---------------------------------------------------------------------------
