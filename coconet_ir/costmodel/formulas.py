@@ -22,6 +22,14 @@ def link_bytes_per_s(world: int, machine: Machine) -> float:
     return machine.link(world).bytes_per_s * machine.efficiency.link
 
 
+def network_share(world: int, machine: Machine) -> float:
+    """Of what a rank spreads evenly over its `world - 1` peers, the part for
+    peers on other nodes: (N-G)/(N-1) with `G` ranks to a node (0 inside one
+    node)."""
+    g = machine.gpus_per_node
+    return (world - g) / (world - 1) if world > g else 0.0
+
+
 def exchange_s(sent: float, world: int, machine: Machine) -> float:
     """`sent` bytes a rank spreads evenly over its `world - 1` peers (an
     all_to_all, a fused kernel's peer stores) at the links' speed. Inside a
@@ -35,7 +43,7 @@ def exchange_s(sent: float, world: int, machine: Machine) -> float:
     if world <= g or machine.network is None:
         return sent / link_bytes_per_s(world, machine)
     efficiency = machine.efficiency.link
-    network = sent * (world - g) / (world - 1)
+    network = sent * network_share(world, machine)
     nvlink = sent - network
     if machine.rails:
         nvlink += network * (g - 1) / g

@@ -598,6 +598,7 @@ def node_counts(nodes: int) -> list[int]:
 def scale_out(workload: Workload, machine: Machine) -> list[ScalePoint]:
     """The library-based and the fused program at each node count of
     `machine` (its first 1, 2, 4, ... nodes), predicted by the cost model."""
+    from coconet_ir.costmodel.formulas import network_share
     from coconet_ir.dialects.coco import FusionOp
     from coconet_ir.pipeline import Pipeline
 
@@ -610,7 +611,6 @@ def scale_out(workload: Workload, machine: Machine) -> list[ScalePoint]:
         module = with_world(workload.scale_out.build(world), world)
         library = Pipeline(library_schedule)(module)
         fused = Pipeline(fused_schedule)(module)
-        g = part.gpus_per_node
         points.append(
             ScalePoint(
                 nodes,
@@ -618,7 +618,7 @@ def scale_out(workload: Workload, machine: Machine) -> list[ScalePoint]:
                 total_time(predict(library, part, world)),
                 total_time(predict(fused, part, world)),
                 any(isinstance(op, FusionOp) for op in fused.walk()),
-                (world - g) / (world - 1) if world > 1 else 0.0,
+                network_share(world, part),
             )
         )
     return points
