@@ -873,6 +873,23 @@ class GemvAllReduce(TilePlan[MatmulOp]):
         tile), SLICE (per tile and slice but its last)."""
         return self.world + self.world * self.tiles + self.tiles * self.slices
 
+    def record(self) -> dict[str, int | Sequence[int] | str]:
+        """The GEMV (`rows` x `depth` (K/N) times `depth` x `columns`), its
+        tiles (`tiles` of `tile_columns`, `per_rank` reduced by each rank,
+        tile `c` by rank `c mod N`) and the split-K slices of the CUDA C
+        kernel (`slices`: its symmetric buffers and slots READY, PARTIAL,
+        DONE, SLICE)."""
+        return {
+            **super().record(),
+            "rows": self.rows,
+            "columns": self.columns,
+            "depth": self.depth,
+            "tile_columns": self.tile_columns,
+            "tiles": self.tiles,
+            "per_rank": self.per_rank,
+            "slices": self.slices,
+        }
+
     def build(self, lowering: Lowering, name: str) -> gpu.FuncOp:
         plan = self
         world, rows, cols = plan.world, plan.rows, plan.columns

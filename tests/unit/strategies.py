@@ -993,9 +993,21 @@ def step_names() -> st.SearchStrategy[str]:
     )
 
 
-def run_steps(s: StageBuilder, max_steps: int, min_steps: int = 1) -> None:
-    names = s.draw(st.lists(step_names(), min_size=min_steps, max_size=max_steps))
-    for name in names:
+ELEMENTWISE_STEPS = ("binary", "unary", "select", "convert", "dropout", "int")
+"""The steps of one op each that lower to map kernels alone (no collective,
+reduction or matmul): `elementwise_programs`."""
+
+
+def run_steps(
+    s: StageBuilder,
+    max_steps: int,
+    min_steps: int = 1,
+    names: st.SearchStrategy[str] | None = None,
+) -> None:
+    """Up to `max_steps` steps, drawn from `names` (else `step_names`)."""
+    names_ = names if names is not None else step_names()
+    steps = s.draw(st.lists(names_, min_size=min_steps, max_size=max_steps))
+    for name in steps:
         STEPS[name](s)
 
 
@@ -1128,6 +1140,19 @@ def programs(draw: DrawFn, *, max_steps: int = 6, pipelines: bool = True) -> Pro
     verify(module)
     rtol, atol = tolerances(module)
     return Program(module, worlds, rtol, atol)
+
+
+@st.composite
+def elementwise_programs(draw: DrawFn, *, max_steps: int = 6) -> Program:
+    """A verified module of one function of up to `max_steps` elementwise
+    steps (`ELEMENTWISE_STEPS`: arithmetic, conversions, select, dropout,
+    i32), whose lowering is map kernels only (what every backend runs)."""
+    stage = StageBuilder(draw, "main", draw(float_type_names()))
+    run_steps(stage, max_steps, names=st.sampled_from(ELEMENTWISE_STEPS))
+    module = ModuleOp([stage.build()])
+    verify(module)
+    rtol, atol = tolerances(module)
+    return Program(module, WORLDS, rtol, atol)
 
 
 def scaled_examples(base: int) -> int:

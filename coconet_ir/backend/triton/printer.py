@@ -16,8 +16,6 @@ them; nothing is printed then.
 
 from __future__ import annotations
 
-import keyword
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from io import StringIO
@@ -36,6 +34,8 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from coconet_ir.backend.cuda.printer import signal_slots, symmetric_bytes
+from coconet_ir.backend.triton.elementwise import BLOCK, HELPERS, map_kernel
+from coconet_ir.backend.triton.names import identifier
 from coconet_ir.diagnostics import CocoError
 from coconet_ir.dialects import coco_gpu
 from coconet_ir.dialects.coco import ElementType, element_info
@@ -64,30 +64,13 @@ from coconet_ir.triton import language as cl
 INDEX_FAULTS = tl.constexpr(ct.world.INDEX_FAULTS)
 """Where in a world's `errors` the kernels count indices out of range."""
 
+INTERPRETED = tl.constexpr(bool(os.environ.get("TRITON_INTERPRET")))
+"""Whether the kernels run under Triton's interpreter (`to_bf16`)."""
+
 UPCAST = bool(os.environ.get("TRITON_INTERPRET"))
 """Triton's interpreter multiplies bf16 and f16 blocks wrongly in tl.dot: there
 the kernels convert tiles to f32 before it (the same f32 accumulation)."""
 '''
-
-
-RESERVED = frozenset(
-    {
-        *("os", "torch", "ct", "triton", "tl", "cl", "world"),
-        *("INDEX_FAULTS", "UPCAST", "SYMMETRIC_BYTES", "SIGNAL_SLOTS"),
-    }
-)
-"""Names the generated module's globals and host functions take (`HEADER`,
-`emit_triton`)."""
-
-
-def identifier(hint: str | None, fallback: str = "v") -> str:
-    """A Python identifier from an SSA name hint or a symbol."""
-    name = re.sub(r"\W", "_", hint or "") or fallback
-    if name[0].isdigit():
-        name = f"v{name}"
-    if keyword.iskeyword(name) or name in RESERVED:
-        name = f"{name}_"
-    return name
 
 
 def refused(what: str, where: Operation | None = None) -> CocoError:
@@ -118,7 +101,8 @@ def plan_of(kernel: gpu.FuncOp) -> dict[str, int | tuple[int, ...] | str]:
     if not isinstance(record, DictionaryAttr):
         raise refused(
             f"kernel @{kernel.sym_name.data} has no Triton form yet: the target "
-            "prints the tile-granular fused operators (a coco_gpu.tile_plan)",
+            "prints the tile-granular fused operators (a coco_gpu.tile_plan) "
+            "and map kernels (one grid-stride loop)",
             kernel,
         )
     plan: dict[str, int | tuple[int, ...] | str] = {}
@@ -146,9 +130,16 @@ class KernelText:
 
     name: str
     text: str
-    grid: int
+    grid: str
+    """Programs per launch: a Python expression, `{i}` the launch's `i`-th
+    operand (a map kernel's element count)."""
     checks: tuple[str, ...] = ()
     """Host lines after each launch (a fault the kernel counted)."""
+    options: str = 'UPCAST=UPCAST, PRECISION="ieee"'
+    """The launch's constexpr arguments."""
+    offsets: bool = True
+    """Whether a symmetric buffer argument is followed by its offset (the
+    tile kernels' puts address peers' copies of it by element)."""
 
 
 def indent(text: str, spaces: int = 8) -> str:
@@ -216,7 +207,7 @@ def {name}(
         at = source * {chunk} + at
         tl.store(out + at, tl.load(recv + at, mask=mask), mask=mask)
 '''
-    return KernelText(name, text, (2 * world - 1) * per_peer, checks)
+    return KernelText(name, text, str((2 * world - 1) * per_peer), checks)
 
 
 def gemm_all_to_all(name: str, kernel: gpu.FuncOp, plan: dict) -> KernelText:
@@ -308,6 +299,114 @@ for k0 in range(0, {depth}, {bk}):
     )
 
 
+def gemv_all_reduce(name: str, kernel: gpu.FuncOp, plan: dict) -> KernelText:
+    """GEMV + all_reduce (docs/gpu/tile-kernels.md, "GEMV + all_reduce"):
+    the output's columns in `tiles` tiles of `rows x tile_columns`, tile `c`
+    reduced by rank `c mod N`, the CUDA C kernel's slots (READY, PARTIAL,
+    DONE). A program per work item, in the order their waits need (a wait
+    is on another rank or on an earlier program of this launch): programs
+    `< N·P` compute the partial of a tile over this rank's K/N for its owner
+    (owners r+1, r+2, ..., r, as the CUDA C kernel visits them) and put it
+    at row r of the owner's `partials`; the next `P` reduce this rank's own
+    tiles in rank order (f32) into every rank's `gather`; the last `tiles`
+    copy each tile once reduced. A program sums a whole tile's K/N itself
+    (the CUDA C kernel's split-K `slices` and their buffer go unused)."""
+    world, rows, cols = int(plan["world"]), int(plan["rows"]), int(plan["columns"])
+    depth, width = int(plan["depth"]), int(plan["tile_columns"])
+    tiles, per_rank, slices = (
+        int(plan["tiles"]),
+        int(plan["per_rank"]),
+        int(plan["slices"]),
+    )
+    br, bw = pow2(rows), pow2(width)
+    bk = max(16, min(pow2(depth, 16), 8192 // (br * bw)))
+    size = rows * cols
+    sliced = "sliced, sliced_offset, " if slices > 1 else ""
+    partial = f"""# the partial of tile c over this rank's K/N, summed in f32
+acc = tl.zeros(({br}, {bw}), dtype=tl.float32)
+for k0 in range(0, {depth}, {bk}):
+    kk = k0 + tl.arange(0, {bk})
+    kmask = kk < {depth}
+    a = tl.load(
+        x + rr[:, None] * {depth} + kk[None, :],
+        mask=rmask[:, None] & kmask[None, :], other=0.0,
+    ).to(tl.float32)  # ({br}, {bk})
+    b = tl.load(
+        w + kk[:, None] * {cols} + c * {width} + cc[None, :],
+        mask=kmask[:, None] & cmask[None, :], other=0.0,
+    ).to(tl.float32)  # ({bk}, {bw})
+    acc += tl.sum(a[:, :, None] * b[None, :, :], axis=1)
+part = acc.to(out.dtype.element_ty)"""
+    if world == 1:  # the partial is the result
+        body = f"""    c = pid
+    at = rr[:, None] * {cols} + c * {width} + cc[None, :]
+{indent(partial, 4)}
+    tl.store(out + at, part, mask=mask)"""
+        grid = tiles
+    else:
+        body = f"""    ready = slots  # READY + source
+    partial_slots = slots + {world}  # PARTIAL + source * {tiles} + tile
+    done_slots = slots + {world + world * tiles}  # DONE + tile
+    # 0. Program 0 opens this rank's buffers to every peer.
+    if pid == 0:
+        for k in range(1, {world}):
+            cl.signal(pad_ptrs, (rank + k) % {world}, ready + rank, epoch)
+    if pid < {world * per_rank}:
+        # 1. The partial of tile c for its owner, at row `rank` of its partials.
+        owner = (rank + pid // {per_rank} + 1) % {world}
+        c = owner + (pid % {per_rank}) * {world}
+        at = rr[:, None] * {cols} + c * {width} + cc[None, :]
+{indent(partial)}
+        into = rank * {size} + at
+        if owner == rank:
+            tl.store(partials + into, part, mask=mask)
+        else:
+            cl.wait(pad_ptrs, rank, ready + owner, epoch, errors, max_spins)
+            cl.put(buffer_ptrs, owner, partials_offset + into, part, mask=mask)
+        cl.signal(pad_ptrs, owner, partial_slots + rank * {tiles} + c, epoch)
+    elif pid < {world * per_rank + per_rank}:
+        # 2. This rank's tile c: every rank's partial, added in rank order,
+        #    into every rank's gather (own first, then r+1, r+2, ...).
+        c = rank + (pid - {world * per_rank}) * {world}
+        at = rr[:, None] * {cols} + c * {width} + cc[None, :]
+        total = tl.zeros(({br}, {bw}), dtype=tl.float32)
+        for source in range({world}):
+            landed = partial_slots + source * {tiles} + c
+            cl.wait(pad_ptrs, rank, landed, epoch, errors, max_spins)
+            total += tl.load(partials + source * {size} + at, mask=mask).to(tl.float32)
+        value = total.to(out.dtype.element_ty)
+        tl.store(gather + at, value, mask=mask)
+        for k in range(1, {world}):
+            peer = (rank + k) % {world}
+            cl.put(buffer_ptrs, peer, gather_offset + at, value, mask=mask)
+        for k in range({world}):
+            cl.signal(pad_ptrs, (rank + k) % {world}, done_slots + c, epoch)
+    else:
+        # 3. Tile c, once reduced, to the output.
+        c = pid - {world * per_rank + per_rank}
+        at = rr[:, None] * {cols} + c * {width} + cc[None, :]
+        cl.wait(pad_ptrs, rank, done_slots + c, epoch, errors, max_spins)
+        tl.store(out + at, tl.load(gather + at, mask=mask), mask=mask)"""
+        grid = world * per_rank + per_rank + tiles
+    text = f'''
+@triton.jit
+def {name}(
+    rank, epoch, buffer_ptrs, pad_ptrs, errors, max_spins, slots, x, w,
+    partials, partials_offset, gather, gather_offset, {sliced}out,
+):
+    """GEMV + all_reduce on {world} ranks: {tiles} tile(s) of {rows}x{width} of the
+    [{rows}, {cols}] output, K/N = {depth} (coco_gpu.tile_plan)."""
+    pid = tl.program_id(0)
+    rr = tl.arange(0, {br})  # rows of the output
+    cc = tl.arange(0, {bw})  # columns of a tile
+    rmask = rr < {rows}
+    cmask = cc < {width}
+    mask = rmask[:, None] & cmask[None, :]
+{body}
+'''
+    return KernelText(name, text, str(grid), options="")
+
+
 IDENTITIES = {"sum": "0.0", "mean": "0.0", "max": 'float("-inf")'}
 """How each pooling starts (mean sums, then divides)."""
 
@@ -377,11 +476,27 @@ for l in range({length}):
 EMITTERS: dict[str, Callable[[str, gpu.FuncOp, dict], KernelText]] = {
     "gemm_all_to_all": gemm_all_to_all,
     "embedding_all_to_all": embedding_all_to_all,
+    "gemv_all_reduce": gemv_all_reduce,
 }
 """Tile kernels by their plan's `kind`."""
 
 
 def emit_kernel(kernel: gpu.FuncOp) -> KernelText:
+    """A tile kernel from its plan, a map kernel from its loop
+    (`elementwise.map_kernel`); a CocoError for any other."""
+    name = identifier(kernel.sym_name.data)
+    if TILE_PLAN_ATTR not in kernel.attributes:
+        mapped = map_kernel(name, kernel)
+        if mapped is not None:
+            largest = (
+                mapped.bounds[0]
+                if len(mapped.bounds) == 1
+                else f"max({', '.join(mapped.bounds)})"
+            )
+            grid = f"triton.cdiv({largest}, {BLOCK})"
+            return KernelText(
+                name, mapped.text, grid, options=f"BLOCK={BLOCK}", offsets=False
+            )
     plan = plan_of(kernel)
     emitter = EMITTERS.get(str(plan.get("kind")))
     if emitter is None:
@@ -390,7 +505,7 @@ def emit_kernel(kernel: gpu.FuncOp) -> KernelText:
             "no Triton form yet",
             kernel,
         )
-    return emitter(identifier(kernel.sym_name.data), kernel, plan)
+    return emitter(name, kernel, plan)
 
 
 # ============================================================================
@@ -447,6 +562,18 @@ class HostPrinter:
                     f"    {self.name(op.result)} = world.view({offset}, "
                     f"({prod(t.get_shape())},), torch.{element.numpy_name})"
                 )
+            case memref.AllocOp():
+                t = op.memref.type
+                element = element_of(t.element_type)
+                self.lines.append(
+                    f"    {self.name(op.memref)} = torch.empty({tuple(t.get_shape())}, "
+                    f"dtype=torch.{element.numpy_name}, device=world.buffer.device)"
+                )
+            case memref.DeallocOp():
+                self.lines.append(f"    del {self.names[op.memref]}")
+            case memref.CopyOp():
+                source, target = self.names[op.source], self.names[op.destination]
+                self.lines.append(f"    {target}.copy_({source})")
             case gpu.LaunchFuncOp():
                 self.launch(op)
             case func.ReturnOp():
@@ -466,12 +593,14 @@ class HostPrinter:
                 args += [f"world.{name}" for name in PEER_ARGS]
                 continue
             args.append(self.names[value])
-            if value in self.offsets:
+            if kernel.offsets and value in self.offsets:
                 args.append(str(self.offsets[value]))
+        grid = kernel.grid.format(*(self.names.get(v, "") for v in op.kernelOperands))
+        options = f",\n        {kernel.options}," if kernel.options else ","
         self.lines.append(
-            f"    {kernel.name}[({kernel.grid},)](\n        "
+            f"    {kernel.name}[({grid},)](\n        "
             + ", ".join(args)
-            + ',\n        UPCAST=UPCAST, PRECISION="ieee",\n    )'
+            + f"{options}\n    )"
         )
         self.lines += [f"    {line}" for line in kernel.checks]
 
@@ -514,6 +643,7 @@ def emit_triton(module: ModuleOp) -> str:
             hosts.append(host_function(op, kernels))
     out = StringIO()
     out.write(HEADER)
+    out.write(HELPERS)
     out.write(
         f"\nSYMMETRIC_BYTES = {symmetric_bytes(module)}\n"
         f"SIGNAL_SLOTS = {signal_slots(module)}\n"

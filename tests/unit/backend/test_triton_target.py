@@ -1,10 +1,11 @@
 """The `triton` target (docs/triton.md, "The triton target"): the GEMM +
-all_to_all and embedding + all_to_all tile kernels printed from their plans'
-records, run a process per rank under Triton's interpreter, against the
-reference interpreter on 2 and 4 ranks (f32, bf16, a grouped and a dense
-GEMM, sum/mean/max pooling, with 8 ranks for tiles spanning experts); a
-wrong row map in the printed kernel is caught; an index out of range is the
-op's error; what has no Triton form yet is refused by name."""
+all_to_all, embedding + all_to_all and GEMV + all_reduce tile kernels
+printed from their plans' records, run a process per rank under Triton's
+interpreter, against the reference interpreter on 2 and 4 ranks (f32,
+bf16, a grouped and a dense GEMM, sum/mean/max pooling, with 8 ranks for
+tiles spanning experts, a GEMV with K in the thousands); one-line bugs in
+the printed kernels are caught; an index out of range is the op's error;
+what has no Triton form yet is refused by name."""
 
 from __future__ import annotations
 
@@ -93,11 +94,18 @@ MUTATIONS = [
         "tile_slots + rank * 8 + t, epoch",
         "tile_slots + peer * 8 + t, epoch",
     ),
+    ("gemv_allreduce", "into = rank * 256 + at", "into = owner * 256 + at"),
+    (
+        "gemv_allreduce",
+        "c = owner + (pid % 1) * 2",
+        "c = rank + (pid % 1) * 2",
+    ),
 ]
 """The printed kernel with one realistic bug: the all_to_all's dim not moved
 to the destination's block, the bags of the wrong destination, a tile
 signalled on the wrong source's slot (a peer waits for it forever: the
-watchdog)."""
+watchdog), a GEMV partial at the owner's row instead of this rank's, the
+partial of the wrong tile for an owner."""
 
 
 @pytest.mark.parametrize(("example", "right", "wrong"), MUTATIONS)
@@ -162,15 +170,42 @@ def test_an_index_out_of_range_is_the_ops_error() -> None:
         run_triton(module, 2, inputs=inputs)
 
 
-def test_operators_without_a_triton_form_are_refused_by_name() -> None:
-    gemv = cc.parse_file(str(EXAMPLES / "gemv_allreduce.mlir"))
-    with pytest.raises(
-        CocoError, match="the gemv_all_reduce operator has no Triton form yet"
+@pytest.mark.parametrize("world", [2, 4])
+def test_the_gemv_all_reduce_example_matches_the_interpreter(world: int) -> None:
+    """The fused GEMV + all_reduce, then the bias as a map kernel."""
+    module = cc.parse_file(str(EXAMPLES / "gemv_allreduce.mlir"))
+    text = emit_triton(lower(module, world).device)
+    assert '"""GEMV + all_reduce on' in text
+    assert (
+        "def gemv_allreduce_out_0(n, sum, bias, result0, BLOCK: tl.constexpr)" in text
+    )
+    assert matches(module, world)
+
+
+def test_a_bf16_gemv_with_k_in_the_thousands() -> None:
+    """H = 4096 on 4 ranks (K/N = 1024, 16 tiles, 4 reduced by each rank):
+    partials rounded to bf16, reduced in f32."""
+
+    @cc.function
+    def gemv(
+        x: cc.tensor([1, 1, 4096], cc.bf16, cc.sliced(2)),
+        w: cc.tensor([4096, 4096], cc.bf16, cc.sliced(0)),
     ):
-        emit_triton(lower(gemv, 2).device)
+        y = cc.matmul(x, w, name="proj")
+        return cc.all_reduce(y, "sum", name="sum")
+
+    assert matches(cc.module(gemv), 4)
+
+
+def test_operators_without_a_triton_form_are_refused_by_name() -> None:
     sgd = cc.parse_file(str(EXAMPLES / "sgd.mlir"))
-    with pytest.raises(CocoError, match="has no Triton form yet"):
+    with pytest.raises(
+        CocoError, match="kernel @sgd_sum_rs_fused_0 has no Triton form yet"
+    ):
         emit_triton(lower(sgd, 2).device)
+    mrs = cc.parse_file(str(EXAMPLES / "matmul_reduce_scatter.mlir"))
+    with pytest.raises(CocoError, match=r"the host op 'coco_gpu\.gemm' has no Triton"):
+        emit_triton(lower(mrs, 2).device)
     with pytest.raises(CocoError, match="not at the device level"):
         emit_triton(moe())
 

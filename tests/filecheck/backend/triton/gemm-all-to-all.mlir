@@ -1,13 +1,12 @@
 // DEFINE: %{examples} = %S/../../../../examples
 // RUN: coconet-opt %{examples}/moe_gemm_a2a.mlir -p 'coco-optimize,convert-coco-to-gpu{world=2}' -t triton | filecheck %s
-// RUN: not coconet-opt %{examples}/gemv_allreduce.mlir -p 'coco-optimize,convert-coco-to-gpu{world=2}' -t triton 2>&1 | filecheck %s --check-prefix=REFUSED
+// RUN: not coconet-opt %{examples}/sgd.mlir -p 'coco-optimize,convert-coco-to-gpu{world=2}' -t triton 2>&1 | filecheck %s --check-prefix=REFUSED
 // RUN: not coconet-opt %{examples}/moe_gemm_a2a.mlir -t triton 2>&1 | filecheck %s --check-prefix=LEVEL
 // The triton target prints the GEMM + all_to_all tile kernel from its plan's
 // record (coco_gpu.tile_plan): the same tiles, destinations r+1, r+2, ..., r,
 // READY then TILE slots; and the host function over a SymmetricWorld.
 
-// CHECK:      @triton.jit
-// CHECK-NEXT: def moe_gemm_a2a_experts_fused_0(
+// CHECK-LABEL: def moe_gemm_a2a_experts_fused_0(
 // CHECK:      tile_slots = slots + 2  # TILE + source * 1 + tile
 // CHECK:      cl.signal(pad_ptrs, (rank + k) % 2, ready + rank, epoch)
 // CHECK:      peer = (rank + pid // 1 + 1) % 2
@@ -23,6 +22,6 @@
 // CHECK-NEXT: moe_gemm_a2a_experts_fused_0[(3,)](
 // CHECK:      world.check_waits()
 
-// REFUSED: error: 'gpu.func' op -t triton: kernel @gemv_allreduce_proj_fused_0: the gemv_all_reduce operator has no Triton form yet
+// REFUSED: error: 'gpu.func' op -t triton: kernel @sgd_sum_rs_fused_0 has no Triton form yet
 
 // LEVEL: error: -t triton: the module is not at the device level
