@@ -35,6 +35,7 @@ from xdsl.dialects.builtin import (
 from xdsl.dialects.builtin import f32 as f32_type
 from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 
+from coconet_ir.backend.cuda.printer import CMPI
 from coconet_ir.backend.triton.names import identifier
 from coconet_ir.diagnostics import CocoError
 
@@ -153,15 +154,8 @@ FLOAT_PREDICATES = {
     "uno": "({0} != {0}) | ({1} != {1})",
     "ord": "({0} == {0}) & ({1} == {1})",
 }
-SIGNED_PREDICATES = {
-    "eq": "==",
-    "ne": "!=",
-    "slt": "<",
-    "sle": "<=",
-    "sgt": ">",
-    "sge": ">=",
-}
-UNSIGNED_PREDICATES = {"ult": "<", "ule": "<=", "ugt": ">", "uge": ">="}
+UNSIGNED_PREDICATES = frozenset({"ult", "ule", "ugt", "uge"})
+"""Compared as unsigned (the operators are the CUDA C printer's `CMPI`)."""
 
 
 def type_name(t: Attribute) -> str | None:
@@ -266,13 +260,12 @@ class Translation:
             self.define(op.result, FLOAT_PREDICATES[predicate].format(*operands))
         elif isinstance(op, arith.CmpiOp):
             predicate = arith.CMPI_COMPARISON_OPERATIONS[op.predicate.value.data]
-            if predicate in SIGNED_PREDICATES:
-                symbol = SIGNED_PREDICATES[predicate]
-                self.define(op.result, f"{operands[0]} {symbol} {operands[1]}")
-            else:
+            symbol = CMPI[predicate]
+            if predicate in UNSIGNED_PREDICATES:
                 lhs, rhs = (self.unsigned(v) for v in op.operands)
-                symbol = UNSIGNED_PREDICATES[predicate]
                 self.define(op.result, f"{lhs} {symbol} {rhs}")
+            else:
+                self.define(op.result, f"{operands[0]} {symbol} {operands[1]}")
         elif isinstance(op, arith.UIToFPOp | arith.ExtUIOp):
             target = self.result_type(op)
             self.define(op.results[0], f"{self.unsigned(op.operands[0])}.to({target})")
